@@ -1,0 +1,93 @@
+"""The data a guard collects: one :class:`SyncEvent` per host read of device data."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Dict, List, Optional, Tuple
+
+#: A Python read of one scalar (``bool``/``item``/``int``/``float``/``__index__``/``__format__``).
+SCALAR_READ = "scalar_read"
+#: A device-to-host copy (``tolist``, ``cpu()``, ``to("cpu")``, ``numpy``, printing).
+D2H_COPY = "d2h_copy"
+#: An op whose output shape or Python result depends on device data (nonzero family, equal...).
+DATA_DEPENDENT = "data_dependent"
+#: A host-to-device copy the host waits for (blocking, or non-blocking from pageable memory).
+H2D_COPY = "h2d_copy"
+#: ``synchronize()`` on the device module, a stream or an event.
+EXPLICIT_SYNC = "explicit_sync"
+#: A read done inside a C++ kernel, counted from the backend's op sync model.
+IN_KERNEL = "in_kernel"
+
+KINDS: Tuple[str, ...] = (SCALAR_READ, D2H_COPY, DATA_DEPENDENT, H2D_COPY, EXPLICIT_SYNC, IN_KERNEL)
+
+
+class HostSyncError(RuntimeError):
+    """Raised by ``SyncGuard(on_sync="raise")`` at the call that would make the host wait."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Frame:
+    """One frame of user code: where a sync was made."""
+
+    filename: str
+    lineno: int
+    function: str
+
+    def __str__(self) -> str:
+        return f"{self.filename}:{self.lineno} in {self.function}"
+
+
+@dataclasses.dataclass(frozen=True)
+class SyncEvent:
+    """One host read of device data.
+
+    ``kind`` is one of :data:`KINDS`; ``api`` the Python-level entry (``Tensor.__bool__``,
+    ``torch.nonzero``...); ``op`` the ATen op where one is known (``aten::_local_scalar_dense``);
+    ``filename``/``lineno``/``function`` the innermost frame outside syncguard and torch;
+    ``stack`` a short user stack, innermost first; ``step`` the index of the guard's step
+    (``None`` outside steps); ``warmup`` whether that step is a warm-up step; ``count`` how many
+    host reads this event stands for (an in-kernel model entry may say 2); ``allowed`` and
+    ``reason`` say whether ``allow()`` or an allowed call site covered it.
+    """
+
+    kind: str
+    api: str
+    op: Optional[str]
+    filename: str
+    lineno: int
+    function: str
+    stack: Tuple[Frame, ...]
+    step: Optional[int]
+    thread: str
+    allowed: bool = False
+    reason: Optional[str] = None
+    warmup: bool = False
+    count: int = 1
+    device: Optional[str] = None
+    source: Optional[str] = None
+
+    @property
+    def site(self) -> str:
+        """``file:line`` of the user code that made the sync."""
+        return f"{self.filename}:{self.lineno}"
+
+    def to_dict(self) -> Dict[str, Any]:
+        d = dataclasses.asdict(self)
+        d["stack"] = [dataclasses.asdict(f) for f in self.stack]
+        return d
+
+    @classmethod
+    def from_dict(cls, d: Dict[str, Any]) -> SyncEvent:
+        d = dict(d)
+        d["stack"] = tuple(Frame(**f) for f in d.get("stack", ()))
+        fields = {f.name for f in dataclasses.fields(cls)}
+        return cls(**{k: v for k, v in d.items() if k in fields})
+
+    def describe(self) -> str:
+        op = f" ({self.op})" if self.op else ""
+        n = f" x{self.count}" if self.count != 1 else ""
+        return f"{self.site} in {self.function}: {self.api}{op} [{self.kind}]{n}"
+
+
+def stack_to_list(stack: Tuple[Frame, ...]) -> List[str]:
+    return [str(f) for f in stack]

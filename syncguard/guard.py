@@ -1,0 +1,211 @@
+"""The public guard: count, attribute and gate host reads of device data."""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+from typing import TYPE_CHECKING, Any, Callable, Dict, Iterable, Iterator, List, Optional, Tuple
+
+from ._hub import HUB
+from .events import Frame, SyncEvent
+from .intercept import PATCHER, set_model_override
+
+if TYPE_CHECKING:  # pragma: no cover
+    import pandas as pd
+
+ON_SYNC = ("count", "log", "raise")
+
+
+@dataclasses.dataclass(frozen=True)
+class StepCount:
+    """Syncs seen in one step: ``syncs`` not allowed (counted), ``allowed`` allowed ones."""
+
+    step: int
+    warmup: bool
+    syncs: int
+    allowed: int
+
+
+def _site_matches(pattern: str, frame: Frame) -> bool:
+    """``file.py:123`` (path suffix and line), ``pkg.module:function``, or ``function``."""
+    if ":" in pattern:
+        left, right = pattern.rsplit(":", 1)
+        if right.isdigit():
+            fn = frame.filename.replace("\\", "/")
+            return frame.lineno == int(right) and (
+                fn == left or fn.endswith("/" + left.lstrip("/"))
+            )
+        mod_path = left.replace(".", "/")
+        fn = frame.filename.replace("\\", "/")
+        stem = fn[:-3] if fn.endswith(".py") else fn
+        return frame.function == right and (stem == mod_path or stem.endswith("/" + mod_path))
+    return frame.function == pattern
+
+
+class SyncGuard:
+    """Count every host read of device data made while the guard is active.
+
+    ``on_sync``: ``"count"`` records; ``"log"`` records and logs each sync (logger
+    ``syncguard``); ``"raise"`` raises :class:`HostSyncError` at the offending call.
+    ``devices``: device types to treat as device-resident besides every non-CPU one (e.g.
+    ``("cpu",)`` to exercise the guard on plain CPU tensors). ``allow_sites``: call sites whose
+    syncs are allowed (``"file.py:123"``, ``"pkg.mod:function"`` or ``"function"``, matched
+    against every frame of the user stack). ``warmup``: the first N steps are warm-up: their
+    events are kept (``warmup=True``) but not counted. ``model``: the op sync model
+    (``"cuda"``/``"npu"``) for device types without one of their own (CPU via ``devices``).
+    ``on_event``: a callable given every event as it is recorded (streaming to disk).
+
+    Syncs from every Python thread are counted while the guard is active; guards nest (each
+    active guard records every event).
+    """
+
+    def __init__(
+        self,
+        on_sync: str = "count",
+        *,
+        devices: Iterable[str] = (),
+        allow_sites: Iterable[Tuple[str, str] | str] = (),
+        warmup: int = 0,
+        model: Optional[str] = None,
+        stack_depth: int = 8,
+        on_event: Optional[Callable[[SyncEvent], None]] = None,
+    ) -> None:
+        if on_sync not in ON_SYNC:
+            raise ValueError(f"on_sync must be one of {ON_SYNC}, not {on_sync!r}")
+        if warmup < 0:
+            raise ValueError("warmup must be >= 0")
+        self.on_sync = on_sync
+        self.devices = frozenset(devices)
+        self._allow_sites: List[Tuple[str, str]] = []
+        for s in allow_sites:
+            if isinstance(s, str):
+                self._allow_sites.append((s, f"allowed call site {s}"))
+            else:
+                self._allow_sites.append((s[0], s[1]))
+        self.warmup = warmup
+        self.model = model
+        self.stack_depth = stack_depth
+        self.on_event = on_event
+        self.events: List[SyncEvent] = []
+        self._step: Optional[int] = None
+        self._next_step = 0
+        self._active = False
+
+    # -- context management --------------------------------------------------------------
+    def __enter__(self) -> SyncGuard:
+        if self._active:
+            raise RuntimeError("this SyncGuard is already active")
+        PATCHER.acquire()
+        try:
+            if self.model is not None:
+                set_model_override(self.model)
+            HUB.push(self)
+        except BaseException:
+            PATCHER.release()
+            raise
+        self._active = True
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self._active = False
+        try:
+            HUB.remove(self)
+            if self.model is not None:
+                set_model_override(None)
+        finally:
+            PATCHER.release()
+
+    @property
+    def active(self) -> bool:
+        return self._active
+
+    # -- steps ---------------------------------------------------------------------------
+    @contextlib.contextmanager
+    def step(self, index: Optional[int] = None) -> Iterator[int]:
+        """Mark one decode step; events inside carry its index (0, 1, ... unless given)."""
+        i = self._next_step if index is None else index
+        prev = self._step
+        self._step = i
+        try:
+            yield i
+        finally:
+            self._step = prev
+            self._next_step = i + 1
+
+    def current_step(self) -> Tuple[Optional[int], bool]:
+        s = self._step
+        return s, (s is not None and s < self.warmup)
+
+    # -- recording (called by the hub) ------------------------------------------------------
+    def accepts(self, device: Optional[str]) -> bool:
+        return device is None or (device not in ("cpu", "meta")) or device in self.devices
+
+    def site_allowed(self, stack: Tuple[Frame, ...]) -> Optional[str]:
+        for pattern, reason in self._allow_sites:
+            for fr in stack:
+                if _site_matches(pattern, fr):
+                    return reason
+        return None
+
+    def _record(self, ev: SyncEvent) -> None:
+        self.events.append(ev)
+        if self.on_event is not None:
+            self.on_event(ev)
+
+    # -- results -------------------------------------------------------------------------
+    @property
+    def count(self) -> int:
+        """Host syncs observed that were not allowed, outside warm-up steps."""
+        return sum(e.count for e in self.events if not e.allowed and not e.warmup)
+
+    @property
+    def allowed_count(self) -> int:
+        """Host syncs observed and allowed (``allow()`` or an allowed call site)."""
+        return sum(e.count for e in self.events if e.allowed and not e.warmup)
+
+    @property
+    def counted_events(self) -> List[SyncEvent]:
+        return [e for e in self.events if not e.allowed and not e.warmup]
+
+    def per_step(self) -> List[StepCount]:
+        """One row per step that had events or was entered, in step order."""
+        rows: Dict[int, List[int]] = {i: [0, 0] for i in range(self._next_step)}
+        for e in self.events:
+            if e.step is None:
+                continue
+            r = rows.setdefault(e.step, [0, 0])
+            r[1 if e.allowed else 0] += e.count
+        return [StepCount(s, s < self.warmup, v[0], v[1]) for s, v in sorted(rows.items())]
+
+    def step_table(self) -> pd.DataFrame:
+        """DataFrame: step (int), warmup (bool), syncs (hidden host syncs, count),
+        allowed (allowed host syncs, count)."""
+        import pandas as pd
+
+        return pd.DataFrame([dataclasses.asdict(r) for r in self.per_step()],
+                            columns=["step", "warmup", "syncs", "allowed"])
+
+    def sites(self, include_allowed: bool = False) -> List[Dict[str, Any]]:
+        """Counted syncs grouped by call site: site, function, api, op, kind, count, steps."""
+        groups: Dict[Tuple[str, str, Optional[str], str], Dict[str, Any]] = {}
+        for e in self.events:
+            if e.warmup or (e.allowed and not include_allowed):
+                continue
+            key = (e.site, e.api, e.op, e.kind)
+            g = groups.setdefault(key, {
+                "site": e.site, "filename": e.filename, "lineno": e.lineno,
+                "function": e.function, "api": e.api, "op": e.op, "kind": e.kind,
+                "count": 0, "steps": [], "allowed": e.allowed,
+            })
+            g["count"] += e.count
+            if e.step is not None and e.step not in g["steps"]:
+                g["steps"].append(e.step)
+        return sorted(groups.values(), key=lambda g: (-g["count"], g["site"]))
+
+    def reset(self) -> None:
+        self.events.clear()
+        self._next_step = 0
+
+    def __repr__(self) -> str:
+        return (f"SyncGuard(on_sync={self.on_sync!r}, count={self.count}, "
+                f"allowed={self.allowed_count}, events={len(self.events)})")

@@ -1,0 +1,574 @@
+"""Interceptors: the Python-level entry points that read device data on the host.
+
+This module (with ``syncguard.sim``) is the only code that touches torch internals.
+Patches are process-global (so reads on every Python thread are seen), installed when the first
+guard is entered and removed, exactly as they were, when the last one exits.
+
+Rule against double counting: the outermost intercepted call that reports a sync marks the
+thread busy; nothing nested inside it reports again (``x in t`` calls ``.item()`` internally;
+it is one sync). A backend (the simulated device) classifies every ATen op it runs through
+:func:`backend_op_hook`, which only reports when no Python-level interceptor did: a safety net
+for ops reached without a patched entry point (``torch.ops.aten.nonzero``...).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple
+
+import torch
+
+from . import events as E
+from ._hub import HUB
+from .opmodel import OpSyncModel, load_model
+
+# kind, op, device, count, source
+Hit = Tuple[str, Optional[str], Optional[str], int, Optional[str]]
+Classifier = Callable[[Tuple[Any, ...], Dict[str, Any]], Optional[Hit]]
+
+_model_override: Optional[str] = None
+
+
+def set_model_override(backend: Optional[str]) -> None:
+    """Use ``backend``'s op sync model for device types that have none (``devices=("cpu",)``)."""
+    global _model_override
+    _model_override = backend
+
+
+def model_for(device_type: str) -> Optional[OpSyncModel]:
+    if device_type in ("cuda", "npu"):
+        return load_model(device_type)
+    sim = _sim_name()
+    if sim is not None and device_type == sim:
+        return load_model("npu")
+    if _model_override is not None:
+        return load_model(_model_override)
+    return None
+
+
+def _sim_name() -> Optional[str]:
+    import sys
+
+    m = sys.modules.get("syncguard.sim.device")
+    return getattr(m, "SIM_NAME", None) if m is not None else None
+
+
+# -- helpers ------------------------------------------------------------------------------
+_Tensor = torch.Tensor
+
+
+def _dev(x: Any) -> Optional[str]:
+    """Device type of ``x`` if it is a tensor whose data lives on a (counted) device."""
+    if isinstance(x, _Tensor):
+        t = x.device.type
+        if HUB.is_device_type(t):
+            return t
+    return None
+
+
+def _first_dev(xs: Any) -> Optional[str]:
+    for x in xs:
+        d = _dev(x)
+        if d is not None:
+            return d
+    return None
+
+
+def _device_type_of(spec: Any) -> Optional[str]:
+    if isinstance(spec, torch.device):
+        return spec.type
+    if isinstance(spec, str):
+        return spec.split(":", 1)[0]
+    if isinstance(spec, int) and not isinstance(spec, bool):
+        return "cuda"
+    return None
+
+
+def _is_pinned(t: _Tensor) -> bool:
+    try:
+        return bool(t.is_pinned())
+    except Exception:
+        return False
+
+
+def _h2d(src: Any, target: Optional[str], non_blocking: bool) -> Optional[Hit]:
+    """A copy of host tensor ``src`` to device type ``target``: does the host wait?"""
+    if target is None or not HUB.is_device_type(target) or target == "cpu":
+        return None
+    if non_blocking and isinstance(src, _Tensor) and _is_pinned(src):
+        return None
+    why = "non_blocking copy from pageable memory" if non_blocking else "blocking copy"
+    return (E.H2D_COPY, "aten::_to_copy", target, 1, why)
+
+
+def _a(args: Tuple[Any, ...], kwargs: Dict[str, Any], i: int, name: str, default: Any = None
+       ) -> Any:
+    return args[i] if len(args) > i else kwargs.get(name, default)
+
+
+# -- classifiers ---------------------------------------------------------------------------
+def _scalar(args: Tuple[Any, ...], kwargs: Dict[str, Any]) -> Optional[Hit]:
+    d = _dev(args[0])
+    if d is None or args[0].numel() != 1:
+        return None
+    return (E.SCALAR_READ, "aten::_local_scalar_dense", d, 1, None)
+
+
+def _format(args: Tuple[Any, ...], kwargs: Dict[str, Any]) -> Optional[Hit]:
+    d = _dev(args[0])
+    if d is None:
+        return None
+    if args[0].dim() == 0:
+        return (E.SCALAR_READ, "aten::_local_scalar_dense", d, 1, None)
+    return (E.D2H_COPY, "aten::_to_copy", d, 1, "printing")
+
+
+def _d2h(args: Tuple[Any, ...], kwargs: Dict[str, Any]) -> Optional[Hit]:
+    d = _dev(args[0])
+    return (E.D2H_COPY, "aten::_to_copy", d, 1, None) if d is not None else None
+
+
+def _repr(args: Tuple[Any, ...], kwargs: Dict[str, Any]) -> Optional[Hit]:
+    d = _dev(args[0])
+    return (E.D2H_COPY, "aten::_to_copy", d, 1, "printing") if d is not None else None
+
+
+def _numpy(args: Tuple[Any, ...], kwargs: Dict[str, Any]) -> Optional[Hit]:
+    if not _a(args, kwargs, 1, "force", False):
+        return None  # raises for device tensors: nothing is read
+    return _d2h(args, kwargs)
+
+
+def _cpu(args: Tuple[Any, ...], kwargs: Dict[str, Any]) -> Optional[Hit]:
+    return _d2h(args, kwargs)
+
+
+def _to(args: Tuple[Any, ...], kwargs: Dict[str, Any]) -> Optional[Hit]:
+    self = args[0]
+    target: Optional[str] = None
+    non_blocking = bool(kwargs.get("non_blocking", False))
+    for a in args[1:]:
+        if isinstance(a, bool):
+            non_blocking = a
+            break
+        if isinstance(a, _Tensor):
+            target = a.device.type
+        elif target is None and not isinstance(a, torch.dtype):
+            target = _device_type_of(a)
+    if "device" in kwargs and kwargs["device"] is not None:
+        target = _device_type_of(kwargs["device"])
+    return _copy_dir(self, target, non_blocking)
+
+
+def _copy_dir(src: _Tensor, target: Optional[str], non_blocking: bool) -> Optional[Hit]:
+    if target is None:
+        return None
+    src_t = src.device.type
+    # With devices=("cpu",) a CPU tensor is device-resident and "cpu" the host: a copy to it
+    # stands for a device-to-host copy.
+    if HUB.is_device_type(src_t) and target == "cpu":
+        if non_blocking:
+            return None  # async D2H: the host does not wait (reading it early is a race)
+        return (E.D2H_COPY, "aten::_to_copy", src_t, 1, None)
+    if src_t == target:
+        return None
+    if src_t == "cpu":
+        return _h2d(src, target, non_blocking)
+    return None
+
+
+def _device_method(target: str) -> Classifier:
+    def cls(args: Tuple[Any, ...], kwargs: Dict[str, Any]) -> Optional[Hit]:
+        nb = bool(_a(args, kwargs, 2, "non_blocking", False))
+        return _copy_dir(args[0], target, nb)
+
+    return cls
+
+
+def _copy_(args: Tuple[Any, ...], kwargs: Dict[str, Any]) -> Optional[Hit]:
+    dst, src = args[0], _a(args, kwargs, 1, "src")
+    if not isinstance(src, _Tensor):
+        return None
+    nb = bool(_a(args, kwargs, 2, "non_blocking", False))
+    hit = _copy_dir(src, dst.device.type, nb)
+    if hit is not None and hit[0] == E.D2H_COPY:
+        return (E.D2H_COPY, "aten::copy_", hit[2], 1, None)
+    return hit
+
+
+def _contains(args: Tuple[Any, ...], kwargs: Dict[str, Any]) -> Optional[Hit]:
+    d = _dev(args[0])
+    return (E.SCALAR_READ, "aten::_local_scalar_dense", d, 1, None) if d is not None else None
+
+
+def _data_dep(op: str) -> Classifier:
+    def cls(args: Tuple[Any, ...], kwargs: Dict[str, Any]) -> Optional[Hit]:
+        d = _first_dev(args[:2]) or _first_dev(kwargs.values())
+        return (E.DATA_DEPENDENT, op, d, 1, None) if d is not None else None
+
+    return cls
+
+
+def _where(args: Tuple[Any, ...], kwargs: Dict[str, Any]) -> Optional[Hit]:
+    if len(args) + len(kwargs) != 1:
+        return None  # where(cond, x, y) is elementwise
+    return _data_dep("aten::nonzero")(args, kwargs)
+
+
+def _repeat_interleave(args: Tuple[Any, ...], kwargs: Dict[str, Any]) -> Optional[Hit]:
+    if _a(args, kwargs, 3, "output_size") is not None:
+        return None
+    first, repeats = args[0] if args else kwargs.get("input"), _a(args, kwargs, 1, "repeats")
+    if repeats is None and isinstance(first, _Tensor):
+        repeats = first  # torch.repeat_interleave(repeats)
+    d = _dev(repeats)
+    return (E.DATA_DEPENDENT, "aten::repeat_interleave.Tensor", d, 1, None) if d else None
+
+
+def _one_hot(args: Tuple[Any, ...], kwargs: Dict[str, Any]) -> Optional[Hit]:
+    n = _a(args, kwargs, 1, "num_classes", -1)
+    d = _dev(args[0] if args else kwargs.get("tensor"))
+    if d is None or n != -1:
+        return None
+    return (E.DATA_DEPENDENT, "aten::one_hot", d, 1, "num_classes inferred with max().item()")
+
+
+def _has_bool_dev_index(index: Any) -> Tuple[Optional[str], int]:
+    """(device of a boolean device mask in ``index``, number of device tensors used as slice
+    bounds): the first lowers to nonzero, each of the second to a scalar read."""
+    items = index if isinstance(index, tuple) else (index,)
+    mask_dev: Optional[str] = None
+    bounds = 0
+    for it in items:
+        if isinstance(it, _Tensor):
+            d = _dev(it)
+            if d is not None and it.dtype in (torch.bool, torch.uint8):
+                mask_dev = d
+        elif isinstance(it, slice):
+            for b in (it.start, it.stop, it.step):
+                if _dev(b) is not None:
+                    bounds += 1
+    return mask_dev, bounds
+
+
+def _getitem(args: Tuple[Any, ...], kwargs: Dict[str, Any]) -> Optional[Hit]:
+    if not isinstance(args[1], (_Tensor, tuple, slice)):
+        return None
+    mask_dev, bounds = _has_bool_dev_index(args[1])
+    if mask_dev is not None:
+        return (E.DATA_DEPENDENT, "aten::index.Tensor", mask_dev, 1, "boolean mask -> nonzero")
+    if bounds:
+        return (E.SCALAR_READ, "aten::_local_scalar_dense", _dev(args[0]), bounds,
+                "slice bound is a device tensor")
+    return None
+
+
+def _setitem(args: Tuple[Any, ...], kwargs: Dict[str, Any]) -> Optional[Hit]:
+    if not isinstance(args[1], (_Tensor, tuple, slice)):
+        return None
+    mask_dev, bounds = _has_bool_dev_index(args[1])
+    value = args[2]
+    if mask_dev is not None and isinstance(value, _Tensor) and _dev(value) is not None:
+        return (E.DATA_DEPENDENT, "aten::index_put_", mask_dev, 1,
+                "boolean mask with a device tensor value")
+    if bounds:
+        return (E.SCALAR_READ, "aten::_local_scalar_dense", _dev(args[0]), bounds,
+                "slice bound is a device tensor")
+    return None
+
+
+def _index_put(args: Tuple[Any, ...], kwargs: Dict[str, Any]) -> Optional[Hit]:
+    indices = _a(args, kwargs, 1, "indices", ())
+    values = _a(args, kwargs, 2, "values")
+    mask_dev, _ = _has_bool_dev_index(tuple(i for i in indices if i is not None))
+    if mask_dev is not None and isinstance(values, _Tensor) and (
+        values.numel() != 1 or _dev(values) is not None
+    ):
+        return (E.DATA_DEPENDENT, "aten::index_put_", mask_dev, 1, "boolean mask")
+    return None
+
+
+def _model(op: str, self_pos: int = 0) -> Classifier:
+    def cls(args: Tuple[Any, ...], kwargs: Dict[str, Any]) -> Optional[Hit]:
+        d = _first_dev(args[: self_pos + 1]) or _first_dev(args) or _first_dev(kwargs.values())
+        if d is None:
+            return None
+        model = model_for(d)
+        if model is None:
+            return None
+        entry = model.reads(op, args, kwargs)
+        if entry is None:
+            return None
+        return (E.IN_KERNEL, op, d, entry.reads, f"{model.backend} op model: {entry.where}")
+
+    return cls
+
+
+def _tensor_factory(device_pos: int) -> Classifier:
+    def cls(args: Tuple[Any, ...], kwargs: Dict[str, Any]) -> Optional[Hit]:
+        target = _device_type_of(_a(args, kwargs, device_pos, "device"))
+        data = args[0] if args else kwargs.get("data")
+        if isinstance(data, _Tensor):
+            return _copy_dir(data, target, False)
+        if target is None:
+            return None
+        return _h2d(None, target, False)
+
+    return cls
+
+
+def _explicit(device: str) -> Classifier:
+    def cls(args: Tuple[Any, ...], kwargs: Dict[str, Any]) -> Optional[Hit]:
+        return (E.EXPLICIT_SYNC, None, device, 1, None)
+
+    return cls
+
+
+# -- the patch table -----------------------------------------------------------------------
+Target = Tuple[Any, str, str, Classifier]  # owner, attribute, api name, classifier
+
+
+def _targets() -> List[Target]:
+    T = torch.Tensor
+    t: List[Target] = []
+
+    def meth(name: str, cls: Classifier) -> None:
+        t.append((T, name, f"Tensor.{name}", cls))
+
+    def fn(owner: Any, prefix: str, name: str, cls: Classifier) -> None:
+        if hasattr(owner, name):
+            t.append((owner, name, f"{prefix}.{name}", cls))
+
+    for name in ("__bool__", "item", "__int__", "__float__", "__index__", "__complex__"):
+        meth(name, _scalar)
+    meth("__format__", _format)
+    meth("__repr__", _repr)
+    meth("tolist", _d2h)
+    meth("cpu", _cpu)
+    meth("numpy", _numpy)
+    meth("to", _to)
+    meth("cuda", _device_method("cuda"))
+    meth("copy_", _copy_)
+    meth("__contains__", _contains)
+    meth("__getitem__", _getitem)
+    meth("__setitem__", _setitem)
+    meth("index_put_", _index_put)
+    meth("index_put", _index_put)
+    dd = {
+        "nonzero": "aten::nonzero", "argwhere": "aten::argwhere",
+        "masked_select": "aten::masked_select", "unique": "aten::_unique2",
+        "unique_consecutive": "aten::unique_consecutive", "equal": "aten::equal",
+        "allclose": "aten::allclose", "bincount": "aten::bincount",
+    }
+    for name, op in dd.items():
+        meth(name, _data_dep(op))
+        fn(torch, "torch", name, _data_dep(op))
+    fn(torch, "torch", "where", _where)
+    meth("repeat_interleave", _repeat_interleave)
+    fn(torch, "torch", "repeat_interleave", _repeat_interleave)
+    fn(torch.nn.functional, "torch.nn.functional", "one_hot", _one_hot)
+    meth("multinomial", _model("aten::multinomial"))
+    fn(torch, "torch", "multinomial", _model("aten::multinomial"))
+    meth("masked_fill_", _model("aten::masked_fill_.Tensor"))
+    meth("masked_fill", _model("aten::masked_fill_.Tensor"))
+    fn(torch, "torch", "masked_fill", _model("aten::masked_fill_.Tensor"))
+    fn(torch, "torch", "normal", _model("aten::normal.Tensor_Tensor"))
+    fn(torch, "torch", "tensor", _tensor_factory(-1))
+    fn(torch, "torch", "as_tensor", _tensor_factory(2))
+    # explicit synchronisation
+    cuda = torch.cuda
+    fn(cuda, "torch.cuda", "synchronize", _explicit("cuda"))
+    fn(cuda.Stream, "torch.cuda.Stream", "synchronize", _explicit("cuda"))
+    fn(cuda.Event, "torch.cuda.Event", "synchronize", _explicit("cuda"))
+    npu = getattr(torch, "npu", None)
+    if npu is not None and not getattr(npu, "__syncguard_sim__", False):
+        fn(npu, "torch.npu", "synchronize", _explicit("npu"))
+        for cls_name in ("Stream", "Event"):
+            c = getattr(npu, cls_name, None)
+            if c is not None:
+                fn(c, f"torch.npu.{cls_name}", "synchronize", _explicit("npu"))
+        meth_npu = getattr(T, "npu", None)
+        if meth_npu is not None:
+            meth("npu", _device_method("npu"))
+    return t
+
+
+def _wrap(orig: Callable[..., Any], api: str, classify: Classifier) -> Callable[..., Any]:
+    tls = HUB.tls
+
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        if tls.busy or not HUB.guards:
+            return orig(*args, **kwargs)
+        hit = classify(args, kwargs)
+        if hit is None:
+            return orig(*args, **kwargs)
+        tls.busy += 1
+        try:
+            kind, op, device, count, source = hit
+            HUB.deliver(kind, api, op, device, count, source)
+            return orig(*args, **kwargs)
+        finally:
+            tls.busy -= 1
+
+    wrapper.__wrapped__ = orig  # type: ignore[attr-defined]
+    wrapper.__name__ = getattr(orig, "__name__", api.rsplit(".", 1)[-1])
+    wrapper.__qualname__ = getattr(orig, "__qualname__", wrapper.__name__)
+    wrapper.__doc__ = getattr(orig, "__doc__", None)
+    wrapper.__syncguard__ = True  # type: ignore[attr-defined]
+    return wrapper
+
+
+class _Patcher:
+    """Owns the process-global patches: installed for the first guard, removed with the last."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.users = 0
+        # (owner, name, had_own_attribute, original)
+        self.saved: List[Tuple[Any, str, bool, Any]] = []
+
+    def acquire(self) -> None:
+        with self.lock:
+            if self.users == 0:
+                self._install()
+            self.users += 1
+
+    def release(self) -> None:
+        with self.lock:
+            self.users -= 1
+            if self.users == 0:
+                self._uninstall()
+
+    def _install(self) -> None:
+        try:
+            for owner, name, api, cls in _targets():
+                own = name in vars(owner)
+                orig = vars(owner)[name] if own else getattr(owner, name)
+                raw = getattr(owner, name)
+                setattr(owner, name, _wrap(raw, api, cls))
+                self.saved.append((owner, name, own, orig))
+        except BaseException:
+            self._uninstall()
+            raise
+
+    def _uninstall(self) -> None:
+        while self.saved:
+            owner, name, own, orig = self.saved.pop()
+            if own:
+                setattr(owner, name, orig)
+            else:
+                delattr(owner, name)
+
+    @property
+    def installed(self) -> bool:
+        return bool(self.saved)
+
+
+PATCHER = _Patcher()
+
+
+def patched_attributes() -> List[str]:
+    """Names of the attributes syncguard patches while a guard is active (for clean-state
+    checks): ``owner.attr`` strings."""
+    return [f"{getattr(o, '__name__', o)}.{n}" for o, n, _, _ in _targets()]
+
+
+def snapshot() -> Dict[str, Any]:
+    """Identity snapshot of every attribute syncguard may patch: equal before and after a
+    guard means torch was left exactly as it was."""
+    out: Dict[str, Any] = {}
+    for owner, name, _, _ in _targets():
+        key = f"{getattr(owner, '__qualname__', owner)}.{name}"
+        out[key] = vars(owner).get(name, "<inherited>")
+    return out
+
+
+# -- reporting used by syncguard's own backends ----------------------------------------------
+def report_sync(kind: str, api: str, op: Optional[str] = None, count: int = 1,
+                device: Optional[str] = None, source: Optional[str] = None) -> None:
+    """Report one host sync to every active guard (no-op when none is active, or when an
+    intercepted call on this thread already reported). May raise ``HostSyncError``."""
+    tls = HUB.tls
+    if tls.busy or not HUB.guards:
+        return
+    tls.busy += 1
+    try:
+        HUB.deliver(kind, api, op, device, count, source)
+    finally:
+        tls.busy -= 1
+
+
+@contextlib.contextmanager
+def suppressed() -> Iterator[None]:
+    """Inside, this thread reports nothing (syncguard's own reads, e.g. contract checks)."""
+    HUB.tls.busy += 1
+    try:
+        yield
+    finally:
+        HUB.tls.busy -= 1
+
+
+_SKIP = object()
+_op_cache: Dict[Any, Any] = {}
+
+
+def _classify_aten(func: Any) -> Any:
+    name = func.name()
+    base = name.split(".", 1)[0]
+    tags = set(getattr(func, "tags", ()))
+    if base == "aten::_local_scalar_dense":
+        return lambda a, k, d: (E.SCALAR_READ, name, d, 1, None)
+    if base in ("aten::_copy_from", "aten::_copy_from_and_resize"):
+        def copy_from(a: Tuple[Any, ...], k: Dict[str, Any], d: str) -> Optional[Hit]:
+            src, dst = a[0], a[1]
+            nb = bool(a[2]) if len(a) > 2 else bool(k.get("non_blocking", False))
+            hit = _copy_dir(src, dst.device.type, nb)
+            return None if hit is None else (hit[0], name, hit[2], 1, hit[4])
+        return copy_from
+    if base == "aten::index" or base == "aten::index_put" or base == "aten::index_put_":
+        def index(a: Tuple[Any, ...], k: Dict[str, Any], d: str) -> Optional[Hit]:
+            idx = a[1] if len(a) > 1 else ()
+            for i in idx:
+                if isinstance(i, _Tensor) and i.dtype in (torch.bool, torch.uint8):
+                    return (E.DATA_DEPENDENT, name, d, 1, "boolean mask -> nonzero")
+            return None
+        return index
+    if base == "aten::repeat_interleave":
+        def rep(a: Tuple[Any, ...], k: Dict[str, Any], d: str) -> Optional[Hit]:
+            if k.get("output_size") is not None:
+                return None
+            return (E.DATA_DEPENDENT, name, d, 1, None)
+        return rep
+    dyn = getattr(torch.Tag, "dynamic_output_shape", None)
+    dep = getattr(torch.Tag, "data_dependent_output", None)
+    if (dyn is not None and dyn in tags) or (dep is not None and dep in tags):
+        return lambda a, k, d: (E.DATA_DEPENDENT, name, d, 1, None)
+    model = load_model("npu")
+    if model is not None and name in model.ops:
+        def by_model(a: Tuple[Any, ...], k: Dict[str, Any], d: str) -> Optional[Hit]:
+            m = model_for(d)
+            e = m.reads(name, a, k) if m is not None else None
+            if e is None:
+                return None
+            backend = m.backend  # type: ignore[union-attr]
+            return (E.IN_KERNEL, name, d, e.reads, f"{backend} op model: {e.where}")
+        return by_model
+    return _SKIP
+
+
+def backend_op_hook(func: Any, args: Tuple[Any, ...], kwargs: Dict[str, Any],
+                    device_type: str) -> None:
+    """Called by a Python backend (the simulated device's fallback) before it runs ATen op
+    ``func`` on tensors of ``device_type``: classifies the op and reports a sync if it is one."""
+    if not HUB.guards or HUB.tls.busy:
+        return
+    c = _op_cache.get(func)
+    if c is None:
+        c = _op_cache[func] = _classify_aten(func)
+    if c is _SKIP:
+        return
+    hit = c(args, kwargs, device_type)
+    if hit is not None:
+        kind, op, device, count, source = hit
+        report_sync(kind, op or func.name(), op, count, device, source)

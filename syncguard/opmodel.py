@@ -1,0 +1,118 @@
+"""Op sync models: per-backend data on the host reads that happen inside kernels.
+
+No Python hook sees a ``.item()`` that a C++ kernel calls itself (``torch.multinomial`` on
+CUDA does two). Each backend has a JSON model in ``syncguard/opmodels/<backend>.json``: a list
+of entries ``{op, reads, when, evidence, where}``; ``evidence`` is ``"source"`` (read from the
+named source file) or ``"calibrated"`` (measured on hardware; then ``versions`` says where).
+``when`` names a condition on the op's arguments (see ``CONDITIONS``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import json
+import os
+from typing import Any, Callable, Dict, List, Optional, Tuple
+
+_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "opmodels")
+
+
+def _arg(args: Tuple[Any, ...], kwargs: Dict[str, Any], i: int, name: str, default: Any) -> Any:
+    if len(args) > i:
+        return args[i]
+    return kwargs.get(name, default)
+
+
+def _is_dev_tensor(x: Any) -> bool:
+    from ._hub import HUB
+
+    return hasattr(x, "device") and hasattr(x, "dim") and HUB.is_device_type(x.device.type)
+
+
+def _no_replacement_or_one_sample(args: Tuple[Any, ...], kwargs: Dict[str, Any]) -> bool:
+    n = _arg(args, kwargs, 1, "num_samples", 1)
+    repl = _arg(args, kwargs, 2, "replacement", False)
+    return (not repl) or n == 1
+
+
+def _value_on_device(args: Tuple[Any, ...], kwargs: Dict[str, Any]) -> bool:
+    v = _arg(args, kwargs, 2, "value", None)
+    return _is_dev_tensor(v)
+
+
+def _std_on_device(args: Tuple[Any, ...], kwargs: Dict[str, Any]) -> bool:
+    s = _arg(args, kwargs, 1, "std", None)
+    return _is_dev_tensor(s)
+
+
+CONDITIONS: Dict[str, Callable[[Tuple[Any, ...], Dict[str, Any]], bool]] = {
+    "always": lambda a, k: True,
+    "no_replacement_or_one_sample": _no_replacement_or_one_sample,
+    "replacement_many_samples": lambda a, k: not _no_replacement_or_one_sample(a, k),
+    "value_on_device": _value_on_device,
+    "std_on_device": _std_on_device,
+}
+
+
+@dataclasses.dataclass(frozen=True)
+class ModelEntry:
+    op: str
+    reads: int
+    when: str
+    evidence: str
+    where: str
+
+    def applies(self, args: Tuple[Any, ...], kwargs: Dict[str, Any]) -> bool:
+        return CONDITIONS[self.when](args, kwargs)
+
+
+@dataclasses.dataclass(frozen=True)
+class OpSyncModel:
+    backend: str
+    entries: Tuple[ModelEntry, ...]
+    versions: Dict[str, str] = dataclasses.field(default_factory=dict)
+
+    def reads(self, op: str, args: Tuple[Any, ...], kwargs: Dict[str, Any]
+              ) -> Optional[ModelEntry]:
+        """The entry that applies to ``op`` with these arguments and reads > 0, else None."""
+        for e in self.entries:
+            if e.op == op and e.reads > 0 and e.applies(args, kwargs):
+                return e
+        return None
+
+    @property
+    def ops(self) -> List[str]:
+        return sorted({e.op for e in self.entries})
+
+
+class OpModelError(ValueError):
+    pass
+
+
+def parse_model(data: Dict[str, Any], origin: str) -> OpSyncModel:
+    try:
+        entries = []
+        for i, e in enumerate(data["entries"]):
+            when = e.get("when", "always")
+            if when not in CONDITIONS:
+                raise OpModelError(f"{origin}: entries[{i}].when: unknown condition {when!r}")
+            if e.get("evidence") not in ("source", "calibrated", "assumed"):
+                raise OpModelError(
+                    f"{origin}: entries[{i}].evidence must be source|calibrated|assumed")
+            entries.append(ModelEntry(str(e["op"]), int(e["reads"]), when, e["evidence"],
+                                      str(e.get("where", ""))))
+        return OpSyncModel(str(data["backend"]), tuple(entries),
+                           {str(k): str(v) for k, v in data.get("versions", {}).items()})
+    except KeyError as exc:
+        raise OpModelError(f"{origin}: missing field {exc.args[0]!r}") from None
+
+
+@functools.cache
+def load_model(backend: str) -> Optional[OpSyncModel]:
+    """The committed op sync model for ``backend`` ("cuda", "npu"), or None if there is none."""
+    path = os.path.join(_DIR, f"{backend}.json")
+    if not os.path.exists(path):
+        return None
+    with open(path, encoding="utf-8") as f:
+        return parse_model(json.load(f), path)

@@ -1,0 +1,206 @@
+"""The core guard on plain CPU tensors treated as device-resident (``devices=("cpu",)``)."""
+
+from __future__ import annotations
+
+import logging
+import threading
+
+import pytest
+import torch
+
+import syncguard
+from syncguard import HostSyncError, SyncGuard, allow
+from syncguard.catalogue import CATCH, ZERO, Case
+
+CPU_CASES = [c for c in CATCH + ZERO if not c.host_distinct and not c.device_module]
+
+
+def _count(case: Case, **kw: object) -> SyncGuard:
+    with SyncGuard(devices=("cpu",), model="cuda", **kw) as g:  # type: ignore[arg-type]
+        case.fn("cpu")
+    return g
+
+
+@pytest.mark.parametrize("case", CPU_CASES, ids=lambda c: c.name)
+def test_catalogue_on_cpu_as_device(case: Case) -> None:
+    g = _count(case)
+    assert g.count == case.expected("cuda"), [e.describe() for e in g.events]
+
+
+@pytest.mark.parametrize("case", [c for c in CATCH if c in CPU_CASES], ids=lambda c: c.name)
+def test_attribution_points_at_catalogue_line(case: Case) -> None:
+    g = _count(case)
+    ev = g.counted_events[0]
+    assert ev.filename.endswith("catalogue.py"), ev.describe()
+    assert ev.thread == threading.current_thread().name
+    assert ev.stack[0].lineno == ev.lineno
+
+
+def test_event_fields_name_user_line_api_and_op() -> None:
+    x = torch.arange(3)
+    with SyncGuard(devices=("cpu",)) as g:
+        with g.step():
+            if x[0] >= 0:  # the line to blame
+                pass
+    (ev,) = g.events
+    assert ev.kind == syncguard.events.SCALAR_READ
+    assert ev.api == "Tensor.__bool__"
+    assert ev.op == "aten::_local_scalar_dense"
+    assert ev.filename == __file__
+    assert ev.function == "test_event_fields_name_user_line_api_and_op"
+    assert ev.step == 0 and not ev.allowed and ev.reason is None
+
+
+def test_reads_of_cpu_tensors_are_not_counted_by_default() -> None:
+    x = torch.arange(3)
+    with SyncGuard() as g:
+        x.tolist(), x.sum().item(), bool(x[0] == 0), x[x > 0], print(x, end="\r")
+    assert g.count == 0 and g.events == []
+
+
+def test_nested_api_counts_once() -> None:
+    x = torch.arange(4)
+    with SyncGuard(devices=("cpu",)) as g:
+        2 in x  # noqa: B015  (calls .item() internally: one sync)
+    assert g.count == 1 and g.events[0].api == "Tensor.__contains__"
+
+
+def test_allow_context_and_reason() -> None:
+    x = torch.arange(4)
+    with SyncGuard(devices=("cpu",)) as g:
+        with allow("token readback"):
+            x.tolist()
+        x.tolist()
+    assert g.count == 1 and g.allowed_count == 1
+    assert g.events[0].allowed and g.events[0].reason == "token readback"
+    with pytest.raises(ValueError):
+        with allow(""):
+            pass
+
+
+def _helper_that_reads(x: torch.Tensor) -> list:
+    return x.tolist()
+
+
+@pytest.mark.parametrize("site", ["_helper_that_reads", "test_guard.py:{line}",
+                                  "tests.test_guard:_helper_that_reads"])
+def test_allow_by_call_site(site: str) -> None:
+    line = _helper_that_reads.__code__.co_firstlineno + 1
+    x = torch.arange(4)
+    with SyncGuard(devices=("cpu",), allow_sites=[site.format(line=line)]) as g:
+        _helper_that_reads(x)
+        x.tolist()
+    assert g.allowed_count == 1 and g.count == 1
+
+
+def test_raise_mode_message_names_line_api_and_how_to_allow() -> None:
+    x = torch.arange(4)
+    with SyncGuard(devices=("cpu",), on_sync="raise"):
+        with pytest.raises(HostSyncError) as ei:
+            x.sum().item()
+        with allow("fine"):
+            x.sum().item()  # allowed: does not raise
+    msg = str(ei.value)
+    assert f"{__file__}:" in msg and "Tensor.item" in msg and "aten::_local_scalar_dense" in msg
+    assert "syncguard.allow" in msg and "allow_sites" in msg
+
+
+def test_log_mode_logs_each_sync(caplog: pytest.LogCaptureFixture) -> None:
+    x = torch.arange(4)
+    with caplog.at_level(logging.WARNING, logger="syncguard"):
+        with SyncGuard(devices=("cpu",), on_sync="log") as g:
+            x.tolist()
+            x.sum().item()
+    assert g.count == 2
+    assert sum("host sync" in r.getMessage() for r in caplog.records) == 2
+
+
+def test_steps_and_warmup() -> None:
+    x = torch.arange(4)
+    with SyncGuard(devices=("cpu",), warmup=1) as g:
+        for n in range(3):
+            with g.step():
+                for _ in range(n + 1):
+                    x.tolist()
+                with allow("readback"):
+                    x.sum().item()
+    assert [(r.step, r.warmup, r.syncs, r.allowed) for r in g.per_step()] == [
+        (0, True, 1, 1), (1, False, 2, 1), (2, False, 3, 1)]
+    assert g.count == 5 and g.allowed_count == 2  # warm-up kept but not counted
+    assert len(g.events) == 9
+    df = g.step_table()
+    assert list(df.columns) == ["step", "warmup", "syncs", "allowed"]
+    assert df["syncs"].tolist() == [1, 2, 3]
+
+
+def test_worker_thread_reads_are_counted() -> None:
+    x = torch.arange(4)
+    with SyncGuard(devices=("cpu",)) as g:
+        with g.step():
+            t = threading.Thread(target=lambda: x.tolist(), name="sampler-worker")
+            t.start()
+            t.join()
+    (ev,) = g.events
+    assert ev.thread == "sampler-worker" and ev.step == 0
+
+
+def test_guards_nest() -> None:
+    x = torch.arange(4)
+    with SyncGuard(devices=("cpu",)) as outer:
+        x.tolist()
+        with SyncGuard(devices=("cpu",)) as inner:
+            x.tolist()
+        x.tolist()
+    assert (outer.count, inner.count) == (3, 1)
+
+
+def test_uninstalls_on_exception_and_keyboardinterrupt() -> None:
+    from syncguard.intercept import PATCHER
+
+    orig = torch.Tensor.__bool__
+    for exc in (ValueError("boom"), KeyboardInterrupt()):
+        with pytest.raises(type(exc)):
+            with SyncGuard(devices=("cpu",)):
+                assert torch.Tensor.__bool__ is not orig
+                raise exc
+        assert torch.Tensor.__bool__ is orig and not PATCHER.installed
+    assert "item" not in vars(torch.Tensor)  # inherited attributes are not left behind
+
+
+def test_counts_are_deterministic() -> None:
+    def run() -> list:
+        with SyncGuard(devices=("cpu",), model="cuda") as g:
+            for c in CPU_CASES:
+                c.fn("cpu")
+        return [(e.kind, e.api, e.op, e.lineno, e.count) for e in g.events]
+
+    assert run() == run()
+
+
+def test_in_kernel_syncs_follow_the_backend_model() -> None:
+    p = torch.tensor([0.5, 0.5])
+    for model, want in (("cuda", 2), ("npu", 0)):
+        with SyncGuard(devices=("cpu",), model=model) as g:
+            torch.multinomial(p, 1)
+        assert g.count == want
+    with SyncGuard(devices=("cpu",), model="cuda") as g:
+        torch.multinomial(p, 2, replacement=True)
+    assert g.count == 0
+
+
+def test_selftest_passes_and_detects_a_broken_detector(monkeypatch: pytest.MonkeyPatch) -> None:
+    assert all(line.startswith("ok") for line in syncguard.selftest())
+    from syncguard import intercept
+
+    monkeypatch.setattr(intercept, "_targets", lambda: [])  # a detector that sees nothing
+    with pytest.raises(syncguard.SelfTestError, match="self-test failed"):
+        syncguard.selftest()
+
+
+def test_bad_arguments() -> None:
+    with pytest.raises(ValueError, match="on_sync"):
+        SyncGuard(on_sync="explode")
+    g = SyncGuard()
+    with g:
+        with pytest.raises(RuntimeError, match="already active"):
+            g.__enter__()
