@@ -557,11 +557,17 @@ def _classify_aten(func: Any) -> Any:
     return _SKIP
 
 
+#: Backend-level observers (the simulated device's native count): called for every host-read
+#: op a Python backend runs, whether or not a Python-level interceptor already reported it.
+BACKEND_COUNTERS: List[Callable[[str, str, int], None]] = []
+
+
 def backend_op_hook(func: Any, args: Tuple[Any, ...], kwargs: Dict[str, Any],
                     device_type: str) -> None:
     """Called by a Python backend (the simulated device's fallback) before it runs ATen op
-    ``func`` on tensors of ``device_type``: classifies the op and reports a sync if it is one."""
-    if not HUB.guards or HUB.tls.busy:
+    ``func`` on tensors of ``device_type``: classifies the op and reports a sync if it is one
+    and no Python-level interceptor on this thread already reported it."""
+    if not HUB.guards and not BACKEND_COUNTERS:
         return
     c = _op_cache.get(func)
     if c is None:
@@ -569,6 +575,10 @@ def backend_op_hook(func: Any, args: Tuple[Any, ...], kwargs: Dict[str, Any],
     if c is _SKIP:
         return
     hit = c(args, kwargs, device_type)
-    if hit is not None:
-        kind, op, device, count, source = hit
+    if hit is None:
+        return
+    kind, op, device, count, source = hit
+    for cb in list(BACKEND_COUNTERS):
+        cb(kind, op or func.name(), count)
+    if HUB.guards and not HUB.tls.busy:
         report_sync(kind, op or func.name(), op, count, device, source)

@@ -1,0 +1,3 @@
+from syncguard.cli import console_main
+
+console_main()

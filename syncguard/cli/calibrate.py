@@ -1,0 +1,51 @@
+"""Run the catalogue of sync and no-sync cases under the native ground truth (CUDA: sync debug
+mode and trace callbacks; NPU: trace callbacks; sim: the simulated backend's own op count) in a
+child process, report every disagreement, and write the calibrated op sync model."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+
+NAME = "calibrate"
+HELP = "cross-check the catalogue against the native ground truth; write the op model"
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--device", default="sim", choices=("sim", "cuda", "npu"))
+    p.add_argument("--out", default=None, help="folder (default reports/calibration-<device>)")
+    p.add_argument("--write-model", action="store_true",
+                   help="also install the calibrated model as syncguard/opmodels/<backend>.json")
+
+
+def main(args: argparse.Namespace) -> int:
+    from ..runner import resolve_target
+    from . import EXIT_INTERNAL, EXIT_OK
+
+    resolve_target(args.device)  # one clear line (exit 2) when the device is missing
+    out = args.out or os.path.join("reports", f"calibration-{args.device}")
+    proc = subprocess.run([sys.executable, "-m", "syncguard.calibration", "--device",
+                           args.device, "--out", out], text=True)
+    if proc.returncode != 0:
+        return EXIT_INTERNAL
+    with open(os.path.join(out, "calibration.json"), encoding="utf-8") as f:
+        cal = json.load(f)
+    if args.write_model:
+        from ..opmodel import _DIR, parse_model
+
+        path = os.path.join(_DIR, f"{cal['backend']}.json")
+        with open(path, encoding="utf-8") as f:
+            current = json.load(f)
+        calibrated = {e["op"]: e for e in cal["model"]["entries"]}
+        current["entries"] = [calibrated.pop(e["op"], e) if e.get("when") ==
+                              calibrated.get(e["op"], {}).get("when") else e
+                              for e in current["entries"]] + list(calibrated.values())
+        current["versions"] = cal["versions"]
+        parse_model(current, path)
+        with open(path, "w", encoding="utf-8") as f:
+            json.dump(current, f, indent=2)
+        print(f"Wrote {path}", file=sys.stderr)
+    return EXIT_OK

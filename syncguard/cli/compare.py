@@ -1,0 +1,43 @@
+"""Compare two runs (A B: two result files) or two paths of one run (A --paths P Q):
+hidden syncs and latency side by side, differences marked."""
+
+from __future__ import annotations
+
+import argparse
+
+NAME = "compare"
+HELP = "compare two runs, or two paths of one run"
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("a", help="result file A")
+    p.add_argument("b", nargs="?", default=None, help="result file B")
+    p.add_argument("--paths", nargs=2, metavar=("P", "Q"), default=None,
+                   help="compare two paths of run A (default legacy flag when B is absent)")
+    p.add_argument("--width", type=int, default=None, help="terminal width for the tables")
+
+
+def main(args: argparse.Namespace) -> int:
+    from rich.console import Console
+
+    from .. import results
+    from ..renderers import terminal
+    from ..renderers.analysis import compare, compare_paths
+    from . import EXIT_OK, UsageError
+
+    a = results.load(args.a)
+    console = Console(width=args.width) if args.width else Console()
+    if args.b is not None:
+        if args.paths:
+            raise UsageError("--paths: compare either two runs or two paths of one run")
+        df = compare(a, results.load(args.b))
+        title = f"{args.a} (A) vs {args.b} (B)"
+    else:
+        p, q = args.paths or ("legacy", "flag")
+        for x in (p, q):
+            if x not in a.paths:
+                raise UsageError(f"--paths: {x!r} is not in {args.a} (has {', '.join(a.paths)})")
+        df = compare_paths(a, p, q)
+        title = f"{args.a}: {p} (A) vs {q} (B)"
+    terminal.render_compare(df, console, title)
+    return EXIT_OK

@@ -1,0 +1,127 @@
+"""Run scenarios on the sampling paths and write per-step sync counts and latency reports.
+
+With no scenario, runs the built-in scenarios (scenarios/*.toml) on the best device: a real
+NPU when torch_npu works, else the simulated one. For each scenario and path: a counted pass
+under the guard, then a timed pass without interceptors. Every finished step is streamed to
+OUT/result.jsonl, so an interrupted run keeps what it finished (render it with
+`syncguard show OUT/result.jsonl`)."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from typing import List, Optional
+
+NAME = "run"
+HELP = "run scenarios and write reports (the main job)"
+
+
+def add_common(p: argparse.ArgumentParser) -> None:
+    from ..runner import DEVICES
+
+    p.add_argument("scenarios", nargs="*", metavar="SCENARIO",
+                   help="scenario files or built-in names (default: all built-in)")
+    p.add_argument("--device", default="auto", choices=DEVICES,
+                   help="auto (npu if torch_npu works, else sim), sim, npu, cuda or cpu")
+    p.add_argument("--paths", "--path", dest="paths", action="append", default=None,
+                   metavar="PATH", help="sampling path(s): legacy, flag, flag-recompute "
+                   "(repeat or comma-separate; default: the scenario's)")
+    p.add_argument("--steps", type=int, default=None, help="override the steps per scenario")
+    p.add_argument("--warmup", type=int, default=None, help="override the warm-up steps")
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    add_common(p)
+    p.add_argument("--out", default=None,
+                   help="report folder (default: reports/<time>-<device>)")
+    p.add_argument("--force", action="store_true", help="overwrite existing report files")
+    p.add_argument("--no-timed", action="store_true", help="skip the timed pass")
+    p.add_argument("--width", type=int, default=None, help="terminal width for the tables")
+
+
+def parse_paths(raw: Optional[List[str]]) -> Optional[List[str]]:
+    from ..scenario import PATHS
+    from . import UsageError
+
+    if not raw:
+        return None
+    out: List[str] = []
+    for chunk in raw:
+        for p in chunk.split(","):
+            p = p.strip()
+            if p not in PATHS:
+                raise UsageError(f"--paths: unknown path {p!r}; valid: {', '.join(PATHS)}")
+            if p not in out:
+                out.append(p)
+    return out
+
+
+def options(args: argparse.Namespace, counted: bool = True, timed: bool = True):  # type: ignore[no-untyped-def]
+    from ..runner import RunOptions
+    from . import UsageError
+
+    if args.steps is not None and args.steps < 1:
+        raise UsageError(f"--steps: must be >= 1, got {args.steps}")
+    if args.warmup is not None and args.warmup < 0:
+        raise UsageError(f"--warmup: must be >= 0, got {args.warmup}")
+    return RunOptions(device=args.device, paths=parse_paths(args.paths), steps=args.steps,
+                      warmup=args.warmup, counted=counted, timed=timed)
+
+
+REPORT_FILES = ("result.jsonl", "result.json", "steps.csv", "events.csv", "report.md",
+                "report.html")
+
+
+def out_dir(args: argparse.Namespace, device: str) -> str:
+    from . import UsageError
+
+    out = args.out or os.path.join("reports", time.strftime("%Y%m%d-%H%M%S") + f"-{device}")
+    clash = [f for f in REPORT_FILES if os.path.exists(os.path.join(out, f))]
+    if clash and not args.force:
+        raise UsageError(f"{os.path.join(out, clash[0])} exists; pass --force to overwrite "
+                         f"or choose another --out")
+    os.makedirs(out, exist_ok=True)
+    return out
+
+
+def main(args: argparse.Namespace) -> int:
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
+
+    from .. import results, runner, scenario
+    from ..renderers import terminal, write_reports
+    from . import EXIT_INTERRUPTED, EXIT_OK
+
+    opts = options(args, timed=not args.no_timed)
+    scenarios = runner.prepare(scenario.resolve(args.scenarios), opts)
+    target = runner.resolve_target(opts.device)  # fail early, before any file is written
+    opts.device = target.kind
+    out = out_dir(args, target.kind)
+    result_path = os.path.join(out, "result.jsonl")
+    err = Console(stderr=True)
+    total = sum(s.steps * len(runner.paths_for(s, opts)) * (int(opts.counted) + int(opts.timed))
+                for s in scenarios)
+    interrupted = False
+    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                  console=err, transient=True, disable=not err.is_terminal) as bar:
+        task = bar.add_task("running", total=total)
+
+        def progress(sc: str, path: str, pass_: str, step: int, n: int) -> None:
+            bar.update(task, advance=1, description=f"{sc} {path} {pass_}")
+
+        try:
+            runner.run(scenarios, opts, result_path, progress, argv=sys.argv[1:])
+        except KeyboardInterrupt:
+            interrupted = True
+    res = results.load(result_path)
+    console = Console(width=args.width) if args.width else Console()
+    terminal.render(res, console)
+    for path in write_reports(res, out):
+        err.print(f"Wrote {path}")
+    err.print(f"Wrote {result_path}")
+    if interrupted:
+        err.print(f"interrupted: kept {len(res.steps)} finished steps in {result_path}")
+        return EXIT_INTERRUPTED
+    return EXIT_OK

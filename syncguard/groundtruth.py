@@ -1,0 +1,212 @@
+"""Native ground truth: count syncs with the runtime's own mechanism, to cross-check syncguard.
+
+- CUDA: ``torch.cuda.set_sync_debug_mode("warn")`` with the warnings filter at "always" (sees
+  item/bool, blocking copies, the nonzero family, stream syncs and in-kernel ``.item()``;
+  misses ``torch.cuda.synchronize()``, ``Event.synchronize()`` and pageable non-blocking
+  copies), plus the trace callbacks of ``torch.cuda._gpu_trace`` (every stream, device and
+  event synchronisation). Trace activation cannot be undone: run it in a child process.
+- NPU: the "warn" mode of ``torch.npu.set_sync_debug_mode`` writes to C++ stderr only, so the
+  trace callbacks of ``torch_npu.utils._npu_trace`` are used.
+- Simulated device: the backend's own op-level count (every host-read ATen op the fallback
+  runs, whether or not a Python interceptor reported it): an independent second layer.
+
+:func:`compare` lines two per-key counts up and lists every disagreement, with the known
+reason when there is one.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import threading
+import traceback
+import warnings
+from typing import Any, Callable, Dict, List, Optional, Tuple
+
+#: Cases where the native mechanism is known to miss a real sync (or see none by design).
+KNOWN_BLIND_SPOTS: Dict[Tuple[str, str], str] = {
+    ("cuda-debug", "device.synchronize()"): "set_sync_debug_mode does not check "
+    "torch.cuda.synchronize() (facts: sync-ops.md)",
+    ("cuda-debug", "event.synchronize()"): "set_sync_debug_mode does not check "
+    "Event.synchronize()",
+    ("cuda-debug", "pageable .to(dev, non_blocking=True)"): "a non-blocking copy from pageable "
+    "memory syncs in the driver; no PyTorch check sees it",
+    ("cuda-trace", "pageable .to(dev, non_blocking=True)"): "a non-blocking copy from pageable "
+    "memory syncs in the driver; no PyTorch check sees it",
+    ("npu-trace", "pageable .to(dev, non_blocking=True)"): "pageable non-blocking copy: not "
+    "traced by torch_npu",
+}
+
+
+class NativeCounter:
+    """Counts syncs with a native mechanism while active. ``count`` and ``sites``."""
+
+    name = "native"
+
+    def __init__(self) -> None:
+        self.count = 0
+        self.sites: List[str] = []
+        self._lock = threading.Lock()
+
+    def _hit(self, n: int = 1) -> None:
+        site = _user_site()
+        with self._lock:
+            self.count += n
+            self.sites.append(site)
+
+    def __enter__(self) -> NativeCounter:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        return None
+
+
+def _user_site() -> str:
+    import os
+
+    import torch
+
+    tdir = os.path.dirname(torch.__file__)
+    here = os.path.dirname(os.path.abspath(__file__))
+    for fr in reversed(traceback.extract_stack()[:-2]):
+        f = os.path.abspath(fr.filename)
+        if not f.startswith((tdir, os.path.join(here, "groundtruth.py"),
+                             os.path.join(here, "intercept.py"), os.path.join(here, "_hub.py"),
+                             os.path.join(here, "sim"))):
+            return f"{fr.filename}:{fr.lineno}"
+    return "<unknown>"
+
+
+class CudaDebugModeCounter(NativeCounter):
+    """``torch.cuda.set_sync_debug_mode("warn")``: one UserWarning per synchronizing call."""
+
+    name = "cuda-debug"
+
+    def __enter__(self) -> CudaDebugModeCounter:
+        import torch
+
+        self._prev = torch.cuda.get_sync_debug_mode()
+        self._cm = warnings.catch_warnings(record=True)
+        self._log = self._cm.__enter__()
+        warnings.simplefilter("always")
+        torch.cuda.set_sync_debug_mode("warn")
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        import torch
+
+        torch.cuda.set_sync_debug_mode(self._prev)
+        self._cm.__exit__(*exc)
+        for w in self._log:
+            if "synchroniz" in str(w.message):
+                self.count += 1
+                self.sites.append(f"{w.filename}:{w.lineno}")
+
+
+class TraceCounter(NativeCounter):
+    """Trace callbacks on every stream/device/event synchronisation (CUDA or NPU).
+    Activation is permanent for the process: use in a child process."""
+
+    _registered: Dict[str, bool] = {}
+    _current: Optional[TraceCounter] = None
+
+    def __init__(self, backend: str) -> None:
+        super().__init__()
+        self.backend = backend
+        self.name = f"{backend}-trace"
+
+    @classmethod
+    def _callback(cls, *args: Any) -> None:
+        cur = cls._current
+        if cur is not None:
+            cur._hit()
+
+    def _register(self) -> None:
+        if TraceCounter._registered.get(self.backend):
+            return
+        if self.backend == "cuda":
+            import torch
+
+            gt = torch.cuda._gpu_trace
+            torch._C._activate_gpu_trace()
+        else:
+            import torch_npu  # type: ignore[import-not-found]
+
+            gt = torch_npu.utils._npu_trace
+            torch_npu._C._activate_npu_trace()
+        for what in ("stream", "device", "event"):
+            reg = getattr(gt, f"register_callback_for_{what}_synchronization", None)
+            if reg is None:
+                reg = getattr(gt, f"register_callback_for_npu_{what}_synchronization", None)
+            if reg is not None:
+                reg(TraceCounter._callback)
+        TraceCounter._registered[self.backend] = True
+
+    def __enter__(self) -> TraceCounter:
+        self._register()
+        TraceCounter._current = self
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        TraceCounter._current = None
+
+
+class SimBackendCounter(NativeCounter):
+    """The simulated device's own count of host-read ATen ops (backend level)."""
+
+    name = "sim-backend"
+
+    def __enter__(self) -> SimBackendCounter:
+        from . import intercept
+
+        intercept.BACKEND_COUNTERS.append(self._on_op)
+        return self
+
+    def _on_op(self, kind: str, op: str, count: int) -> None:
+        self._hit(count)
+
+    def __exit__(self, *exc: Any) -> None:
+        from . import intercept
+
+        intercept.BACKEND_COUNTERS.remove(self._on_op)
+
+
+def native_counter(kind: str) -> NativeCounter:
+    """``cuda-debug``, ``cuda-trace``, ``npu-trace`` or ``sim-backend``."""
+    if kind == "cuda-debug":
+        return CudaDebugModeCounter()
+    if kind in ("cuda-trace", "npu-trace"):
+        return TraceCounter(kind.split("-", 1)[0])
+    if kind == "sim-backend":
+        return SimBackendCounter()
+    raise ValueError(f"unknown native counter {kind!r}")
+
+
+@dataclasses.dataclass(frozen=True)
+class Disagreement:
+    key: str
+    syncguard: int
+    native: int
+    known_reason: Optional[str]
+
+
+def compare(mechanism: str, ours: Dict[str, int], native: Dict[str, int]
+            ) -> List[Disagreement]:
+    """Every key whose counts differ, with the documented reason when it is a known blind
+    spot of ``mechanism`` (then it is an exception, not an error)."""
+    out = []
+    for key in sorted(set(ours) | set(native)):
+        a, b = ours.get(key, 0), native.get(key, 0)
+        if a != b:
+            out.append(Disagreement(key, a, b, KNOWN_BLIND_SPOTS.get((mechanism, key))))
+    return out
+
+
+def count_case(fn: Callable[[], object], counter: NativeCounter, guard_kwargs: Dict[str, Any]
+               ) -> Tuple[int, int]:
+    """Run ``fn`` once under both syncguard and ``counter``: (syncguard total, native)."""
+    from .guard import SyncGuard
+
+    with SyncGuard(**guard_kwargs) as g:
+        with counter:
+            fn()
+    return g.count + g.allowed_count, counter.count

@@ -1,0 +1,265 @@
+"""The result format: versioned JSON Lines, streamed while a run goes on.
+
+A result file (``result.jsonl``) is one JSON object per line:
+
+- ``{"type": "header", "schema": 1, ...}``: versions (syncguard, torch, torch_npu, Python),
+  device, host, git commit, creation time, the command line, and for each scenario its file,
+  SHA-256 and full text.
+- ``{"type": "step", ...}``: one finished step of one scenario and path (:class:`StepRecord`).
+- ``{"type": "event", ...}``: one host sync (:class:`syncguard.SyncEvent` fields plus
+  ``scenario``, ``path`` and ``pass``).
+- ``{"type": "footer", "complete": true, ...}``: written only when the run finished.
+
+Each line is flushed as it is written, so an interrupted run keeps every finished step and
+:func:`load` reads a partial file (a torn last line is ignored).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import getpass
+import hashlib
+import json
+import os
+import platform
+import socket
+import subprocess
+import sys
+import time
+from typing import IO, TYPE_CHECKING, Any, Dict, List, Optional
+
+from .events import SyncEvent
+
+if TYPE_CHECKING:  # pragma: no cover
+    import pandas as pd
+
+SCHEMA = 1
+
+
+class ResultError(ValueError):
+    """A result file that cannot be read."""
+
+
+@dataclasses.dataclass(frozen=True)
+class StepRecord:
+    """One decode step of one scenario on one path.
+
+    ``pass_`` is ``"counted"`` (under the guard) or ``"timed"`` (no interceptors). ``syncs``
+    hidden host syncs and ``allowed`` allowed ones (counted pass; 0 on the timed pass).
+    ``latency_ms``: host wall time between this step's token readback and the previous one
+    (milliseconds). ``device_ms``: device time of the step from device events (real devices
+    only, else None). ``branch``: ``greedy``/``simple``/``fused``/``generic``. ``eligible``:
+    the host flag ``npu_top_k_top_p_eligible`` at this step. ``tokens``: the sampled ids.
+    """
+
+    scenario: str
+    path: str
+    pass_: str
+    step: int
+    warmup: bool
+    batch_size: int
+    branch: str
+    syncs: int
+    allowed: int
+    latency_ms: Optional[float]
+    device_ms: Optional[float] = None
+    eligible: Optional[bool] = None
+    tokens: Optional[List[int]] = None
+
+    def to_dict(self) -> Dict[str, Any]:
+        d = dataclasses.asdict(self)
+        d["pass"] = d.pop("pass_")
+        return d
+
+    @classmethod
+    def from_dict(cls, d: Dict[str, Any]) -> StepRecord:
+        d = dict(d)
+        d["pass_"] = d.pop("pass")
+        names = {f.name for f in dataclasses.fields(cls)}
+        return cls(**{k: v for k, v in d.items() if k in names})
+
+
+STEP_COLUMNS = {
+    "scenario": "scenario name",
+    "path": "sampling path (legacy, flag, flag-recompute)",
+    "pass": "counted (under the guard) or timed (no interceptors)",
+    "step": "decode step index (0-based, warm-up steps included)",
+    "warmup": "True for warm-up steps (not counted, not in latency stats)",
+    "batch_size": "requests in the batch at this step",
+    "branch": "sampler branch taken: greedy, simple, fused, generic",
+    "syncs": "hidden host syncs in the step (count)",
+    "allowed": "allowed host syncs in the step (count; the token readback)",
+    "latency_ms": "host time between consecutive token readbacks (ms)",
+    "device_ms": "device time of the step from device events (ms; real devices only)",
+    "eligible": "host flag npu_top_k_top_p_eligible at this step",
+}
+
+EVENT_COLUMNS = {
+    "scenario": "scenario name", "path": "sampling path", "pass": "counted",
+    "step": "decode step index", "kind": "sync kind (scalar_read, d2h_copy, ...)",
+    "api": "Python-level entry (Tensor.__bool__, ...)", "op": "ATen op where known",
+    "site": "file:line of the user code", "function": "function of that line",
+    "count": "host syncs this event stands for", "allowed": "allowed (True) or hidden",
+    "reason": "why it was allowed", "thread": "Python thread name",
+}
+
+
+def _git_commit(cwd: str) -> Optional[str]:
+    try:
+        out = subprocess.run(["git", "rev-parse", "HEAD"], cwd=cwd, capture_output=True,
+                             text=True, timeout=5)
+        return out.stdout.strip() or None if out.returncode == 0 else None
+    except (OSError, subprocess.SubprocessError):
+        return None
+
+
+def environment(device: str, device_name: str) -> Dict[str, Any]:
+    """Versions and machine facts for a result header."""
+    import torch
+
+    from . import __version__
+
+    tnpu = sys.modules.get("torch_npu")
+    tnpu_v = None
+    if tnpu is not None and not getattr(tnpu, "__syncguard_standin__", False):
+        tnpu_v = getattr(tnpu, "__version__", "unknown")
+    try:
+        user = getpass.getuser()
+    except Exception:
+        user = None
+    return {
+        "syncguard": __version__, "torch": torch.__version__, "torch_npu": tnpu_v,
+        "python": platform.python_version(), "platform": platform.platform(),
+        "machine": platform.machine(), "processor": platform.processor() or None,
+        "cpu_count": os.cpu_count(), "host": socket.gethostname(), "user": user,
+        "device": device, "device_name": device_name,
+        "git_commit": _git_commit(os.path.dirname(os.path.abspath(__file__))),
+    }
+
+
+def scenario_record(path: str, text: str) -> Dict[str, str]:
+    return {"file": path, "sha256": hashlib.sha256(text.encode()).hexdigest(), "text": text}
+
+
+class ResultWriter:
+    """Streams a result file: every line is flushed (and fsync'ed for steps) as written."""
+
+    def __init__(self, path: str, header: Dict[str, Any]) -> None:
+        self.path = path
+        os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+        self._f: Optional[IO[str]] = open(path, "w", encoding="utf-8")
+        self._write({"type": "header", "schema": SCHEMA, "created": time.time(), **header})
+
+    def _write(self, obj: Dict[str, Any]) -> None:
+        assert self._f is not None, "result writer is closed"
+        self._f.write(json.dumps(obj, separators=(",", ":"), default=str) + "\n")
+        self._f.flush()
+
+    def step(self, rec: StepRecord, events: List[SyncEvent]) -> None:
+        """One finished step with its events: the events first, so a step line always has
+        its events above it."""
+        for ev in events:
+            self._write({"type": "event", "scenario": rec.scenario, "path": rec.path,
+                         "pass": rec.pass_, **ev.to_dict()})
+        self._write({"type": "step", **rec.to_dict()})
+        assert self._f is not None
+        os.fsync(self._f.fileno())
+
+    def note(self, **fields: Any) -> None:
+        self._write({"type": "note", **fields})
+
+    def close(self, complete: bool, **fields: Any) -> None:
+        if self._f is None:
+            return
+        self._write({"type": "footer", "complete": complete, "finished": time.time(), **fields})
+        self._f.close()
+        self._f = None
+
+
+@dataclasses.dataclass
+class RunResult:
+    """A loaded result: header, steps and events in file order."""
+
+    header: Dict[str, Any]
+    steps: List[StepRecord]
+    events: List[Dict[str, Any]]
+    footer: Optional[Dict[str, Any]]
+    notes: List[Dict[str, Any]] = dataclasses.field(default_factory=list)
+    source: str = ""
+
+    @property
+    def complete(self) -> bool:
+        return bool(self.footer and self.footer.get("complete"))
+
+    @property
+    def scenarios(self) -> List[str]:
+        return list(dict.fromkeys(s.scenario for s in self.steps))
+
+    @property
+    def paths(self) -> List[str]:
+        return list(dict.fromkeys(s.path for s in self.steps))
+
+    def steps_df(self) -> pd.DataFrame:
+        """One row per step record; columns and units in :data:`STEP_COLUMNS`."""
+        import pandas as pd
+
+        cols = list(STEP_COLUMNS)
+        return pd.DataFrame([{k: r.to_dict()[k] for k in cols} for r in self.steps],
+                            columns=cols)
+
+    def events_df(self) -> pd.DataFrame:
+        """One row per sync event; columns in :data:`EVENT_COLUMNS` (plus ``lineno`` and
+        ``filename``)."""
+        import pandas as pd
+
+        rows = []
+        for e in self.events:
+            rows.append({**{k: e.get(k) for k in EVENT_COLUMNS if k != "site"},
+                         "site": f"{e.get('filename')}:{e.get('lineno')}",
+                         "filename": e.get("filename"), "lineno": e.get("lineno")})
+        return pd.DataFrame(rows, columns=[*EVENT_COLUMNS, "filename", "lineno"])
+
+    def to_json(self) -> str:
+        """The whole result as one JSON document (same content as the JSON Lines file)."""
+        return json.dumps({"header": self.header, "steps": [s.to_dict() for s in self.steps],
+                           "events": self.events, "footer": self.footer}, indent=1,
+                          default=str)
+
+
+def load(path: str) -> RunResult:
+    """Read a result file, complete or interrupted. Raises :class:`ResultError`."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            lines = f.read().splitlines()
+    except OSError as exc:
+        raise ResultError(f"{path}: cannot read: {exc.strerror}") from None
+    header: Optional[Dict[str, Any]] = None
+    steps: List[StepRecord] = []
+    events: List[Dict[str, Any]] = []
+    notes: List[Dict[str, Any]] = []
+    footer = None
+    for i, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            obj = json.loads(line)
+        except json.JSONDecodeError:
+            if i == len(lines):
+                break  # torn last line of an interrupted run
+            raise ResultError(f"{path}:{i}: not a JSON line") from None
+        t = obj.get("type")
+        if t == "header":
+            if obj.get("schema") != SCHEMA:
+                raise ResultError(f"{path}: schema {obj.get('schema')!r} is not {SCHEMA}")
+            header = obj
+        elif t == "step":
+            steps.append(StepRecord.from_dict({k: v for k, v in obj.items() if k != "type"}))
+        elif t == "event":
+            events.append({k: v for k, v in obj.items() if k != "type"})
+        elif t == "footer":
+            footer = obj
+        elif t == "note":
+            notes.append(obj)
+    if header is None:
+        raise ResultError(f"{path}: no header line: not a syncguard result")
+    return RunResult(header, steps, events, footer, notes, path)

@@ -1,0 +1,304 @@
+"""Run scenarios over the sampling paths: a counted pass under the guard, then a timed pass
+with no interceptors, streaming every finished step to a result file."""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from typing import Any, Callable, Dict, List, Optional, Tuple
+
+import torch
+
+from ._hub import allow
+from .events import SyncEvent
+from .guard import SyncGuard
+from .results import ResultWriter, StepRecord, environment, scenario_record
+from .scenario import RequestSpec, Scenario
+
+DEVICES = ("auto", "sim", "npu", "cuda", "cpu")
+READBACK = "engine token readback (the one intended sync per step)"
+
+Progress = Callable[[str, str, str, int, int], None]  # scenario, path, pass, step, total
+
+
+class DeviceError(RuntimeError):
+    """The requested device cannot be used here (exit code 2)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Target:
+    """Where a run executes: ``kind`` as asked (sim, npu, cuda, cpu), the torch device, a
+    human name, and the ``torch_npu`` namespace the sampler calls (the real one on a 910B,
+    the stand-in elsewhere, so the fused branch and legacy's device check exist everywhere)."""
+
+    kind: str
+    device: torch.device
+    name: str
+    torch_npu: Any
+
+
+def _real_torch_npu() -> Tuple[Optional[Any], str]:
+    try:
+        import torch_npu  # type: ignore[import-not-found]  # noqa: F401
+    except Exception as exc:  # ImportError, or a broken CANN install
+        return None, f"{type(exc).__name__}: {exc}"
+    mod = __import__("torch_npu")
+    if getattr(mod, "__syncguard_standin__", False):
+        return None, "only syncguard's stand-in is loaded"
+    try:
+        if not torch.npu.is_available():  # type: ignore[attr-defined]
+            return None, "torch.npu.is_available() is False (no NPU visible)"
+    except Exception as exc:
+        return None, f"torch.npu.is_available() failed: {exc}"
+    return mod, ""
+
+
+def resolve_target(kind: str = "auto") -> Target:
+    """The device to run on. ``auto``: a real NPU when torch_npu works, else the simulated
+    one. Raises :class:`DeviceError` with one line saying what is missing."""
+    if kind not in DEVICES:
+        raise DeviceError(f"--device: unknown device {kind!r}; valid: {', '.join(DEVICES)}")
+    from .sim import torch_npu_standin as standin
+
+    if kind in ("auto", "npu"):
+        import sys
+
+        loaded = sys.modules.get("torch_npu")
+        if kind == "npu" or loaded is None or not getattr(loaded, "__syncguard_standin__", 0):
+            real, why = _real_torch_npu() if (loaded is None or kind == "npu") else (None, "")
+            if real is not None:
+                dev = torch.device("npu", torch.npu.current_device())  # type: ignore[attr-defined]
+                name = torch.npu.get_device_name(dev.index)  # type: ignore[attr-defined]
+                return Target("npu", dev, str(name), real)
+            if kind == "npu":
+                raise DeviceError(f"--device npu: torch_npu is not usable ({why}); install it "
+                                  f"on an Ascend host (pip install -e .[npu]) or use "
+                                  f"--device sim")
+        kind = "sim"
+    if kind == "sim":
+        from .sim import SimulatedDeviceError, simulated_device
+
+        try:
+            dev = simulated_device("npu", torch_npu=True)
+        except SimulatedDeviceError as exc:
+            raise DeviceError(f"--device sim: {exc}") from None
+        return Target("sim", dev, "simulated npu (syncguard, CPU)", standin)
+    if kind == "cuda":
+        if not torch.cuda.is_available():
+            raise DeviceError("--device cuda: torch.cuda.is_available() is False (torch "
+                              f"{torch.__version__}); use --device sim")
+        dev = torch.device("cuda", torch.cuda.current_device())
+        return Target("cuda", dev, torch.cuda.get_device_name(dev), standin)
+    return Target("cpu", torch.device("cpu"), "cpu (host tensors: nothing to sync)", standin)
+
+
+# -- one decode loop ------------------------------------------------------------------------
+class DecodeLoop:
+    """A scenario's decode loop on one path: joins and leaves, per-(request, step) logits,
+    sampling, and the engine's token readback at the end of each step."""
+
+    def __init__(self, scenario: Scenario, path: str, target: Target) -> None:
+        from .sampling import SamplingBatchInfo, SamplingParams, SamplingRequest
+
+        self.sc, self.path, self.target = scenario, path, target
+        self._SBI, self._SP, self._SR = SamplingBatchInfo, SamplingParams, SamplingRequest
+        dev = target.device
+        all_reqs = list(scenario.requests) + [r for e in scenario.events for r in e.join]
+        self.slot = {r.id: i for i, r in enumerate(all_reqs)}
+        dtype = getattr(torch, scenario.dtype)
+        with allow("setup: logits bank and workload"):
+            g = torch.Generator().manual_seed(scenario.seed)
+            bank = torch.randn(len(all_reqs), scenario.vocab_size, generator=g)
+            self.bank = (bank * scenario.logits_scale).to(dtype).to(dev)
+            n = scenario.workload
+            self.work = (torch.randn(n, n, generator=g) / max(n, 1) ** 0.5).to(dev) if n else None
+            self.batch = self._build(list(scenario.requests))
+            self.live: List[str] = [r.id for r in scenario.requests]
+            self.start: Dict[str, int] = {r.id: 0 for r in scenario.requests}
+            self._refresh(0)
+
+    def _build(self, specs: List[RequestSpec]) -> Any:
+        reqs = [self._SR(rid=r.id, params=self._SP(temperature=r.temperature, top_p=r.top_p,
+                                                     top_k=r.top_k, min_p=r.min_p, seed=r.seed))
+                for r in specs]
+        return self._SBI.build(reqs, self.target.device, deterministic=self.sc.deterministic)
+
+    def _stage(self, values: List[int]) -> torch.Tensor:
+        from .sampling import HostStager
+
+        return HostStager(self.target.device).stage(values, torch.int64)
+
+    def _refresh(self, step: int) -> None:
+        """Rebuild the per-row slot and position tensors (pinned, non-blocking) after the
+        batch changed: no host read of device data."""
+        self.slots = self._stage([self.slot[r] for r in self.live])
+        self.positions = self._stage([16 + step - self.start[r] for r in self.live])
+
+    def apply_events(self, step: int) -> None:
+        changed = False
+        for ev in self.sc.events_at(step):
+            if ev.finish:
+                gone = set(ev.finish)
+                keep = [i for i, r in enumerate(self.live) if r not in gone]
+                self.batch.filter(keep, recompute_flags=self.path == "flag-recompute")
+                self.live = [self.live[i] for i in keep]
+                changed = True
+            if ev.join:
+                self.batch.merge(self._build(list(ev.join)))
+                for r in ev.join:
+                    self.live.append(r.id)
+                    self.start[r.id] = step
+                changed = True
+        if changed:
+            self._refresh(step)
+
+    def logits(self, step: int) -> torch.Tensor:
+        rows = torch.index_select(self.bank, 0, self.slots)
+        return torch.roll(rows, shifts=(step * 7919) % self.sc.vocab_size, dims=1).contiguous()
+
+    def run_step(self, step: int) -> Tuple[List[int], str]:
+        from .sampling import sample
+
+        self.apply_events(step)
+        logits = self.logits(step)
+        if self.work is not None:
+            y = self.work
+            for _ in range(4):
+                y = torch.tanh(y @ self.work)
+        res = sample(logits, self.batch, self.path, self.positions,
+                     torch_npu=self.target.torch_npu)
+        with allow(READBACK):
+            tokens = res.ids.tolist()
+        self.positions.add_(1)
+        return tokens, res.branch
+
+
+# -- passes ----------------------------------------------------------------------------------
+class _DeviceTimer:
+    """Device time of a step from device events (CUDA or NPU); None elsewhere."""
+
+    def __init__(self, target: Target) -> None:
+        mod = {"cuda": torch.cuda, "npu": getattr(torch, "npu", None)}.get(target.kind)
+        self.mod = mod
+
+    def start(self) -> Any:
+        if self.mod is None:
+            return None
+        a, b = self.mod.Event(enable_timing=True), self.mod.Event(enable_timing=True)
+        a.record()
+        return a, b
+
+    def stop(self, h: Any) -> None:
+        if h is not None:
+            h[1].record()
+
+    def elapsed(self, h: Any) -> Optional[float]:
+        # Called after the token readback, which already waited for the stream.
+        return float(h[0].elapsed_time(h[1])) if h is not None else None
+
+
+def _seed(sc: Scenario) -> None:
+    torch.manual_seed(sc.seed)
+
+
+def run_pass(sc: Scenario, path: str, target: Target, counted: bool,
+             writer: Optional[ResultWriter] = None, progress: Optional[Progress] = None,
+             guard_kwargs: Optional[Dict[str, Any]] = None) -> List[StepRecord]:
+    """One pass of ``sc`` on ``path``. Counted: under a :class:`SyncGuard` (its warm-up =
+    the scenario's); timed: no interceptors at all. Each step is written as it finishes."""
+    _seed(sc)
+    loop = DecodeLoop(sc, path, target)
+    records: List[StepRecord] = []
+    timer = _DeviceTimer(target)
+    pass_ = "counted" if counted else "timed"
+    guard: Optional[SyncGuard] = None
+    if counted:
+        guard = SyncGuard(warmup=sc.warmup, **(guard_kwargs or {}))
+    seen = 0
+    try:
+        if guard is not None:
+            guard.__enter__()
+        t_prev = time.perf_counter()
+        for step in range(sc.steps):
+            h = timer.start()
+            if guard is not None:
+                with guard.step(step):
+                    tokens, branch = loop.run_step(step)
+            else:
+                tokens, branch = loop.run_step(step)
+            timer.stop(h)
+            now = time.perf_counter()
+            evs: List[SyncEvent] = []
+            if guard is not None:
+                evs = guard.events[seen:]
+                seen = len(guard.events)
+            rec = StepRecord(
+                scenario=sc.name, path=path, pass_=pass_, step=step, warmup=step < sc.warmup,
+                batch_size=len(tokens), branch=branch,
+                syncs=sum(e.count for e in evs if not e.allowed),
+                allowed=sum(e.count for e in evs if e.allowed),
+                latency_ms=(now - t_prev) * 1e3, device_ms=timer.elapsed(h),
+                eligible=bool(loop.batch.npu_top_k_top_p_eligible), tokens=tokens,
+            )
+            t_prev = now
+            records.append(rec)
+            if writer is not None:
+                writer.step(rec, evs)
+            if progress is not None:
+                progress(sc.name, path, pass_, step + 1, sc.steps)
+    finally:
+        if guard is not None:
+            guard.__exit__(None, None, None)
+    return records
+
+
+@dataclasses.dataclass
+class RunOptions:
+    device: str = "auto"
+    paths: Optional[List[str]] = None
+    steps: Optional[int] = None
+    warmup: Optional[int] = None
+    counted: bool = True
+    timed: bool = True
+
+
+def prepare(scenarios: List[Scenario], opts: RunOptions) -> List[Scenario]:
+    out = []
+    for sc in scenarios:
+        if opts.steps is not None or opts.warmup is not None:
+            sc = sc.with_steps(opts.steps or sc.steps, opts.warmup)
+        out.append(sc)
+    return out
+
+
+def paths_for(sc: Scenario, opts: RunOptions) -> List[str]:
+    return [p for p in (opts.paths or list(sc.paths))]
+
+
+def run(scenarios: List[Scenario], opts: RunOptions, result_path: str,
+        progress: Optional[Progress] = None, argv: Optional[List[str]] = None) -> str:
+    """Run every scenario x path (counted pass, then timed pass), streaming to
+    ``result_path``. On KeyboardInterrupt the file is closed as incomplete and the
+    interrupt re-raised; every finished step is already on disk."""
+    target = resolve_target(opts.device)
+    scenarios = prepare(scenarios, opts)
+    header = {
+        "env": environment(target.kind, target.name), "argv": argv or [],
+        "options": dataclasses.asdict(opts),
+        "scenarios": {s.name: {**scenario_record(s.file, s.text), "steps": s.steps,
+                               "warmup": s.warmup, "max_syncs": s.max_syncs}
+                      for s in scenarios},
+    }
+    writer = ResultWriter(result_path, header)
+    complete = False
+    try:
+        for sc in scenarios:
+            for path in paths_for(sc, opts):
+                if opts.counted:
+                    run_pass(sc, path, target, True, writer, progress)
+                if opts.timed:
+                    run_pass(sc, path, target, False, writer, progress)
+        complete = True
+    finally:
+        writer.close(complete, reason=None if complete else "interrupted")
+    return result_path

@@ -1,0 +1,89 @@
+"""Finding the ``torch_npu`` namespace that holds the fused ``npu_top_k_top_p`` operator.
+
+The sampling code never imports ``torch_npu`` itself; it asks :func:`resolve_torch_npu`, which
+returns the real ``torch_npu`` when it is installed, the simulated stand-in
+(``syncguard.sim.torch_npu_standin``) when that has been installed as ``sys.modules["torch_npu"]``,
+and ``None`` otherwise. Tests pass their own namespace instead.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib
+import importlib.util
+import sys
+from types import ModuleType
+from typing import Any, Optional
+
+#: Module name of syncguard's stand-in for ``torch_npu`` (written elsewhere in the package).
+STANDIN_MODULE = "syncguard.sim.torch_npu_standin"
+
+
+class _Resolve:
+    """Sentinel type: "look the ``torch_npu`` namespace up with :func:`resolve_torch_npu`"."""
+
+    _instance: Optional[_Resolve] = None
+
+    def __new__(cls) -> _Resolve:
+        if cls._instance is None:
+            cls._instance = super().__new__(cls)
+        return cls._instance
+
+    def __repr__(self) -> str:
+        return "RESOLVE"
+
+
+#: Default value of every ``torch_npu=`` argument: resolve at call time.
+RESOLVE: Any = _Resolve()
+
+
+def is_standin(module: object) -> bool:
+    """True when ``module`` is syncguard's simulated ``torch_npu`` stand-in."""
+    name = getattr(module, "__name__", "")
+    return (
+        name == STANDIN_MODULE
+        or bool(getattr(module, "__syncguard_standin__", False))
+        or (isinstance(name, str) and name.startswith("syncguard."))
+    )
+
+
+@functools.lru_cache(maxsize=1)
+def _import_real_torch_npu() -> Optional[ModuleType]:
+    """Import the real ``torch_npu`` once; ``None`` when it is not installed or fails to load."""
+    try:
+        if importlib.util.find_spec("torch_npu") is None:
+            return None
+    except (ImportError, ValueError):
+        return None
+    try:
+        module = importlib.import_module("torch_npu")
+    except Exception:  # a broken install means "no torch_npu"
+        return None
+    return None if is_standin(module) else module
+
+
+def resolve_torch_npu() -> Optional[ModuleType]:
+    """The ``torch_npu`` namespace the sampler should use, or ``None``.
+
+    1. an already imported ``torch_npu`` that is not the stand-in (the real one);
+    2. the real ``torch_npu`` if it can be imported;
+    3. ``sys.modules.get("torch_npu")``: the stand-in when it has been installed there;
+    4. ``None``.
+
+    Step 2 runs only when nothing is in ``sys.modules["torch_npu"]`` (an installed stand-in
+    occupies that name), so resolving never loads the real ``torch_npu`` over the simulated
+    device. The import attempt is made once per process.
+    """
+    loaded = sys.modules.get("torch_npu")
+    if loaded is not None and not is_standin(loaded):
+        return loaded
+    if loaded is None:
+        real = _import_real_torch_npu()
+        if real is not None:
+            return real
+    return sys.modules.get("torch_npu")
+
+
+def has_fused_top_k_top_p(torch_npu: object) -> bool:
+    """True when ``torch_npu`` provides ``npu_top_k_top_p`` (``hasattr``, as upstream checks)."""
+    return hasattr(torch_npu, "npu_top_k_top_p")

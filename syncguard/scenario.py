@@ -1,0 +1,302 @@
+"""Scripted decode loops: one TOML file per scenario.
+
+Schema (every key is checked; unknown keys are errors)::
+
+    name = "steady"                 # required, unique
+    description = "..."
+    vocab_size = 32000              # >= 2
+    dtype = "float32"               # float32 | float16 | bfloat16
+    steps = 20                      # >= 1 (warm-up steps included)
+    warmup = 2                      # >= 0, < steps
+    seed = 0                        # seeds the logits and the sampler
+    deterministic = false           # seeded (MurmurHash3 Gumbel) sampling
+    paths = ["legacy", "flag"]      # optional: default all paths
+
+    [logits]
+    scale = 3.0                     # logits = scale * N(0, 1), fixed per (request, step)
+    workload = 0                    # N: an N x N matmul per step stands in for the forward
+
+    [[requests]]                    # the batch at step 0
+    id = "r"                        # unique
+    count = 8                       # optional: r-0 .. r-7 with the same parameters
+    temperature = 0.7
+    top_p = 0.9
+    top_k = 20                      # -1 = no top-k
+    min_p = 0.0
+    seed = 123                      # optional (deterministic runs)
+
+    [[events]]
+    step = 5                        # applied at the start of this step
+    join = [{ id = "late", top_k = 1025 }]   # new requests (a merge)
+    finish = ["r-1"]                # requests that leave (a filter)
+
+    [expect]
+    max_syncs = { flag = 0 }        # hidden syncs allowed per path (whole counted pass)
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import os
+import sys
+from typing import Any, Dict, List, Optional, Tuple
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
+
+PATHS: Tuple[str, ...] = ("legacy", "flag", "flag-recompute")
+DTYPES = ("float32", "float16", "bfloat16")
+BUILTIN_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+                           "scenarios")
+
+
+class ScenarioError(ValueError):
+    """A scenario file that cannot be used; the message names the file and the field."""
+
+
+@dataclasses.dataclass(frozen=True)
+class RequestSpec:
+    id: str
+    temperature: float = 1.0
+    top_p: float = 1.0
+    top_k: int = -1
+    min_p: float = 0.0
+    seed: Optional[int] = None
+
+
+@dataclasses.dataclass(frozen=True)
+class EventSpec:
+    step: int
+    join: Tuple[RequestSpec, ...] = ()
+    finish: Tuple[str, ...] = ()
+
+
+@dataclasses.dataclass(frozen=True)
+class Scenario:
+    name: str
+    description: str
+    vocab_size: int
+    dtype: str
+    steps: int
+    warmup: int
+    seed: int
+    deterministic: bool
+    paths: Tuple[str, ...]
+    logits_scale: float
+    workload: int
+    requests: Tuple[RequestSpec, ...]
+    events: Tuple[EventSpec, ...]
+    max_syncs: Dict[str, int]
+    file: str = "<memory>"
+    text: str = ""
+
+    @property
+    def sha256(self) -> str:
+        return hashlib.sha256(self.text.encode()).hexdigest()
+
+    def events_at(self, step: int) -> List[EventSpec]:
+        return [e for e in self.events if e.step == step]
+
+    def with_steps(self, steps: int, warmup: Optional[int] = None) -> Scenario:
+        w = self.warmup if warmup is None else warmup
+        if steps < 1:
+            raise ScenarioError(f"{self.file}: steps: must be >= 1, got {steps}")
+        return dataclasses.replace(self, steps=steps, warmup=min(w, steps - 1),
+                                   events=tuple(e for e in self.events if e.step < steps))
+
+
+class _Fields:
+    """Typed, named access to one TOML table; records which keys were used."""
+
+    def __init__(self, file: str, where: str, table: Any) -> None:
+        self.file, self.where = file, where
+        if not isinstance(table, dict):
+            self.fail("", f"must be a table, got {type(table).__name__}")
+        self.table: Dict[str, Any] = table
+        self.used: set = set()
+
+    def name(self, key: str) -> str:
+        return f"{self.where}.{key}" if self.where else key
+
+    def fail(self, key: str, what: str) -> None:
+        raise ScenarioError(f"{self.file}: {self.name(key) if key else self.where}: {what}")
+
+    def get(self, key: str, types: Tuple[type, ...], default: Any = ..., *,
+            lo: Optional[float] = None, hi: Optional[float] = None,
+            lo_open: bool = False) -> Any:
+        self.used.add(key)
+        if key not in self.table:
+            if default is ...:
+                self.fail(key, "is required")
+            return default
+        v = self.table[key]
+        if isinstance(v, bool) and bool not in types:
+            ok = False
+        else:
+            ok = isinstance(v, types)
+        if not ok:
+            want = " or ".join(t.__name__ for t in types)
+            self.fail(key, f"must be {want}, got {type(v).__name__} {v!r}")
+        if float in types and isinstance(v, int) and not isinstance(v, bool):
+            v = float(v)
+        if lo is not None and (v <= lo if lo_open else v < lo):
+            self.fail(key, f"must be {'>' if lo_open else '>='} {lo}, got {v!r}")
+        if hi is not None and v > hi:
+            self.fail(key, f"must be <= {hi}, got {v!r}")
+        return v
+
+    def done(self) -> None:
+        extra = sorted(set(self.table) - self.used)
+        if extra:
+            self.fail(extra[0], "unknown key")
+
+
+def _request(file: str, where: str, table: Any) -> List[RequestSpec]:
+    f = _Fields(file, where, table)
+    rid = f.get("id", (str,))
+    if not rid:
+        f.fail("id", "must not be empty")
+    count = f.get("count", (int,), 1, lo=1, hi=4096)
+    temperature = f.get("temperature", (float,), 1.0, lo=0.0)
+    top_p = f.get("top_p", (float,), 1.0, lo=0.0, hi=1.0, lo_open=True)
+    top_k = f.get("top_k", (int,), -1)
+    if top_k != -1 and top_k < 1:
+        f.fail("top_k", f"must be -1 (no top-k) or >= 1, got {top_k}")
+    min_p = f.get("min_p", (float,), 0.0, lo=0.0, hi=1.0)
+    seed = f.get("seed", (int,), None, lo=0)
+    f.done()
+    ids = [rid] if count == 1 and "count" not in f.table else [f"{rid}-{i}" for i in range(count)]
+    return [RequestSpec(i, temperature, top_p, top_k, min_p, seed) for i in ids]
+
+
+def parse(text: str, file: str = "<memory>") -> Scenario:
+    """Parse and validate a scenario. Raises :class:`ScenarioError` naming file and field."""
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise ScenarioError(f"{file}: not valid TOML: {exc}") from None
+    f = _Fields(file, "", data)
+    name = f.get("name", (str,))
+    description = f.get("description", (str,), "")
+    vocab = f.get("vocab_size", (int,), lo=2, hi=1 << 22)
+    dtype = f.get("dtype", (str,), "float32")
+    if dtype not in DTYPES:
+        f.fail("dtype", f"must be one of {', '.join(DTYPES)}, got {dtype!r}")
+    steps = f.get("steps", (int,), lo=1, hi=1_000_000)
+    warmup = f.get("warmup", (int,), min(2, steps - 1), lo=0)
+    if warmup >= steps:
+        f.fail("warmup", f"must be < steps ({steps}), got {warmup}")
+    seed = f.get("seed", (int,), 0, lo=0)
+    deterministic = f.get("deterministic", (bool,), False)
+    paths = f.get("paths", (list,), list(PATHS))
+    for i, p in enumerate(paths):
+        if p not in PATHS:
+            f.fail(f"paths[{i}]", f"unknown path {p!r}; valid: {', '.join(PATHS)}")
+    lg = _Fields(file, "logits", f.get("logits", (dict,), {}))
+    scale = lg.get("scale", (float,), 3.0, lo=0.0)
+    workload = lg.get("workload", (int,), 0, lo=0, hi=16384)
+    lg.done()
+    raw_reqs = f.get("requests", (list,))
+    requests: List[RequestSpec] = []
+    for i, r in enumerate(raw_reqs):
+        requests.extend(_request(file, f"requests[{i}]", r))
+    if not requests:
+        f.fail("requests", "needs at least one request")
+    live = [r.id for r in requests]
+    seen = set(live)
+    if len(seen) != len(live):
+        dup = next(x for x in live if live.count(x) > 1)
+        f.fail("requests", f"duplicate request id {dup!r}")
+    events: List[EventSpec] = []
+    raw_events = f.get("events", (list,), [])
+    indexed = []
+    for i, e in enumerate(raw_events):
+        ef = _Fields(file, f"events[{i}]", e)
+        step = ef.get("step", (int,), lo=0)
+        if step >= steps:
+            ef.fail("step", f"must be < steps ({steps}), got {step}")
+        join: List[RequestSpec] = []
+        for j, r in enumerate(ef.get("join", (list,), [])):
+            join.extend(_request(file, f"events[{i}].join[{j}]", r))
+        finish = ef.get("finish", (list,), [])
+        for j, x in enumerate(finish):
+            if not isinstance(x, str):
+                ef.fail(f"finish[{j}]", f"must be a request id string, got {x!r}")
+        ef.done()
+        indexed.append((step, i, EventSpec(step, tuple(join), tuple(finish))))
+    for step, i, ev in sorted(indexed, key=lambda t: (t[0], t[1])):
+        for j, rid in enumerate(ev.finish):
+            if rid not in live:
+                raise ScenarioError(f"{file}: events[{i}].finish[{j}]: request {rid!r} is not "
+                                    f"in the batch at step {step}")
+            live.remove(rid)
+        for r in ev.join:
+            if r.id in seen:
+                raise ScenarioError(f"{file}: events[{i}].join: request id {r.id!r} is "
+                                    f"already used")
+            seen.add(r.id)
+            live.append(r.id)
+        if not live:
+            raise ScenarioError(f"{file}: events[{i}]: leaves the batch empty at step {step}")
+        events.append(ev)
+    ex = _Fields(file, "expect", f.get("expect", (dict,), {}))
+    max_syncs_raw = ex.get("max_syncs", (dict,), {})
+    ex.done()
+    max_syncs: Dict[str, int] = {}
+    for p, v in max_syncs_raw.items():
+        if p not in PATHS:
+            raise ScenarioError(f"{file}: expect.max_syncs.{p}: unknown path; valid: "
+                                f"{', '.join(PATHS)}")
+        if not isinstance(v, int) or isinstance(v, bool) or v < 0:
+            raise ScenarioError(f"{file}: expect.max_syncs.{p}: must be an int >= 0, got {v!r}")
+        max_syncs[p] = v
+    f.done()
+    return Scenario(name, description, vocab, dtype, steps, warmup, seed, deterministic,
+                    tuple(paths), scale, workload, tuple(requests), tuple(events), max_syncs,
+                    file, text)
+
+
+def load(path: str) -> Scenario:
+    """Load a scenario file. Raises :class:`ScenarioError` (unreadable, malformed)."""
+    try:
+        with open(path, encoding="utf-8") as fh:
+            text = fh.read()
+    except OSError as exc:
+        raise ScenarioError(f"{path}: cannot read: {exc.strerror}") from None
+    return parse(text, path)
+
+
+def builtin_paths() -> List[str]:
+    """The scenario files shipped in the repository's ``scenarios/`` folder, sorted."""
+    if not os.path.isdir(BUILTIN_DIR):
+        raise ScenarioError(f"{BUILTIN_DIR}: built-in scenarios not found (install syncguard "
+                            f"from a checkout with `pip install -e .`, or name scenario files)")
+    return sorted(os.path.join(BUILTIN_DIR, n) for n in os.listdir(BUILTIN_DIR)
+                  if n.endswith(".toml"))
+
+
+def resolve(names: List[str]) -> List[Scenario]:
+    """Scenario files, or names of built-in scenarios (``steady`` for scenarios/steady.toml)."""
+    if not names:
+        return [load(p) for p in builtin_paths()]
+    out = []
+    for n in names:
+        if os.path.exists(n) or n.endswith(".toml"):
+            out.append(load(n))
+        else:
+            p = os.path.join(BUILTIN_DIR, f"{n}.toml")
+            if not os.path.exists(p):
+                known = ", ".join(os.path.basename(x)[:-5] for x in builtin_paths())
+                raise ScenarioError(f"{n}: no such scenario file or built-in scenario "
+                                    f"(built-in: {known})")
+            out.append(load(p))
+    names_seen: Dict[str, str] = {}
+    for s in out:
+        if s.name in names_seen:
+            raise ScenarioError(f"{s.file}: name: {s.name!r} is also the name of "
+                                f"{names_seen[s.name]}")
+        names_seen[s.name] = s.file
+    return out
