@@ -14,6 +14,7 @@ for ops reached without a patched entry point (``torch.ops.aten.nonzero``...).
 from __future__ import annotations
 
 import contextlib
+import sys
 import threading
 from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple
 
@@ -28,6 +29,10 @@ Hit = Tuple[str, Optional[str], Optional[str], int, Optional[str]]
 Classifier = Callable[[Tuple[Any, ...], Dict[str, Any]], Optional[Hit]]
 
 _model_override: Optional[str] = None
+
+#: A classifier's verdict "no sync, and nothing inside this call is one": the backend-level
+#: safety net stays quiet for its duration.
+QUIET: Hit = ("quiet", None, None, 0, None)
 
 
 def set_model_override(backend: Optional[str]) -> None:
@@ -48,8 +53,6 @@ def model_for(device_type: str) -> Optional[OpSyncModel]:
 
 
 def _sim_name() -> Optional[str]:
-    import sys
-
     m = sys.modules.get("syncguard.sim.device")
     return getattr(m, "SIM_NAME", None) if m is not None else None
 
@@ -269,9 +272,13 @@ def _setitem(args: Tuple[Any, ...], kwargs: Dict[str, Any]) -> Optional[Hit]:
         return None
     mask_dev, bounds = _has_bool_dev_index(args[1])
     value = args[2]
-    if mask_dev is not None and isinstance(value, _Tensor) and _dev(value) is not None:
-        return (E.DATA_DEPENDENT, "aten::index_put_", mask_dev, 1,
-                "boolean mask with a device tensor value")
+    if mask_dev is not None:
+        if isinstance(value, _Tensor) and _dev(value) is not None:
+            return (E.DATA_DEPENDENT, "aten::index_put_", mask_dev, 1,
+                    "boolean mask with a device tensor value")
+        if not bounds:
+            # x[mask] = scalar lowers to masked_fill: no host read (PyTorch's own sync test).
+            return QUIET
     if bounds:
         return (E.SCALAR_READ, "aten::_local_scalar_dense", _dev(args[0]), bounds,
                 "slice bound is a device tensor")
@@ -305,9 +312,11 @@ def _model(op: str, self_pos: int = 0) -> Classifier:
     return cls
 
 
-def _tensor_factory(device_pos: int) -> Classifier:
+def _tensor_factory(device_pos: Optional[int]) -> Classifier:
     def cls(args: Tuple[Any, ...], kwargs: Dict[str, Any]) -> Optional[Hit]:
-        target = _device_type_of(_a(args, kwargs, device_pos, "device"))
+        spec = kwargs.get("device") if device_pos is None else _a(args, kwargs, device_pos,
+                                                                     "device")
+        target = _device_type_of(spec)
         data = args[0] if args else kwargs.get("data")
         if isinstance(data, _Tensor):
             return _copy_dir(data, target, False)
@@ -374,13 +383,20 @@ def _targets() -> List[Target]:
     meth("masked_fill", _model("aten::masked_fill_.Tensor"))
     fn(torch, "torch", "masked_fill", _model("aten::masked_fill_.Tensor"))
     fn(torch, "torch", "normal", _model("aten::normal.Tensor_Tensor"))
-    fn(torch, "torch", "tensor", _tensor_factory(-1))
+    fn(torch, "torch", "tensor", _tensor_factory(None))
     fn(torch, "torch", "as_tensor", _tensor_factory(2))
     # explicit synchronisation
     cuda = torch.cuda
     fn(cuda, "torch.cuda", "synchronize", _explicit("cuda"))
     fn(cuda.Stream, "torch.cuda.Stream", "synchronize", _explicit("cuda"))
     fn(cuda.Event, "torch.cuda.Event", "synchronize", _explicit("cuda"))
+    sim = sys.modules.get("syncguard.sim.device")
+    sim_cls = getattr(sim, "SimTensor", None)
+    if sim_cls is not None:
+        # The simulated tensor prints itself: intercept it under the Tensor API names.
+        for name, cls in (("__repr__", _repr), ("__format__", _format)):
+            if name in vars(sim_cls):
+                t.append((sim_cls, name, f"Tensor.{name}", cls))
     npu = getattr(torch, "npu", None)
     if npu is not None and not getattr(npu, "__syncguard_sim__", False):
         fn(npu, "torch.npu", "synchronize", _explicit("npu"))
@@ -405,8 +421,9 @@ def _wrap(orig: Callable[..., Any], api: str, classify: Classifier) -> Callable[
             return orig(*args, **kwargs)
         tls.busy += 1
         try:
-            kind, op, device, count, source = hit
-            HUB.deliver(kind, api, op, device, count, source)
+            if hit is not QUIET:
+                kind, op, device, count, source = hit
+                HUB.deliver(kind, api, op, device, count, source)
             return orig(*args, **kwargs)
         finally:
             tls.busy -= 1
@@ -529,6 +546,10 @@ def _classify_aten(func: Any) -> Any:
     if base == "aten::index" or base == "aten::index_put" or base == "aten::index_put_":
         def index(a: Tuple[Any, ...], k: Dict[str, Any], d: str) -> Optional[Hit]:
             idx = a[1] if len(a) > 1 else ()
+            if base != "aten::index":
+                v = a[2] if len(a) > 2 else k.get("values")
+                if isinstance(v, _Tensor) and v.numel() == 1 and v.device.type == "cpu":
+                    return None  # one host value under a mask: masked_fill, no nonzero
             for i in idx:
                 if isinstance(i, _Tensor) and i.dtype in (torch.bool, torch.uint8):
                     return (E.DATA_DEPENDENT, name, d, 1, "boolean mask -> nonzero")

@@ -83,15 +83,15 @@ class HostStager:
     def _host_buffer(self, shape: Tuple[int, ...], dtype: torch.dtype) -> torch.Tensor:
         if self.mode is None:
             try:
-                buffer = torch.empty(shape, dtype=dtype, pin_memory=True)
-            except RuntimeError as exc:
+                buffer = torch.empty(shape, dtype=dtype).pin_memory()
+            except (RuntimeError, NotImplementedError) as exc:
                 self.mode = BUILD_PAGEABLE
                 self.fallback_reason = str(exc).splitlines()[0] if str(exc) else repr(exc)
             else:
                 self.mode = BUILD_PINNED
                 return buffer
         if self.mode == BUILD_PINNED:
-            return torch.empty(shape, dtype=dtype, pin_memory=True)
+            return torch.empty(shape, dtype=dtype).pin_memory()
         return torch.empty(shape, dtype=dtype)
 
     def stage(

@@ -1,0 +1,217 @@
+"""Text pieces shared by the renderers: header line, number formats, paths, verdicts, legend."""
+
+from __future__ import annotations
+
+import datetime
+import os
+from typing import TYPE_CHECKING, Any, Dict, List, Optional, Tuple
+
+from .analysis import BASELINE, is_missing
+
+if TYPE_CHECKING:  # pragma: no cover
+    import pandas as pd
+
+    from ..results import RunResult
+
+#: (label, meaning) pairs printed under every report.
+LEGEND: Tuple[Tuple[str, str], ...] = (
+    ("syncs/step", "hidden host<->device syncs per decode step (counted pass under the guard, "
+                   "warm-up steps excluded); mean and max"),
+    ("allowed/step", "allowed syncs per step (e.g. the token readback), counted pass"),
+    ("p50/p90/p99/mean", "host time between consecutive token readbacks, in ms (timed pass "
+                         "without interceptors, warm-up steps excluded)"),
+    ("ratio", "mean latency / legacy's mean latency in the same scenario (< 1 is faster)"),
+    ("saved", "(legacy mean - this path's mean) latency, in microseconds per token"),
+    ("steps", "step indices as ranges, e.g. 2-4, 7; warm-up steps are marked w"),
+)
+
+
+def header_get(header: Dict[str, Any], key: str) -> Any:
+    """A header field, looked up at the top level, then under ``environment``/``env``."""
+    if header.get(key) is not None:
+        return header[key]
+    for nest in ("environment", "env"):
+        sub = header.get(nest)
+        if isinstance(sub, dict) and sub.get(key) is not None:
+            return sub[key]
+    return None
+
+
+def fmt_time(ts: Any) -> Optional[str]:
+    """A UNIX time as ``YYYY-MM-DD HH:MM:SS UTC`` (None if missing or unreadable)."""
+    if is_missing(ts):
+        return None
+    try:
+        t = datetime.datetime.fromtimestamp(float(ts), tz=datetime.timezone.utc)
+    except (TypeError, ValueError, OverflowError, OSError):
+        return None
+    return t.strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
+def status_text(result: RunResult) -> str:
+    """``"complete"`` or ``"INTERRUPTED: N steps kept"`` (plus the footer's reason if any)."""
+    if result.complete:
+        return "complete"
+    text = f"INTERRUPTED: {len(result.steps)} steps kept"
+    why = None
+    if result.footer:
+        why = result.footer.get("reason") or result.footer.get("error")
+    return f"{text} ({why})" if why else text
+
+
+def environment_parts(result: RunResult, show_time: bool = True) -> List[str]:
+    """``["syncguard 0.1.0", "torch 2.13.0", "device npu (...)", ...]`` for a header line."""
+    h = result.header
+    parts = [f"syncguard {header_get(h, 'syncguard') or '?'}",
+             f"torch {header_get(h, 'torch') or '?'}"]
+    tnpu = header_get(h, "torch_npu")
+    if tnpu:
+        parts.append(f"torch_npu {tnpu}")
+    dev = header_get(h, "device")
+    name = header_get(h, "device_name")
+    if dev or name:
+        parts.append(f"device {dev or '?'}" + (f" ({name})" if name and name != dev else ""))
+    py = header_get(h, "python")
+    if py:
+        parts.append(f"Python {py}")
+    commit = header_get(h, "git_commit")
+    if commit:
+        parts.append(f"git {str(commit)[:10]}")
+    if show_time:
+        created = fmt_time(h.get("created"))
+        if created:
+            parts.append(created)
+    return parts
+
+
+def header_line(result: RunResult, show_time: bool = True, sep: str = " | ") -> str:
+    """One line: versions, device, commit, creation time and complete/interrupted."""
+    return sep.join([*environment_parts(result, show_time), status_text(result)])
+
+
+def note_texts(result: RunResult) -> List[str]:
+    """The result's ``note`` lines as text (their ``message``/``text`` field, else all fields)."""
+    out = []
+    for n in result.notes:
+        msg = n.get("message") or n.get("text")
+        if not msg:
+            msg = ", ".join(f"{k}={v}" for k, v in n.items() if k != "type")
+        out.append(str(msg))
+    return out
+
+
+def short_path(filename: Any, base: Optional[str] = None) -> str:
+    """``filename`` relative to ``base`` (default: the current directory) when inside it;
+    a path inside ``site-packages`` from there on; else unchanged."""
+    if is_missing(filename):
+        return "?"
+    f = str(filename)
+    if os.path.isabs(f):
+        base = os.path.abspath(base or os.getcwd())
+        try:
+            if os.path.commonpath([base, f]) == base:
+                return os.path.relpath(f, base)
+        except ValueError:  # different drives
+            pass
+        marker = "site-packages" + os.sep
+        if marker in f:
+            return f.split(marker, 1)[1]
+    return f
+
+
+def short_site(site: str, base: Optional[str] = None) -> str:
+    """``file:line`` with the file shortened by :func:`short_path`."""
+    file, sep, line = site.rpartition(":")
+    if not sep or not line.isdigit():
+        return short_path(site, base)
+    return f"{short_path(file, base)}:{line}"
+
+
+def fmt_num(x: Any, digits: int = 2) -> str:
+    """A number with ``digits`` decimals; ``-`` for missing."""
+    if is_missing(x):
+        return "-"
+    return f"{float(x):.{digits}f}"
+
+
+def fmt_int(x: Any) -> str:
+    if is_missing(x):
+        return "-"
+    return str(int(round(float(x))))
+
+
+def fmt_ms(x: Any) -> str:
+    """Milliseconds in at most 4 significant digits and 5 characters below 100 s: ``1.450``,
+    ``24.53``, ``111.2``, ``2632``; ``-`` for missing."""
+    if is_missing(x):
+        return "-"
+    v = float(x)
+    a = abs(v)
+    digits = 3 if a < 9.9995 else 2 if a < 99.995 else 1 if a < 999.95 else 0
+    return f"{v:.{digits}f}"
+
+
+def fmt_ratio(x: Any) -> str:
+    return "-" if is_missing(x) else f"{float(x):.2f}x"
+
+
+def fmt_us(x: Any) -> str:
+    """Signed microseconds: one decimal below 1000 (``+200.0``), none above (``+24467``)."""
+    if is_missing(x):
+        return "-"
+    v = float(x)
+    return f"{v:+.1f}" if abs(v) < 999.95 else f"{v:+.0f}"
+
+
+def fmt_syncs(x: Any) -> str:
+    """Syncs per step: ``0`` for an exact zero, else two decimals."""
+    if is_missing(x):
+        return "-"
+    return "0" if float(x) == 0.0 else f"{float(x):.2f}"
+
+
+def verdicts(summary_df: pd.DataFrame, sites_df: pd.DataFrame, max_sites: int = 2,
+             code: str = "`", base: Optional[str] = None) -> List[Tuple[str, str]]:
+    """One sentence per scenario, as ``(scenario, sentence)``; sites wrapped in ``code``.
+    ``sites_df`` is :func:`analysis.sites` output, optionally through
+    :func:`analysis.merge_paths`; up to ``max_sites`` sites per path, most syncs first.
+
+    e.g. ``legacy: 1.00 hidden syncs per step at `sampler.py:123` (Tensor.__bool__);
+    flag: 0, mean latency 0.91x legacy (saves 12.3 us per token)``.
+    """
+    out: List[Tuple[str, str]] = []
+    hidden = sites_df[~sites_df["allowed"].astype(bool)] if len(sites_df) else sites_df
+    for scenario in dict.fromkeys(summary_df["scenario"]):
+        rows = summary_df[summary_df["scenario"] == scenario]
+        parts = []
+        for r in rows.to_dict("records"):
+            m = r["syncs_mean"]
+            if is_missing(m):
+                text = f"{r['path']}: not counted"
+            elif float(m) == 0.0:
+                text = f"{r['path']}: 0"
+            else:
+                text = f"{r['path']}: {float(m):.2f} hidden syncs per step"
+                mine = [s for s in hidden.to_dict("records") if s["scenario"] == scenario
+                        and r["path"] in str(s["path"]).split(", ")]
+                mine.sort(key=lambda s: -int(s["count"]))  # stable: file order among ties
+                where = []
+                for s in mine[:max_sites]:
+                    where.append(f"{code}{short_site(s['site'], base)}{code} ({s['api']})")
+                if where:
+                    more = len(mine) - len(where)
+                    text += " at " + ", ".join(where) + (f" and {more} more" if more > 0 else "")
+            ratio = r["ratio_vs_legacy"]
+            if r["path"] != BASELINE and not is_missing(ratio):
+                text += f", mean latency {float(ratio):.2f}x {BASELINE}"
+                saved = r["saved_per_token_us"]
+                if not is_missing(saved):
+                    verb = "saves" if float(saved) >= 0 else "costs"
+                    text += f" ({verb} {abs(float(saved)):.1f} us per token)"
+            parts.append(text)
+        out.append((str(scenario), "; ".join(parts)))
+    return out
+
+
+def step_label(step: Any, warmup: Any) -> str:
+    return f"{int(step)}w" if bool(warmup) else str(int(step))

@@ -1,0 +1,158 @@
+"""Format-neutral tables shared by the Markdown and HTML renderers."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import TYPE_CHECKING, Any, List, Optional, Sequence
+
+from . import analysis
+from ._common import (
+    fmt_int,
+    fmt_ms,
+    fmt_ratio,
+    fmt_syncs,
+    fmt_us,
+    short_site,
+    step_label,
+)
+from .analysis import is_missing
+
+if TYPE_CHECKING:  # pragma: no cover
+    import pandas as pd
+
+    from ..results import RunResult
+
+
+@dataclasses.dataclass(frozen=True)
+class Cell:
+    """One cell: ``text`` (plain, not escaped), shown as code when ``code``; ``mark`` is
+    ``"best"``, ``"worst"``, ``"note"`` or ``""``."""
+
+    text: str
+    code: bool = False
+    mark: str = ""
+
+
+@dataclasses.dataclass
+class Tbl:
+    """A table: ``align`` per column is ``"l"`` or ``"r"``; a row of ``None`` is an ellipsis
+    row whose text is ``gap_text[i]``."""
+
+    headers: List[str]
+    align: List[str]
+    rows: List[Optional[List[Cell]]]
+    gap_text: List[str] = dataclasses.field(default_factory=list)
+
+
+def _marks(values: Sequence[Any]) -> List[str]:
+    nums = [float(v) for v in values if not is_missing(v)]
+    if len(nums) < 2 or min(nums) == max(nums):
+        return [""] * len(values)
+    lo, hi = min(nums), max(nums)
+    return ["" if is_missing(v) else "best" if float(v) == lo else "worst" if float(v) == hi
+            else "" for v in values]
+
+
+_SUMMARY = [
+    ("hidden syncs/step", "syncs_mean", fmt_syncs, True),
+    ("max", "syncs_max", fmt_int, True),
+    ("allowed/step", "allowed_mean", fmt_syncs, False),
+    ("p50 ms", "p50_ms", fmt_ms, True),
+    ("p90 ms", "p90_ms", fmt_ms, True),
+    ("p99 ms", "p99_ms", fmt_ms, True),
+    ("mean ms", "mean_ms", fmt_ms, True),
+    ("ratio vs legacy", "ratio_vs_legacy", fmt_ratio, True),
+    ("saved us/token", "saved_per_token_us", fmt_us, False),
+]
+
+
+def summary_tbl(sm: pd.DataFrame) -> Tbl:
+    headers = ["scenario", "path"] + [h for h, *_ in _SUMMARY] + ["branches"]
+    has_dev = bool(len(sm)) and sm["device_ms_mean"].notna().any()
+    if has_dev:
+        headers.insert(len(_SUMMARY) + 2, "device ms")
+    rows: List[Optional[List[Cell]]] = []
+    for scenario in dict.fromkeys(sm["scenario"]):
+        recs = sm[sm["scenario"] == scenario].to_dict("records")
+        marks = {col: _marks([r[col] for r in recs]) if colour else [""] * len(recs)
+                 for _, col, _, colour in _SUMMARY}
+        for i, r in enumerate(recs):
+            row = [Cell(str(scenario)), Cell(str(r["path"]))]
+            row += [Cell(fmt(r[col]), mark=marks[col][i]) for _, col, fmt, _ in _SUMMARY]
+            if has_dev:
+                row.append(Cell(fmt_ms(r["device_ms_mean"])))
+            row.append(Cell(str(r["branches"])))
+            rows.append(row)
+    align = ["l", "l"] + ["r"] * (len(headers) - 3) + ["l"]
+    return Tbl(headers, align, rows)
+
+
+def sites_tbl(st: pd.DataFrame, allowed: bool, base: Optional[str] = None) -> Tbl:
+    sub = st[st["allowed"].astype(bool) == allowed] if len(st) else st
+    headers = ["scenario", "path", "site", "function", "API", "op", "kind", "count", "steps"]
+    if allowed:
+        headers.append("reason")
+    rows: List[Optional[List[Cell]]] = []
+    for r in sub.to_dict("records"):
+        row = [Cell(r["scenario"]), Cell(r["path"]), Cell(short_site(r["site"], base), True),
+               Cell(r["function"], True), Cell(r["api"], True),
+               Cell(r["op"] or "-", bool(r["op"])),
+               Cell(r["kind"]), Cell(str(r["count"]), mark="" if allowed else "worst"),
+               Cell(r["steps"])]
+        if allowed:
+            row.append(Cell(r["reason"]))
+        rows.append(row)
+    align = ["l"] * 7 + ["r", "l"] + (["l"] if allowed else [])
+    return Tbl(headers, align, rows)
+
+
+def per_step_tbl(result: RunResult, scenario: str, max_steps: int = 200, head: int = 10,
+                 tail: int = 10) -> Tbl:
+    """All steps when there are at most ``max_steps``, else ``head``, ``tail`` and the
+    notable ones (see :func:`analysis.per_step`)."""
+    df = analysis.per_step(result, scenario)
+    paths = analysis.ordered_paths(s.path for s in result.steps if s.scenario == scenario)
+    headers = ["step", "batch"]
+    for p in paths:
+        headers += [f"{p} branch", f"{p} syncs", f"{p} ms"]
+    recs = df.to_dict("records")
+    if len(recs) <= max_steps:
+        plan = [("row", i) for i in range(len(recs))]
+    else:
+        plan = analysis.elide(len(recs), [r["notable"] for r in recs], head, tail)
+    rows: List[Optional[List[Cell]]] = []
+    gaps: List[str] = []
+    for kind, val in plan:
+        if kind == "gap":
+            rows.append(None)
+            gaps.append(f"... {val} steps hidden")
+            continue
+        r = recs[val]
+        mark = "note" if r["notable"] else ""
+        row = [Cell(step_label(r["step"], r["warmup"]), mark=mark),
+               Cell(fmt_int(r["batch_size"]))]
+        for p in paths:
+            row += [Cell(r[f"{p}.branch"] or "-", mark=mark),
+                    Cell(fmt_int(r[f"{p}.syncs"]), mark=mark),
+                    Cell(fmt_ms(r[f"{p}.latency_ms"]))]
+        rows.append(row)
+    return Tbl(headers, ["r", "r"] + ["l", "r", "r"] * len(paths), rows, gaps)
+
+
+def compare_tbl(df: pd.DataFrame, label_a: str = "A", label_b: str = "B") -> Tbl:
+    headers = ["scenario", "path", f"syncs/step {label_a}", f"syncs/step {label_b}",
+               "delta", f"mean ms {label_a}", f"mean ms {label_b}", "ratio", "changed"]
+    rows: List[Optional[List[Cell]]] = []
+    for r in df.to_dict("records"):
+        mark = ""
+        if r["changed"]:
+            worse = (not is_missing(r["syncs_delta"]) and r["syncs_delta"] > 0) or (
+                not is_missing(r["latency_ratio"]) and r["latency_ratio"] > 1)
+            mark = "worst" if worse else "best"
+        rows.append([Cell(str(r["scenario"])), Cell(str(r["path"])),
+                     Cell(fmt_syncs(r["a_syncs_mean"])), Cell(fmt_syncs(r["b_syncs_mean"])),
+                     Cell(fmt_syncs(r["syncs_delta"]), mark=mark),
+                     Cell(fmt_ms(r["a_mean_ms"])), Cell(fmt_ms(r["b_mean_ms"])),
+                     Cell(fmt_ratio(r["latency_ratio"]), mark=mark),
+                     Cell("changed" if r["changed"] else "", mark=mark)])
+    return Tbl(headers, ["l", "l"] + ["r"] * 6 + ["l"], rows)

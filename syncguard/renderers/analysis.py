@@ -1,0 +1,409 @@
+"""The analysis surface of a result: pandas DataFrames every renderer is built on.
+
+All functions take a :class:`syncguard.results.RunResult` and return a new
+:class:`pandas.DataFrame`; nothing is cached and nothing is mutated. Conventions:
+
+- Hidden-sync numbers come from the ``counted`` pass (the run under the guard); latency numbers
+  from the ``timed`` pass (no interceptors). Latency of the counted pass is never used.
+- Warm-up steps (``warmup=True``) are left out of every statistic (they still appear in
+  :func:`per_step`, flagged).
+- Percentiles use linear interpolation between closest ranks (numpy's/pandas' default).
+- Missing values are ``NaN``; a (scenario, path) without a timed pass has ``NaN`` latencies.
+- Paths are ordered ``legacy``, ``flag``, ``flag-recompute``, then any other in file order.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from typing import TYPE_CHECKING, Any, Dict, Iterable, List, Optional, Sequence, Tuple
+
+if TYPE_CHECKING:  # pragma: no cover
+    import pandas as pd
+
+    from ..results import RunResult, StepRecord
+
+#: Known sampling paths, in display order.
+PATH_ORDER: Tuple[str, ...] = ("legacy", "flag", "flag-recompute")
+#: The path every ratio is taken against.
+BASELINE = "legacy"
+#: Relative latency move that :func:`compare` marks as changed.
+LATENCY_THRESHOLD = 0.05
+
+SUMMARY_COLUMNS: Dict[str, str] = {
+    "scenario": "scenario name",
+    "path": "sampling path",
+    "steps": "non-warm-up steps of the counted pass (count)",
+    "syncs_mean": "hidden host syncs per step, mean (counted pass, warm-up excluded)",
+    "syncs_max": "hidden host syncs per step, max (counted pass, warm-up excluded)",
+    "syncs_total": "hidden host syncs summed over the non-warm-up counted steps (count)",
+    "allowed_mean": "allowed host syncs per step, mean (counted pass; the token readback)",
+    "sites": "distinct file:line sites of hidden syncs (counted pass, warm-up excluded)",
+    "timed_steps": "non-warm-up steps of the timed pass (count)",
+    "p50_ms": "latency per step, median (ms, timed pass, warm-up excluded)",
+    "p90_ms": "latency per step, 90th percentile (ms)",
+    "p99_ms": "latency per step, 99th percentile (ms)",
+    "mean_ms": "latency per step, mean (ms)",
+    "device_ms_mean": "device time per step, mean (ms; NaN where not measured)",
+    "branches": "sampler branches taken over non-warm-up steps, e.g. 'fused 18, generic 2'",
+    "ratio_vs_legacy": "mean_ms / legacy's mean_ms in the same scenario (NaN without legacy)",
+    "saved_per_token_us": "(legacy mean_ms - mean_ms) in microseconds per token (step)",
+}
+
+SITES_COLUMNS: Dict[str, str] = {
+    "scenario": "scenario name",
+    "path": "sampling path",
+    "site": "filename:lineno of the user code that synced",
+    "filename": "file of the site", "lineno": "line of the site",
+    "function": "function of the site",
+    "api": "Python-level entry (Tensor.__bool__, ...)",
+    "op": "ATen op where known (empty string otherwise)",
+    "kind": "sync kind (scalar_read, d2h_copy, ...)",
+    "allowed": "True for allowed syncs (e.g. the token readback), False for hidden ones",
+    "reason": "why the sync was allowed (empty string for hidden ones)",
+    "count": "host syncs at this site over non-warm-up steps (sum of event counts)",
+    "steps": "steps with a sync at this site as compact ranges, e.g. '2-4, 7'",
+}
+
+COMPARE_COLUMNS: Dict[str, str] = {
+    "scenario": "scenario name",
+    "path": "sampling path (compare) / 'A vs B' (compare_paths)",
+    "a_syncs_mean": "hidden syncs per step, mean, side A", "b_syncs_mean": "same, side B",
+    "syncs_delta": "b_syncs_mean - a_syncs_mean (syncs per step)",
+    "a_syncs_total": "hidden syncs in total, side A", "b_syncs_total": "same, side B",
+    "a_mean_ms": "mean latency per step, side A (ms)", "b_mean_ms": "same, side B (ms)",
+    "latency_delta_ms": "b_mean_ms - a_mean_ms (ms)",
+    "latency_ratio": "b_mean_ms / a_mean_ms",
+    "changed": "True where hidden syncs differ, the latency ratio moves beyond the threshold "
+               "(5%), or a row exists on one side only",
+}
+
+
+def _nan() -> float:
+    return float("nan")
+
+
+def is_missing(x: Any) -> bool:
+    """True for None and NaN (and pandas' NA)."""
+    if x is None:
+        return True
+    try:
+        return bool(x != x)  # NaN and pd.NA-like
+    except (TypeError, ValueError):
+        return False
+
+
+def ordered_paths(paths: Iterable[str]) -> List[str]:
+    """Known paths first in :data:`PATH_ORDER`, then the others in the given order."""
+    seen = list(dict.fromkeys(paths))
+    return [p for p in PATH_ORDER if p in seen] + [p for p in seen if p not in PATH_ORDER]
+
+
+def step_ranges(steps: Iterable[Optional[int]], max_parts: Optional[int] = None) -> str:
+    """Compact ranges of step indices: ``[2, 3, 4, 7] -> "2-4, 7"``; ``""`` if none.
+
+    ``None`` steps (outside any step) are ignored. With ``max_parts`` the list is cut after
+    that many ranges and ``", ... (+N)"`` says how many ranges were left out.
+    """
+    nums = sorted({int(s) for s in steps if not is_missing(s)})
+    parts: List[str] = []
+    i = 0
+    while i < len(nums):
+        j = i
+        while j + 1 < len(nums) and nums[j + 1] == nums[j] + 1:
+            j += 1
+        parts.append(str(nums[i]) if i == j else f"{nums[i]}-{nums[j]}")
+        i = j + 1
+    if max_parts is not None and len(parts) > max_parts:
+        return ", ".join(parts[:max_parts]) + f", ... (+{len(parts) - max_parts})"
+    return ", ".join(parts)
+
+
+def _percentile(values: Sequence[float], q: float) -> float:
+    """Linear-interpolation percentile (numpy's default), ``q`` in [0, 100]."""
+    if not values:
+        return _nan()
+    xs = sorted(values)
+    pos = (len(xs) - 1) * q / 100.0
+    lo = math.floor(pos)
+    hi = math.ceil(pos)
+    return xs[lo] + (xs[hi] - xs[lo]) * (pos - lo)
+
+
+def _mean(values: Sequence[float]) -> float:
+    return sum(values) / len(values) if values else _nan()
+
+
+def _records(result: RunResult, scenario: str, path: str, pass_: str,
+             warmup: Optional[bool] = False) -> List[StepRecord]:
+    return [s for s in result.steps
+            if s.scenario == scenario and s.path == path and s.pass_ == pass_
+            and (warmup is None or bool(s.warmup) == warmup)]
+
+
+def branch_counts(records: Iterable[StepRecord]) -> str:
+    """``"fused 18, generic 2"``: branches by count (descending, then by name)."""
+    c = Counter(r.branch for r in records if r.branch)
+    return ", ".join(f"{b} {n}" for b, n in sorted(c.items(), key=lambda kv: (-kv[1], kv[0])))
+
+
+def _hidden_events(result: RunResult, include_warmup: bool = False) -> List[Dict[str, Any]]:
+    return [e for e in result.events
+            if not e.get("allowed") and (include_warmup or not e.get("warmup"))]
+
+
+def summary(result: RunResult) -> pd.DataFrame:
+    """One row per (scenario, path); columns and units in :data:`SUMMARY_COLUMNS`.
+
+    Rows are in scenario file order, paths in :func:`ordered_paths` order.
+    """
+    import pandas as pd
+
+    hidden_sites: Dict[Tuple[str, str], set] = {}
+    for e in _hidden_events(result):
+        key = (str(e.get("scenario")), str(e.get("path")))
+        hidden_sites.setdefault(key, set()).add((e.get("filename"), e.get("lineno")))
+
+    rows: List[Dict[str, Any]] = []
+    for scenario in result.scenarios:
+        paths = ordered_paths(s.path for s in result.steps if s.scenario == scenario)
+        for path in paths:
+            counted = _records(result, scenario, path, "counted")
+            timed = _records(result, scenario, path, "timed")
+            syncs = [float(r.syncs) for r in counted]
+            lat = [float(r.latency_ms) for r in timed if not is_missing(r.latency_ms)]
+            dev = [float(r.device_ms) for r in (timed or counted)
+                   if not is_missing(r.device_ms)]
+            rows.append({
+                "scenario": scenario, "path": path,
+                "steps": len(counted),
+                "syncs_mean": _mean(syncs),
+                "syncs_max": max(syncs) if syncs else _nan(),
+                "syncs_total": sum(syncs) if counted else _nan(),
+                "allowed_mean": _mean([float(r.allowed) for r in counted]),
+                "sites": len(hidden_sites.get((scenario, path), ())) if counted else 0,
+                "timed_steps": len(timed),
+                "p50_ms": _percentile(lat, 50), "p90_ms": _percentile(lat, 90),
+                "p99_ms": _percentile(lat, 99), "mean_ms": _mean(lat),
+                "device_ms_mean": _mean(dev),
+                "branches": branch_counts(counted or timed),
+            })
+    base: Dict[str, float] = {r["scenario"]: r["mean_ms"] for r in rows
+                              if r["path"] == BASELINE}
+    for r in rows:
+        b = base.get(r["scenario"], _nan())
+        ok = not is_missing(b) and not is_missing(r["mean_ms"])
+        r["ratio_vs_legacy"] = r["mean_ms"] / b if ok and b != 0 else _nan()
+        r["saved_per_token_us"] = (b - r["mean_ms"]) * 1000.0 if ok else _nan()
+    return pd.DataFrame(rows, columns=list(SUMMARY_COLUMNS))
+
+
+def per_step(result: RunResult, scenario: str) -> pd.DataFrame:
+    """Steps of one scenario side by side, one row per step index.
+
+    Columns: ``step``, ``batch_size``, ``warmup`` (bool), then for each path (in
+    :func:`ordered_paths` order) ``<path>.branch`` (counted pass, else timed),
+    ``<path>.syncs`` (hidden syncs, counted pass; NaN if none) and ``<path>.latency_ms``
+    (timed pass, ms; NaN if none); last ``notable`` (bool): branches differ between paths at
+    this step, or the step's pattern (branch and sync count of every path) differs from the
+    most common pattern of non-warm-up steps (a batch that only shrinks is not notable).
+    Warm-up steps are included.
+    """
+    import pandas as pd
+
+    recs = [s for s in result.steps if s.scenario == scenario]
+    paths = ordered_paths(s.path for s in recs)
+    by: Dict[Tuple[int, str, str], StepRecord] = {(s.step, s.path, s.pass_): s for s in recs}
+    steps = sorted({s.step for s in recs})
+    rows: List[Dict[str, Any]] = []
+    for step in steps:
+        row: Dict[str, Any] = {"step": step}
+        batch: Any = _nan()
+        warm = False
+        for path in paths:
+            c = by.get((step, path, "counted"))
+            t = by.get((step, path, "timed"))
+            any_rec = c or t
+            if any_rec is not None:
+                if is_missing(batch):
+                    batch = any_rec.batch_size
+                warm = warm or bool(any_rec.warmup)
+            row[f"{path}.branch"] = any_rec.branch if any_rec is not None else ""
+            row[f"{path}.syncs"] = c.syncs if c is not None else _nan()
+            row[f"{path}.latency_ms"] = (t.latency_ms if t is not None
+                                         and not is_missing(t.latency_ms) else _nan())
+        row["batch_size"] = batch
+        row["warmup"] = warm
+        rows.append(row)
+
+    def pattern(r: Dict[str, Any]) -> Tuple[Any, ...]:
+        out: List[Any] = []
+        for p in paths:
+            s = r[f"{p}.syncs"]
+            out += [r[f"{p}.branch"], None if is_missing(s) else s]
+        return tuple(out)
+
+    common = Counter(pattern(r) for r in rows if not r["warmup"]).most_common(1)
+    mode = common[0][0] if common else None
+    for r in rows:
+        branches = {r[f"{p}.branch"] for p in paths if r[f"{p}.branch"]}
+        r["notable"] = len(branches) > 1 or (not r["warmup"] and pattern(r) != mode)
+    cols = ["step", "batch_size", "warmup"]
+    for p in paths:
+        cols += [f"{p}.branch", f"{p}.syncs", f"{p}.latency_ms"]
+    cols.append("notable")
+    return pd.DataFrame(rows, columns=cols)
+
+
+def elide(n_rows: int, notable: Sequence[bool], head: int = 5,
+          tail: int = 5) -> List[Tuple[str, int]]:
+    """Which rows of a long table to show: the first ``head``, the last ``tail`` and every
+    notable row. Returns ``("row", index)`` and ``("gap", hidden_count)`` items in order."""
+    keep = [i < head or i >= n_rows - tail or bool(notable[i]) for i in range(n_rows)]
+    out: List[Tuple[str, int]] = []
+    gap = 0
+    for i, k in enumerate(keep):
+        if k:
+            if gap:
+                out.append(("gap", gap))
+                gap = 0
+            out.append(("row", i))
+        else:
+            gap += 1
+    if gap:
+        out.append(("gap", gap))
+    return out
+
+
+def sites(result: RunResult, include_allowed: bool = True,
+          max_parts: Optional[int] = None) -> pd.DataFrame:
+    """Sync sites: events grouped by (scenario, path, site, function, api, op, kind, allowed).
+
+    Warm-up events are left out. Hidden sites come first, each group sorted by scenario and
+    path order, then by ``count`` descending. Columns in :data:`SITES_COLUMNS`; ``steps`` is
+    cut to ``max_parts`` ranges (see :func:`step_ranges`).
+    """
+    import pandas as pd
+
+    groups: Dict[Tuple[Any, ...], Dict[str, Any]] = {}
+    for e in result.events:
+        if e.get("warmup"):
+            continue
+        allowed = bool(e.get("allowed"))
+        if allowed and not include_allowed:
+            continue
+        key = (str(e.get("scenario")), str(e.get("path")), e.get("filename"),
+               e.get("lineno"), e.get("function") or "", e.get("api") or "",
+               e.get("op") or "", e.get("kind") or "", allowed)
+        g = groups.setdefault(key, {"count": 0, "steps": [], "reasons": []})
+        cnt = e.get("count")
+        g["count"] += int(cnt) if not is_missing(cnt) else 1
+        g["steps"].append(e.get("step"))
+        reason = e.get("reason")
+        if reason and reason not in g["reasons"]:
+            g["reasons"].append(str(reason))
+    scen_idx = {s: i for i, s in enumerate(result.scenarios)}
+    path_idx = {p: i for i, p in enumerate(ordered_paths(
+        [s.path for s in result.steps] + [k[1] for k in groups]))}
+    rows: List[Dict[str, Any]] = []
+    for key, g in groups.items():
+        scenario, path, filename, lineno, function, api, op, kind, allowed = key
+        rows.append({
+            "scenario": scenario, "path": path, "site": f"{filename}:{lineno}",
+            "filename": filename, "lineno": lineno, "function": function, "api": api,
+            "op": op, "kind": kind, "allowed": allowed, "reason": "; ".join(g["reasons"]),
+            "count": g["count"], "steps": step_ranges(g["steps"], max_parts),
+        })
+    rows.sort(key=lambda r: (r["allowed"], scen_idx.get(r["scenario"], len(scen_idx)),
+                             path_idx.get(r["path"], 0), -r["count"], r["site"], r["api"]))
+    return pd.DataFrame(rows, columns=list(SITES_COLUMNS))
+
+
+def merge_paths(sites_df: pd.DataFrame) -> pd.DataFrame:
+    """:func:`sites` rows that differ only in ``path`` merged into one, ``path`` then listing
+    them (``"flag, flag-recompute"``); order kept (first occurrence)."""
+    import pandas as pd
+
+    if not len(sites_df):
+        return sites_df.copy()
+    keys = [c for c in sites_df.columns if c != "path"]
+    merged: Dict[Tuple[Any, ...], Dict[str, Any]] = {}
+    for r in sites_df.to_dict("records"):
+        k = tuple(r[c] for c in keys)
+        if k in merged:
+            merged[k]["path"] += f", {r['path']}"
+        else:
+            merged[k] = dict(r)
+    return pd.DataFrame(list(merged.values()), columns=list(sites_df.columns))
+
+
+def _changed(a_syncs: Any, b_syncs: Any, a_ms: Any, b_ms: Any, threshold: float) -> bool:
+    if is_missing(a_syncs) != is_missing(b_syncs) or is_missing(a_ms) != is_missing(b_ms):
+        return True
+    if not is_missing(a_syncs) and abs(float(a_syncs) - float(b_syncs)) > 1e-9:
+        return True
+    if not is_missing(a_ms):
+        if float(a_ms) == 0.0:
+            return float(b_ms) != 0.0
+        return abs(float(b_ms) / float(a_ms) - 1.0) > threshold
+    return False
+
+
+def _compare_row(scenario: str, label: str, a: Optional[Dict[str, Any]],
+                 b: Optional[Dict[str, Any]], threshold: float) -> Dict[str, Any]:
+    def g(d: Optional[Dict[str, Any]], k: str) -> Any:
+        return _nan() if d is None else d.get(k, _nan())
+
+    a_s, b_s = g(a, "syncs_mean"), g(b, "syncs_mean")
+    a_ms, b_ms = g(a, "mean_ms"), g(b, "mean_ms")
+    both_s = not is_missing(a_s) and not is_missing(b_s)
+    both_ms = not is_missing(a_ms) and not is_missing(b_ms)
+    return {
+        "scenario": scenario, "path": label,
+        "a_syncs_mean": a_s, "b_syncs_mean": b_s,
+        "syncs_delta": b_s - a_s if both_s else _nan(),
+        "a_syncs_total": g(a, "syncs_total"), "b_syncs_total": g(b, "syncs_total"),
+        "a_mean_ms": a_ms, "b_mean_ms": b_ms,
+        "latency_delta_ms": b_ms - a_ms if both_ms else _nan(),
+        "latency_ratio": b_ms / a_ms if both_ms and a_ms != 0 else _nan(),
+        "changed": a is None or b is None or _changed(a_s, b_s, a_ms, b_ms, threshold),
+    }
+
+
+def compare(a: RunResult, b: RunResult, threshold: float = LATENCY_THRESHOLD) -> pd.DataFrame:
+    """Two runs side by side, one row per (scenario, path) present in either.
+
+    Columns in :data:`COMPARE_COLUMNS` (``a_*`` from ``a``, ``b_*`` from ``b``); ``changed``
+    marks rows whose hidden syncs per step differ, whose latency ratio moves beyond
+    ``threshold`` (0.05 = 5%), or that exist in one run only.
+    """
+    import pandas as pd
+
+    sa = {(r["scenario"], r["path"]): r for r in summary(a).to_dict("records")}
+    sb = {(r["scenario"], r["path"]): r for r in summary(b).to_dict("records")}
+    scen = list(dict.fromkeys([k[0] for k in sa] + [k[0] for k in sb]))
+    rows = []
+    for s in scen:
+        paths = ordered_paths([k[1] for k in sa if k[0] == s] + [k[1] for k in sb if k[0] == s])
+        for p in paths:
+            rows.append(_compare_row(s, p, sa.get((s, p)), sb.get((s, p)), threshold))
+    return pd.DataFrame(rows, columns=list(COMPARE_COLUMNS))
+
+
+def compare_paths(result: RunResult, path_a: str = BASELINE, path_b: str = "flag",
+                  threshold: float = LATENCY_THRESHOLD) -> pd.DataFrame:
+    """Two paths of one run side by side, one row per scenario having either path.
+
+    Same columns as :func:`compare`; ``a_*`` is ``path_a``, ``b_*`` is ``path_b`` and the
+    ``path`` column reads ``"path_a vs path_b"``.
+    """
+    import pandas as pd
+
+    sm = {(r["scenario"], r["path"]): r for r in summary(result).to_dict("records")}
+    rows = []
+    for s in result.scenarios:
+        a, b = sm.get((s, path_a)), sm.get((s, path_b))
+        if a is None and b is None:
+            continue
+        rows.append(_compare_row(s, f"{path_a} vs {path_b}", a, b, threshold))
+    return pd.DataFrame(rows, columns=list(COMPARE_COLUMNS))

@@ -1,0 +1,694 @@
+"""The simulated device's backend: tensor wrappers, the PrivateUse1 kernels and setup.
+
+How it works (torch >= 2.9, ``torch.utils.backend_registration``):
+
+* ``_setup_privateuseone_for_python_backend(rename=name, backend_module=npu_module)`` renames
+  the PrivateUse1 backend, so ``torch.device("npu")`` parses and dispatches to PrivateUse1, and
+  registers :mod:`syncguard.sim.npu_module` as ``torch.npu``.
+* A device tensor is a :class:`SimTensor`: a storage-less PrivateUse1 ``TensorImpl`` from
+  ``torch._C._acc.create_empty_tensor`` whose ``__class__`` is reassigned, holding its values
+  in ``_v``, an ordinary CPU tensor. The wrapper's sizes, strides and storage offset mirror
+  ``_v`` exactly (strides and offset are set by redispatching ``aten::set_`` to its Meta kernel,
+  which only edits metadata), so PyTorch's composite code computes the same views it would for
+  a real device tensor.
+* One boxed Python kernel runs every ATen op on the PrivateUse1 key: a ``fallback`` for ops
+  with no kernel there, plus direct registrations for the ops that have a
+  CompositeExplicitAutograd(NonFunctional) kernel (those take precedence over a backend
+  fallback; left alone, ``detach``/``alias`` would return bare tensors without values and
+  every structured op would arrive as ``empty`` + ``op.out``). The transfer ops ``copy_`` and
+  ``copy`` keep their composite kernels and ``_to_copy`` gets a Python copy of its composite
+  kernel, so that every host/device transfer reaches the backend as ``aten::_copy_from``
+  (``_to_copy``'s own composite would allocate the host result of a non-blocking
+  device-to-host copy with ``pin_memory=True``, which the Python hooks cannot serve).
+* Before each op the kernel calls ``syncguard.intercept.backend_op_hook(op, args, kwargs,
+  device_type=name)``; ``args``/``kwargs`` hold the :class:`SimTensor` wrappers as the caller
+  passed them. Then it unwraps device tensors to their CPU values, maps ``device=npu`` to CPU,
+  runs the op, and wraps tensor results. A view op returns a wrapper around the CPU view,
+  which shares the base's CPU storage, so in-place ops through a view change the base.
+  In-place and ``out=`` ops return the caller's own wrapper (metadata refreshed if the op
+  resized it).
+
+Pinned host memory: the Python PrivateUse1 hooks of torch 2.13 cannot provide
+``getPinnedMemoryAllocator``/``isPinnedPtr`` (only ``is_available``, ``is_built`` and
+``has_primary_context`` can be overridden from Python), so ``cpu_tensor.pin_memory()`` would
+raise ``NotImplementedError``. Setup therefore registers Python CPU kernels for
+``aten::_pin_memory`` and ``aten::is_pinned``: pinning copies the tensor into a buffer whose
+address is recorded while the buffer lives; ``is_pinned()`` looks the storage address up.
+``to("cpu", non_blocking=True)`` of a device tensor returns such pinned memory, as on CUDA.
+Factory functions with ``pin_memory=True`` (``torch.empty(n, pin_memory=True)``) go straight to
+the C++ allocator and still raise ``NotImplementedError``: use ``.pin_memory()``.
+
+Known differences from a real device: autograd is not supported; ``torch.Generator`` of the
+device cannot be made (random ops use CPU generators, and ``torch.npu.manual_seed`` seeds the
+CPU default generator); ``untyped_storage()`` of a device tensor is an empty placeholder (no
+bytes); the conjugate/negative view bits of complex views live on the CPU values, so
+``is_conj()`` of a device tensor is False while values are right; ``aten::view.dtype`` must be
+called as ``tensor.view(dtype)``; dense strided tensors only.
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+import threading
+import weakref
+from typing import Any, Callable, Dict, Iterator, List, Optional, Set, Tuple
+
+import torch
+
+from syncguard import intercept as _intercept
+
+#: torch added ``_setup_privateuseone_for_python_backend`` in 2.9 (pytorch #157859).
+MIN_TORCH_VERSION: Tuple[int, int] = (2, 9)
+
+
+class SimulatedDeviceError(RuntimeError):
+    """The simulated device cannot be set up (or used) in this process, and why."""
+
+
+class _SimState:
+    def __init__(self) -> None:
+        self.name: Optional[str] = None
+        self.device: Optional[torch.device] = None
+        self.libs: List[Any] = []
+        self.lock = threading.RLock()
+
+
+_STATE = _SimState()
+_NAME = "npu"  # the backend name; set at setup, read on the hot path
+#: The simulated device's name once set up in this process (None before). Read by
+#: syncguard.intercept to know which device type is simulated.
+SIM_NAME: Optional[str] = None
+_CPU = torch.device("cpu")
+
+
+# --------------------------------------------------------------------------------------------
+# The tensor wrapper
+# --------------------------------------------------------------------------------------------
+
+
+class SimTensor(torch.Tensor):
+    """A tensor of the simulated device. Its values live in ``_v``, a CPU tensor.
+
+    Never construct one directly: create tensors with ``device="npu"`` or ``.to("npu")``.
+    """
+
+    # Plain-tensor semantics for torch functions (no subclass re-wrapping of results).
+    __torch_function__ = torch._C._disabled_torch_function_impl  # type: ignore[assignment]
+
+    _v: torch.Tensor
+
+    def __repr__(self, *, tensor_contents: Optional[str] = None) -> str:  # type: ignore[override]
+        return _format_tensor(self, tensor_contents)
+
+    def __format__(self, format_spec: str) -> str:
+        if self.dim() == 0:
+            return self.item().__format__(format_spec)
+        return object.__format__(self, format_spec)
+
+    def __reduce_ex__(self, proto: Any) -> Tuple[Any, ...]:  # type: ignore[override]
+        # Same as torch does for storage-less device tensors (xla, mtia, Python backends):
+        # pickle a CPU copy and rebuild with ``.to(device)``; torch.load(weights_only=True)
+        # allows the rebuild function.
+        return (
+            torch._utils._rebuild_device_tensor_from_cpu_tensor,
+            (self.cpu(), self.dtype, str(self.device), self.requires_grad),
+        )
+
+    def __deepcopy__(self, memo: Dict[int, Any]) -> SimTensor:
+        if id(self) in memo:
+            return memo[id(self)]  # type: ignore[no-any-return]
+        new = self.clone()
+        memo[id(self)] = new
+        return new  # type: ignore[return-value]
+
+    def view(self, *args: Any, **kwargs: Any) -> torch.Tensor:  # type: ignore[override]
+        # aten::view.dtype is a non-differentiable view: autograd's ADInplaceOrView layer
+        # returns a shallow copy of the backend's result (a plain tensor without values), so
+        # reinterpreting views are made here, through the backend kernel, instead.
+        if len(args) == 1 and isinstance(args[0], torch.dtype) and not kwargs:
+            return _view_dtype(self, args[0])
+        if not args and set(kwargs) == {"dtype"}:
+            return _view_dtype(self, kwargs["dtype"])
+        return torch.Tensor.view(self, *args, **kwargs)
+
+    def data_ptr(self) -> int:  # type: ignore[override]
+        """The address of the backing CPU values (views of one base share its storage)."""
+        return int(self._v.data_ptr())
+
+
+_create_empty: Callable[[Any, torch.dtype], torch.Tensor] = torch._C._acc.create_empty_tensor \
+    if hasattr(torch._C, "_acc") else None  # type: ignore[assignment]
+_META_KS = torch._C.DispatchKeySet(torch._C.DispatchKey.Meta)
+_SET_STORAGE = torch.ops.aten.set_.source_Storage_storage_offset
+# The backend's own work calls ATen ops, never the (possibly intercepted) Python methods.
+_COPY_ = torch.ops.aten.copy_.default
+_RESIZE_ = torch.ops.aten.resize_.default
+_EMPTY_LIKE = torch.ops.aten.empty_like.default
+_TO_COPY = torch.ops.aten._to_copy.default
+
+
+def _restride(w: torch.Tensor, v: torch.Tensor) -> None:
+    """Make wrapper ``w``'s sizes/strides/offset equal ``v``'s (metadata only, no data)."""
+    _SET_STORAGE.redispatch(
+        _META_KS, w, w.untyped_storage(), v.storage_offset(), v.shape, v.stride()
+    )
+
+
+def _wrap(v: torch.Tensor) -> SimTensor:
+    """A new device wrapper around CPU tensor ``v`` (aliases ``v``: no copy)."""
+    w = _create_empty(v.shape, v.dtype)
+    if v.storage_offset() or v.stride() != w.stride():
+        _restride(w, v)
+    w.__class__ = SimTensor
+    w._v = v  # type: ignore[attr-defined]
+    return w  # type: ignore[return-value]
+
+
+def _refresh(w: Any) -> None:
+    """After an op that may resize/restride its mutable argument, mirror the CPU metadata."""
+    if type(w) is SimTensor:
+        v = w._v
+        if (v.shape != w.shape or v.stride() != w.stride()
+                or v.storage_offset() != w.storage_offset()):
+            _restride(w, v)
+    elif type(w) is list or type(w) is tuple:
+        for x in w:
+            _refresh(x)
+
+
+def is_simulated(t: Any) -> bool:
+    """Whether ``t`` is a tensor of the simulated device."""
+    return isinstance(t, SimTensor)
+
+
+def host_value(t: torch.Tensor) -> torch.Tensor:
+    """The CPU tensor holding a simulated tensor's values: an alias, no copy, never reported.
+
+    A CPU tensor is returned as is. For syncguard's own checks (e.g. contract validation).
+    """
+    if isinstance(t, SimTensor):
+        return t._v
+    if t.device.type == "cpu":
+        return t
+    raise SimulatedDeviceError(f"host_value: {t.device} tensor is neither simulated nor on CPU")
+
+
+# --------------------------------------------------------------------------------------------
+# Printing
+# --------------------------------------------------------------------------------------------
+
+
+def _format_tensor(t: SimTensor, tensor_contents: Optional[str]) -> str:
+    from torch._tensor_str import _str_intern, _tensor_str
+    from torch.utils._python_dispatch import _disable_current_modes
+
+    # Printing a device tensor reads its values: one device-to-host copy, made through the
+    # backend (aten::_copy_from) as ``.cpu()`` would, but without calling the Python method
+    # (interceptors of Tensor.cpu would otherwise name it). Formatting the host copy is host
+    # work: nothing in it is reported.
+    cpu = _TO_COPY(t, device=_CPU) if tensor_contents is None else None
+    with torch.no_grad(), _disable_current_modes(), _intercept.suppressed():
+        if tensor_contents is None:
+            assert cpu is not None
+            if cpu.numel() == 0:
+                tensor_contents = "[]"
+            else:
+                tensor_contents = _tensor_str(cpu, len("tensor("))
+        # A plain (not subclassed) PrivateUse1 shell with the same metadata gives torch's own
+        # prefix and suffixes ("tensor(", device='npu:0', dtype=...), with no data access.
+        shell = _create_empty(t.shape, t.dtype)
+        return _str_intern(shell, tensor_contents=tensor_contents)  # type: ignore[no-any-return]
+
+
+# --------------------------------------------------------------------------------------------
+# Per-op information (computed once per OpOverload from its schema)
+# --------------------------------------------------------------------------------------------
+
+# Ops that may change the sizes/strides of a mutable argument in place.
+_META_MUTATORS = frozenset({
+    "resize_", "resize_as_", "set_", "as_strided_", "squeeze_", "unsqueeze_", "transpose_",
+    "t_", "swapdims_", "swapaxes_", "_resize_output_", "resize_as_sparse_",
+})
+
+# Index ops accept CPU index tensors next to device tensors (as CUDA/NPU do).
+_CPU_INDEX_OK = frozenset({"index", "_index_put_impl_", "index_put_", "index_put", "_unsafe_index",
+                           "_unsafe_index_put"})
+
+_KernelFn = Callable[[Any, Tuple[Any, ...], Dict[str, Any]], Any]
+
+
+class _OpInfo:
+    __slots__ = ("op", "name", "special", "write_returns", "mutable", "refresh", "has_device",
+                 "cpu_index_ok")
+
+    def __init__(self, op: Any) -> None:
+        schema = op._schema
+        self.op = op
+        self.name: str = schema.name.split("::", 1)[-1]
+        self.special: Optional[_KernelFn] = _SPECIAL.get(self.name)
+        arguments = list(schema.arguments)
+        # (position, name, kwarg_only) of the argument each write-aliased return refers to.
+        self.write_returns: Optional[List[Optional[Tuple[int, str, bool]]]] = None
+        self.mutable: List[Tuple[int, str, bool]] = []
+        for i, a in enumerate(arguments):
+            ai = a.alias_info
+            if ai is not None and ai.is_write:
+                self.mutable.append((i, a.name, a.kwarg_only))
+        rets: List[Optional[Tuple[int, str, bool]]] = []
+        any_write = False
+        for r in schema.returns:
+            ri = r.alias_info
+            found: Optional[Tuple[int, str, bool]] = None
+            if ri is not None and ri.is_write:
+                for i, a in enumerate(arguments):
+                    ai = a.alias_info
+                    if ai is not None and ai.is_write and set(ai.before_set) & set(ri.before_set):
+                        found = (i, a.name, a.kwarg_only)
+                        break
+            if found is not None:
+                any_write = True
+            rets.append(found)
+        if any_write:
+            self.write_returns = rets
+        self.refresh = bool(self.mutable) and (
+            self.name in _META_MUTATORS or any(kw for _, _, kw in self.mutable)
+        )
+        self.has_device = any(a.name == "device" for a in arguments)
+        self.cpu_index_ok = self.name in _CPU_INDEX_OK
+
+
+def _get_arg(args: Tuple[Any, ...], kwargs: Dict[str, Any], where: Tuple[int, str, bool]) -> Any:
+    i, name, kw_only = where
+    if not kw_only and i < len(args):
+        return args[i]
+    return kwargs.get(name)
+
+
+# Keyed by id(op): OpOverload.__hash__ is Python code, and the info keeps the op alive, so
+# the id is never reused while cached.
+_INFO: Dict[int, _OpInfo] = {}
+_INFO_LOCK = threading.Lock()
+
+
+def _info(op: Any) -> _OpInfo:
+    info = _INFO.get(id(op))
+    if info is None:
+        with _INFO_LOCK:
+            info = _INFO.get(id(op))
+            if info is None:
+                info = _OpInfo(op)
+                _INFO[id(op)] = info
+    return info
+
+
+# --------------------------------------------------------------------------------------------
+# The kernel
+# --------------------------------------------------------------------------------------------
+
+
+def _foreign(a: torch.Tensor, info: _OpInfo) -> torch.Tensor:
+    """A non-simulated tensor passed to an op on the simulated device."""
+    dev = a.device
+    if dev.type == _NAME:
+        raise SimulatedDeviceError(
+            f"{info.name}: got a {_NAME} tensor that has no simulated values (a plain "
+            f"PrivateUse1 tensor, not a SimTensor). Known source: aten::view.dtype called "
+            f"other than as tensor.view(dtype) (autograd returns a shallow copy for this "
+            f"non-differentiable view); otherwise a syncguard.sim bug"
+        )
+    if dev.type == "cpu" and a.dim() > 0 and not info.cpu_index_ok:
+        raise RuntimeError(
+            f"Expected all tensors to be on the same device, but found at least two devices, "
+            f"{_NAME}:0 and cpu! (when running {info.name} on the simulated device)"
+        )
+    return a
+
+
+def _unwrap(a: Any, info: _OpInfo) -> Any:
+    t = type(a)
+    if t is SimTensor:
+        return a._v
+    if t is list or t is tuple:
+        for x in a:
+            if isinstance(x, torch.Tensor):
+                return [_unwrap(y, info) for y in a]
+        return a
+    if t is torch.device:
+        return _CPU if a.type == _NAME else a
+    if isinstance(a, torch.Tensor):
+        return _foreign(a, info)
+    return a
+
+
+def _wrap_out(out: Any, cargs: List[Any], args: Tuple[Any, ...]) -> Any:
+    t = type(out)
+    if t is torch.Tensor:
+        # An op that returns its input itself (``_conj`` of a real tensor...) keeps the wrapper.
+        if cargs and out is cargs[0] and type(args[0]) is SimTensor:
+            return args[0]
+        return _wrap(out)
+    if t is tuple or t is list:
+        return t(_wrap_out(x, cargs, args) for x in out)
+    if isinstance(out, torch.Tensor):  # a CPU subclass result: wrap its values as they are
+        return _wrap(out)
+    return out
+
+
+def _run(info: _OpInfo, args: Tuple[Any, ...], kwargs: Dict[str, Any]) -> Any:
+    op = info.op
+    _intercept.backend_op_hook(op, args, kwargs, device_type=_NAME)
+    if info.special is not None:
+        return info.special(op, args, kwargs)
+    cargs = [a._v if type(a) is SimTensor else _unwrap(a, info) for a in args]
+    ckwargs = {k: _unwrap(v, info) for k, v in kwargs.items()} if kwargs else kwargs
+    out = op(*cargs, **ckwargs)
+    wr = info.write_returns
+    if wr is not None:
+        if info.refresh:
+            for where in info.mutable:
+                _refresh(_get_arg(args, kwargs, where))
+        if len(wr) == 1:
+            w0 = wr[0]
+            return _get_arg(args, kwargs, w0) if w0 is not None else _wrap_out(out, cargs, args)
+        return tuple(
+            _get_arg(args, kwargs, w) if w is not None else _wrap_out(o, cargs, args)
+            for w, o in zip(wr, out)
+        )
+    if info.mutable:
+        if info.refresh:
+            for where in info.mutable:
+                _refresh(_get_arg(args, kwargs, where))
+        if out is None:
+            return None
+    if info.has_device:
+        dev = kwargs.get("device")
+        if dev is not None and torch.device(dev).type != _NAME:
+            return out  # e.g. empty_like(x, device="cpu"): the result stays on the host
+    return _wrap_out(out, cargs, args)
+
+
+def _view_dtype(t: SimTensor, dtype: torch.dtype) -> Any:
+    return _run(_info(torch.ops.aten.view.dtype), (t, dtype), {})
+
+
+def _fallback(keyset: Any, op: Any, *args: Any, **kwargs: Any) -> Any:
+    info = _INFO.get(id(op))
+    return _run(info if info is not None else _info(op), args, kwargs)
+
+
+def _make_kernel(op: Any) -> Callable[..., Any]:
+    info = _info(op)
+
+    def kernel(keyset: Any, *args: Any, **kwargs: Any) -> Any:
+        return _run(info, args, kwargs)
+
+    return kernel
+
+
+# ---- special ops ---------------------------------------------------------------------------
+
+
+def _copy_from(op: Any, args: Tuple[Any, ...], kwargs: Dict[str, Any]) -> Any:
+    # aten::_copy_from(Tensor self, Tensor dst, bool non_blocking=False) -> Tensor
+    # self is the source. Host-to-device when dst is simulated, device-to-host when dst is CPU.
+    src, dst = args[0], args[1]
+    s = src._v if type(src) is SimTensor else src
+    _COPY_(dst._v if type(dst) is SimTensor else dst, s)
+    return dst
+
+
+def _copy_from_and_resize(op: Any, args: Tuple[Any, ...], kwargs: Dict[str, Any]) -> Any:
+    # aten::_copy_from_and_resize(Tensor self, Tensor dst) -> Tensor
+    src, dst = args[0], args[1]
+    s = src._v if type(src) is SimTensor else src
+    d = dst._v if type(dst) is SimTensor else dst
+    _RESIZE_(d, s.shape)
+    _COPY_(d, s)
+    _refresh(dst)
+    return dst
+
+
+def _record_stream(op: Any, args: Tuple[Any, ...], kwargs: Dict[str, Any]) -> Any:
+    return None  # one simulated stream of execution: nothing to record
+
+
+def _set_from_storage(op: Any, args: Tuple[Any, ...], kwargs: Dict[str, Any]) -> Any:
+    raise SimulatedDeviceError(
+        f"aten::set_ with a Storage is not supported on the simulated {_NAME} device "
+        f"(simulated tensors keep their values in a CPU tensor, not in their storage)"
+    )
+
+
+def _to_copy_kernel(keyset: Any, self: Any, **kw: Any) -> Any:
+    """aten::_to_copy to, from or on the simulated device: PyTorch's composite kernel, in Python.
+
+    The composite allocates the host result of ``to("cpu", non_blocking=True)`` with
+    ``pin_memory=True``, which the Python PrivateUse1 hooks cannot serve; here that result is
+    allocated in simulated pinned memory. As with the composite, the hook sees the allocation
+    (for a device result) and the copy (``aten::_copy_from``), not ``_to_copy`` itself.
+    """
+    v = self._v if type(self) is SimTensor else self
+    dtype = kw.get("dtype") or self.dtype
+    device = kw.get("device")
+    target = torch.device(device) if device is not None else self.device
+    non_blocking = bool(kw.get("non_blocking", False))
+    mf = kw.get("memory_format")
+    if mf is None:
+        mf = torch.preserve_format
+    if target.type == "cpu":
+        out = _EMPTY_LIKE(v, dtype=dtype, device=target, memory_format=mf)
+        if (non_blocking or kw.get("pin_memory")) and out.layout == torch.strided:
+            out = _empty_pinned(out.shape, out.stride(), dtype)
+    else:
+        out = _EMPTY_LIKE(self, dtype=dtype, device=target, memory_format=mf)
+    return _COPY_(out, self, non_blocking)
+
+
+def _set_storage_kernel(keyset: Any, *args: Any, **kwargs: Any) -> Any:
+    return _set_from_storage(None, args, kwargs)
+
+
+_SPECIAL: Dict[str, _KernelFn] = {
+    "_copy_from": _copy_from,
+    "_copy_from_and_resize": _copy_from_and_resize,
+    "record_stream": _record_stream,
+}
+
+# Keep PyTorch's composite kernels for these, so transfers reach the backend as _copy_from.
+# (index.Tensor is NOT kept composite: its composite kernel would run aten::nonzero and then
+# index.Tensor_out with the same boolean mask, so x[mask] would arrive as two host-read ops;
+# run directly, x[mask] arrives as one aten::index.Tensor carrying the mask.)
+_KEEP_COMPOSITE = frozenset({
+    "copy_", "copy", "_to_copy", "_copy_from", "_copy_from_and_resize", "_pin_memory",
+})
+
+
+# --------------------------------------------------------------------------------------------
+# Pinned host memory (marker-based, see the module docstring)
+# --------------------------------------------------------------------------------------------
+
+_PINNED: Set[int] = set()
+_PINNED_LOCK = threading.Lock()
+
+
+class _PinnedBuffer(bytearray):
+    """Host memory handed out by ``pin_memory()``; its address is "pinned" while it lives."""
+
+
+def _forget_pinned(ptr: int) -> None:
+    with _PINNED_LOCK:
+        _PINNED.discard(ptr)
+
+
+def _storage_ptr(t: torch.Tensor) -> int:
+    return int(t.untyped_storage().data_ptr())
+
+
+def is_pinned_host(t: torch.Tensor) -> bool:
+    """Whether CPU tensor ``t`` lives in (simulated) pinned host memory.
+
+    ``t.is_pinned()`` gives the same answer once the simulated device is set up.
+    """
+    if t.device.type != "cpu" or isinstance(t, SimTensor):
+        return False
+    try:
+        ptr = _storage_ptr(t)
+    except RuntimeError:
+        return False
+    return ptr != 0 and ptr in _PINNED
+
+
+def _empty_pinned(shape: Any, stride: Any, dtype: torch.dtype) -> torch.Tensor:
+    """An uninitialised CPU tensor in (simulated) pinned memory, with the given strides."""
+    itemsize = torch.empty((), dtype=dtype).element_size()
+    nbytes = 0
+    if all(n > 0 for n in shape):
+        nbytes = (1 + sum((n - 1) * st for n, st in zip(shape, stride))) * itemsize
+    if nbytes == 0:
+        return torch.empty_strided(shape, stride, dtype=dtype)
+    buf = _PinnedBuffer(nbytes)
+    flat = torch.frombuffer(buf, dtype=torch.uint8).view(dtype)
+    out = flat.as_strided(shape, stride, 0)
+    ptr = _storage_ptr(flat)
+    with _PINNED_LOCK:
+        _PINNED.add(ptr)
+    # The tensor's storage holds the buffer; when the storage dies, the buffer does too.
+    weakref.finalize(buf, _forget_pinned, ptr)
+    return out
+
+
+def _pin_memory_cpu(self: torch.Tensor, device: Any = None) -> torch.Tensor:
+    out = _empty_pinned(self.shape, self.stride(), self.dtype)
+    return _COPY_(out, self)  # type: ignore[no-any-return]
+
+
+def _is_pinned_cpu(self: torch.Tensor, device: Any = None) -> bool:
+    return is_pinned_host(self)
+
+
+# --------------------------------------------------------------------------------------------
+# Setup
+# --------------------------------------------------------------------------------------------
+
+
+def _torch_version() -> Tuple[int, int]:
+    m = re.match(r"(\d+)\.(\d+)", torch.__version__)
+    if m is None:
+        return (0, 0)
+    return (int(m.group(1)), int(m.group(2)))
+
+
+def _real_torch_npu() -> Optional[Any]:
+    mod = sys.modules.get("torch_npu")
+    if mod is None or getattr(mod, "__syncguard_standin__", False) is True:
+        return None
+    return mod
+
+
+def _refusal(name: str, backend_name: str, owned: Optional[str]) -> Optional[str]:
+    """Why the simulated device cannot be set up as ``name`` (None if it can).
+
+    No side effects. ``backend_name`` is PrivateUse1's name (``"privateuseone"`` until renamed)
+    and ``owned`` the name syncguard.sim already set up in this process (None if none), passed
+    in so that tests can ask about a fresh process after the real setup. Also reads
+    ``torch.__version__`` and ``sys.modules["torch_npu"]``.
+    """
+    if _torch_version() < MIN_TORCH_VERSION or not hasattr(torch._C, "_acc"):
+        return (
+            f"the simulated device needs torch >= {MIN_TORCH_VERSION[0]}.{MIN_TORCH_VERSION[1]} "
+            f"(torch.utils.backend_registration._setup_privateuseone_for_python_backend); "
+            f"installed: torch {torch.__version__}"
+        )
+    if not isinstance(name, str) or not re.fullmatch(r"[a-z][a-z0-9_]*", name):
+        return f"invalid device name {name!r}: use a lowercase identifier"
+    if owned is not None:
+        if name != owned:
+            return (
+                f"the simulated device is already set up as {owned!r} in this process; "
+                f"PrivateUse1 can be renamed only once, so it cannot also be {name!r}"
+            )
+        return None
+    real = _real_torch_npu()
+    if real is not None:
+        return (
+            f"the real torch_npu is imported ({getattr(real, '__file__', real)!r}): it owns the "
+            f"'npu' device (PrivateUse1), so syncguard.sim cannot simulate {name!r} in this "
+            f"process; use the real NPU, or run without importing torch_npu"
+        )
+    if backend_name != "privateuseone":
+        return (
+            f"PrivateUse1 was already renamed to {backend_name!r} by another backend in this "
+            f"process; only one PrivateUse1 backend can exist, so syncguard.sim cannot set up "
+            f"{name!r}"
+        )
+    existing = getattr(torch, name, None)
+    if existing is not None and not getattr(existing, "__syncguard_sim__", False):
+        return (
+            f"torch.{name} already exists ({existing!r}); cannot register the simulated "
+            f"device module under that name"
+        )
+    if name != torch._C._get_privateuse1_backend_name():
+        try:
+            torch.device(name)
+        except RuntimeError:
+            pass
+        else:
+            return f"{name!r} is a built-in torch device type; choose another name"
+    return None
+
+
+def _check_can_setup(name: str = "npu") -> None:
+    """Raise :class:`SimulatedDeviceError` if the simulated device cannot be set up as ``name``
+    in this process now. No side effects; passes when syncguard.sim already owns ``name``."""
+    why = _refusal(name, torch._C._get_privateuse1_backend_name(), _STATE.name)
+    if why is not None:
+        raise SimulatedDeviceError(why)
+
+
+def _composite_ops() -> Iterator[str]:
+    seen: Set[str] = set()
+    for key in ("CompositeExplicitAutograd", "CompositeExplicitAutogradNonFunctional"):
+        for full in torch._C._dispatch_get_registrations_for_dispatch_key(key):
+            if not full.startswith("aten::") or full in seen:
+                continue
+            seen.add(full)
+            yield full
+
+
+def _register_kernels(name: str) -> None:
+    fb = torch.library.Library("_", "IMPL")
+    fb.fallback(_fallback, dispatch_key="PrivateUse1", with_keyset=True)
+    _STATE.libs.append(fb)
+
+    aten = torch.library.Library("aten", "IMPL")
+    implicit = set(
+        torch._C._dispatch_get_registrations_for_dispatch_key("CompositeImplicitAutograd")
+    )
+    for full in _composite_ops():
+        if full in implicit:
+            continue
+        opname = full[len("aten::"):]
+        base, _, overload = opname.partition(".")
+        if base in _KEEP_COMPOSITE or base in _SPECIAL:
+            continue
+        try:
+            packet = getattr(torch.ops.aten, base)
+            op = getattr(packet, overload or "default")
+        except (AttributeError, RuntimeError):
+            continue
+        aten.impl(opname, _make_kernel(op), "PrivateUse1", with_keyset=True)
+    aten.impl("_to_copy", _to_copy_kernel, "PrivateUse1", with_keyset=True)
+    for opname in ("set_.source_Storage", "set_.source_Storage_storage_offset"):
+        aten.impl(opname, _set_storage_kernel, "PrivateUse1", with_keyset=True)
+    # Pinned host memory for CPU tensors (see module docstring).
+    aten.impl("_pin_memory", _pin_memory_cpu, "CPU")
+    aten.impl("is_pinned", _is_pinned_cpu, "CPU")
+    _STATE.libs.append(aten)
+
+
+def setup(name: str = "npu") -> torch.device:
+    """Set up (once per process) the simulated device ``name``; return ``torch.device(name, 0)``."""
+    global _NAME, SIM_NAME
+    with _STATE.lock:
+        if _STATE.name is not None and _STATE.device is not None:
+            _check_can_setup(name)  # raises for a different name
+            return _STATE.device
+        _check_can_setup(name)
+        from torch.utils.backend_registration import _setup_privateuseone_for_python_backend
+
+        from syncguard.sim import npu_module
+
+        npu_module._DEVICE_NAME = name
+        _NAME = name
+        _setup_privateuseone_for_python_backend(rename=name, backend_module=npu_module)
+        _register_kernels(name)
+        _STATE.name = name
+        _STATE.device = torch.device(name, 0)
+        SIM_NAME = name
+        return _STATE.device
+
+
+def current_name() -> Optional[str]:
+    """The simulated device's name once set up, else None."""
+    return _STATE.name

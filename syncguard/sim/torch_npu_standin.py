@@ -1,0 +1,153 @@
+"""A stand-in for ``torch_npu`` on machines without an Ascend NPU.
+
+Installed as ``sys.modules["torch_npu"]`` only when asked (``simulated_device(torch_npu=True)``,
+:func:`syncguard.sim.install_torch_npu_standin` or the
+:func:`syncguard.sim.torch_npu_standin_installed` context manager), and never over a real
+``torch_npu``. It provides the fused sampling operator ``npu_top_k_top_p``
+(aclnnApplyTopKTopP), implemented from its documented semantics with plain torch ops, so it
+runs on CPU tensors and on the simulated device alike without any host read, and it refuses
+the inputs the hardware operator refuses.
+
+``top_k_top_p_reference`` is the same computation without the contract checks.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Tuple
+
+import torch
+
+from syncguard import intercept as _intercept
+
+#: Marks this module as syncguard's stand-in (a real torch_npu never has it).
+__syncguard_standin__ = True
+#: Not a torch_npu release: the local version label says what it is.
+__version__ = "0.0.0+syncguard.standin"
+
+#: The operator's documented bound on k.
+TOP_K_MAX = 1024
+_LOGITS_DTYPES: Tuple[torch.dtype, ...] = (torch.bfloat16, torch.float16, torch.float32)
+
+
+class TopKTopPContractError(RuntimeError, ValueError):
+    """Inputs that aclnnApplyTopKTopP refuses (a RuntimeError on the device, so both apply)."""
+
+
+def top_k_top_p_reference(logits: torch.Tensor, p: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
+    """The semantics of ``torch_npu.npu_top_k_top_p(logits, p, k)``, without contract checks.
+
+    Per row: stable ascending sort; keep the values >= the k-th largest (ties with it are
+    kept), the others become -inf; softmax of the kept values (in float32); cumulative sum
+    from the smallest; remove the positions whose cumulative sum is <= 1 - p, always keeping
+    the largest; scatter back to vocabulary order. Same shape and dtype as ``logits``, removed
+    entries -inf. ``k`` is clamped into [1, vocab]. Only device-side ops: no host read.
+    """
+    vocab = logits.size(-1)
+    sorted_vals, sorted_idx = torch.sort(logits, dim=-1, descending=False, stable=True)
+    kk = k.to(torch.long).clamp(1, vocab)
+    kth = sorted_vals.gather(-1, (vocab - kk).unsqueeze(-1))
+    sorted_vals = sorted_vals.masked_fill(sorted_vals < kth, float("-inf"))
+    probs = torch.softmax(sorted_vals.float(), dim=-1)
+    cum = torch.cumsum(probs, dim=-1)
+    remove = cum <= (1.0 - p.float()).unsqueeze(-1)
+    not_last = torch.arange(vocab, device=logits.device) < vocab - 1
+    sorted_vals = sorted_vals.masked_fill(remove & not_last, float("-inf"))
+    return torch.empty_like(logits).scatter_(-1, sorted_idx, sorted_vals)
+
+
+def _host(t: torch.Tensor) -> torch.Tensor:
+    """Values of ``t`` on the host for validation, without counting a device read."""
+    from syncguard.sim.device import SimTensor
+
+    if isinstance(t, SimTensor):
+        return t._v
+    if t.device.type == "cpu":
+        return t
+    with _intercept.suppressed():
+        return t.detach().cpu()
+
+
+def _shape(t: torch.Tensor) -> str:
+    return str(tuple(t.shape))
+
+
+def _check_contract(logits: Any, p: Any, k: Any) -> None:
+    name = "npu_top_k_top_p"
+    for arg, val in (("logits", logits), ("p", p), ("k", k)):
+        if not isinstance(val, torch.Tensor):
+            raise TopKTopPContractError(f"{name}: {arg} must be a tensor, got {type(val).__name__}")
+    if logits.dim() != 2:
+        raise TopKTopPContractError(
+            f"{name}: logits must be 2-D [batch, vocab], got shape {_shape(logits)} "
+            f"({logits.dim()}-D)"
+        )
+    if logits.dtype not in _LOGITS_DTYPES:
+        raise TopKTopPContractError(
+            f"{name}: logits dtype {logits.dtype} is not supported "
+            f"(bfloat16, float16 or float32)"
+        )
+    bs, vocab = logits.shape
+    if p.dim() != 1 or p.size(0) != bs:
+        raise TopKTopPContractError(
+            f"{name}: p must be 1-D of size batch={bs}, got shape {_shape(p)}"
+        )
+    if p.dtype != logits.dtype:
+        raise TopKTopPContractError(
+            f"{name}: p dtype {p.dtype} must equal the logits dtype {logits.dtype} "
+            f"(aclnnApplyTopKTopP fails with ACL error 161002)"
+        )
+    if k.dim() != 1 or k.size(0) != bs:
+        raise TopKTopPContractError(
+            f"{name}: k must be 1-D of size batch={bs}, got shape {_shape(k)}"
+        )
+    if k.dtype != torch.int32:
+        raise TopKTopPContractError(f"{name}: k must be int32, got {k.dtype}")
+    if p.device != logits.device or k.device != logits.device:
+        raise TopKTopPContractError(
+            f"{name}: logits, p and k must be on one device, got logits on {logits.device}, "
+            f"p on {p.device}, k on {k.device}"
+        )
+    # Value checks read the data: do them on the host values, never counted as a device read.
+    with _intercept.suppressed():
+        kv = _host(k).tolist()
+        pv = _host(p).float().tolist()
+    for i, kval in enumerate(kv):
+        if not 1 <= kval <= TOP_K_MAX:
+            raise TopKTopPContractError(
+                f"{name}: k[{i}]={kval} is outside [1, {TOP_K_MAX}] "
+                f"(aclnnApplyTopKTopP refuses it)"
+            )
+        if kval > vocab:
+            raise TopKTopPContractError(
+                f"{name}: k[{i}]={kval} exceeds the vocabulary size logits.size(1)={vocab} "
+                f"(aclnnApplyTopKTopP refuses it)"
+            )
+    for i, pval in enumerate(pv):
+        if not 0.0 <= pval <= 1.0:  # also catches NaN
+            raise TopKTopPContractError(
+                f"{name}: p[{i}]={pval} is outside [0, 1] (aclnnApplyTopKTopP refuses it)"
+            )
+
+
+def npu_top_k_top_p(logits: torch.Tensor, p: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
+    """Stand-in for ``torch_npu.npu_top_k_top_p(logits, p, k)`` (aclnnApplyTopKTopP).
+
+    Contract (refused with :class:`TopKTopPContractError`, as the hardware refuses it):
+    logits 2-D bfloat16/float16/float32; p 1-D of size batch with the logits dtype, values in
+    [0, 1]; k 1-D int32 of size batch, values in [1, 1024] and at most ``logits.size(1)``; all
+    on one device. The value checks read the host copy of p and k and are never reported as
+    syncs. Returns logits in vocabulary order with the removed tokens set to -inf.
+    """
+    _check_contract(logits, p, k)
+    return top_k_top_p_reference(logits, p, k)
+
+
+def __getattr__(name: str) -> Any:
+    # ``torch_npu.npu`` is the device module, as in the real package.
+    if name == "npu":
+        from syncguard.sim import device as _device
+
+        dev = _device.current_name()
+        if dev is not None:
+            return getattr(torch, dev)
+    raise AttributeError(f"module 'torch_npu' (syncguard stand-in) has no attribute {name!r}")

@@ -1,0 +1,522 @@
+"""Tests of syncguard.renderers: analysis numbers, terminal goldens, Markdown, HTML, CSV, JSON."""
+
+from __future__ import annotations
+
+import io
+import json
+import math
+import os
+import re
+import sys
+from typing import Any, Dict, List, Optional, Tuple
+
+import pandas as pd
+import pytest
+
+from syncguard.events import Frame, SyncEvent
+from syncguard.renderers import (
+    RENDERERS,
+    analysis,
+    csv,
+    format_for_path,
+    html,
+    markdown,
+    render,
+    renderer_for_path,
+    terminal,
+    write_reports,
+)
+from syncguard.results import ResultWriter, RunResult, StepRecord, load
+
+GOLDEN_DIR = os.path.join(os.path.dirname(__file__), "data", "golden")
+UPDATE = os.environ.get("SYNCGUARD_UPDATE_GOLDEN") == "1"
+
+CREATED = 1_700_000_000.0  # 2023-11-14 22:13:20 UTC
+SAMPLER = "syncguard/sampling/sampler.py"
+SAMPLER_LINE = 123
+SAMPLER_FN = "top_k_top_p_min_p_sampling_from_logits_ascend_with_branch"
+READBACK = "syncguard/decode.py"
+READBACK_LINE = 45
+
+HEADER: Dict[str, Any] = {
+    "syncguard": "0.1.0", "torch": "2.13.0+cpu", "torch_npu": None, "python": "3.11.7",
+    "device": "npu", "device_name": "simulated NPU on CPU", "git_commit": None,
+    "host": "testhost",
+}
+
+# Scenario "uniform": 12 steps, 0-1 warm-up. Timed latencies (ms) of non-warm-up steps:
+# legacy 1.0 .. 1.9, flag 0.8 .. 1.7 (warm-up steps 50 ms: must not count).
+U_LEGACY = [round(1.0 + 0.1 * i, 3) for i in range(10)]
+U_FLAG = [round(0.8 + 0.1 * i, 3) for i in range(10)]
+# Scenario "mixed": 8 steps, step 0 warm-up; legacy 2.0 ms, flag 1.0 ms; at step 5 the
+# branches differ (legacy generic, flag fused); the batch shrinks from 4 to 3 at step 6.
+# Its legacy hidden sync is at "<string>:1" in "<module>" (a site name with "<").
+
+
+def _event(step: int, warmup: bool, *, hidden: bool, filename: str = SAMPLER,
+           lineno: int = SAMPLER_LINE, function: str = SAMPLER_FN) -> SyncEvent:
+    if hidden:
+        return SyncEvent(kind="scalar_read", api="Tensor.__bool__",
+                         op="aten::_local_scalar_dense", filename=filename, lineno=lineno,
+                         function=function, stack=(Frame(filename, lineno, function),),
+                         step=step, thread="MainThread", warmup=warmup, device="npu:0")
+    return SyncEvent(kind="d2h_copy", api="Tensor.tolist", op=None, filename=READBACK,
+                     lineno=READBACK_LINE, function="decode_step",
+                     stack=(Frame(READBACK, READBACK_LINE, "decode_step"),), step=step,
+                     thread="MainThread", allowed=True, reason="token readback",
+                     warmup=warmup, device="npu:0")
+
+
+def _write_scenario(w: ResultWriter, scenario: str, n_steps: int, n_warm: int,
+                    lat: Dict[str, List[float]], hidden_site: Tuple[str, int, str],
+                    branch: Dict[Tuple[str, int], str], batch: Dict[int, int],
+                    stop_after: Optional[int] = None) -> None:
+    written = 0
+    for path in ("legacy", "flag"):
+        for pass_ in ("counted", "timed"):
+            for step in range(n_steps):
+                if stop_after is not None and written >= stop_after:
+                    return
+                warm = step < n_warm
+                hidden = 1 if path == "legacy" and pass_ == "counted" else 0
+                allowed = 1 if pass_ == "counted" else 0
+                latency = None
+                if pass_ == "timed":
+                    latency = 50.0 if warm else lat[path][step - n_warm]
+                elif step:
+                    latency = 99.0  # counted-pass latency: never used
+                rec = StepRecord(scenario=scenario, path=path, pass_=pass_, step=step,
+                                 warmup=warm, batch_size=batch.get(step, 4),
+                                 branch=branch.get((path, step), "fused"), syncs=hidden,
+                                 allowed=allowed, latency_ms=latency,
+                                 eligible=path == "flag", tokens=[step] * 4)
+                events = []
+                if pass_ == "counted":
+                    if hidden:
+                        f, line, fn = hidden_site
+                        events.append(_event(step, warm, hidden=True, filename=f,
+                                             lineno=line, function=fn))
+                    events.append(_event(step, warm, hidden=False))
+                w.step(rec, events)
+                written += 1
+
+
+def make_result(tmp_path: Any, name: str = "result.jsonl", complete: bool = True,
+                stop_after: Optional[int] = None, legacy_site_line: int = SAMPLER_LINE,
+                flag_ms_scale: float = 1.0) -> RunResult:
+    path = os.path.join(str(tmp_path), name)
+    w = ResultWriter(path, dict(HEADER))
+    _write_scenario(w, "uniform", 12, 2,
+                    {"legacy": U_LEGACY, "flag": [x * flag_ms_scale for x in U_FLAG]},
+                    (SAMPLER, legacy_site_line, SAMPLER_FN), {}, {}, stop_after)
+    if stop_after is None:
+        _write_scenario(w, "mixed", 8, 1, {"legacy": [2.0] * 7, "flag": [1.0] * 7},
+                        ("<string>", 1, "<module>"), {("legacy", 5): "generic"},
+                        {6: 3, 7: 3})
+    if complete:
+        w.close(True)
+    else:
+        assert w._f is not None
+        w._f.close()  # killed: no footer
+    res = load(path)
+    res.header["created"] = CREATED  # deterministic header line
+    return res
+
+
+@pytest.fixture(scope="module")
+def result(tmp_path_factory: pytest.TempPathFactory) -> RunResult:
+    """The synthetic run (read-only: tests must not mutate it)."""
+    return make_result(tmp_path_factory.mktemp("result"))
+
+
+def _golden(name: str, text: str) -> None:
+    """Compare ``text`` (trailing spaces stripped per line) with a golden file."""
+    text = "\n".join(line.rstrip() for line in text.splitlines()) + "\n"
+    path = os.path.join(GOLDEN_DIR, name)
+    if UPDATE or not os.path.exists(path):
+        if not UPDATE:
+            pytest.fail(f"golden file {path} missing: run with SYNCGUARD_UPDATE_GOLDEN=1")
+        os.makedirs(GOLDEN_DIR, exist_ok=True)
+        with open(path, "w", encoding="utf-8", newline="\n") as f:
+            f.write(text)
+    with open(path, encoding="utf-8") as f:
+        want = f.read()
+    assert text == want, f"differs from {path} (SYNCGUARD_UPDATE_GOLDEN=1 rewrites it)"
+
+
+def _console() -> Any:
+    from rich.console import Console
+
+    return Console(width=100, record=True, color_system=None, file=io.StringIO())
+
+
+def _has_matplotlib() -> bool:
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+# ---------------------------------------------------------------- analysis
+
+
+def test_loaded_result_shape(result: RunResult) -> None:
+    assert result.complete
+    assert result.scenarios == ["uniform", "mixed"]
+    assert result.paths == ["legacy", "flag"]
+    assert len(result.steps) == (12 + 8) * 2 * 2
+
+
+def test_summary_numbers(result: RunResult) -> None:
+    sm = analysis.summary(result)
+    assert list(sm.columns) == list(analysis.SUMMARY_COLUMNS)
+    assert list(zip(sm["scenario"], sm["path"])) == [
+        ("uniform", "legacy"), ("uniform", "flag"), ("mixed", "legacy"), ("mixed", "flag")]
+    row = {(r["scenario"], r["path"]): r for r in sm.to_dict("records")}
+    leg, flag = row[("uniform", "legacy")], row[("uniform", "flag")]
+    # hidden syncs: counted pass, warm-up excluded
+    assert leg["syncs_mean"] == 1.0 and flag["syncs_mean"] == 0.0
+    assert leg["syncs_max"] == 1 and flag["syncs_max"] == 0
+    assert leg["syncs_total"] == 10 and flag["syncs_total"] == 0
+    assert leg["allowed_mean"] == 1.0 and flag["allowed_mean"] == 1.0
+    assert leg["sites"] == 1 and flag["sites"] == 0
+    assert leg["steps"] == 10 and leg["timed_steps"] == 10
+    # latency: timed pass only, warm-up (50 ms) and counted pass (99 ms) left out
+    ref = pd.Series(U_LEGACY)
+    assert leg["p50_ms"] == pytest.approx(1.45)
+    assert leg["p90_ms"] == pytest.approx(1.81)
+    assert leg["p99_ms"] == pytest.approx(1.891)
+    for q, col in ((0.5, "p50_ms"), (0.9, "p90_ms"), (0.99, "p99_ms")):
+        assert leg[col] == pytest.approx(ref.quantile(q))
+    assert leg["mean_ms"] == pytest.approx(1.45)
+    assert flag["mean_ms"] == pytest.approx(1.25)
+    assert leg["ratio_vs_legacy"] == pytest.approx(1.0)
+    assert flag["ratio_vs_legacy"] == pytest.approx(1.25 / 1.45)
+    assert leg["saved_per_token_us"] == pytest.approx(0.0)
+    assert flag["saved_per_token_us"] == pytest.approx(200.0)
+    assert math.isnan(leg["device_ms_mean"])
+    assert leg["branches"] == "fused 10"
+    mixed = row[("mixed", "legacy")]
+    assert mixed["branches"] == "fused 6, generic 1"
+    assert mixed["syncs_total"] == 7
+    assert row[("mixed", "flag")]["ratio_vs_legacy"] == pytest.approx(0.5)
+    assert row[("mixed", "flag")]["saved_per_token_us"] == pytest.approx(1000.0)
+
+
+def test_summary_without_legacy_has_nan_ratio(result: RunResult) -> None:
+    only_flag = RunResult(result.header, [s for s in result.steps if s.path == "flag"],
+                          [e for e in result.events if e["path"] == "flag"], result.footer)
+    sm = analysis.summary(only_flag)
+    assert list(sm["path"]) == ["flag", "flag"]
+    assert sm["ratio_vs_legacy"].isna().all()
+    assert sm["saved_per_token_us"].isna().all()
+
+
+def test_per_step_wide(result: RunResult) -> None:
+    df = analysis.per_step(result, "mixed")
+    assert list(df.columns) == [
+        "step", "batch_size", "warmup", "legacy.branch", "legacy.syncs", "legacy.latency_ms",
+        "flag.branch", "flag.syncs", "flag.latency_ms", "notable"]
+    assert list(df["step"]) == list(range(8))
+    assert list(df["warmup"]) == [True] + [False] * 7
+    assert list(df["batch_size"]) == [4] * 6 + [3] * 2
+    assert list(df["legacy.syncs"]) == [1] * 8 and list(df["flag.syncs"]) == [0] * 8
+    assert df.loc[5, "legacy.branch"] == "generic" and df.loc[5, "flag.branch"] == "fused"
+    assert list(df["flag.latency_ms"]) == [50.0] + [1.0] * 7
+    # only the step whose branches differ is notable (a shrinking batch is not)
+    assert list(df.index[df["notable"]]) == [5]
+    assert not analysis.per_step(result, "uniform")["notable"].any()
+
+
+def test_step_ranges() -> None:
+    assert analysis.step_ranges([2, 3, 4, 7]) == "2-4, 7"
+    assert analysis.step_ranges([7, 2, 4, 3, 3, None]) == "2-4, 7"
+    assert analysis.step_ranges([]) == ""
+    assert analysis.step_ranges([0]) == "0"
+    assert analysis.step_ranges([1, 3, 5, 7], max_parts=2) == "1, 3, ... (+2)"
+
+
+def test_elide() -> None:
+    plan = analysis.elide(20, [i == 10 for i in range(20)], head=5, tail=5)
+    assert plan == ([("row", i) for i in range(5)] + [("gap", 5), ("row", 10), ("gap", 4)]
+                    + [("row", i) for i in range(15, 20)])
+    assert analysis.elide(3, [False] * 3) == [("row", 0), ("row", 1), ("row", 2)]
+
+
+def test_sites_grouping(result: RunResult) -> None:
+    st = analysis.sites(result)
+    assert list(st.columns) == list(analysis.SITES_COLUMNS)
+    hidden = st[~st["allowed"]]
+    assert hidden[["scenario", "path", "site", "api", "count", "steps"]].values.tolist() == [
+        ["uniform", "legacy", f"{SAMPLER}:{SAMPLER_LINE}", "Tensor.__bool__", 10, "2-11"],
+        ["mixed", "legacy", "<string>:1", "Tensor.__bool__", 7, "1-7"]]
+    assert set(hidden["kind"]) == {"scalar_read"}
+    assert set(hidden["op"]) == {"aten::_local_scalar_dense"}
+    allowed = st[st["allowed"]]
+    assert len(allowed) == 4  # the readback, per scenario and path
+    assert set(allowed["site"]) == {f"{READBACK}:{READBACK_LINE}"}
+    assert set(allowed["reason"]) == {"token readback"}
+    assert list(allowed["steps"]) == ["2-11", "2-11", "1-7", "1-7"]
+    assert len(analysis.sites(result, include_allowed=False)) == 2
+
+
+def test_sites_step_ranges_with_gaps(result: RunResult) -> None:
+    events = [e for e in result.events
+              if e["scenario"] == "uniform" and e["step"] in (0, 2, 3, 4, 7)]
+    sub = RunResult(result.header, result.steps, events, result.footer)
+    st = analysis.sites(sub, include_allowed=False)
+    assert list(st["steps"]) == ["2-4, 7"]  # step 0 is warm-up
+    assert list(st["count"]) == [4]
+
+
+def _with_legacy_syncs(res: RunResult, scenario: str, syncs: int) -> RunResult:
+    import dataclasses
+
+    steps = [dataclasses.replace(s, syncs=syncs)
+             if s.scenario == scenario and s.path == "legacy" and s.pass_ == "counted" else s
+             for s in res.steps]
+    return RunResult(res.header, steps, res.events, res.footer)
+
+
+def test_compare_marks_changed_count(tmp_path: Any, result: RunResult) -> None:
+    b = _with_legacy_syncs(make_result(tmp_path, "b.jsonl"), "mixed", 2)
+    df = analysis.compare(result, b)
+    assert list(df.columns) == list(analysis.COMPARE_COLUMNS)
+    rows = {(r["scenario"], r["path"]): r for r in df.to_dict("records")}
+    assert len(rows) == 4
+    changed = rows[("mixed", "legacy")]
+    assert changed["changed"] and changed["syncs_delta"] == pytest.approx(1.0)
+    assert changed["a_syncs_total"] == 7 and changed["b_syncs_total"] == 14
+    assert [k for k, r in rows.items() if r["changed"]] == [("mixed", "legacy")]
+    assert rows[("uniform", "flag")]["latency_ratio"] == pytest.approx(1.0)
+
+
+def test_compare_latency_threshold(tmp_path: Any, result: RunResult) -> None:
+    slow = make_result(tmp_path, "slow.jsonl", flag_ms_scale=1.10)
+    df = analysis.compare(result, slow)
+    got = {(r["scenario"], r["path"]): r["changed"] for r in df.to_dict("records")}
+    assert got == {("uniform", "legacy"): False, ("uniform", "flag"): True,
+                   ("mixed", "legacy"): False, ("mixed", "flag"): False}
+    flag = df[(df["scenario"] == "uniform") & (df["path"] == "flag")].iloc[0]
+    assert flag["latency_ratio"] == pytest.approx(1.10)
+    near = make_result(tmp_path, "near.jsonl", flag_ms_scale=1.02)
+    assert not analysis.compare(result, near)["changed"].any()
+
+
+def test_compare_one_sided_row_is_changed(result: RunResult) -> None:
+    only_legacy = RunResult(result.header, [s for s in result.steps if s.path == "legacy"],
+                            result.events, result.footer)
+    df = analysis.compare(only_legacy, result)
+    assert df.set_index(["scenario", "path"])["changed"].to_dict() == {
+        ("uniform", "legacy"): False, ("uniform", "flag"): True,
+        ("mixed", "legacy"): False, ("mixed", "flag"): True}
+
+
+def test_compare_paths(result: RunResult) -> None:
+    df = analysis.compare_paths(result, "legacy", "flag")
+    assert list(df["scenario"]) == ["uniform", "mixed"]
+    assert list(df["path"]) == ["legacy vs flag"] * 2
+    assert list(df["syncs_delta"]) == [-1.0, -1.0]
+    assert df["changed"].all()
+    assert list(df["latency_ratio"]) == pytest.approx([1.25 / 1.45, 0.5])
+    text = terminal.render_compare(df, title="legacy (A) vs flag (B)")
+    assert "2 of 2 rows changed" in text and "legacy (A) vs flag (B)" in text
+    console = _console()
+    assert terminal.render_compare(df, console, "t") == ""
+    assert "2 of 2 rows changed" in console.export_text()
+    md = markdown.render_compare(df, "legacy", "flag")
+    assert "| uniform | legacy vs flag |" in md and "changed" in md
+    assert "<table>" in html.render_compare(df, "legacy", "flag")
+
+
+# ---------------------------------------------------------------- terminal
+
+
+def test_terminal_golden(result: RunResult) -> None:
+    console = _console()
+    terminal.print_report(result, console)
+    text = console.export_text()
+    assert "2 hidden" in text  # uniform: 12 steps, first 5 and last 5 shown
+    assert "complete" in text.splitlines()[1] or "complete" in text.splitlines()[0]
+    assert "INTERRUPTED" not in text
+    _golden("terminal.txt", text)
+
+
+def test_terminal_interrupted_golden(tmp_path: Any) -> None:
+    res = make_result(tmp_path, complete=False, stop_after=15)
+    assert res.footer is None and not res.complete
+    console = _console()
+    terminal.print_report(res, console)
+    text = console.export_text()
+    assert "INTERRUPTED: 15 steps kept" in text
+    _golden("terminal_interrupted.txt", text)
+
+
+def test_terminal_render_and_colour(result: RunResult) -> None:
+    plain = terminal.render(result, width=100, show_time=False)
+    assert "\x1b[" not in plain and "2023-11-14" not in plain
+    assert "syncguard 0.1.0 | torch 2.13.0+cpu | device npu" in plain
+    coloured = terminal.render(result, width=100, color=True)
+    assert "\x1b[" in coloured
+    console = _console()  # the CLI's call: print to its console
+    assert terminal.render(result, console, show_time=False) == ""
+    assert console.export_text() == plain
+
+
+def test_terminal_does_not_read_markup(result: RunResult) -> None:
+    res = RunResult(result.header, result.steps,
+                    [dict(e, function="[bold]f[/bold]") for e in result.events],
+                    result.footer)
+    assert "[bold]f[/bold]" in terminal.render(res, width=200)
+
+
+# ---------------------------------------------------------------- Markdown
+
+
+def test_markdown_report(result: RunResult) -> None:
+    md = markdown.render(result)
+    assert md.startswith("## syncguard report\n")
+    assert "syncguard 0.1.0 · torch 2.13.0+cpu · device npu" in md
+    assert ("| scenario | path | hidden syncs/step | max | allowed/step | p50 ms | p90 ms "
+            "| p99 ms | mean ms | ratio vs legacy | saved us/token | branches |") in md
+    assert "| uniform | flag | 0 | 0 | 1.00 | 1.250 | 1.610 | 1.691 | 1.250 | 0.86x" in md
+    # verdicts (Tensor.__bool__ escaped so GitHub does not render it bold)
+    assert ("- **uniform**: legacy: 1.00 hidden syncs per step at "
+            f"`{SAMPLER}:{SAMPLER_LINE}` (Tensor.\\_\\_bool\\_\\_); flag: 0, "
+            "mean latency 0.86x legacy (saves 200.0 us per token)") in md
+    assert "- **mixed**: legacy: 1.00 hidden syncs per step at `<string>:1`" in md
+    # sites table, allowed syncs, per-step tables collapsed, legend
+    assert f"| uniform | legacy | `{SAMPLER}:{SAMPLER_LINE}` | `{SAMPLER_FN}` " in md
+    assert "| **10** | 2-11 |" in md
+    assert "token readback" in md
+    assert md.count("<details>") == 2 and md.count("</details>") == 2
+    assert "| **5** | 4 | **generic** |" in md
+    assert "### Legend" in md
+    assert "INTERRUPTED" not in md
+
+
+def test_markdown_escaping() -> None:
+    assert markdown.text("a|b <c>") == "a\\|b &lt;c&gt;"
+    assert markdown.code("x|y") == "`x\\|y`"
+    assert markdown.code("a`b") == "``a`b``"
+
+
+def test_markdown_interrupted(tmp_path: Any) -> None:
+    md = markdown.render(make_result(tmp_path, complete=False, stop_after=15))
+    assert "**INTERRUPTED: 15 steps kept**" in md
+
+
+# ---------------------------------------------------------------- HTML
+
+_LOAD = re.compile(r"<script[^>]*\bsrc\s*=|<link\b[^>]*\bhref\s*=|<img\b[^>]*\bsrc\s*=\s*[\"']?"
+                   r"https?:|\b(?:src|href)\s*=\s*[\"']?(?:https?:)?//|url\(\s*[\"']?"
+                   r"(?:https?:)?//|@import", re.IGNORECASE)
+
+
+def test_html_self_contained(result: RunResult) -> None:
+    doc = html.render(result)
+    assert doc.startswith("<!DOCTYPE html>") and doc.rstrip().endswith("</html>")
+    assert not _LOAD.search(doc), _LOAD.search(doc)
+    assert "<style>" in doc
+    assert "<table>" in doc and "Verdict" in doc and "<details>" in doc
+    assert "INTERRUPTED" not in doc
+    if _has_matplotlib():
+        assert doc.count("<svg") == 2  # one figure per scenario
+        assert "<?xml" not in doc and "<!DOCTYPE svg" not in doc
+    else:
+        assert "pip install matplotlib" in doc
+
+
+def test_html_escapes_site_names(result: RunResult) -> None:
+    doc = html.render(result, plots=False)
+    assert "&lt;string&gt;:1" in doc and "&lt;module&gt;" in doc
+    assert "<string>" not in doc and "<module>" not in doc
+
+
+def test_html_without_matplotlib(result: RunResult, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "matplotlib", None)  # import matplotlib -> ImportError
+    doc = html.render(result)
+    assert "<svg" not in doc
+    assert "Plots need matplotlib" in doc and "pip install matplotlib" in doc
+    assert "<table>" in doc
+
+
+def test_html_interrupted(tmp_path: Any) -> None:
+    doc = html.render(make_result(tmp_path, complete=False, stop_after=15), plots=False)
+    assert "INTERRUPTED: 15 steps kept" in doc and "status-bad" in doc
+
+
+# ---------------------------------------------------------------- CSV, JSON, registry
+
+
+def test_csv(result: RunResult) -> None:
+    steps = pd.read_csv(io.StringIO(csv.render_steps(result)))
+    assert len(steps) == len(result.steps)
+    assert list(steps.columns) == list(result.steps_df().columns)
+    events = pd.read_csv(io.StringIO(csv.render_events(result)))
+    assert len(events) == len(result.events)
+    assert set(events["site"]) == {f"{SAMPLER}:{SAMPLER_LINE}", "<string>:1",
+                                   f"{READBACK}:{READBACK_LINE}"}
+    assert csv.render(result, "events") == csv.render_events(result)
+    with pytest.raises(ValueError):
+        csv.render(result, "nope")
+
+
+def test_json(result: RunResult) -> None:
+    doc = json.loads(RENDERERS["json"](result))
+    assert set(doc) == {"header", "steps", "events", "footer"}
+    assert len(doc["steps"]) == len(result.steps)
+    assert doc["footer"]["complete"] is True
+
+
+def test_registry_and_extensions(result: RunResult) -> None:
+    assert set(RENDERERS) == {"terminal", "markdown", "html", "json", "csv-steps",
+                              "csv-events"}
+    for name, fmt in [("r.md", "markdown"), ("r.html", "html"), ("out/R.HTML", "html"),
+                      ("r.json", "json"), ("steps.csv", "csv-steps"),
+                      ("events.csv", "csv-events"), ("r.txt", "terminal")]:
+        assert format_for_path(name) == fmt
+        assert renderer_for_path(name) is RENDERERS[fmt]
+    with pytest.raises(ValueError, match="no renderer"):
+        renderer_for_path("r.pdf")
+    with pytest.raises(ValueError, match="unknown format"):
+        render(result, "pdf")
+    for fmt, fn in RENDERERS.items():
+        text = fn(result)
+        assert isinstance(text, str) and text, fmt
+
+
+def test_write_reports(tmp_path: Any, result: RunResult) -> None:
+    out = os.path.join(str(tmp_path), "reports", "run1")
+    paths = write_reports(result, out)
+    assert [os.path.basename(p) for p in paths] == [
+        "steps.csv", "events.csv", "report.md", "report.html", "result.json"]
+    assert all(os.path.isfile(p) for p in paths)
+    with open(paths[-1], encoding="utf-8") as f:
+        assert json.load(f)["header"]["syncguard"] == "0.1.0"
+    with open(paths[2], encoding="utf-8") as f:
+        assert "### Verdict" in f.read()
+
+
+def test_empty_result_renders(tmp_path: Any) -> None:
+    path = os.path.join(str(tmp_path), "empty.jsonl")
+    ResultWriter(path, dict(HEADER)).close(False, reason="KeyboardInterrupt")
+    res = load(path)
+    assert analysis.summary(res).empty and analysis.sites(res).empty
+    for fmt, fn in RENDERERS.items():
+        assert isinstance(fn(res), str), fmt
+    assert "INTERRUPTED: 0 steps kept (KeyboardInterrupt)" in terminal.render(res)
+
+
+def test_short_paths(tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    from syncguard.renderers._common import short_path, short_site
+
+    monkeypatch.chdir(tmp_path)
+    inside = os.path.join(str(tmp_path), "pkg", "mod.py")
+    assert short_path(inside) == os.path.join("pkg", "mod.py")
+    assert short_site(f"{inside}:12") == os.path.join("pkg", "mod.py") + ":12"
+    sp = os.path.join(os.sep, "venv", "lib", "site-packages", "sglang", "x.py")
+    assert short_path(sp) == os.path.join("sglang", "x.py")
+    assert short_path("<string>") == "<string>"
+    assert short_site("<string>:1") == "<string>:1"
