@@ -1,11 +1,21 @@
-"""syncguard: count, attribute and gate hidden host-device syncs in PyTorch."""
+"""syncguard: count, attribute and gate hidden host-device syncs in PyTorch.
+
+The public names are loaded lazily (module ``__getattr__``, PEP 562): ``import syncguard`` does
+not import torch, so the pytest plugin (:mod:`syncguard.pytest_plugin`, loaded by every pytest
+run through its entry point) costs nothing until a test asks for a guard. ``syncguard.SyncGuard``
+and ``from syncguard import SyncGuard`` import what they need on first use.
+"""
 
 from __future__ import annotations
 
-from ._hub import allow
-from .events import KINDS, Frame, HostSyncError, SyncEvent
-from .guard import StepCount, SyncGuard
-from .selftest import SelfTestError, selftest
+import importlib
+from typing import TYPE_CHECKING, Any, Dict, List, Tuple
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ._hub import allow
+    from .events import KINDS, Frame, HostSyncError, SyncEvent
+    from .guard import StepCount, SyncGuard
+    from .selftest import SelfTestError, selftest
 
 __version__ = "0.1.0"
 
@@ -13,6 +23,39 @@ __all__ = [
     "KINDS", "Frame", "HostSyncError", "SelfTestError", "StepCount", "SyncEvent", "SyncGuard",
     "allow", "selftest", "simulated_device", "__version__",
 ]
+
+#: public name -> (submodule, attribute), imported on first access
+_LAZY: Dict[str, Tuple[str, str]] = {
+    "allow": ("._hub", "allow"),
+    "KINDS": (".events", "KINDS"),
+    "Frame": (".events", "Frame"),
+    "HostSyncError": (".events", "HostSyncError"),
+    "SyncEvent": (".events", "SyncEvent"),
+    "StepCount": (".guard", "StepCount"),
+    "SyncGuard": (".guard", "SyncGuard"),
+    "SelfTestError": (".selftest", "SelfTestError"),
+    "selftest": (".selftest", "selftest"),
+}
+
+
+def __getattr__(name: str) -> Any:
+    spec = _LAZY.get(name)
+    if spec is not None:
+        value = getattr(importlib.import_module(spec[0], __name__), spec[1])
+        globals()[name] = value  # later lookups skip this function
+        return value
+    if not name.startswith("__"):
+        # ``syncguard.events`` and friends without an explicit ``import syncguard.events``.
+        try:
+            return importlib.import_module(f"{__name__}.{name}")
+        except ModuleNotFoundError as exc:
+            if exc.name != f"{__name__}.{name}":
+                raise
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__() -> List[str]:
+    return sorted(set(globals()) | set(__all__))
 
 
 def simulated_device(name: str = "npu", torch_npu: bool = False):  # type: ignore[no-untyped-def]

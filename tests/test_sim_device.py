@@ -651,3 +651,18 @@ def test_standin_install_and_refusal(monkeypatch: pytest.MonkeyPatch) -> None:
             pass
     assert sim.uninstall_torch_npu_standin() is False
     assert sys.modules["torch_npu"] is other
+
+
+@pytest.mark.parametrize("vocab", [4097, 32000])
+def test_standin_large_vocab_fast_path_equals_full_sort(vocab: int, monkeypatch: pytest.MonkeyPatch
+                                                         ) -> None:
+    from syncguard.sim import torch_npu_standin as s
+
+    g = torch.Generator().manual_seed(vocab)
+    logits = torch.randn(6, vocab, generator=g)
+    p = torch.rand(6, generator=g) * 0.6 + 0.4
+    k = torch.tensor([1, 2, 20, 512, 1000, 1024], dtype=torch.int32)
+    fast = s.top_k_top_p_reference(logits, p, k)
+    monkeypatch.setattr(s, "_FAST_VOCAB", 1 << 30)
+    full = s.top_k_top_p_reference(logits, p, k)
+    assert torch.equal(fast, full)

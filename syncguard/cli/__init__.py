@@ -64,6 +64,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     if not getattr(args, "command", None):
         parser.print_help(sys.stderr)
         return EXIT_USAGE
+    from ..baseline import BaselineError
     from ..opmodel import OpModelError
     from ..results import ResultError
     from ..runner import DeviceError
@@ -72,7 +73,8 @@ def main(argv: Optional[List[str]] = None) -> int:
 
     try:
         return int(args._main(args))
-    except (UsageError, ScenarioError, DeviceError, ResultError, OpModelError) as exc:
+    except (UsageError, ScenarioError, DeviceError, ResultError, OpModelError,
+            BaselineError) as exc:
         error(str(exc))
         return EXIT_USAGE
     except SelfTestError as exc:

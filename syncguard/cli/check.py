@@ -82,7 +82,8 @@ def main(args: argparse.Namespace) -> int:
                 failed = bool(over_sites)
             else:
                 failed = n > budget
-                over_sites = [Finding(sc.name, path, g["event"], g["count"], sorted(g["steps"]),
+                over_sites = [Finding(sc.name, path, g["event"], g["count"],
+                                      sorted(s for s in g["steps"] if s is not None),
                                       None, f"{n} hidden syncs, budget {budget}")
                               for g in grouped.values()] if failed else []
             findings.extend(over_sites)

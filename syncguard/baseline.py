@@ -1,0 +1,291 @@
+"""Baselines: today's hidden-sync sites and counts, so CI fails only on regressions.
+
+A baseline file records, per scenario and path, every call site that made hidden host syncs
+and how many it made. ``syncguard check --baseline FILE`` then fails only on a site the
+baseline does not know (a new sync) or on a count above the recorded one; sites that vanished
+or got cheaper pass. ``--update-baseline FILE`` writes one.
+
+Sites are identified by :func:`site_key`, not by line number, so editing code above a site (or
+in another function) does not turn it into a "new" site.
+
+File format (JSON, UTF-8, sorted for stable diffs)::
+
+    {"format": "syncguard-baseline", "version": 1,
+     "sites": [{"scenario": "steady", "path": "legacy", "key": "<site_key>", "count": 19,
+                "site": "syncguard/sampling/sampler.py:212", "function": "...",
+                "api": "Tensor.__bool__", "op": "aten::_local_scalar_dense",
+                "kind": "scalar_read"}, ...]}
+
+``site``, ``function``, ``api``, ``op`` and ``kind`` are for people and messages only; a site
+is matched by ``(scenario, path, key)``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import linecache
+import os
+import re
+import sys
+from typing import Any, Dict, List, Optional, Tuple
+
+from .events import SyncEvent
+
+FORMAT = "syncguard-baseline"
+VERSION = 1
+
+_REQUIRED: Tuple[Tuple[str, type], ...] = (
+    ("scenario", str), ("path", str), ("key", str), ("count", int),
+)
+
+
+class BaselineError(ValueError):
+    """A baseline file that cannot be read or is malformed; the message names the file."""
+
+
+# ---------------------------------------------------------------------------- site keys
+def display_path(filename: str, root: Optional[str] = None) -> str:
+    """``filename`` relative to ``root`` (default: the current directory) with ``/``
+    separators when it lies under ``root``; otherwise the normalised absolute path."""
+    if filename.startswith("<"):
+        return filename
+    root = os.path.abspath(root if root is not None else os.getcwd())
+    path = os.path.abspath(filename)
+    try:
+        rel = os.path.relpath(path, root)
+    except ValueError:  # another drive (Windows)
+        return path.replace(os.sep, "/")
+    if rel == os.pardir or rel.startswith(os.pardir + os.sep):
+        return path.replace(os.sep, "/")
+    return rel.replace(os.sep, "/")
+
+
+def key_path(filename: str, root: Optional[str] = None) -> str:
+    """The path part of a :func:`site_key`: relative to ``root`` (default the current
+    directory) when under it; else relative to the longest ``sys.path`` entry holding it (an
+    installed package: ``syncguard/sampling/sampler.py`` wherever site-packages is); else
+    relative to the directory above its top package (``__init__.py`` files); else absolute.
+    Always with ``/`` separators."""
+    shown = display_path(filename, root)
+    if filename.startswith("<") or not os.path.isabs(shown.replace("/", os.sep)):
+        return shown
+    path = os.path.abspath(filename)
+    best = ""
+    for entry in sys.path:
+        if not entry:
+            continue
+        e = os.path.abspath(entry)
+        if path.startswith(e.rstrip(os.sep) + os.sep) and len(e) > len(best):
+            best = e
+    if best:
+        return os.path.relpath(path, best).replace(os.sep, "/")
+    # Not on sys.path as such (an editable install's import hook): from the top package.
+    top = os.path.dirname(path)
+    while os.path.isfile(os.path.join(top, "__init__.py")):
+        top = os.path.dirname(top)
+    if top != os.path.dirname(path):
+        return os.path.relpath(path, top).replace(os.sep, "/")
+    return shown
+
+
+def _norm(line: str) -> str:
+    return " ".join(line.split())
+
+
+def _function_start(lines: List[str], lineno: int, function: str) -> int:
+    """1-based line where the ``def`` of ``function`` enclosing ``lineno`` starts (1 for module
+    level, comprehensions, lambdas and anything not found)."""
+    if function.startswith("<"):
+        return 1
+    pat = re.compile(r"\s*(async\s+)?def\s+" + re.escape(function) + r"\b")
+    for i in range(min(lineno, len(lines)) - 1, -1, -1):
+        if pat.match(lines[i]):
+            return i + 1
+    return 1
+
+
+def site_key(ev: SyncEvent, root: Optional[str] = None) -> str:
+    """A call-site identity that survives lines moving.
+
+    Made of: the file path (:func:`key_path`: relative to ``root``, default the current
+    directory, normally the repository root; for a file outside it, relative to its
+    ``sys.path`` entry, so an installed package gives the same key on every machine), the
+    function, the sync's ``kind``, ``api`` and
+    ``op``, the source text of the line (whitespace collapsed, read with :mod:`linecache`) and
+    an occurrence index ``#n``: how many identical lines (same text) come before it in the same
+    function (in the file for module-level code, lambdas and comprehensions). The line number
+    is not part of it, so inserting or deleting lines above a site keeps its key; editing the
+    line itself, renaming the function or moving it to another file makes a new site. Without
+    source (``<string>``, a deleted file) the line number is used instead of the text.
+    """
+    path = key_path(ev.filename, root)
+    lines = linecache.getlines(ev.filename) if not ev.filename.startswith("<") else []
+    if 1 <= ev.lineno <= len(lines):
+        text = _norm(lines[ev.lineno - 1])
+        start = _function_start(lines, ev.lineno, ev.function)
+        occ = sum(1 for i in range(start - 1, ev.lineno - 1) if _norm(lines[i]) == text)
+        where = f"{text} #{occ}"
+    else:
+        where = f"line {ev.lineno}"
+    return f"{path}::{ev.function}::{ev.kind}::{ev.api}::{ev.op or '-'}::{where}"
+
+
+# ---------------------------------------------------------------------------- findings
+@dataclasses.dataclass
+class Finding:
+    """One site that fails the check: ``count`` hidden syncs at ``event``'s site in
+    ``scenario``/``path``, made in ``steps``; ``baseline_count`` is the recorded count (None
+    when the site is new or no baseline is used); ``message`` says why it fails."""
+
+    scenario: str
+    path: str
+    event: SyncEvent
+    count: int
+    steps: List[int]
+    baseline_count: Optional[int]
+    message: str
+
+
+@dataclasses.dataclass(frozen=True)
+class BaselineSite:
+    """One recorded site (see the module docstring for the fields)."""
+
+    scenario: str
+    path: str
+    key: str
+    count: int
+    site: str = ""
+    function: str = ""
+    api: str = ""
+    op: Optional[str] = None
+    kind: str = ""
+
+    def to_dict(self) -> Dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+class Baseline:
+    """Recorded hidden-sync sites and counts, per scenario and path."""
+
+    def __init__(self, sites: Optional[List[BaselineSite]] = None,
+                 source: Optional[str] = None) -> None:
+        self.source = source
+        self._sites: Dict[Tuple[str, str, str], BaselineSite] = {}
+        for s in sites or []:
+            self._sites[(s.scenario, s.path, s.key)] = s
+
+    @property
+    def sites(self) -> List[BaselineSite]:
+        return [self._sites[k] for k in sorted(self._sites)]
+
+    def __len__(self) -> int:
+        return len(self._sites)
+
+    def get(self, scenario: str, path: str, key: str) -> Optional[BaselineSite]:
+        return self._sites.get((scenario, path, key))
+
+    # -- building ------------------------------------------------------------------------
+    @classmethod
+    def from_observed(cls, observed: Dict[str, Dict[str, Any]],
+                      root: Optional[str] = None) -> Baseline:
+        """From ``{"scenario|path|site_key": {"count": int, "event": SyncEvent}}``."""
+        sites: List[BaselineSite] = []
+        for k, v in observed.items():
+            parts = k.split("|", 2)
+            if len(parts) != 3:
+                raise ValueError(f"observed key must be 'scenario|path|site_key', got {k!r}")
+            ev: SyncEvent = v["event"]
+            sites.append(BaselineSite(
+                scenario=parts[0], path=parts[1], key=parts[2], count=int(v["count"]),
+                site=f"{display_path(ev.filename, root)}:{ev.lineno}", function=ev.function,
+                api=ev.api, op=ev.op, kind=ev.kind,
+            ))
+        return cls(sites)
+
+    # -- files ---------------------------------------------------------------------------
+    def to_dict(self) -> Dict[str, Any]:
+        return {"format": FORMAT, "version": VERSION,
+                "sites": [s.to_dict() for s in self.sites]}
+
+    def save(self, path: str) -> None:
+        """Write the baseline as JSON (atomically: a temporary file, then a rename)."""
+        parent = os.path.dirname(os.path.abspath(path))
+        os.makedirs(parent, exist_ok=True)
+        tmp = f"{path}.tmp{os.getpid()}"
+        with open(tmp, "w", encoding="utf-8") as f:
+            json.dump(self.to_dict(), f, indent=2, sort_keys=False)
+            f.write("\n")
+        os.replace(tmp, path)
+
+    @classmethod
+    def load(cls, path: str) -> Baseline:
+        """Read a baseline file; :class:`BaselineError` (a ValueError) names the file and the
+        problem when it is missing, not JSON, of another format or version, or malformed."""
+        try:
+            with open(path, encoding="utf-8") as f:
+                text = f.read()
+        except OSError as exc:
+            raise BaselineError(f"cannot read baseline {path}: {exc.strerror or exc}") from exc
+        try:
+            data = json.loads(text)
+        except ValueError as exc:
+            raise BaselineError(f"baseline {path} is not valid JSON: {exc}") from exc
+        return cls.from_dict(data, source=path)
+
+    @classmethod
+    def from_dict(cls, data: Any, source: Optional[str] = None) -> Baseline:
+        where = f"baseline {source}" if source else "baseline"
+        if not isinstance(data, dict) or data.get("format") != FORMAT:
+            raise BaselineError(f"{where} is not a syncguard baseline (expected an object with "
+                                f'"format": "{FORMAT}")')
+        version = data.get("version")
+        if version != VERSION:
+            raise BaselineError(f"{where} has version {version!r}; this syncguard reads "
+                                f"version {VERSION} (re-create it with --update-baseline)")
+        raw = data.get("sites")
+        if not isinstance(raw, list):
+            raise BaselineError(f'{where}: "sites" must be a list')
+        sites: List[BaselineSite] = []
+        for i, s in enumerate(raw):
+            if not isinstance(s, dict):
+                raise BaselineError(f"{where}: sites[{i}] must be an object")
+            for name, typ in _REQUIRED:
+                val = s.get(name)
+                if not isinstance(val, typ) or isinstance(val, bool):
+                    raise BaselineError(f"{where}: sites[{i}].{name} must be a "
+                                        f"{typ.__name__}, got {val!r}")
+            if s["count"] < 0:
+                raise BaselineError(f"{where}: sites[{i}].count must be >= 0")
+            op = s.get("op")
+            sites.append(BaselineSite(
+                scenario=s["scenario"], path=s["path"], key=s["key"], count=s["count"],
+                site=str(s.get("site", "")), function=str(s.get("function", "")),
+                api=str(s.get("api", "")), op=None if op is None else str(op),
+                kind=str(s.get("kind", "")),
+            ))
+        return cls(sites, source=source)
+
+    # -- checking ------------------------------------------------------------------------
+    def compare(self, scenario: str, path: str,
+                grouped: Dict[str, Dict[str, Any]]) -> List[Finding]:
+        """Regressions of one scenario/path against the baseline.
+
+        ``grouped`` maps :func:`site_key` to ``{"event": SyncEvent, "count": int, "steps":
+        [int | None]}``. Returns one :class:`Finding` per site that is new ("new site (not in
+        the baseline)") or made more syncs than recorded ("count 3 > baseline 1"), largest
+        count first. Unchanged, cheaper and vanished sites give nothing.
+        """
+        out: List[Finding] = []
+        for key, g in grouped.items():
+            count = int(g["count"])
+            steps = sorted({int(s) for s in g.get("steps", ()) if s is not None})
+            rec = self.get(scenario, path, key)
+            if rec is None:
+                out.append(Finding(scenario, path, g["event"], count, steps, None,
+                                   "new site (not in the baseline)"))
+            elif count > rec.count:
+                out.append(Finding(scenario, path, g["event"], count, steps, rec.count,
+                                   f"count {count} > baseline {rec.count}"))
+        out.sort(key=lambda f: (-f.count, f.event.filename, f.event.lineno))
+        return out

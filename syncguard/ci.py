@@ -1,0 +1,314 @@
+"""CI output of ``syncguard check``: text, GitHub workflow annotations, SARIF 2.1.0, JUnit XML.
+
+:func:`emit` is the one entry point. Paths in every format are relative to the current
+directory (the repository root in CI) with ``/`` separators, absolute when a file lies outside.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import sys
+import xml.etree.ElementTree as ET
+from typing import IO, Any, Dict, List, Optional, Sequence, Tuple
+from urllib.parse import quote
+
+from .baseline import Finding, display_path, site_key
+from .events import KINDS
+
+#: (scenario, path, hidden syncs, budget, failed)
+Total = Tuple[str, str, int, int, bool]
+
+FORMATS: Tuple[str, ...] = ("text", "github", "sarif", "junit")
+
+SARIF_SCHEMA_URI = (
+    "https://docs.oasis-open.org/sarif/sarif/v2.1.0/errata01/os/schemas/sarif-schema-2.1.0.json"
+)
+#: Used when the installed distribution names no project URL.
+DEFAULT_INFORMATION_URI = "https://pypi.org/project/syncguard/"
+
+_KIND_HELP: Dict[str, str] = {
+    "scalar_read": "A Python read of one device scalar (bool(), .item(), int(), float(), an "
+                   "`if` on a device tensor) makes the host wait for the device.",
+    "d2h_copy": "A device-to-host copy (.tolist(), .cpu(), .numpy(), printing) makes the "
+                "host wait for the device.",
+    "data_dependent": "An op whose output shape depends on device data (boolean-mask "
+                      "indexing, nonzero, unique...) makes the host wait for the device.",
+    "h2d_copy": "A host-to-device copy the host waits for (blocking, or non-blocking from "
+                "pageable memory).",
+    "explicit_sync": "An explicit synchronize() on the device, a stream or an event.",
+    "in_kernel": "A device kernel that reads device data on the host internally (from the "
+                 "backend's op sync model).",
+}
+
+
+def _version() -> str:
+    from . import __version__
+
+    return __version__
+
+
+def information_uri() -> str:
+    """The project's URL from the installed distribution's metadata, else PyPI's page."""
+    try:
+        from importlib.metadata import PackageNotFoundError, metadata
+
+        try:
+            md = metadata("syncguard")
+        except PackageNotFoundError:
+            return DEFAULT_INFORMATION_URI
+        home = md.get("Home-page")
+        if home and home.startswith(("http://", "https://")):
+            return home
+        for entry in md.get_all("Project-URL") or []:
+            url = entry.split(",", 1)[-1].strip()
+            if url.startswith(("http://", "https://")):
+                return url
+    except Exception:  # metadata is best effort; never fail the report for it
+        pass
+    return DEFAULT_INFORMATION_URI
+
+
+def step_ranges(steps: Sequence[Optional[int]]) -> str:
+    """``[2, 3, 4, 7] -> "2-4, 7"`` (None ignored, ``""`` for none)."""
+    from .renderers.analysis import step_ranges as _sr
+
+    return _sr(steps)
+
+
+# ---------------------------------------------------------------------------- text
+def _finding_sort(f: Finding) -> Tuple[int, str, int]:
+    return (-f.count, f.event.filename, f.event.lineno)
+
+
+def _by_total(findings: Sequence[Finding]) -> Dict[Tuple[str, str], List[Finding]]:
+    out: Dict[Tuple[str, str], List[Finding]] = {}
+    for f in findings:
+        out.setdefault((f.scenario, f.path), []).append(f)
+    for v in out.values():
+        v.sort(key=_finding_sort)
+    return out
+
+
+def site_line(f: Finding) -> str:
+    """``file:line in function: api (op) xN, steps 2-19``."""
+    ev = f.event
+    op = f" ({ev.op})" if ev.op else ""
+    steps = step_ranges(f.steps)
+    where = f", steps {steps}" if steps else ""
+    return (f"{display_path(ev.filename)}:{ev.lineno} in {ev.function}: {ev.api}{op} "
+            f"x{f.count}{where}")
+
+
+def render_text(totals: Sequence[Total], findings: Sequence[Finding],
+                baseline: Optional[str] = None) -> str:
+    """One line per scenario/path (OK or FAIL, hidden syncs, budget), and under each failing
+    one every failing site (:func:`site_line`, plus why it fails against a baseline)."""
+    by = _by_total(findings)
+    lines: List[str] = []
+    failed = sum(1 for t in totals if t[4])
+    gate = f"baseline {baseline}" if baseline else "budget"
+    head = "syncguard check: "
+    if failed:
+        head += f"{failed} of {len(totals)} scenario paths failed (gate: {gate})"
+    else:
+        head += f"all {len(totals)} scenario paths OK (gate: {gate})"
+    lines.append(head)
+    for scenario, path, n, budget, bad in totals:
+        status = "FAIL" if bad else "OK"
+        sites = by.get((scenario, path), [])
+        if not baseline:
+            limit = f"budget {budget}"
+        elif bad:
+            limit = f"{len(sites)} site{'s' if len(sites) != 1 else ''} new or above the baseline"
+        else:
+            limit = "none new or above the baseline"
+        lines.append(f"{status:<4}  {scenario} [{path}]: {n} hidden syncs, {limit}")
+        if bad:
+            for f in sites:
+                why = f"  ({f.message})" if baseline else ""
+                lines.append(f"      {site_line(f)}{why}")
+    return "\n".join(lines) + "\n"
+
+
+# ---------------------------------------------------------------------------- github
+def escape_data(s: str) -> str:
+    """Escape a workflow-command message (``%``, CR, LF)."""
+    return s.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+
+
+def escape_property(s: str) -> str:
+    """Escape a workflow-command property value (also ``:`` and ``,``)."""
+    return escape_data(s).replace(":", "%3A").replace(",", "%2C")
+
+
+def annotation_message(f: Finding) -> str:
+    ev = f.event
+    op = f" ({ev.op})" if ev.op else ""
+    steps = step_ranges(f.steps)
+    where = f" in steps {steps}" if steps else ""
+    return (f"hidden host sync in {ev.function}: {ev.api}{op} x{f.count}{where} "
+            f"[{f.scenario}/{f.path}]: {f.message}")
+
+
+def render_github(totals: Sequence[Total], findings: Sequence[Finding],
+                  baseline: Optional[str] = None) -> str:
+    """The text summary, then one ``::error file=,line=,title=syncguard::`` per finding."""
+    out = [render_text(totals, findings, baseline)]
+    for f in sorted(findings, key=_finding_sort):
+        props = (f"file={escape_property(display_path(f.event.filename))},"
+                 f"line={f.event.lineno},title={escape_property('syncguard')}")
+        out.append(f"::error {props}::{escape_data(annotation_message(f))}\n")
+    return "".join(out)
+
+
+# ---------------------------------------------------------------------------- sarif
+def _rule_id(kind: str) -> str:
+    return f"hidden-sync/{kind}"
+
+
+def _artifact_location(filename: str) -> Dict[str, Any]:
+    p = display_path(filename)
+    if filename.startswith("<"):
+        return {"uri": quote(p, safe="")}
+    if os.path.isabs(p) or p.startswith("/"):
+        return {"uri": "file://" + quote(p if p.startswith("/") else "/" + p, safe="/:")}
+    return {"uri": quote(p, safe="/"), "uriBaseId": "%SRCROOT%"}
+
+
+def render_sarif(totals: Sequence[Total], findings: Sequence[Finding],
+                 baseline: Optional[str] = None) -> Dict[str, Any]:
+    """A SARIF 2.1.0 log: one rule per sync kind, one ``error`` result per finding."""
+    rules = [{
+        "id": _rule_id(k),
+        "name": "HiddenHostSync" + "".join(p.title() for p in k.split("_")),
+        "shortDescription": {"text": f"Hidden host-device sync ({k})"},
+        "fullDescription": {"text": _KIND_HELP.get(k, "A hidden host-device sync.")},
+        "help": {"text": _KIND_HELP.get(k, "") + " Keep the value on the device, compute it on "
+                 "the host from host data, or allow it with syncguard.allow(reason)."},
+        "defaultConfiguration": {"level": "error"},
+    } for k in KINDS]
+    index = {k: i for i, k in enumerate(KINDS)}
+    results: List[Dict[str, Any]] = []
+    for f in sorted(findings, key=_finding_sort):
+        ev = f.event
+        kind = ev.kind if ev.kind in index else KINDS[0]
+        props: Dict[str, Any] = {
+            "scenario": f.scenario, "path": f.path, "count": f.count, "steps": list(f.steps),
+            "api": ev.api, "op": ev.op, "kind": ev.kind, "function": ev.function,
+        }
+        if f.baseline_count is not None:
+            props["baselineCount"] = f.baseline_count
+        results.append({
+            "ruleId": _rule_id(kind),
+            "ruleIndex": index[kind],
+            "level": "error",
+            "message": {"text": annotation_message(f)},
+            "locations": [{"physicalLocation": {
+                "artifactLocation": _artifact_location(ev.filename),
+                "region": {"startLine": max(1, ev.lineno)},
+            }}],
+            "partialFingerprints": {"syncguardSite/v1": site_key(ev)},
+            "properties": props,
+        })
+    root = os.getcwd().replace(os.sep, "/")
+    run: Dict[str, Any] = {
+        "tool": {"driver": {
+            "name": "syncguard",
+            "version": _version(),
+            "semanticVersion": _version(),
+            "informationUri": information_uri(),
+            "rules": rules,
+        }},
+        "originalUriBaseIds": {"%SRCROOT%": {
+            "uri": "file://" + quote(root if root.startswith("/") else "/" + root, safe="/:")
+            + "/"}},
+        "invocations": [{"executionSuccessful": True}],
+        "results": results,
+        "properties": {
+            "totals": [{"scenario": s, "path": p, "hiddenSyncs": n, "budget": b, "failed": bad}
+                       for s, p, n, b, bad in totals],
+        },
+    }
+    if baseline:
+        run["properties"]["baseline"] = baseline
+    return {"$schema": SARIF_SCHEMA_URI, "version": "2.1.0", "runs": [run]}
+
+
+# ---------------------------------------------------------------------------- junit
+def render_junit(totals: Sequence[Total], findings: Sequence[Finding],
+                 baseline: Optional[str] = None) -> str:
+    """JUnit XML: one testcase per scenario/path (classname ``syncguard.<scenario>``, name the
+    path); a failing one holds a ``failure`` listing its sites."""
+    by = _by_total(findings)
+    n_fail = sum(1 for t in totals if t[4])
+    suites = ET.Element("testsuites", name="syncguard", tests=str(len(totals)),
+                        failures=str(n_fail), errors="0")
+    suite = ET.SubElement(suites, "testsuite", name="syncguard check", tests=str(len(totals)),
+                          failures=str(n_fail), errors="0", skipped="0", time="0")
+    for scenario, path, n, budget, bad in totals:
+        case = ET.SubElement(suite, "testcase", classname=f"syncguard.{scenario}", name=path,
+                             time="0")
+        limit = f"baseline {baseline}" if baseline else f"budget {budget}"
+        if bad:
+            fails = by.get((scenario, path), [])
+            fail = ET.SubElement(case, "failure", type="syncguard.HiddenSyncs",
+                                 message=f"{n} hidden syncs, {limit}")
+            body = [f"{n} hidden syncs, {limit}"]
+            body += [site_line(f) + (f"  ({f.message})" if baseline else "") for f in fails]
+            fail.text = "\n".join(body) + "\n"
+        else:
+            out = ET.SubElement(case, "system-out")
+            out.text = f"{n} hidden syncs, {limit}\n"
+    ET.indent(suites)
+    buf = io.BytesIO()
+    ET.ElementTree(suites).write(buf, encoding="utf-8", xml_declaration=True)
+    return buf.getvalue().decode("utf-8") + "\n"
+
+
+# ---------------------------------------------------------------------------- emit
+class _Output:
+    def __init__(self, output: Optional[str]) -> None:
+        self.path = None if output in (None, "-") else output
+        self._f: Optional[IO[str]] = None
+
+    def __enter__(self) -> IO[str]:
+        if self.path is None:
+            return sys.stdout
+        parent = os.path.dirname(os.path.abspath(self.path))
+        os.makedirs(parent, exist_ok=True)
+        self._f = open(self.path, "w", encoding="utf-8", newline="\n")
+        return self._f
+
+    def __exit__(self, *exc: Any) -> None:
+        if self._f is not None:
+            self._f.close()
+
+
+def render(fmt: str, totals: Sequence[Total], findings: Sequence[Finding],
+           baseline: Optional[str] = None) -> str:
+    """The report as text in format ``fmt`` (one of :data:`FORMATS`)."""
+    if fmt == "text":
+        return render_text(totals, findings, baseline)
+    if fmt == "github":
+        return render_github(totals, findings, baseline)
+    if fmt == "sarif":
+        return json.dumps(render_sarif(totals, findings, baseline), indent=2) + "\n"
+    if fmt == "junit":
+        return render_junit(totals, findings, baseline)
+    raise ValueError(f"unknown format {fmt!r}; valid formats: {', '.join(FORMATS)}")
+
+
+def emit(fmt: str, totals: Sequence[Total], findings: Sequence[Finding],
+         output: Optional[str], baseline: Optional[str] = None) -> None:
+    """Write the report in ``fmt`` to ``output`` (None or ``"-"``: stdout; else a file path).
+
+    When a machine format (sarif, junit) goes to a file, the text summary is also printed on
+    stdout so the CI log still says what failed.
+    """
+    text = render(fmt, totals, findings, baseline)
+    with _Output(output) as f:
+        f.write(text)
+    if fmt in ("sarif", "junit") and output not in (None, "-"):
+        sys.stdout.write(render_text(totals, findings, baseline))

@@ -1,0 +1,458 @@
+"""pytest plugin: fail tests whose body makes more hidden host-device syncs than allowed.
+
+Loaded through the ``pytest11`` entry point. Loading it does not import torch: everything that
+needs torch is imported inside the hooks of a guarded test.
+
+Which tests are guarded: those marked ``@pytest.mark.syncguard(...)``, those that use the
+``syncguard`` fixture, and every test with ``--syncguard`` (ini ``syncguard = true``).
+Only the test function's call is measured, not its fixtures.
+
+Budget and allow-list, most specific first:
+
+- the marker: ``@pytest.mark.syncguard(max_syncs=0, device="npu", allow=[...], devices=(...))``;
+- ``--syncguard-max-syncs=N`` on the command line, then the ini key ``syncguard_max_syncs``;
+- ``[tool.syncguard]`` in the rootdir's pyproject.toml: ``max_syncs = N``, ``allow = ["pkg/
+  mod.py:12", {site = "pkg/mod.py:30", reason = "token readback"}]``, ``devices = ["cpu"]``.
+
+Allow-lists add up (pyproject's and the marker's); within a test, ``syncguard.allow(reason)``
+allows a block of code (in a test that takes the ``syncguard`` fixture, whose name hides the
+module, the fixture's ``.allow`` is the same function).
+
+A test over its budget fails with one line (``syncguard: allowed 0 host syncs, saw 3 in steps
+2-4``), status letter ``S`` / word ``SYNCS``, and a ``syncguard`` report section listing each
+site; a test that fails on its own keeps its failure and gets the section as well.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib.util
+import inspect
+import sys
+from typing import (
+    TYPE_CHECKING,
+    Any,
+    Dict,
+    Generator,
+    Iterable,
+    List,
+    Optional,
+    Sequence,
+    Tuple,
+    Union,
+)
+
+import pytest
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .guard import SyncGuard
+
+AllowSpec = Union[str, Tuple[str, str], Dict[str, str]]
+
+MARKER = "syncguard"
+SECTION = "syncguard"
+#: category, letter and word of a test that failed on hidden syncs alone (category "failed",
+#: so it stays in pytest's FAILURES section, short summary, failed count and exit code).
+STATUS = ("failed", "S", "SYNCS")
+_REPORT_ATTR = "syncguard_over_budget"
+
+
+@dataclasses.dataclass(frozen=True)
+class Settings:
+    """What one guarded test is held to."""
+
+    max_syncs: int = 0
+    allow: Tuple[Tuple[str, str], ...] = ()
+    devices: Tuple[str, ...] = ()
+    device: Optional[str] = None
+    model: Optional[str] = None
+    warmup: int = 0
+
+
+@dataclasses.dataclass(frozen=True)
+class Defaults:
+    """Session-wide settings from the command line, ini and ``[tool.syncguard]``."""
+
+    enabled: bool = False
+    settings: Settings = Settings()
+    pyproject: Optional[str] = None
+
+
+DEFAULTS_KEY = pytest.StashKey[Defaults]()
+SETTINGS_KEY = pytest.StashKey[Settings]()
+GUARD_KEY = pytest.StashKey["SyncGuard"]()
+
+
+def syncguard_marker(max_syncs: Optional[int] = None, *, device: Optional[str] = None,
+                     allow: Sequence[AllowSpec] = (), devices: Sequence[str] = (),
+                     warmup: int = 0, model: Optional[str] = None) -> Dict[str, Any]:
+    """Guard this test: fail it when its body makes more than max_syncs hidden host syncs
+    (default: --syncguard-max-syncs, else [tool.syncguard] max_syncs, else 0). device='npu'
+    sets up syncguard's simulated npu when torch_npu is missing; device='cpu' counts CPU
+    tensors as device-resident (as devices=('cpu',) does). allow: call sites whose syncs are
+    allowed ('file.py:12', 'pkg.mod:function', 'function', or (site, reason) pairs). warmup:
+    the first N guard.step()s are not counted. model: op sync model ('cuda'/'npu') for devices
+    without one."""
+    return {"max_syncs": max_syncs, "device": device, "allow": allow, "devices": devices,
+            "warmup": warmup, "model": model}
+
+
+def _marker_help() -> str:
+    doc = " ".join((syncguard_marker.__doc__ or "").split())
+    params = inspect.signature(syncguard_marker).parameters.values()
+    sig = ", ".join(f"{p.name}={p.default!r}" for p in params)
+    return f"{MARKER}({sig}): {doc}"
+
+
+# ---------------------------------------------------------------------------- options
+_OPTIONS: Tuple[Tuple[str, str, Dict[str, Any], str], ...] = (
+    ("--syncguard", "syncguard",
+     {"action": "store_true", "default": None},
+     "guard every test: fail it when its body makes hidden host-device syncs over the budget"),
+    ("--syncguard-max-syncs", "syncguard_max_syncs",
+     {"action": "store", "type": int, "default": None, "metavar": "N"},
+     "hidden host syncs a guarded test may make (default: [tool.syncguard] max_syncs, else 0);"
+     " a marker's max_syncs wins"),
+)
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("syncguard", "hidden host-device syncs (syncguard)")
+    for flag, ini, kwargs, help_text in _OPTIONS:
+        group.addoption(flag, dest=ini, help=help_text, **kwargs)
+        parser.addini(ini, help=help_text, type="bool" if ini == "syncguard" else "string",
+                      default=False if ini == "syncguard" else "")
+
+
+def _option(config: pytest.Config, name: str) -> Any:
+    value = config.getoption(name, default=None)
+    return value if value is not None else config.getini(name)
+
+
+def _to_allow(specs: Iterable[Any], where: str) -> Tuple[Tuple[str, str], ...]:
+    out: List[Tuple[str, str]] = []
+    if isinstance(specs, (str, dict)):
+        specs = [specs]
+    for s in specs:
+        if isinstance(s, str) and s:
+            out.append((s, f"allowed call site {s} ({where})"))
+        elif isinstance(s, dict) and isinstance(s.get("site"), str) and s["site"]:
+            reason = s.get("reason") or f"allowed call site {s['site']} ({where})"
+            out.append((s["site"], str(reason)))
+        elif (isinstance(s, (tuple, list)) and len(s) == 2
+              and all(isinstance(x, str) and x for x in s)):
+            out.append((s[0], s[1]))
+        else:
+            raise ValueError(f"{where}: allow entries are 'file.py:line', 'pkg.mod:function', "
+                             f"'function', (site, reason) or {{site = ..., reason = ...}}; "
+                             f"got {s!r}")
+    return tuple(out)
+
+
+def _to_devices(value: Any, where: str) -> Tuple[str, ...]:
+    if isinstance(value, str):
+        value = [value]
+    if not all(isinstance(d, str) and d for d in value):
+        raise ValueError(f"{where}: devices must be device type names, got {value!r}")
+    return tuple(value)
+
+
+def _to_count(value: Any, where: str) -> int:
+    if isinstance(value, bool):
+        raise ValueError(f"{where}: must be an integer >= 0, got {value!r}")
+    try:
+        n = int(value)
+    except (TypeError, ValueError):
+        raise ValueError(f"{where}: must be an integer >= 0, got {value!r}") from None
+    if n < 0:
+        raise ValueError(f"{where}: must be an integer >= 0, got {n}")
+    return n
+
+
+def _pyproject(config: pytest.Config) -> Tuple[Optional[str], Dict[str, Any]]:
+    ini = config.inipath
+    path = ini if ini is not None and ini.name == "pyproject.toml" else None
+    if path is None:
+        cand = config.rootpath / "pyproject.toml"
+        path = cand if cand.is_file() else None
+    if path is None:
+        return None, {}
+    if sys.version_info >= (3, 11):
+        import tomllib
+    else:  # pragma: no cover
+        import tomli as tomllib
+    try:
+        with open(path, "rb") as f:
+            data = tomllib.load(f)
+    except (OSError, ValueError) as exc:
+        raise pytest.UsageError(f"syncguard: cannot read {path}: {exc}") from exc
+    table = data.get("tool", {}).get("syncguard", {})
+    if not isinstance(table, dict):
+        raise pytest.UsageError(f"syncguard: [tool.syncguard] in {path} must be a table")
+    return str(path), table
+
+
+def _defaults(config: pytest.Config) -> Defaults:
+    source, table = _pyproject(config)
+    where = f"[tool.syncguard] in {source}"
+    try:
+        max_syncs = 0
+        if "max_syncs" in table:
+            max_syncs = _to_count(table["max_syncs"], f"{where}: max_syncs")
+        ini = config.getini("syncguard_max_syncs")
+        if ini not in ("", None):
+            max_syncs = _to_count(ini, "ini syncguard_max_syncs")
+        opt = config.getoption("syncguard_max_syncs", default=None)
+        if opt is not None:
+            max_syncs = _to_count(opt, "--syncguard-max-syncs")
+        allow = _to_allow(table.get("allow", ()), where)
+        devices = _to_devices(table.get("devices", ()), f"{where}: devices")
+    except ValueError as exc:
+        raise pytest.UsageError(f"syncguard: {exc}") from exc
+    enabled = bool(_option(config, "syncguard"))
+    return Defaults(enabled, Settings(max_syncs=max_syncs, allow=allow, devices=devices),
+                    source)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", _marker_help())
+    config.stash[DEFAULTS_KEY] = _defaults(config)
+
+
+# ---------------------------------------------------------------------------- per test
+def _settings_for(item: pytest.Item) -> Optional[Settings]:
+    defaults = item.config.stash.get(DEFAULTS_KEY, None) or Defaults()
+    marks = list(item.iter_markers(MARKER))
+    uses_fixture = MARKER in getattr(item, "fixturenames", ())
+    if not (marks or defaults.enabled or uses_fixture):
+        return None
+    s = defaults.settings
+    max_syncs, allow, devices = s.max_syncs, list(s.allow), list(s.devices)
+    device, model, warmup = s.device, s.model, s.warmup
+    for mark in reversed(marks):  # farthest (module, class) first; the closest wins
+        where = f"@pytest.mark.{MARKER} on {item.nodeid}"
+        try:
+            kw = syncguard_marker(*mark.args, **mark.kwargs)
+        except TypeError as exc:
+            raise pytest.UsageError(f"{where}: {exc}") from exc
+        try:
+            if kw["max_syncs"] is not None:
+                max_syncs = _to_count(kw["max_syncs"], f"{where}: max_syncs")
+            allow.extend(_to_allow(kw["allow"], where))
+            devices.extend(_to_devices(kw["devices"], f"{where}: devices"))
+            warmup = _to_count(kw["warmup"], f"{where}: warmup")
+        except ValueError as exc:
+            raise pytest.UsageError(str(exc)) from exc
+        device = kw["device"] if kw["device"] is not None else device
+        model = kw["model"] if kw["model"] is not None else model
+    if device == "cpu" and "cpu" not in devices:
+        devices.append("cpu")
+    return Settings(max_syncs, tuple(allow), tuple(dict.fromkeys(devices)), device, model,
+                    warmup)
+
+
+def _real_torch_npu() -> bool:
+    mod = sys.modules.get("torch_npu")
+    if mod is not None:
+        return not getattr(mod, "__syncguard_standin__", False)
+    try:
+        return importlib.util.find_spec("torch_npu") is not None
+    except (ImportError, ValueError):
+        return False
+
+
+def _prepare_device(device: Optional[str]) -> None:
+    if device != "npu" or _real_torch_npu():
+        return
+    try:
+        from . import simulated_device
+
+        simulated_device("npu")
+    except Exception as exc:
+        pytest.fail(f"syncguard: device='npu' needs torch_npu or syncguard's simulated device, "
+                    f"which could not be set up: {type(exc).__name__}: {exc}", pytrace=False)
+
+
+_GUARD_CLASSES: Dict[type, type] = {}
+
+
+def _guard_class() -> type:
+    from ._hub import allow as _allow
+    from .guard import SyncGuard
+
+    # Keyed by the base class: an in-process pytester run may import syncguard.guard afresh.
+    cached = _GUARD_CLASSES.get(SyncGuard)
+    if cached is not None:
+        return cached
+
+    class PytestSyncGuard(SyncGuard):
+        """The guard of one test (the ``syncguard`` fixture): a :class:`SyncGuard` active
+        during the test's call, with ``max_syncs`` (the test's budget) and ``allow(reason)``
+        (:func:`syncguard.allow`, reachable here because the fixture's name hides the module).
+        """
+
+        allow = staticmethod(_allow)
+
+        def __init__(self, max_syncs: int, **kwargs: Any) -> None:
+            super().__init__(**kwargs)
+            self.max_syncs = max_syncs
+
+    _GUARD_CLASSES.clear()
+    _GUARD_CLASSES[SyncGuard] = PytestSyncGuard
+    return PytestSyncGuard
+
+
+def _make_guard(settings: Settings) -> SyncGuard:
+    cls = _guard_class()
+    guard: SyncGuard = cls(settings.max_syncs, on_sync="count", devices=settings.devices,
+                           allow_sites=settings.allow, warmup=settings.warmup,
+                           model=settings.model)
+    return guard
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(items: List[pytest.Item]) -> None:
+    # Settle every guarded test's settings at collection: a bad marker is a usage error
+    # before anything runs.
+    for item in items:
+        settings = _settings_for(item)
+        if settings is not None:
+            item.stash[SETTINGS_KEY] = settings
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    settings = item.stash.get(SETTINGS_KEY, None)
+    if settings is None:
+        return
+    _prepare_device(settings.device)
+    item.stash[GUARD_KEY] = _make_guard(settings)
+
+
+@pytest.fixture(name="syncguard")
+def _syncguard_fixture(request: pytest.FixtureRequest) -> SyncGuard:
+    """The test's guard (a ``syncguard.SyncGuard``): active only while the test function runs.
+    Use ``with syncguard.step():`` to mark decode steps, ``with syncguard.allow("why"):`` to
+    allow a block, and read ``.count``, ``.events``, ``.sites()``, ``.max_syncs``. Using this
+    fixture guards the test (budget as for ``@pytest.mark.syncguard``)."""
+    guard = request.node.stash.get(GUARD_KEY, None)
+    if guard is None:  # requested through getfixturevalue(): settings were not made at
+        # collection, and the guard is entered only if this happens before the call phase
+        defaults = request.config.stash.get(DEFAULTS_KEY, None) or Defaults()
+        settings = request.node.stash.get(SETTINGS_KEY, None) or defaults.settings
+        guard = _make_guard(settings)
+        request.node.stash[SETTINGS_KEY] = settings
+        request.node.stash[GUARD_KEY] = guard
+    return guard
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_call(item: pytest.Item) -> Generator[None, Any, None]:
+    guard = item.stash.get(GUARD_KEY, None)
+    if guard is None:
+        yield
+        return
+    with guard:  # the test function only: fixtures ran in setup and run again in teardown
+        yield
+
+
+# ---------------------------------------------------------------------------- verdict
+def _steps_text(steps: Iterable[Optional[int]]) -> str:
+    from .renderers.analysis import step_ranges
+
+    return step_ranges(steps)
+
+
+def _where(steps: List[Optional[int]]) -> str:
+    nums = [s for s in steps if s is not None]
+    if not nums:
+        return "in the test body"
+    text = f"in steps {_steps_text(nums)}" if len(set(nums)) > 1 else f"in step {nums[0]}"
+    if len(nums) != len(steps):
+        text += " and outside steps"
+    return text
+
+
+def verdict_line(guard: SyncGuard, max_syncs: int) -> str:
+    """``syncguard: allowed 0 host syncs, saw 3 in steps 2-4``."""
+    counted = guard.counted_events
+    where = _where([e.step for e in counted]) if counted else ""
+    return f"syncguard: allowed {max_syncs} host syncs, saw {guard.count} {where}".rstrip()
+
+
+def _site_lines(sites: List[Dict[str, Any]], root: str) -> List[str]:
+    from .baseline import display_path
+
+    out = []
+    for s in sorted(sites, key=lambda s: (-s["count"], s["filename"], s["lineno"])):
+        op = f" ({s['op']})" if s["op"] else ""
+        steps = _steps_text(s["steps"])
+        when = f", steps {steps}" if steps else ""
+        out.append(f"  {display_path(s['filename'], root)}:{s['lineno']} in {s['function']}: "
+                   f"{s['api']}{op} x{s['count']}{when}")
+    return out
+
+
+def report_section(guard: SyncGuard, max_syncs: int, root: str, verdict: bool = True) -> str:
+    """The ``syncguard`` report section: the verdict (unless ``verdict=False``: it is the
+    failure's own text then) and every site (file:line, function, API, op, count, steps);
+    allowed syncs listed apart with their reasons."""
+    lines = [verdict_line(guard, max_syncs)] if verdict else []
+    hidden = guard.sites()
+    if hidden:
+        lines.append("hidden host syncs by site (file:line in function: API (op) xcount):")
+        lines += _site_lines(hidden, root)
+    allowed = [s for s in guard.sites(include_allowed=True) if s["allowed"]]
+    if allowed:
+        lines.append(f"allowed host syncs ({guard.allowed_count}, not counted):")
+        reasons = {(e.filename, e.lineno, e.api): e.reason for e in guard.events if e.allowed}
+        allowed.sort(key=lambda s: (-s["count"], s["filename"], s["lineno"]))
+        for s, text in zip(allowed, _site_lines(allowed, root)):
+            reason = reasons.get((s["filename"], s["lineno"], s["api"]))
+            lines.append(f"{text} -- {reason}" if reason else text)
+    if guard.count > max_syncs:
+        lines.append('to allow one: `with syncguard.allow("why"):` around it, or '
+                     'allow=["file.py:line"] in the marker or [tool.syncguard]')
+    return "\n".join(lines) + "\n"
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]
+                              ) -> Generator[None, Any, None]:
+    outcome = yield
+    if call.when != "call":
+        return
+    guard: Optional[SyncGuard] = item.stash.get(GUARD_KEY, None)
+    if guard is None:
+        return
+    report: pytest.TestReport = outcome.get_result()
+    settings = item.stash.get(SETTINGS_KEY, None) or Settings()
+    max_syncs = settings.max_syncs
+    if not guard.events:
+        return
+    report.user_properties.append(("syncguard_hidden_syncs", guard.count))
+    over = guard.count > max_syncs and not report.skipped and not hasattr(report, "wasxfail")
+    # The test body passed: hidden syncs over the budget are its only failure. A test that
+    # failed on its own keeps its failure; the section then carries the sync verdict too.
+    sync_failure = over and report.passed
+    root = str(item.config.rootpath)
+    report.sections.append((SECTION, report_section(guard, max_syncs, root,
+                                                    verdict=not sync_failure)))
+    if sync_failure:
+        report.outcome = "failed"
+        report.longrepr = verdict_line(guard, max_syncs)
+        setattr(report, _REPORT_ATTR, True)
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_runtest_teardown(item: pytest.Item) -> None:
+    # The verdict is given; drop the events so a long session does not keep them all.
+    if GUARD_KEY in item.stash:
+        del item.stash[GUARD_KEY]
+
+
+def pytest_report_teststatus(report: pytest.TestReport, config: pytest.Config
+                             ) -> Optional[Tuple[str, str, Tuple[str, Dict[str, bool]]]]:
+    if report.when == "call" and report.failed and getattr(report, _REPORT_ATTR, False):
+        return STATUS[0], STATUS[1], (STATUS[2], {"red": True})
+    return None

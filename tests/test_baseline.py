@@ -1,0 +1,259 @@
+"""Baselines: site keys that survive moved lines, the file format, and regressions only."""
+
+from __future__ import annotations
+
+import importlib.util
+import itertools
+import json
+import linecache
+import os
+import subprocess
+import sys
+from pathlib import Path
+from types import ModuleType
+from typing import Any, Dict, List, Tuple
+
+import pytest
+
+from syncguard import SyncEvent, SyncGuard
+from syncguard.baseline import (
+    Baseline,
+    BaselineError,
+    Finding,
+    display_path,
+    key_path,
+    site_key,
+)
+
+# A decode loop with three sites: A every step, B `repeat` times a step, C only with `extra`.
+WORKLOAD = '''\
+def decode(x, steps, guard, extra=False, repeat=1):
+    for _ in range(steps):
+        with guard.step():
+            if x[0] > -1:
+                pass
+            for _ in range(repeat):
+                x.tolist()
+            if extra:
+                x.sum().item()
+'''
+
+_counter = itertools.count()
+
+
+def _load(path: Path) -> ModuleType:
+    linecache.checkcache(str(path))  # the file may have been rewritten in this process
+    spec = importlib.util.spec_from_file_location(f"workload_{next(_counter)}", path)
+    assert spec is not None and spec.loader is not None
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def _observe(path: Path, **kw: Any) -> Tuple[Dict[str, Dict[str, Any]], List[SyncEvent]]:
+    """Run the workload under a guard and group its hidden syncs as ``syncguard check``
+    does: site_key -> {"event", "count", "steps"}."""
+    import torch
+
+    mod = _load(path)
+    x = torch.arange(4)
+    with SyncGuard(devices=("cpu",)) as g:
+        mod.decode(x, 3, g, **kw)
+    grouped: Dict[str, Dict[str, Any]] = {}
+    for e in g.counted_events:
+        grp = grouped.setdefault(site_key(e), {"event": e, "count": 0, "steps": []})
+        grp["count"] += e.count
+        if e.step not in grp["steps"]:
+            grp["steps"].append(e.step)
+    return grouped, g.counted_events
+
+
+def _observed(grouped: Dict[str, Dict[str, Any]], scenario: str = "sc",
+              path: str = "legacy") -> Dict[str, Dict[str, Any]]:
+    return {f"{scenario}|{path}|{k}": {"count": g["count"], "event": g["event"]}
+            for k, g in grouped.items()}
+
+
+@pytest.fixture
+def workload(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.chdir(tmp_path)
+    p = tmp_path / "pkg" / "workload.py"
+    p.parent.mkdir()
+    p.write_text(WORKLOAD)
+    return p
+
+
+def _shift(path: Path) -> None:
+    """Insert blank and comment lines above every site (top of file and inside the loop)."""
+    text = path.read_text()
+    text = "# a header comment\n\n\n" + text.replace(
+        "        with guard.step():\n",
+        "        # a comment above the sites\n\n        with guard.step():\n")
+    path.write_text(text)
+
+
+# ---------------------------------------------------------------------------- site keys
+def test_site_key_survives_lines_moving(workload: Path) -> None:
+    before, evs_before = _observe(workload)
+    _shift(workload)
+    after, evs_after = _observe(workload)
+    assert set(before) == set(after) and len(before) == 2
+    # ... although every line number changed.
+    assert {e.lineno for e in evs_before}.isdisjoint({e.lineno for e in evs_after})
+
+
+def test_site_key_parts(workload: Path) -> None:
+    grouped, _ = _observe(workload)
+    keys = sorted(grouped)
+    assert keys[0].startswith("pkg/workload.py::decode::")  # relative to the current dir
+    tolist = next(k for k in keys if "Tensor.tolist" in k)
+    assert tolist == "pkg/workload.py::decode::d2h_copy::Tensor.tolist::aten::_to_copy::" \
+                     "x.tolist() #0"
+    assert all(str(os.sep + "tmp") not in k for k in keys)
+
+
+def test_identical_lines_in_one_function_are_distinct_sites(tmp_path: Path,
+                                                            monkeypatch: pytest.MonkeyPatch
+                                                            ) -> None:
+    import torch
+
+    monkeypatch.chdir(tmp_path)
+    p = tmp_path / "twice.py"
+    p.write_text("def f(x):\n    x.tolist()\n    x.tolist()\n\n\ndef g(x):\n    x.tolist()\n")
+    mod = _load(p)
+    with SyncGuard(devices=("cpu",)) as g:
+        mod.f(torch.arange(2))
+        mod.g(torch.arange(2))
+    keys = [site_key(e) for e in g.events]
+    assert len(set(keys)) == 3
+    assert keys[0].endswith("x.tolist() #0") and keys[1].endswith("x.tolist() #1")
+    assert keys[2].startswith("twice.py::g::") and keys[2].endswith("#0")
+
+
+def test_site_key_without_source_uses_the_line_number() -> None:
+    ev = SyncEvent("scalar_read", "Tensor.item", None, "<string>", 3, "<module>", (), None,
+                   "MainThread")
+    assert site_key(ev) == "<string>::<module>::scalar_read::Tensor.item::-::line 3"
+
+
+def test_paths_relative_to_root_or_package(tmp_path: Path) -> None:
+    inside = str(tmp_path / "a" / "b.py")
+    assert display_path(inside, str(tmp_path)) == "a/b.py"
+    assert display_path(inside, str(tmp_path / "elsewhere")) == inside.replace(os.sep, "/")
+    import syncguard.sampling.sampler as sampler
+
+    # An installed (or editable) package keys the same from any working directory.
+    assert key_path(sampler.__file__, str(tmp_path)) == "syncguard/sampling/sampler.py"
+
+
+# ---------------------------------------------------------------------------- the file
+def test_save_load_round_trip(workload: Path, tmp_path: Path) -> None:
+    grouped, _ = _observe(workload)
+    path = tmp_path / "out" / "baseline.json"
+    Baseline.from_observed(_observed(grouped)).save(str(path))
+    data = json.loads(path.read_text())
+    assert data["format"] == "syncguard-baseline" and data["version"] == 1
+    sites = data["sites"]
+    assert [s["key"] for s in sites] == sorted(s["key"] for s in sites)
+    tolist = next(s for s in sites if s["api"] == "Tensor.tolist")
+    assert tolist["count"] == 3 and tolist["op"] == "aten::_to_copy"
+    assert tolist["site"] == "pkg/workload.py:7" and tolist["function"] == "decode"
+    assert tolist["scenario"] == "sc" and tolist["path"] == "legacy"
+    loaded = Baseline.load(str(path))
+    assert loaded.sites == Baseline.from_observed(_observed(grouped)).sites
+    assert loaded.source == str(path)
+
+
+@pytest.mark.parametrize("content, fragment", [
+    ("{", "is not valid JSON"),
+    ("[]", "is not a syncguard baseline"),
+    ('{"format": "other", "version": 1, "sites": []}', "is not a syncguard baseline"),
+    ('{"format": "syncguard-baseline", "version": 2, "sites": []}', "has version 2"),
+    ('{"format": "syncguard-baseline", "version": 1, "sites": {}}', '"sites" must be a list'),
+    ('{"format": "syncguard-baseline", "version": 1, "sites": [1]}', "sites[0] must be"),
+    ('{"format": "syncguard-baseline", "version": 1, "sites": [{"scenario": "s", "path": "p",'
+     ' "key": "k", "count": "3"}]}', "sites[0].count must be a int"),
+    ('{"format": "syncguard-baseline", "version": 1, "sites": [{"scenario": "s", "path": "p",'
+     ' "key": "k", "count": -1}]}', "sites[0].count must be >= 0"),
+])
+def test_malformed_baseline_names_the_file(tmp_path: Path, content: str, fragment: str) -> None:
+    p = tmp_path / "bad.json"
+    p.write_text(content)
+    with pytest.raises(BaselineError) as info:
+        Baseline.load(str(p))
+    assert isinstance(info.value, ValueError)
+    assert str(p) in str(info.value) and fragment in str(info.value)
+
+
+def test_missing_baseline_names_the_file(tmp_path: Path) -> None:
+    with pytest.raises(BaselineError, match="cannot read baseline .*nope.json"):
+        Baseline.load(str(tmp_path / "nope.json"))
+
+
+# ---------------------------------------------------------------------------- regressions
+def _baseline_from(workload: Path, tmp_path: Path, **kw: Any) -> Baseline:
+    grouped, _ = _observe(workload, **kw)
+    path = tmp_path / "baseline.json"
+    Baseline.from_observed(_observed(grouped)).save(str(path))
+    return Baseline.load(str(path))
+
+
+def test_unchanged_sites_pass_even_after_lines_shift(workload: Path, tmp_path: Path) -> None:
+    base = _baseline_from(workload, tmp_path)
+    assert base.compare("sc", "legacy", _observe(workload)[0]) == []
+    _shift(workload)
+    assert base.compare("sc", "legacy", _observe(workload)[0]) == []
+
+
+def test_new_site_is_caught(workload: Path, tmp_path: Path) -> None:
+    base = _baseline_from(workload, tmp_path)
+    _shift(workload)
+    (f,) = base.compare("sc", "legacy", _observe(workload, extra=True)[0])
+    assert isinstance(f, Finding)
+    assert f.event.api == "Tensor.item" and f.count == 3 and f.steps == [0, 1, 2]
+    assert f.baseline_count is None and f.message == "new site (not in the baseline)"
+    assert (f.scenario, f.path) == ("sc", "legacy")
+
+
+def test_increased_count_is_caught(workload: Path, tmp_path: Path) -> None:
+    base = _baseline_from(workload, tmp_path)
+    _shift(workload)
+    (f,) = base.compare("sc", "legacy", _observe(workload, repeat=3)[0])
+    assert f.event.api == "Tensor.tolist" and f.count == 9 and f.baseline_count == 3
+    assert f.message == "count 9 > baseline 3"
+
+
+def test_fewer_syncs_and_vanished_sites_pass(workload: Path, tmp_path: Path) -> None:
+    base = _baseline_from(workload, tmp_path, extra=True, repeat=2)
+    assert base.compare("sc", "legacy", _observe(workload)[0]) == []
+
+
+def test_sites_are_per_scenario_and_path(workload: Path, tmp_path: Path) -> None:
+    base = _baseline_from(workload, tmp_path)
+    grouped = _observe(workload)[0]
+    assert len(base.compare("sc", "flag", grouped)) == 2
+    assert len(base.compare("other", "legacy", grouped)) == 2
+
+
+# ---------------------------------------------------------------------------- the command
+def _check(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    cmd = [sys.executable, "-m", "syncguard", "check", "steady", "--paths", "legacy", *args]
+    return subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, timeout=600)
+
+
+def test_check_command_with_a_baseline(tmp_path: Path) -> None:
+    # steady: 2 warm-up steps, then one hidden sync per step on the legacy path.
+    r = _check(tmp_path, "--steps", "4", "--update-baseline", "baseline.json")
+    assert r.returncode == 0, r.stderr
+    assert "Wrote baseline.json (1 sites)" in r.stderr
+    (site,) = json.loads((tmp_path / "baseline.json").read_text())["sites"]
+    assert site["count"] == 2 and site["key"].startswith("syncguard/sampling/sampler.py::")
+
+    r = _check(tmp_path, "--steps", "4", "--baseline", "baseline.json")
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "OK    steady [legacy]: 2 hidden syncs, none new or above the baseline" in r.stdout
+
+    r = _check(tmp_path, "--steps", "6", "--baseline", "baseline.json")
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert "FAIL  steady [legacy]: 4 hidden syncs, 1 site new or above the baseline" in r.stdout
+    assert "(count 4 > baseline 2)" in r.stdout
