@@ -35,6 +35,13 @@ KNOWN_BLIND_SPOTS: Dict[Tuple[str, str], str] = {
     ("npu-trace", "pageable .to(dev, non_blocking=True)"): "pageable non-blocking copy: not "
     "traced by torch_npu",
 }
+KNOWN_BLIND_SPOTS[("sim-backend", "x[mask] = device tensor")] = (
+    "a one-element device value reaches index_put_ as a 0-d tensor, exactly as a Python scalar "
+    "does (x[mask] = 1.0, no sync): only the Python layer can tell them apart")
+for _case in ("device.synchronize()", "stream.synchronize()", "event.synchronize()"):
+    KNOWN_BLIND_SPOTS[("sim-backend", _case)] = (
+        "explicit synchronize is a device-module call, not an ATen op: the simulated module "
+        "reports it itself, the backend op count cannot see it")
 
 
 class NativeCounter:

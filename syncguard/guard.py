@@ -53,7 +53,8 @@ class SyncGuard:
     against every frame of the user stack). ``warmup``: the first N steps are warm-up: their
     events are kept (``warmup=True``) but not counted. ``model``: the op sync model
     (``"cuda"``/``"npu"``) for device types without one of their own (CPU via ``devices``).
-    ``on_event``: a callable given every event as it is recorded (streaming to disk).
+    ``on_event``: a callable given every event as it is recorded (streaming to disk);
+    ``keep_events=False`` then keeps only the counts, so memory stays flat over long runs.
 
     Syncs from every Python thread are counted while the guard is active; guards nest (each
     active guard records every event).
@@ -69,6 +70,7 @@ class SyncGuard:
         model: Optional[str] = None,
         stack_depth: int = 8,
         on_event: Optional[Callable[[SyncEvent], None]] = None,
+        keep_events: bool = True,
     ) -> None:
         if on_sync not in ON_SYNC:
             raise ValueError(f"on_sync must be one of {ON_SYNC}, not {on_sync!r}")
@@ -86,7 +88,10 @@ class SyncGuard:
         self.model = model
         self.stack_depth = stack_depth
         self.on_event = on_event
+        self.keep_events = keep_events
         self.events: List[SyncEvent] = []
+        self._count = 0
+        self._allowed = 0
         self._step: Optional[int] = None
         self._next_step = 0
         self._active = False
@@ -148,7 +153,13 @@ class SyncGuard:
         return None
 
     def _record(self, ev: SyncEvent) -> None:
-        self.events.append(ev)
+        if not ev.warmup:
+            if ev.allowed:
+                self._allowed += ev.count
+            else:
+                self._count += ev.count
+        if self.keep_events:
+            self.events.append(ev)
         if self.on_event is not None:
             self.on_event(ev)
 
@@ -156,12 +167,12 @@ class SyncGuard:
     @property
     def count(self) -> int:
         """Host syncs observed that were not allowed, outside warm-up steps."""
-        return sum(e.count for e in self.events if not e.allowed and not e.warmup)
+        return self._count
 
     @property
     def allowed_count(self) -> int:
         """Host syncs observed and allowed (``allow()`` or an allowed call site)."""
-        return sum(e.count for e in self.events if e.allowed and not e.warmup)
+        return self._allowed
 
     @property
     def counted_events(self) -> List[SyncEvent]:
@@ -205,6 +216,7 @@ class SyncGuard:
     def reset(self) -> None:
         self.events.clear()
         self._next_step = 0
+        self._count = self._allowed = 0
 
     def __repr__(self) -> str:
         return (f"SyncGuard(on_sync={self.on_sync!r}, count={self.count}, "

@@ -548,8 +548,11 @@ def _classify_aten(func: Any) -> Any:
             idx = a[1] if len(a) > 1 else ()
             if base != "aten::index":
                 v = a[2] if len(a) > 2 else k.get("values")
-                if isinstance(v, _Tensor) and v.numel() == 1 and v.device.type == "cpu":
-                    return None  # one host value under a mask: masked_fill, no nonzero
+                if isinstance(v, _Tensor) and (v.dim() == 0 or (
+                        v.numel() == 1 and v.device.type == "cpu")):
+                    # x[mask] = 1.0: PyTorch passes the scalar as a 0-d tensor and lowers it
+                    # to masked_fill: no nonzero, no host read (its own sync-warning test).
+                    return None
             for i in idx:
                 if isinstance(i, _Tensor) and i.dtype in (torch.bool, torch.uint8):
                     return (E.DATA_DEPENDENT, name, d, 1, "boolean mask -> nonzero")

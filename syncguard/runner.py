@@ -203,18 +203,28 @@ def _seed(sc: Scenario) -> None:
 
 def run_pass(sc: Scenario, path: str, target: Target, counted: bool,
              writer: Optional[ResultWriter] = None, progress: Optional[Progress] = None,
-             guard_kwargs: Optional[Dict[str, Any]] = None) -> List[StepRecord]:
+             guard_kwargs: Optional[Dict[str, Any]] = None, collect: bool = True
+             ) -> List[StepRecord]:
     """One pass of ``sc`` on ``path``. Counted: under a :class:`SyncGuard` (its warm-up =
-    the scenario's); timed: no interceptors at all. Each step is written as it finishes."""
+    the scenario's); timed: no interceptors at all. Each step is written as it finishes;
+    with ``collect=False`` nothing per step is kept in memory (long runs stay flat)."""
     _seed(sc)
     loop = DecodeLoop(sc, path, target)
     records: List[StepRecord] = []
     timer = _DeviceTimer(target)
     pass_ = "counted" if counted else "timed"
     guard: Optional[SyncGuard] = None
+    step_events: List[SyncEvent] = []
     if counted:
-        guard = SyncGuard(warmup=sc.warmup, **(guard_kwargs or {}))
-    seen = 0
+        kw = dict(guard_kwargs or {})
+        user_cb = kw.pop("on_event", None)
+
+        def on_event(ev: SyncEvent) -> None:
+            step_events.append(ev)
+            if user_cb is not None:
+                user_cb(ev)
+
+        guard = SyncGuard(warmup=sc.warmup, on_event=on_event, keep_events=False, **kw)
     try:
         if guard is not None:
             guard.__enter__()
@@ -228,10 +238,8 @@ def run_pass(sc: Scenario, path: str, target: Target, counted: bool,
                 tokens, branch = loop.run_step(step)
             timer.stop(h)
             now = time.perf_counter()
-            evs: List[SyncEvent] = []
-            if guard is not None:
-                evs = guard.events[seen:]
-                seen = len(guard.events)
+            evs = list(step_events)
+            step_events.clear()
             rec = StepRecord(
                 scenario=sc.name, path=path, pass_=pass_, step=step, warmup=step < sc.warmup,
                 batch_size=len(tokens), branch=branch,
@@ -241,7 +249,8 @@ def run_pass(sc: Scenario, path: str, target: Target, counted: bool,
                 eligible=bool(loop.batch.npu_top_k_top_p_eligible), tokens=tokens,
             )
             t_prev = now
-            records.append(rec)
+            if collect:
+                records.append(rec)
             if writer is not None:
                 writer.step(rec, evs)
             if progress is not None:
@@ -295,9 +304,9 @@ def run(scenarios: List[Scenario], opts: RunOptions, result_path: str,
         for sc in scenarios:
             for path in paths_for(sc, opts):
                 if opts.counted:
-                    run_pass(sc, path, target, True, writer, progress)
+                    run_pass(sc, path, target, True, writer, progress, collect=False)
                 if opts.timed:
-                    run_pass(sc, path, target, False, writer, progress)
+                    run_pass(sc, path, target, False, writer, progress, collect=False)
         complete = True
     finally:
         writer.close(complete, reason=None if complete else "interrupted")
