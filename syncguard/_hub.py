@@ -95,9 +95,9 @@ class Hub:
             self._skip_cache[filename] = s
         return s
 
-    def user_stack(self, depth: int = 8) -> Tuple[Frame, ...]:
+    def user_stack(self, depth: int = 8, skip: int = 0) -> Tuple[Frame, ...]:
         frames: List[Frame] = []
-        f = sys._getframe(1)
+        f = sys._getframe(1 + skip)
         while f is not None and len(frames) < depth:
             code = f.f_code
             if not self._skip(code.co_filename):
@@ -106,12 +106,18 @@ class Hub:
         return tuple(frames)
 
     # -- delivery ---------------------------------------------------------------------
+    @property
+    def raising(self) -> bool:
+        """True when some active guard raises on a sync (the call must not run first)."""
+        return any(g.on_sync == "raise" for g in self.guards)
+
     def deliver(self, kind: str, api: str, op: Optional[str], device: Optional[str],
-                count: int = 1, source: Optional[str] = None) -> None:
+                count: int = 1, source: Optional[str] = None,
+                wait_us: Optional[float] = None) -> None:
         guards = list(self.guards)
         if not guards:
             return
-        stack = self.user_stack(max(g.stack_depth for g in guards))
+        stack = self.user_stack(max(g.stack_depth for g in guards), skip=1)
         top = stack[0] if stack else Frame("<unknown>", 0, "<unknown>")
         thread = threading.current_thread().name
         reason = _allow_reason.get()
@@ -125,7 +131,7 @@ class Hub:
                 kind=kind, api=api, op=op, filename=top.filename, lineno=top.lineno,
                 function=top.function, stack=stack[: g.stack_depth], step=step, thread=thread,
                 allowed=allowed_reason is not None, reason=allowed_reason, warmup=warm,
-                count=count, device=device, source=source,
+                count=count, device=device, source=source, wait_us=wait_us,
             )
             g._record(ev)
             if g.on_sync == "log":

@@ -47,7 +47,9 @@ class SyncEvent:
     ``stack`` a short user stack, innermost first; ``step`` the index of the guard's step
     (``None`` outside steps); ``warmup`` whether that step is a warm-up step; ``count`` how many
     host reads this event stands for (an in-kernel model entry may say 2); ``allowed`` and
-    ``reason`` say whether ``allow()`` or an allowed call site covered it.
+    ``reason`` say whether ``allow()`` or an allowed call site covered it. ``wait_us``: how
+    long the intercepted call kept the host (microseconds): on a real device, what this sync
+    cost; None when the call was not timed (raise mode, backend-level reports).
     """
 
     kind: str
@@ -65,6 +67,7 @@ class SyncEvent:
     count: int = 1
     device: Optional[str] = None
     source: Optional[str] = None
+    wait_us: Optional[float] = None
 
     @property
     def site(self) -> str:

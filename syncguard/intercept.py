@@ -16,6 +16,7 @@ from __future__ import annotations
 import contextlib
 import sys
 import threading
+from time import perf_counter as _perf
 from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple
 
 import torch
@@ -421,10 +422,17 @@ def _wrap(orig: Callable[..., Any], api: str, classify: Classifier) -> Callable[
             return orig(*args, **kwargs)
         tls.busy += 1
         try:
-            if hit is not QUIET:
-                kind, op, device, count, source = hit
+            if hit is QUIET:
+                return orig(*args, **kwargs)
+            kind, op, device, count, source = hit
+            if HUB.raising:  # report first: "raise" stops the call before it syncs
                 HUB.deliver(kind, api, op, device, count, source)
-            return orig(*args, **kwargs)
+                return orig(*args, **kwargs)
+            # Time the call: on a real device, how long the host waited in this sync.
+            t0 = _perf()
+            out = orig(*args, **kwargs)
+            HUB.deliver(kind, api, op, device, count, source, (_perf() - t0) * 1e6)
+            return out
         finally:
             tls.busy -= 1
 

@@ -101,6 +101,7 @@ EVENT_COLUMNS = {
     "site": "file:line of the user code", "function": "function of that line",
     "count": "host syncs this event stands for", "allowed": "allowed (True) or hidden",
     "reason": "why it was allowed", "thread": "Python thread name",
+    "wait_us": "time the host spent in the intercepted call (us; the sync's cost on hardware)",
 }
 
 

@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import math
 import os
 import sys
 from typing import Any, Dict, List, Optional, Tuple
@@ -142,6 +143,8 @@ class _Fields:
             self.fail(key, f"must be {want}, got {type(v).__name__} {v!r}")
         if float in types and isinstance(v, int) and not isinstance(v, bool):
             v = float(v)
+        if isinstance(v, float) and not math.isfinite(v):
+            self.fail(key, f"must be a finite number, got {v!r}")
         if lo is not None and (v <= lo if lo_open else v < lo):
             self.fail(key, f"must be {'>' if lo_open else '>='} {lo}, got {v!r}")
         if hi is not None and v > hi:
@@ -180,6 +183,8 @@ def parse(text: str, file: str = "<memory>") -> Scenario:
         raise ScenarioError(f"{file}: not valid TOML: {exc}") from None
     f = _Fields(file, "", data)
     name = f.get("name", (str,))
+    if not name:
+        f.fail("name", "must not be empty")
     description = f.get("description", (str,), "")
     vocab = f.get("vocab_size", (int,), lo=2, hi=1 << 22)
     dtype = f.get("dtype", (str,), "float32")
@@ -192,9 +197,13 @@ def parse(text: str, file: str = "<memory>") -> Scenario:
     seed = f.get("seed", (int,), 0, lo=0)
     deterministic = f.get("deterministic", (bool,), False)
     paths = f.get("paths", (list,), list(PATHS))
+    if not paths:
+        f.fail("paths", f"needs at least one path; valid: {', '.join(PATHS)}")
     for i, p in enumerate(paths):
         if p not in PATHS:
             f.fail(f"paths[{i}]", f"unknown path {p!r}; valid: {', '.join(PATHS)}")
+        if p in paths[:i]:
+            f.fail(f"paths[{i}]", f"duplicate path {p!r}")
     lg = _Fields(file, "logits", f.get("logits", (dict,), {}))
     scale = lg.get("scale", (float,), 3.0, lo=0.0)
     workload = lg.get("workload", (int,), 0, lo=0, hi=16384)

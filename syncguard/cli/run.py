@@ -66,6 +66,8 @@ def options(args: argparse.Namespace, counted: bool = True, timed: bool = True):
         raise UsageError(f"--steps: must be >= 1, got {args.steps}")
     if args.warmup is not None and args.warmup < 0:
         raise UsageError(f"--warmup: must be >= 0, got {args.warmup}")
+    if args.steps is not None and args.warmup is not None and args.warmup >= args.steps:
+        raise UsageError(f"--warmup: must be < --steps ({args.steps}), got {args.warmup}")
     return RunOptions(device=args.device, paths=parse_paths(args.paths), steps=args.steps,
                       warmup=args.warmup, counted=counted, timed=timed)
 
@@ -78,6 +80,8 @@ def out_dir(args: argparse.Namespace, device: str) -> str:
     from . import UsageError
 
     out = args.out or os.path.join("reports", time.strftime("%Y%m%d-%H%M%S") + f"-{device}")
+    if os.path.exists(out) and not os.path.isdir(out):
+        raise UsageError(f"--out: {out} exists and is not a folder")
     clash = [f for f in REPORT_FILES if os.path.exists(os.path.join(out, f))]
     if clash and not args.force:
         raise UsageError(f"{os.path.join(out, clash[0])} exists; pass --force to overwrite "

@@ -29,9 +29,16 @@ def main(args: argparse.Namespace) -> int:
     if args.output:
         if os.path.exists(args.output) and not args.force:
             raise UsageError(f"{args.output} exists; pass --force to overwrite")
-        render = renderer_for_path(args.output)
-        with open(args.output, "w", encoding="utf-8") as f:
-            f.write(render(res))
+        try:
+            render = renderer_for_path(args.output)
+        except ValueError as exc:  # unknown extension: bad input, not an internal error
+            raise UsageError(f"--output: {exc}") from None
+        text = render(res)
+        try:
+            with open(args.output, "w", encoding="utf-8") as f:
+                f.write(text)
+        except OSError as exc:
+            raise UsageError(f"{args.output}: cannot write: {exc.strerror}") from None
         Console(stderr=True).print(f"Wrote {args.output}")
         return EXIT_OK
     terminal.render(res, Console(width=args.width) if args.width else Console())

@@ -63,6 +63,8 @@ SITES_COLUMNS: Dict[str, str] = {
     "reason": "why the sync was allowed (empty string for hidden ones)",
     "count": "host syncs at this site over non-warm-up steps (sum of event counts)",
     "steps": "steps with a sync at this site as compact ranges, e.g. '2-4, 7'",
+    "wait_us_mean": "mean time the host spent in the intercepted call (us): on a real device "
+                    "the cost of this sync per occurrence; NaN when not timed",
 }
 
 COMPARE_COLUMNS: Dict[str, str] = {
@@ -295,7 +297,10 @@ def sites(result: RunResult, include_allowed: bool = True,
         key = (str(e.get("scenario")), str(e.get("path")), e.get("filename"),
                e.get("lineno"), e.get("function") or "", e.get("api") or "",
                e.get("op") or "", e.get("kind") or "", allowed)
-        g = groups.setdefault(key, {"count": 0, "steps": [], "reasons": []})
+        g = groups.setdefault(key, {"count": 0, "steps": [], "reasons": [], "waits": []})
+        w = e.get("wait_us")
+        if w is not None and not is_missing(w):
+            g["waits"].append(float(w))
         cnt = e.get("count")
         g["count"] += int(cnt) if not is_missing(cnt) else 1
         g["steps"].append(e.get("step"))
@@ -313,6 +318,7 @@ def sites(result: RunResult, include_allowed: bool = True,
             "filename": filename, "lineno": lineno, "function": function, "api": api,
             "op": op, "kind": kind, "allowed": allowed, "reason": "; ".join(g["reasons"]),
             "count": g["count"], "steps": step_ranges(g["steps"], max_parts),
+            "wait_us_mean": (sum(g["waits"]) / len(g["waits"])) if g["waits"] else float("nan"),
         })
     rows.sort(key=lambda r: (r["allowed"], scen_idx.get(r["scenario"], len(scen_idx)),
                              path_idx.get(r["path"], 0), -r["count"], r["site"], r["api"]))
@@ -326,7 +332,8 @@ def merge_paths(sites_df: pd.DataFrame) -> pd.DataFrame:
 
     if not len(sites_df):
         return sites_df.copy()
-    keys = [c for c in sites_df.columns if c != "path"]
+    # Timing differs between paths by nature: it does not keep two sites apart.
+    keys = [c for c in sites_df.columns if c not in ("path", "wait_us_mean")]
     merged: Dict[Tuple[Any, ...], Dict[str, Any]] = {}
     for r in sites_df.to_dict("records"):
         k = tuple(r[c] for c in keys)
