@@ -50,14 +50,19 @@ class NativeCounter:
     name = "native"
 
     def __init__(self) -> None:
-        self.count = 0
+        self._n = 0
         self.sites: List[str] = []
         self._lock = threading.Lock()
+
+    @property
+    def count(self) -> int:
+        """Syncs seen so far (readable while active, for per-step deltas)."""
+        return self._n
 
     def _hit(self, n: int = 1) -> None:
         site = _user_site()
         with self._lock:
-            self.count += n
+            self._n += n
             self.sites.append(site)
 
     def __enter__(self) -> NativeCounter:
@@ -98,6 +103,11 @@ class CudaDebugModeCounter(NativeCounter):
         torch.cuda.set_sync_debug_mode("warn")
         return self
 
+    @property
+    def count(self) -> int:
+        log = getattr(self, "_log", None)
+        return self._n + (sum("synchroniz" in str(w.message) for w in log) if log else 0)
+
     def __exit__(self, *exc: Any) -> None:
         import torch
 
@@ -105,8 +115,9 @@ class CudaDebugModeCounter(NativeCounter):
         self._cm.__exit__(*exc)
         for w in self._log:
             if "synchroniz" in str(w.message):
-                self.count += 1
+                self._n += 1
                 self.sites.append(f"{w.filename}:{w.lineno}")
+        self._log = []
 
 
 class TraceCounter(NativeCounter):

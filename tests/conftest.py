@@ -19,4 +19,9 @@ def _torch_left_clean() -> Iterator[None]:
     assert not HUB.guards, f"guards left active: {HUB.guards}"
     assert PATCHER.users == 0 and not PATCHER.installed, "interceptors left installed"
     assert HUB.tls.busy == 0
-    assert snapshot() == before, "torch attributes differ from before the test"
+    after = snapshot()
+    # Owners may appear during a test (the simulated device's tensor class): compare the
+    # shared keys, and no attribute anywhere may still be a syncguard wrapper.
+    assert {k: after[k] for k in before if k in after} == before, "torch attributes changed"
+    left = [k for k, v in after.items() if getattr(v, "__syncguard__", False)]
+    assert not left, f"interceptors left installed on {left}"

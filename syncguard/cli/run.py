@@ -39,6 +39,26 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--force", action="store_true", help="overwrite existing report files")
     p.add_argument("--no-timed", action="store_true", help="skip the timed pass")
     p.add_argument("--width", type=int, default=None, help="terminal width for the tables")
+    p.add_argument("--crosscheck", action="store_true",
+                   help="also count the counted pass with the runtime's own mechanism (CUDA "
+                   "sync debug/trace, NPU trace, sim backend) in a child process and list "
+                   "every step where it disagrees (OUT/crosscheck.json)")
+
+
+def crosscheck(scenarios: List[object], opts: object, out: str) -> int:
+    """Run the per-step native cross-check in a child process; 0 when every step agrees."""
+    import subprocess
+
+    cmd = [sys.executable, "-m", "syncguard.crosscheck", "--device", opts.device,  # type: ignore[attr-defined]
+           "--out", os.path.join(out, "crosscheck.json")]
+    for p in opts.paths or []:  # type: ignore[attr-defined]
+        cmd += ["--paths", p]
+    for flag in ("steps", "warmup"):
+        v = getattr(opts, flag)
+        if v is not None:
+            cmd += [f"--{flag}", str(v)]
+    cmd += [s.file for s in scenarios]  # type: ignore[attr-defined]
+    return subprocess.run(cmd).returncode
 
 
 def parse_paths(raw: Optional[List[str]]) -> Optional[List[str]]:
@@ -96,7 +116,7 @@ def main(args: argparse.Namespace) -> int:
 
     from .. import results, runner, scenario
     from ..renderers import terminal, write_reports
-    from . import EXIT_INTERRUPTED, EXIT_OK
+    from . import EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_OK
 
     opts = options(args, timed=not args.no_timed)
     scenarios = runner.prepare(scenario.resolve(args.scenarios), opts)
@@ -128,4 +148,10 @@ def main(args: argparse.Namespace) -> int:
     if interrupted:
         err.print(f"interrupted: kept {len(res.steps)} finished steps in {result_path}")
         return EXIT_INTERRUPTED
+    if args.crosscheck:
+        rc = crosscheck(scenarios, opts, out)
+        err.print(f"Wrote {os.path.join(out, 'crosscheck.json')}"
+                  + ("" if rc == 0 else " (disagreements listed above)"))
+        if rc not in (0, 1):
+            return EXIT_INTERNAL
     return EXIT_OK
