@@ -248,13 +248,20 @@ def load(path: str) -> RunResult:
             if i == len(lines):
                 break  # torn last line of an interrupted run
             raise ResultError(f"{path}:{i}: not a JSON line") from None
+        if not isinstance(obj, dict):
+            raise ResultError(f"{path}:{i}: not a syncguard result line (a JSON object)")
         t = obj.get("type")
         if t == "header":
             if obj.get("schema") != SCHEMA:
                 raise ResultError(f"{path}: schema {obj.get('schema')!r} is not {SCHEMA}")
             header = obj
         elif t == "step":
-            steps.append(StepRecord.from_dict({k: v for k, v in obj.items() if k != "type"}))
+            try:
+                steps.append(StepRecord.from_dict({k: v for k, v in obj.items()
+                                                   if k != "type"}))
+            except (KeyError, TypeError) as exc:
+                raise ResultError(f"{path}:{i}: step line is missing or has a bad field: "
+                                  f"{exc}") from None
         elif t == "event":
             events.append({k: v for k, v in obj.items() if k != "type"})
         elif t == "footer":

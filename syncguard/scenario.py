@@ -136,8 +136,8 @@ class _Fields:
         v = self.table[key]
         if isinstance(v, bool) and bool not in types:
             ok = False
-        else:
-            ok = isinstance(v, types)
+        else:  # an int is a valid float (TOML `temperature = 1`)
+            ok = isinstance(v, types) or (float in types and isinstance(v, int))
         if not ok:
             want = " or ".join(t.__name__ for t in types)
             self.fail(key, f"must be {want}, got {type(v).__name__} {v!r}")

@@ -139,6 +139,9 @@ def main(args: argparse.Namespace) -> int:
             runner.run(scenarios, opts, result_path, progress, argv=sys.argv[1:])
         except KeyboardInterrupt:
             interrupted = True
+    if interrupted and not os.path.exists(result_path):
+        err.print("interrupted before the first step was written")
+        return EXIT_INTERRUPTED
     res = results.load(result_path)
     console = Console(width=args.width) if args.width else Console()
     terminal.render(res, console)
