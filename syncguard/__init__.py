@@ -13,9 +13,9 @@ from typing import TYPE_CHECKING, Any, Dict, List, Tuple
 
 if TYPE_CHECKING:  # pragma: no cover
     from ._hub import allow
+    from ._selftest import SelfTestError, selftest
     from .events import KINDS, Frame, HostSyncError, SyncEvent
     from .guard import StepCount, SyncGuard
-    from .selftest import SelfTestError, selftest
 
 __version__ = "0.1.0"
 
@@ -33,8 +33,8 @@ _LAZY: Dict[str, Tuple[str, str]] = {
     "SyncEvent": (".events", "SyncEvent"),
     "StepCount": (".guard", "StepCount"),
     "SyncGuard": (".guard", "SyncGuard"),
-    "SelfTestError": (".selftest", "SelfTestError"),
-    "selftest": (".selftest", "selftest"),
+    "SelfTestError": ("._selftest", "SelfTestError"),
+    "selftest": ("._selftest", "selftest"),
 }
 
 

@@ -65,6 +65,8 @@ _Tensor = torch.Tensor
 def _dev(x: Any) -> Optional[str]:
     """Device type of ``x`` if it is a tensor whose data lives on a (counted) device."""
     if isinstance(x, _Tensor):
+        if x.is_cpu:  # the common case, without building a torch.device
+            return "cpu" if "cpu" in HUB.extra_devices else None
         t = x.device.type
         if HUB.is_device_type(t):
             return t
@@ -245,6 +247,8 @@ def _has_bool_dev_index(index: Any) -> Tuple[Optional[str], int]:
     mask_dev: Optional[str] = None
     bounds = 0
     for it in items:
+        if it is None or it is Ellipsis or isinstance(it, int):
+            continue
         if isinstance(it, _Tensor):
             d = _dev(it)
             if d is not None and it.dtype in (torch.bool, torch.uint8):
@@ -299,7 +303,9 @@ def _index_put(args: Tuple[Any, ...], kwargs: Dict[str, Any]) -> Optional[Hit]:
 
 def _model(op: str, self_pos: int = 0) -> Classifier:
     def cls(args: Tuple[Any, ...], kwargs: Dict[str, Any]) -> Optional[Hit]:
-        d = _first_dev(args[: self_pos + 1]) or _first_dev(args) or _first_dev(kwargs.values())
+        d = _dev(args[self_pos]) if len(args) > self_pos else None
+        if d is None:
+            d = _first_dev(args) or (_first_dev(kwargs.values()) if kwargs else None)
         if d is None:
             return None
         model = model_for(d)

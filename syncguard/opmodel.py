@@ -25,9 +25,11 @@ def _arg(args: Tuple[Any, ...], kwargs: Dict[str, Any], i: int, name: str, defau
 
 
 def _is_dev_tensor(x: Any) -> bool:
-    from ._hub import HUB
+    from ._hub import HUB  # light: no torch import, so the model loads without torch
 
-    return hasattr(x, "device") and hasattr(x, "dim") and HUB.is_device_type(x.device.type)
+    if not (hasattr(x, "device") and hasattr(x, "dim")):
+        return False
+    return HUB.is_device_type(x.device.type)
 
 
 def _no_replacement_or_one_sample(args: Tuple[Any, ...], kwargs: Dict[str, Any]) -> bool:
@@ -73,11 +75,19 @@ class OpSyncModel:
     entries: Tuple[ModelEntry, ...]
     versions: Dict[str, str] = dataclasses.field(default_factory=dict)
 
+    def __post_init__(self) -> None:
+        # op -> (entry, condition) with reads > 0, in file order: one dict lookup per call
+        by_op: Dict[str, List[Tuple[ModelEntry, Callable[..., bool]]]] = {}
+        for e in self.entries:
+            if e.reads > 0:
+                by_op.setdefault(e.op, []).append((e, CONDITIONS[e.when]))
+        object.__setattr__(self, "_by_op", by_op)
+
     def reads(self, op: str, args: Tuple[Any, ...], kwargs: Dict[str, Any]
               ) -> Optional[ModelEntry]:
         """The entry that applies to ``op`` with these arguments and reads > 0, else None."""
-        for e in self.entries:
-            if e.op == op and e.reads > 0 and e.applies(args, kwargs):
+        for e, cond in self._by_op.get(op, ()):  # type: ignore[attr-defined]
+            if cond(args, kwargs):
                 return e
         return None
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 import dataclasses
 import getpass
 import hashlib
+import io
 import json
 import os
 import platform
@@ -26,7 +27,7 @@ import socket
 import subprocess
 import sys
 import time
-from typing import IO, TYPE_CHECKING, Any, Dict, List, Optional
+from typing import IO, TYPE_CHECKING, Any, Dict, Iterable, List, Optional
 
 from .events import SyncEvent
 
@@ -220,18 +221,36 @@ class RunResult:
                          "filename": e.get("filename"), "lineno": e.get("lineno")})
         return pd.DataFrame(rows, columns=[*EVENT_COLUMNS, "filename", "lineno"])
 
+    def write_json(self, f: IO[str]) -> None:
+        """Write the whole result as one JSON document to ``f``, one step or event per line,
+        without building the document in memory (a 10k-step run stays flat)."""
+        enc = json.JSONEncoder(default=str, separators=(",", ":"))
+
+        def seq(items: Iterable[Any]) -> None:
+            first = True
+            for it in items:
+                f.write("\n " if first else ",\n ")
+                f.write(enc.encode(it))
+                first = False
+            f.write("\n]" if not first else "]")
+
+        f.write('{"header": ' + enc.encode(self.header) + ',\n"steps": [')
+        seq(s.to_dict() for s in self.steps)
+        f.write(',\n"events": [')
+        seq(self.events)
+        f.write(',\n"footer": ' + enc.encode(self.footer) + "}")
+
     def to_json(self) -> str:
         """The whole result as one JSON document (same content as the JSON Lines file)."""
-        return json.dumps({"header": self.header, "steps": [s.to_dict() for s in self.steps],
-                           "events": self.events, "footer": self.footer}, indent=1,
-                          default=str)
+        buf = io.StringIO()
+        self.write_json(buf)
+        return buf.getvalue()
 
 
 def load(path: str) -> RunResult:
-    """Read a result file, complete or interrupted. Raises :class:`ResultError`."""
+    """Read a result file, complete or interrupted, line by line. Raises :class:`ResultError`."""
     try:
-        with open(path, encoding="utf-8") as f:
-            lines = f.read().splitlines()
+        f = open(path, encoding="utf-8")
     except OSError as exc:
         raise ResultError(f"{path}: cannot read: {exc.strerror}") from None
     header: Optional[Dict[str, Any]] = None
@@ -239,35 +258,37 @@ def load(path: str) -> RunResult:
     events: List[Dict[str, Any]] = []
     notes: List[Dict[str, Any]] = []
     footer = None
-    for i, line in enumerate(lines, 1):
-        if not line.strip():
-            continue
-        try:
-            obj = json.loads(line)
-        except json.JSONDecodeError:
-            if i == len(lines):
-                break  # torn last line of an interrupted run
-            raise ResultError(f"{path}:{i}: not a JSON line") from None
-        if not isinstance(obj, dict):
-            raise ResultError(f"{path}:{i}: not a syncguard result line (a JSON object)")
-        t = obj.get("type")
-        if t == "header":
-            if obj.get("schema") != SCHEMA:
-                raise ResultError(f"{path}: schema {obj.get('schema')!r} is not {SCHEMA}")
-            header = obj
-        elif t == "step":
+    torn: Optional[int] = None  # a line that did not parse: fine only if it is the last one
+    with f:
+        for i, line in enumerate(f, 1):
+            if not line.strip():
+                continue
+            if torn is not None:
+                raise ResultError(f"{path}:{torn}: not a JSON line")
             try:
-                steps.append(StepRecord.from_dict({k: v for k, v in obj.items()
-                                                   if k != "type"}))
-            except (KeyError, TypeError) as exc:
-                raise ResultError(f"{path}:{i}: step line is missing or has a bad field: "
-                                  f"{exc}") from None
-        elif t == "event":
-            events.append({k: v for k, v in obj.items() if k != "type"})
-        elif t == "footer":
-            footer = obj
-        elif t == "note":
-            notes.append(obj)
+                obj = json.loads(line)
+            except json.JSONDecodeError:
+                torn = i  # torn last line of an interrupted run, unless more lines follow
+                continue
+            if not isinstance(obj, dict):
+                raise ResultError(f"{path}:{i}: not a syncguard result line (a JSON object)")
+            t = obj.pop("type", None)
+            if t == "header":
+                if obj.get("schema") != SCHEMA:
+                    raise ResultError(f"{path}: schema {obj.get('schema')!r} is not {SCHEMA}")
+                header = {"type": "header", **obj}
+            elif t == "step":
+                try:
+                    steps.append(StepRecord.from_dict(obj))
+                except (KeyError, TypeError) as exc:
+                    raise ResultError(f"{path}:{i}: step line is missing or has a bad field: "
+                                      f"{exc}") from None
+            elif t == "event":
+                events.append(obj)
+            elif t == "footer":
+                footer = {"type": "footer", **obj}
+            elif t == "note":
+                notes.append({"type": "note", **obj})
     if header is None:
         raise ResultError(f"{path}: no header line: not a syncguard result")
     return RunResult(header, steps, events, footer, notes, path)

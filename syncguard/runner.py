@@ -10,19 +10,15 @@ from typing import Any, Callable, Dict, List, Optional, Tuple
 import torch
 
 from ._hub import allow
+from .devices import DEVICES, DeviceError
 from .events import SyncEvent
 from .guard import SyncGuard
 from .results import ResultWriter, StepRecord, environment, scenario_record
 from .scenario import RequestSpec, Scenario
 
-DEVICES = ("auto", "sim", "npu", "cuda", "cpu")
 READBACK = "engine token readback (the one intended sync per step)"
 
 Progress = Callable[[str, str, str, int, int], None]  # scenario, path, pass, step, total
-
-
-class DeviceError(RuntimeError):
-    """The requested device cannot be used here (exit code 2)."""
 
 
 @dataclasses.dataclass(frozen=True)

@@ -560,3 +560,16 @@ def test_interrupted_run_keeps_finished_steps(tmp_path: Path,
     rc, shown, err = cli(capsys, "show", str(result), *WIDE)
     assert rc == EXIT_OK, err
     assert "INTERRUPTED" in shown and f"{len(res.steps)} steps kept" in shown
+
+
+def test_help_and_argument_errors_do_not_import_torch() -> None:
+    # parsing must stay instant on a 910B host, where importing torch + torch_npu takes seconds
+    code = ("import sys\n"
+            "from syncguard.cli import main\n"
+            "assert main(['run', '--help']) == 0\n"
+            "assert main(['run', '--device', 'tpu']) == 2\n"
+            "assert 'torch' not in sys.modules, 'torch imported'\n")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    assert "invalid choice: 'tpu'" in proc.stderr
+

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 import logging
 import threading
 
@@ -195,6 +196,19 @@ def test_selftest_passes_and_detects_a_broken_detector(monkeypatch: pytest.Monke
     monkeypatch.setattr(intercept, "_targets", lambda: [])  # a detector that sees nothing
     with pytest.raises(syncguard.SelfTestError, match="self-test failed"):
         syncguard.selftest()
+
+
+def test_public_names_survive_importing_every_submodule() -> None:
+    # a submodule named like a public function would replace it on the package once imported
+    import pkgutil
+
+    for mod in pkgutil.walk_packages(syncguard.__path__, "syncguard."):
+        if mod.name.startswith("syncguard.sim") or mod.name.endswith("__main__"):
+            continue  # the simulated device registers a backend when imported
+        __import__(mod.name)
+    for name in syncguard.__all__:
+        assert not inspect.ismodule(getattr(syncguard, name)), name
+    assert callable(syncguard.selftest)
 
 
 def test_bad_arguments() -> None:

@@ -24,9 +24,10 @@ from syncguard.renderers import (
     render,
     renderer_for_path,
     terminal,
+    write,
     write_reports,
 )
-from syncguard.results import ResultWriter, RunResult, StepRecord, load
+from syncguard.results import ResultError, ResultWriter, RunResult, StepRecord, load
 
 GOLDEN_DIR = os.path.join(os.path.dirname(__file__), "data", "golden")
 UPDATE = os.environ.get("SYNCGUARD_UPDATE_GOLDEN") == "1"
@@ -468,6 +469,36 @@ def test_json(result: RunResult) -> None:
     assert set(doc) == {"header", "steps", "events", "footer"}
     assert len(doc["steps"]) == len(result.steps)
     assert doc["footer"]["complete"] is True
+
+
+def test_json_document_holds_every_line_of_the_result(tmp_path: Any,
+                                                      result: RunResult) -> None:
+    # the streamed document written by write() equals the in-memory one, and both hold
+    # exactly the JSON Lines content (steps and events in order)
+    out = os.path.join(str(tmp_path), "r.json")
+    write(result, out)
+    with open(out, encoding="utf-8") as f:
+        streamed = json.load(f)
+    doc = json.loads(result.to_json())
+    assert streamed == doc
+    assert doc["steps"] == [s.to_dict() for s in result.steps]
+    assert doc["events"] == result.events and doc["header"] == result.header
+    assert len(doc["events"]) > 0
+
+
+def test_load_keeps_a_torn_last_line_but_not_a_torn_middle_line(tmp_path: Any) -> None:
+    path = os.path.join(str(tmp_path), "r.jsonl")
+    make_result(tmp_path, "r.jsonl", complete=False)
+    with open(path, encoding="utf-8") as f:
+        lines = f.read().splitlines()
+    n_steps = sum('"type":"step"' in line for line in lines)
+    with open(path, "a", encoding="utf-8") as f:
+        f.write('{"type":"step","scen')  # killed mid-write
+    assert len(load(path).steps) == n_steps
+    with open(path, "w", encoding="utf-8") as f:
+        f.write("\n".join(lines[:3] + ['{"type": "ev'] + lines[3:]) + "\n")
+    with pytest.raises(ResultError, match=r"r\.jsonl:4: not a JSON line"):
+        load(path)
 
 
 def test_registry_and_extensions(result: RunResult) -> None:

@@ -35,7 +35,7 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _selftest(args: argparse.Namespace) -> int:
-    from ..selftest import selftest
+    from .._selftest import selftest
 
     dev = device_for_probe(args.device)
     for line in selftest(dev):
@@ -64,12 +64,12 @@ def main(argv: Optional[List[str]] = None) -> int:
     if not getattr(args, "command", None):
         parser.print_help(sys.stderr)
         return EXIT_USAGE
+    from .._selftest import SelfTestError
     from ..baseline import BaselineError
+    from ..devices import DeviceError
     from ..opmodel import OpModelError
     from ..results import ResultError
-    from ..runner import DeviceError
     from ..scenario import ScenarioError
-    from ..selftest import SelfTestError
 
     try:
         return int(args._main(args))

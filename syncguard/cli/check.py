@@ -42,8 +42,8 @@ def _steps(steps: List[int]) -> str:
 
 def main(args: argparse.Namespace) -> int:
     from .. import runner, scenario
+    from .._selftest import selftest
     from ..baseline import Baseline, Finding, site_key
-    from ..selftest import selftest
     from . import EXIT_OK, EXIT_OVER, UsageError, device_for_probe
     from .run import options
 

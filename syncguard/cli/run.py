@@ -19,7 +19,7 @@ HELP = "run scenarios and write reports (the main job)"
 
 
 def add_common(p: argparse.ArgumentParser) -> None:
-    from ..runner import DEVICES
+    from ..devices import DEVICES
 
     p.add_argument("scenarios", nargs="*", metavar="SCENARIO",
                    help="scenario files or built-in names (default: all built-in)")

@@ -73,11 +73,17 @@ def render(result: RunResult, fmt: str, **options: Any) -> str:
 def write(result: RunResult, path: str, fmt: Optional[str] = None, **options: Any) -> str:
     """Render ``result`` to the file ``path`` (format from the extension unless ``fmt``);
     returns ``path``."""
-    text = render(result, fmt or format_for_path(path), **options)
+    fmt = fmt or format_for_path(path)
+    if fmt not in RENDERERS:
+        raise ValueError(f"unknown format {fmt!r}; known: {', '.join(RENDERERS)}")
     parent = os.path.dirname(os.path.abspath(path))
     os.makedirs(parent, exist_ok=True)
     with open(path, "w", encoding="utf-8", newline="") as f:
-        f.write(text)
+        if fmt == "json":  # streamed: a long run's document is never held as one string
+            result.write_json(f)
+            f.write("\n")
+        else:
+            f.write(render(result, fmt, **options))
     return path
 
 
