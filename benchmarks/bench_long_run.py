@@ -10,7 +10,8 @@ run: RSS at 10%, 50% and 90% of the steps, the maximum during the step loop, the
 1000 steps, and the peak of the whole process, whose end loads the result back and writes the
 reports). Then times ``python -m syncguard show result.jsonl`` (terminal) and
 ``... show result.jsonl -o report.html`` (median of a few runs each, next to the bare CLI start
-``python -m syncguard --help``), with each child's exact peak RSS (``wait4`` rusage).
+``python -m syncguard --help``), with each child's own peak RSS (``VmHWM`` read by the child
+at exit: ``ru_maxrss`` would carry over this benchmark's own RSS through fork and exec).
 
 If the projected run time exceeds ``--budget`` seconds (default 480: 8 minutes), the run is
 stopped after a short measurement and restarted with the largest step count (rounded down to a
@@ -91,12 +92,35 @@ def _tail_state(path: Path) -> Tuple[int, Optional[int], bool]:
     return size, step, '"type":"footer"' in tail
 
 
+#: Runs ``-m MODULE ARGS`` and, at exit, writes the process's own peak RSS (``VmHWM``, kB) to
+#: the file named by SYNCGUARD_BENCH_HWM. (``ru_maxrss`` from ``wait4`` is not the child's own:
+#: Linux carries the parent's high-water mark over fork and exec.)
+_HWM_WRAPPER = (
+    "import atexit, os, runpy, sys\n"
+    "def _hwm():\n"
+    "    with open('/proc/self/status') as f:\n"
+    "        kb = next(line.split()[1] for line in f if line.startswith('VmHWM:'))\n"
+    "    with open(os.environ['SYNCGUARD_BENCH_HWM'], 'w') as f:\n"
+    "        f.write(kb)\n"
+    "atexit.register(_hwm)\n"
+    "mod = sys.argv[2]\n"
+    "sys.argv = [mod] + sys.argv[3:]\n"
+    "runpy.run_module(mod, run_name='__main__', alter_sys=True)\n"
+)
+
+
 class Child:
-    """A subprocess, reaped with ``wait4`` so its peak RSS (``ru_maxrss``) is known."""
+    """A subprocess, reaped with ``wait4``; its own peak RSS is read back at exit."""
 
     def __init__(self, cmd: List[str], stdout: Path, env: Dict[str, str]) -> None:
         self.t0 = time.perf_counter()
         self._out = open(stdout, "wb")
+        self._hwm = stdout.with_suffix(".hwm")
+        if self._hwm.exists():
+            self._hwm.unlink()
+        if cmd[1:2] == ["-m"]:
+            cmd = [cmd[0], "-c", _HWM_WRAPPER, *cmd[1:]]
+            env = {**env, "SYNCGUARD_BENCH_HWM": str(self._hwm)}
         # Run from the output's folder: ``-m`` puts the working folder first on sys.path, and
         # the repository's would shadow ``--pythonpath``.
         self.proc = subprocess.Popen(
@@ -117,7 +141,10 @@ class Child:
         self.wall = time.perf_counter() - self.t0
         self.rc = os.waitstatus_to_exitcode(status)
         self.proc.returncode = self.rc
-        self.maxrss_kb = int(ru.ru_maxrss)
+        try:
+            self.maxrss_kb = int(self._hwm.read_text())
+        except (OSError, ValueError):  # killed before exit: no own figure
+            self.maxrss_kb = None
         self._out.close()
         return True
 

@@ -6,11 +6,10 @@ from typing import List
 
 import torch
 
+from .events import SelfTestError
 from .guard import SyncGuard
 
-
-class SelfTestError(RuntimeError):
-    """The guard failed to see a planted sync: its counts cannot be trusted."""
+__all__ = ["SelfTestError", "selftest"]
 
 
 def selftest(device: str | None = None) -> List[str]:

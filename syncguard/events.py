@@ -21,6 +21,10 @@ IN_KERNEL = "in_kernel"
 KINDS: Tuple[str, ...] = (SCALAR_READ, D2H_COPY, DATA_DEPENDENT, H2D_COPY, EXPLICIT_SYNC, IN_KERNEL)
 
 
+class SelfTestError(RuntimeError):
+    """The guard failed to see a planted sync: its counts cannot be trusted."""
+
+
 class HostSyncError(RuntimeError):
     """Raised by ``SyncGuard(on_sync="raise")`` at the call that would make the host wait."""
 

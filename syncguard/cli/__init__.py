@@ -64,9 +64,9 @@ def main(argv: Optional[List[str]] = None) -> int:
     if not getattr(args, "command", None):
         parser.print_help(sys.stderr)
         return EXIT_USAGE
-    from .._selftest import SelfTestError
     from ..baseline import BaselineError
     from ..devices import DeviceError
+    from ..events import SelfTestError
     from ..opmodel import OpModelError
     from ..results import ResultError
     from ..scenario import ScenarioError
