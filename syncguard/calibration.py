@@ -121,6 +121,7 @@ def summary_lines(cal: Dict[str, Any]) -> List[str]:
 
 
 def main(argv: Optional[List[str]] = None) -> int:
+    """Exit 0: every disagreement explained; 1: some unexplained (listed)."""
     ap = argparse.ArgumentParser(prog="python -m syncguard.calibration")
     ap.add_argument("--device", required=True, choices=sorted(MECHANISMS))
     ap.add_argument("--out", required=True)
@@ -132,7 +133,12 @@ def main(argv: Optional[List[str]] = None) -> int:
     with open(os.path.join(a.out, f"opmodel-{cal['backend']}.json"), "w", encoding="utf-8") as f:
         json.dump(cal["model"], f, indent=1)
     print("\n".join(summary_lines(cal)))
-    return 0
+    return 1 if unexplained(cal) else 0
+
+
+def unexplained(cal: Dict[str, Any]) -> int:
+    """Disagreements with the native ground truth that no documented blind spot explains."""
+    return sum(1 for r in cal["cases"] for d in r["disagreements"] if not d["known_reason"])
 
 
 if __name__ == "__main__":

@@ -7,8 +7,9 @@ Run as a child process (trace activation cannot be undone)::
 
 For each scenario and path, the counted pass runs under syncguard and the native mechanism at
 once (CUDA: sync debug mode and trace callbacks; NPU: trace callbacks; sim: the simulated
-backend's own op count). Every step where the totals differ (hidden + allowed syncs: the
-native side cannot tell them apart) is listed.
+backend's own op count). Every step is compared on its total (hidden + allowed syncs: the native
+side cannot tell them apart) and site by site (``file:line`` of the user code, counted per
+sync); a step that differs in either is a disagreement, listed with both sides' sites.
 """
 
 from __future__ import annotations
@@ -23,7 +24,9 @@ MECHANISM = {"cuda": "cuda-trace", "npu": "npu-trace", "sim": "sim-backend"}
 
 def crosscheck_pass(sc: Any, path: str, target: Any, mechanism: str) -> Dict[str, Any]:
     """One counted pass with syncguard and ``mechanism`` side by side, per step."""
-    from .groundtruth import native_counter
+    from collections import Counter
+
+    from .groundtruth import native_counter, normalize_site
     from .guard import SyncGuard
     from .runner import DecodeLoop, _seed
 
@@ -34,14 +37,23 @@ def crosscheck_pass(sc: Any, path: str, target: Any, mechanism: str) -> Dict[str
     with SyncGuard(warmup=sc.warmup) as g:
         with counter:
             for step in range(sc.steps):
-                n0, e0 = counter.count, len(g.events)
+                n0, s0, e0 = counter.count, len(counter.sites), len(g.events)
                 with g.step(step):
                     loop.run_step(step)
                 evs = g.events[e0:]
-                ours = sum(e.count for e in evs)
-                steps.append({"step": step, "syncguard": ours, "native": counter.count - n0,
-                              "sites": sorted({e.site for e in evs})})
-    bad = [s for s in steps if s["syncguard"] != s["native"]]
+                ours_sites: Counter[str] = Counter()
+                for e in evs:
+                    ours_sites[normalize_site(e.site)] += e.count
+                native_sites = Counter(counter.sites[s0:])
+                steps.append({
+                    "step": step, "syncguard": sum(ours_sites.values()),
+                    "native": counter.count - n0,
+                    "sites": sorted({e.site for e in evs}),
+                    "syncguard_sites": dict(sorted(ours_sites.items())),
+                    "native_sites": dict(sorted(native_sites.items())),
+                    "sites_agree": ours_sites == native_sites,
+                })
+    bad = [s for s in steps if s["syncguard"] != s["native"] or not s["sites_agree"]]
     return {"scenario": sc.name, "path": path, "mechanism": mechanism, "steps": steps,
             "disagreements": bad, "agree": len(steps) - len(bad), "total": len(steps)}
 
@@ -65,8 +77,10 @@ def summary_lines(doc: Dict[str, Any]) -> List[str]:
         lines.append(f"  {p['scenario']} [{p['path']}]: {p['agree']}/{p['total']} steps "
                      f"{state}")
         for d in p["disagreements"]:
-            lines.append(f"    step {d['step']}: syncguard {d['syncguard']} vs native "
-                         f"{d['native']} (sites: {', '.join(d['sites']) or '-'})")
+            ours = ", ".join(f"{k} x{v}" for k, v in d["syncguard_sites"].items()) or "-"
+            native = ", ".join(f"{k} x{v}" for k, v in d["native_sites"].items()) or "-"
+            lines.append(f"    step {d['step']}: syncguard {d['syncguard']} at {ours}; native "
+                         f"{d['native']} at {native}")
     return lines
 
 

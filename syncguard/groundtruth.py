@@ -63,7 +63,7 @@ class NativeCounter:
         site = _user_site()
         with self._lock:
             self._n += n
-            self.sites.append(site)
+            self.sites.extend([site] * n)  # one entry per sync: per-site counts line up
 
     def __enter__(self) -> NativeCounter:
         return self
@@ -84,8 +84,18 @@ def _user_site() -> str:
         if not f.startswith((tdir, os.path.join(here, "groundtruth.py"),
                              os.path.join(here, "intercept.py"), os.path.join(here, "_hub.py"),
                              os.path.join(here, "sim"))):
-            return f"{fr.filename}:{fr.lineno}"
+            return normalize_site(f"{fr.filename}:{fr.lineno}")
     return "<unknown>"
+
+
+def normalize_site(site: str) -> str:
+    """``file:line`` with an absolute file path, so syncguard's and native sites compare."""
+    import os
+
+    f, sep, line = site.rpartition(":")
+    if not sep or f.startswith("<"):
+        return site
+    return f"{os.path.abspath(f)}:{line}"
 
 
 class CudaDebugModeCounter(NativeCounter):
@@ -141,22 +151,41 @@ class TraceCounter(NativeCounter):
     def _register(self) -> None:
         if TraceCounter._registered.get(self.backend):
             return
+        import importlib
+
         if self.backend == "cuda":
             import torch
 
-            gt = torch.cuda._gpu_trace
+            # not imported by ``import torch``: import the trace module itself
+            gt = importlib.import_module("torch.cuda._gpu_trace")
             torch._C._activate_gpu_trace()
         else:
             import torch_npu  # type: ignore[import-not-found]
 
-            gt = torch_npu.utils._npu_trace
-            torch_npu._C._activate_npu_trace()
+            gt = importlib.import_module("torch_npu.utils._npu_trace")
+            act = torch_npu._C._activate_npu_trace
+            try:
+                act(0)  # newer torch_npu: a mode argument (0 = stream trace)
+            except TypeError:
+                act()
+        registered = []
         for what in ("stream", "device", "event"):
-            reg = getattr(gt, f"register_callback_for_{what}_synchronization", None)
-            if reg is None:
-                reg = getattr(gt, f"register_callback_for_npu_{what}_synchronization", None)
-            if reg is not None:
-                reg(TraceCounter._callback)
+            for name in (f"register_callback_for_{what}_synchronization",
+                         f"register_callback_for_npu_{what}_synchronization"):
+                reg = getattr(gt, name, None)
+                if reg is None:
+                    continue
+                try:
+                    reg(TraceCounter._callback)
+                except TypeError:  # torch_npu: (callback, callback name)
+                    reg(TraceCounter._callback, f"syncguard_{what}_sync")
+                registered.append(name)
+                break
+        if not registered:
+            raise RuntimeError(
+                f"{gt.__name__} has no synchronization callbacks to register "
+                f"(looked for register_callback_for[_npu]_{{stream,device,event}}_"
+                f"synchronization): this {self.backend} build cannot give a native count")
         TraceCounter._registered[self.backend] = True
 
     def __enter__(self) -> TraceCounter:

@@ -128,3 +128,178 @@ def test_device_check_script_is_valid_and_names_real_entry_points() -> None:
     assert {"syncguard", "syncguard.calibration", "pytest"} <= mods
     for m in mods:
         assert importlib.util.find_spec(m) is not None, m
+
+
+def test_device_check_script_fails_loudly() -> None:
+    # a crash before "| tee" must not be swallowed, and only real CLI options are used
+    import re
+
+    text = open("scripts/device_check.sh", encoding="utf-8").read()
+    assert re.search(r"^set -[a-z]*o pipefail", text, re.M)
+    assert "torch.cuda.is_available()" in text
+    assert sum(int(t) for t in re.findall(r"timeout (\d+) ", text)) <= 480
+    from syncguard.cli import _parser
+
+    run_opts = {o for a in _parser()._subparsers._group_actions[0].choices["run"]._actions
+                for o in a.option_strings}
+    used = set(re.findall(r"(--[a-z-]+)", text.split("syncguard run", 1)[1].split("\n\n")[0]))
+    assert used - {"--device", "--paths"} <= run_opts | {"--paths"}, used - run_opts
+
+
+# ------------------------------------------------------- native counters, with fake runtimes
+class _Registry:
+    def __init__(self, two_args: bool) -> None:
+        self.callbacks: list = []
+        self.two_args = two_args
+
+    def register(self, cb: object, *name: str) -> None:
+        if self.two_args and len(name) != 1:
+            raise TypeError("register_callback(cb, cb_name) takes 2 arguments")
+        if not self.two_args and name:
+            raise TypeError("takes 1 argument")
+        self.callbacks.append(cb)
+
+    def fire(self, *args: object) -> None:
+        for cb in self.callbacks:
+            cb(*args)
+
+
+def _fake_npu(monkeypatch: pytest.MonkeyPatch, with_sync_callbacks: bool) -> dict:
+    """A torch_npu whose trace API has the current signatures: ``_activate_npu_trace(mode)``
+    and ``register_callback_for_npu_*_synchronization(cb, cb_name)``."""
+    import types
+
+    from syncguard.groundtruth import TraceCounter
+
+    regs = {w: _Registry(two_args=True) for w in ("stream", "device", "event")}
+    trace = types.ModuleType("torch_npu.utils._npu_trace")
+    if with_sync_callbacks:
+        for w, r in regs.items():
+            setattr(trace, f"register_callback_for_npu_{w}_synchronization", r.register)
+    activated: list = []
+
+    def activate(mode: int) -> None:
+        activated.append(mode)
+
+    tn = types.ModuleType("torch_npu")
+    tn._C = types.SimpleNamespace(_activate_npu_trace=activate)  # type: ignore[attr-defined]
+    utils = types.ModuleType("torch_npu.utils")
+    utils._npu_trace = trace  # type: ignore[attr-defined]
+    tn.utils = utils  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "torch_npu", tn)
+    monkeypatch.setitem(sys.modules, "torch_npu.utils", utils)
+    monkeypatch.setitem(sys.modules, "torch_npu.utils._npu_trace", trace)
+    monkeypatch.setattr(TraceCounter, "_registered", {})
+    return {"regs": regs, "activated": activated}
+
+
+def test_npu_trace_counter_registers_with_the_torch_npu_signatures(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    fake = _fake_npu(monkeypatch, with_sync_callbacks=True)
+    counter = native_counter("npu-trace")
+    with counter:
+        fake["regs"]["stream"].fire(7)
+        fake["regs"]["event"].fire(3)
+        fake["regs"]["device"].fire()
+    fake["regs"]["stream"].fire(7)  # after exit: not counted
+    assert fake["activated"] == [0]
+    assert counter.count == 3
+    assert all(s.endswith(".py:" + s.rsplit(":", 1)[1]) for s in counter.sites)
+    assert counter.sites[0].startswith(__file__.rsplit(".", 1)[0])  # this file, the caller
+
+
+def test_npu_trace_counter_without_sync_callbacks_refuses(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    _fake_npu(monkeypatch, with_sync_callbacks=False)
+    with pytest.raises(RuntimeError, match="no synchronization callbacks"):
+        with native_counter("npu-trace"):
+            pass
+
+
+def test_cuda_trace_counter_imports_the_trace_module_itself(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # ``import torch`` does not import torch.cuda._gpu_trace; the counter must, and it must
+    # count each stream/device/event synchronisation the trace fires
+    import importlib
+
+    from syncguard.groundtruth import TraceCounter
+
+    gt = importlib.import_module("torch.cuda._gpu_trace")
+    monkeypatch.setattr(TraceCounter, "_registered", {})
+    monkeypatch.setattr(torch._C, "_activate_gpu_trace", lambda: None)
+    regs = {
+        "stream": gt.StreamSynchronizationCallbacks,
+        "device": gt.DeviceSynchronizationCallbacks,
+        "event": gt.EventSynchronizationCallbacks,
+    }
+    before = {w: list(r.callback_list) for w, r in regs.items()}
+    try:
+        counter = native_counter("cuda-trace")
+        with counter:
+            regs["stream"].fire_callbacks(1)
+            regs["device"].fire_callbacks()
+            regs["event"].fire_callbacks(2)
+        assert counter.count == 3
+    finally:
+        for w, r in regs.items():
+            r.callback_list[:] = before[w]
+
+
+def test_crosscheck_compares_sites_and_fails_on_disagreement(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: object) -> None:
+    from syncguard import crosscheck, groundtruth
+    from syncguard.runner import resolve_target
+
+    sc = parse(TINY)
+    ok = crosscheck.crosscheck_pass(sc, "legacy", resolve_target("sim"), "sim-backend")
+    step = ok["steps"][3]
+    assert step["sites_agree"] and step["syncguard_sites"] == step["native_sites"]
+    assert sum(step["native_sites"].values()) == 2
+    assert any("sampler.py" in s for s in step["native_sites"])
+
+    class Blind(groundtruth.NativeCounter):
+        name = "blind"
+
+    monkeypatch.setattr(groundtruth, "native_counter", lambda kind: Blind())
+    bad = crosscheck.crosscheck_pass(sc, "legacy", resolve_target("sim"), "sim-backend")
+    assert len(bad["disagreements"]) == 6
+    doc = {"mechanism": "blind", "passes": [bad]}
+    lines = crosscheck.summary_lines(doc)
+    assert "0/6 steps DISAGREE" in lines[1]
+    assert "sampler.py" in lines[2] and "native 0 at -" in lines[2]
+
+
+def test_run_crosscheck_exit_code_follows_agreement(tmp_path: object) -> None:
+    from pathlib import Path
+
+    tmp = Path(str(tmp_path))
+    (tmp / "cc.toml").write_text(TINY, encoding="utf-8")
+    proc = subprocess.run([sys.executable, "-m", "syncguard", "run", str(tmp / "cc.toml"),
+                           "--device", "sim", "--out", str(tmp / "out"), "--no-timed",
+                           "--crosscheck"], capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr
+    doc = json.loads((tmp / "out" / "crosscheck.json").read_text(encoding="utf-8"))
+    assert all(p["disagreements"] == [] for p in doc["passes"])
+    assert len(doc["passes"]) == 3
+
+
+def test_calibration_exit_code_counts_only_unexplained(monkeypatch: pytest.MonkeyPatch,
+                                                       tmp_path: object) -> None:
+    from syncguard import calibration
+
+    def fake(kind: str) -> dict:
+        return {"kind": kind, "backend": "npu", "mechanisms": ["m"], "versions": {},
+                "model": {"entries": []},
+                "cases": [{"case": "a", "disagreements": [
+                    {"mechanism": "m", "syncguard": 1, "native": 0, "known_reason": "doc"}]}]}
+
+    monkeypatch.setattr(calibration, "calibrate", fake)
+    assert calibration.main(["--device", "sim", "--out", str(tmp_path)]) == 0
+
+    def fake_bad(kind: str) -> dict:
+        cal = fake(kind)
+        cal["cases"][0]["disagreements"][0]["known_reason"] = None
+        return cal
+
+    monkeypatch.setattr(calibration, "calibrate", fake_bad)
+    assert calibration.main(["--device", "sim", "--out", str(tmp_path)]) == 1

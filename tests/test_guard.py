@@ -218,3 +218,14 @@ def test_bad_arguments() -> None:
     with g:
         with pytest.raises(RuntimeError, match="already active"):
             g.__enter__()
+
+
+@pytest.mark.cuda
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+@pytest.mark.parametrize("case", CATCH + ZERO, ids=lambda c: c.name)
+def test_catalogue_on_real_cuda_matches_cuda_model(case: Case) -> None:
+    with SyncGuard() as g:
+        case.fn("cuda")
+    assert g.count == case.expected("cuda"), [e.describe() for e in g.events]
+    assert all(ev.device == "cuda" for ev in g.counted_events)
+

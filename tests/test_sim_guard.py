@@ -28,6 +28,23 @@ def test_catalogue_on_simulated_npu_matches_npu_model(case: Case) -> None:
         assert ev.device == "npu"
 
 
+@pytest.mark.parametrize("case", [c for c in CATCH if c.expected("npu") > 0],
+                         ids=lambda c: c.name)
+def test_simulated_npu_blames_the_exact_line(case: Case) -> None:
+    # the innermost user frame is the event's line, and the case's own line is on the stack
+    # (a case calling a helper, e.g. ``_if``, is blamed on the helper's ``if`` line)
+    with SyncGuard() as g:
+        case.fn(DEV)
+    case_line, case_fn = case.fn.__code__.co_firstlineno, case.fn.__name__
+    assert g.counted_events
+    for ev in g.counted_events:
+        assert (ev.filename, ev.lineno) == (ev.stack[0].filename, ev.stack[0].lineno)
+        frames = [(f.lineno, f.function) for f in ev.stack if f.filename.endswith("catalogue.py")]
+        assert frames and frames[0][0] == ev.lineno, ev.describe()
+        assert any(ln == case_line or fn == case_fn != "<lambda>" for ln, fn in frames), (
+            case_line, frames)
+
+
 def test_backend_layer_agrees_with_python_layer_on_the_catalogue() -> None:
     """An independent second layer: the simulated backend counts host-read ATen ops itself.
     Every disagreement with the interceptors must be a documented blind spot."""

@@ -12,10 +12,21 @@ import argparse
 import os
 import sys
 import time
-from typing import List, Optional
+from typing import Any, List, Optional
 
 NAME = "run"
 HELP = "run scenarios and write reports (the main job)"
+
+
+class _AppendPaths(argparse.Action):
+    """``--paths``/``--path``: append, and remember which spelling was used (for errors)."""
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace,
+                 values: Any, option_string: Optional[str] = None) -> None:
+        items = list(getattr(namespace, self.dest, None) or [])
+        items.append(values)
+        setattr(namespace, self.dest, items)
+        namespace.paths_flag = option_string or "--paths"
 
 
 def add_common(p: argparse.ArgumentParser) -> None:
@@ -25,7 +36,7 @@ def add_common(p: argparse.ArgumentParser) -> None:
                    help="scenario files or built-in names (default: all built-in)")
     p.add_argument("--device", default="auto", choices=DEVICES,
                    help="auto (npu if torch_npu works, else sim), sim, npu, cuda or cpu")
-    p.add_argument("--paths", "--path", dest="paths", action="append", default=None,
+    p.add_argument("--paths", "--path", dest="paths", action=_AppendPaths, default=None,
                    metavar="PATH", help="sampling path(s): legacy, flag, flag-recompute "
                    "(repeat or comma-separate; default: the scenario's)")
     p.add_argument("--steps", type=int, default=None, help="override the steps per scenario")
@@ -61,7 +72,7 @@ def crosscheck(scenarios: List[object], opts: object, out: str) -> int:
     return subprocess.run(cmd).returncode
 
 
-def parse_paths(raw: Optional[List[str]]) -> Optional[List[str]]:
+def parse_paths(raw: Optional[List[str]], flag: str = "--paths") -> Optional[List[str]]:
     from ..scenario import PATHS
     from . import UsageError
 
@@ -72,7 +83,7 @@ def parse_paths(raw: Optional[List[str]]) -> Optional[List[str]]:
         for p in chunk.split(","):
             p = p.strip()
             if p not in PATHS:
-                raise UsageError(f"--paths: unknown path {p!r}; valid: {', '.join(PATHS)}")
+                raise UsageError(f"{flag}: unknown path {p!r}; valid: {', '.join(PATHS)}")
             if p not in out:
                 out.append(p)
     return out
@@ -88,7 +99,8 @@ def options(args: argparse.Namespace, counted: bool = True, timed: bool = True):
         raise UsageError(f"--warmup: must be >= 0, got {args.warmup}")
     if args.steps is not None and args.warmup is not None and args.warmup >= args.steps:
         raise UsageError(f"--warmup: must be < --steps ({args.steps}), got {args.warmup}")
-    return RunOptions(device=args.device, paths=parse_paths(args.paths), steps=args.steps,
+    paths = parse_paths(args.paths, getattr(args, "paths_flag", "--paths"))
+    return RunOptions(device=args.device, paths=paths, steps=args.steps,
                       warmup=args.warmup, counted=counted, timed=timed)
 
 
@@ -116,7 +128,7 @@ def main(args: argparse.Namespace) -> int:
 
     from .. import results, runner, scenario
     from ..renderers import terminal, write_reports
-    from . import EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_OK
+    from . import EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_OK, EXIT_OVER
 
     opts = options(args, timed=not args.no_timed)
     scenarios = runner.prepare(scenario.resolve(args.scenarios), opts)
@@ -153,8 +165,10 @@ def main(args: argparse.Namespace) -> int:
         return EXIT_INTERRUPTED
     if args.crosscheck:
         rc = crosscheck(scenarios, opts, out)
-        err.print(f"Wrote {os.path.join(out, 'crosscheck.json')}"
-                  + ("" if rc == 0 else " (disagreements listed above)"))
         if rc not in (0, 1):
             return EXIT_INTERNAL
+        err.print(f"Wrote {os.path.join(out, 'crosscheck.json')}"
+                  + ("" if rc == 0 else " (disagreements listed above)"))
+        if rc == 1:  # syncguard and the native count disagree: the run's counts are suspect
+            return EXIT_OVER
     return EXIT_OK
