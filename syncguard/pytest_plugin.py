@@ -130,23 +130,9 @@ def _option(config: pytest.Config, name: str) -> Any:
 
 
 def _to_allow(specs: Iterable[Any], where: str) -> Tuple[Tuple[str, str], ...]:
-    out: List[Tuple[str, str]] = []
-    if isinstance(specs, (str, dict)):
-        specs = [specs]
-    for s in specs:
-        if isinstance(s, str) and s:
-            out.append((s, f"allowed call site {s} ({where})"))
-        elif isinstance(s, dict) and isinstance(s.get("site"), str) and s["site"]:
-            reason = s.get("reason") or f"allowed call site {s['site']} ({where})"
-            out.append((s["site"], str(reason)))
-        elif (isinstance(s, (tuple, list)) and len(s) == 2
-              and all(isinstance(x, str) and x for x in s)):
-            out.append((s[0], s[1]))
-        else:
-            raise ValueError(f"{where}: allow entries are 'file.py:line', 'pkg.mod:function', "
-                             f"'function', (site, reason) or {{site = ..., reason = ...}}; "
-                             f"got {s!r}")
-    return tuple(out)
+    from .config import to_allow
+
+    return to_allow(specs, where)
 
 
 def _to_devices(value: Any, where: str) -> Tuple[str, ...]:
@@ -170,6 +156,8 @@ def _to_count(value: Any, where: str) -> int:
 
 
 def _pyproject(config: pytest.Config) -> Tuple[Optional[str], Dict[str, Any]]:
+    from .config import load_tool_table
+
     ini = config.inipath
     path = ini if ini is not None and ini.name == "pyproject.toml" else None
     if path is None:
@@ -177,19 +165,10 @@ def _pyproject(config: pytest.Config) -> Tuple[Optional[str], Dict[str, Any]]:
         path = cand if cand.is_file() else None
     if path is None:
         return None, {}
-    if sys.version_info >= (3, 11):
-        import tomllib
-    else:  # pragma: no cover
-        import tomli as tomllib
     try:
-        with open(path, "rb") as f:
-            data = tomllib.load(f)
-    except (OSError, ValueError) as exc:
-        raise pytest.UsageError(f"syncguard: cannot read {path}: {exc}") from exc
-    table = data.get("tool", {}).get("syncguard", {})
-    if not isinstance(table, dict):
-        raise pytest.UsageError(f"syncguard: [tool.syncguard] in {path} must be a table")
-    return str(path), table
+        return str(path), load_tool_table(str(path))
+    except ValueError as exc:
+        raise pytest.UsageError(f"syncguard: {exc}") from None
 
 
 def _defaults(config: pytest.Config) -> Defaults:

@@ -47,10 +47,11 @@ class StepRecord:
 
     ``pass_`` is ``"counted"`` (under the guard) or ``"timed"`` (no interceptors). ``syncs``
     hidden host syncs and ``allowed`` allowed ones (counted pass; 0 on the timed pass).
-    ``latency_ms``: host wall time between this step's token readback and the previous one
-    (milliseconds). ``device_ms``: device time of the step from device events (real devices
-    only, else None). ``branch``: ``greedy``/``simple``/``fused``/``generic``. ``eligible``:
-    the host flag ``npu_top_k_top_p_eligible`` at this step. ``tokens``: the sampled ids.
+    ``latency_ms``: host wall time from the start of the step to its token readback
+    (milliseconds; consecutive readbacks minus syncguard's own result writing).
+    ``device_ms``: device time of the step from device events (real devices only, else None).
+    ``branch``: ``greedy``/``simple``/``fused``/``generic``. ``eligible``: the host flag
+    ``npu_top_k_top_p_eligible`` at this step. ``tokens``: the sampled ids.
     """
 
     scenario: str
@@ -90,7 +91,8 @@ STEP_COLUMNS = {
     "branch": "sampler branch taken: greedy, simple, fused, generic",
     "syncs": "hidden host syncs in the step (count)",
     "allowed": "allowed host syncs in the step (count; the token readback)",
-    "latency_ms": "host time between consecutive token readbacks (ms)",
+    "latency_ms": "host time of the step up to its token readback, syncguard's own writing "
+                  "excluded (ms)",
     "device_ms": "device time of the step from device events (ms; real devices only)",
     "eligible": "host flag npu_top_k_top_p_eligible at this step",
 }
@@ -238,6 +240,8 @@ class RunResult:
         seq(s.to_dict() for s in self.steps)
         f.write(',\n"events": [')
         seq(self.events)
+        f.write(',\n"notes": [')
+        seq(self.notes)
         f.write(',\n"footer": ' + enc.encode(self.footer) + "}")
 
     def to_json(self) -> str:
@@ -247,48 +251,84 @@ class RunResult:
         return buf.getvalue()
 
 
+def _load_document(path: str, f: IO[str]) -> RunResult:
+    """A ``result.json`` document (:meth:`RunResult.write_json`)."""
+    try:
+        doc = json.load(f)
+    except json.JSONDecodeError as exc:
+        raise ResultError(f"{path}:{exc.lineno}: not a JSON document: {exc.msg}") from None
+    header = doc.get("header") if isinstance(doc, dict) else None
+    if not isinstance(header, dict):
+        raise ResultError(f"{path}: header: missing: not a syncguard result")
+    if header.get("schema") != SCHEMA:
+        raise ResultError(f"{path}: header.schema {header.get('schema')!r} is not {SCHEMA}")
+    steps: List[StepRecord] = []
+    for i, d in enumerate(doc.get("steps") or []):
+        try:
+            steps.append(StepRecord.from_dict(d))
+        except (KeyError, TypeError, AttributeError) as exc:
+            raise ResultError(f"{path}: steps[{i}]: missing or bad field: {exc}") from None
+    events = doc.get("events") or []
+    if not all(isinstance(e, dict) for e in events):
+        raise ResultError(f"{path}: events: every event must be a JSON object")
+    return RunResult(header, steps, events, doc.get("footer"), list(doc.get("notes") or []),
+                     path)
+
+
 def load(path: str) -> RunResult:
-    """Read a result file, complete or interrupted, line by line. Raises :class:`ResultError`."""
+    """Read a result: the streamed ``result.jsonl`` (complete or interrupted, line by line) or
+    the ``result.json`` document written from it. Raises :class:`ResultError`."""
     try:
         f = open(path, encoding="utf-8")
     except OSError as exc:
         raise ResultError(f"{path}: cannot read: {exc.strerror}") from None
+    with f:
+        if f.read(len(_DOC_START)) == _DOC_START:
+            f.seek(0)
+            return _load_document(path, f)
+        f.seek(0)
+        return _load_lines(path, f)
+
+
+_DOC_START = '{"header": '
+
+
+def _load_lines(path: str, f: IO[str]) -> RunResult:
     header: Optional[Dict[str, Any]] = None
     steps: List[StepRecord] = []
     events: List[Dict[str, Any]] = []
     notes: List[Dict[str, Any]] = []
     footer = None
     torn: Optional[int] = None  # a line that did not parse: fine only if it is the last one
-    with f:
-        for i, line in enumerate(f, 1):
-            if not line.strip():
-                continue
-            if torn is not None:
-                raise ResultError(f"{path}:{torn}: not a JSON line")
+    for i, line in enumerate(f, 1):
+        if not line.strip():
+            continue
+        if torn is not None:
+            raise ResultError(f"{path}:{torn}: not a JSON line")
+        try:
+            obj = json.loads(line)
+        except json.JSONDecodeError:
+            torn = i  # torn last line of an interrupted run, unless more lines follow
+            continue
+        if not isinstance(obj, dict):
+            raise ResultError(f"{path}:{i}: not a syncguard result line (a JSON object)")
+        t = obj.pop("type", None)
+        if t == "header":
+            if obj.get("schema") != SCHEMA:
+                raise ResultError(f"{path}: schema {obj.get('schema')!r} is not {SCHEMA}")
+            header = {"type": "header", **obj}
+        elif t == "step":
             try:
-                obj = json.loads(line)
-            except json.JSONDecodeError:
-                torn = i  # torn last line of an interrupted run, unless more lines follow
-                continue
-            if not isinstance(obj, dict):
-                raise ResultError(f"{path}:{i}: not a syncguard result line (a JSON object)")
-            t = obj.pop("type", None)
-            if t == "header":
-                if obj.get("schema") != SCHEMA:
-                    raise ResultError(f"{path}: schema {obj.get('schema')!r} is not {SCHEMA}")
-                header = {"type": "header", **obj}
-            elif t == "step":
-                try:
-                    steps.append(StepRecord.from_dict(obj))
-                except (KeyError, TypeError) as exc:
-                    raise ResultError(f"{path}:{i}: step line is missing or has a bad field: "
-                                      f"{exc}") from None
-            elif t == "event":
-                events.append(obj)
-            elif t == "footer":
-                footer = {"type": "footer", **obj}
-            elif t == "note":
-                notes.append({"type": "note", **obj})
+                steps.append(StepRecord.from_dict(obj))
+            except (KeyError, TypeError) as exc:
+                raise ResultError(f"{path}:{i}: step line is missing or has a bad field: "
+                                  f"{exc}") from None
+        elif t == "event":
+            events.append(obj)
+        elif t == "footer":
+            footer = {"type": "footer", **obj}
+        elif t == "note":
+            notes.append({"type": "note", **obj})
     if header is None:
         raise ResultError(f"{path}: no header line: not a syncguard result")
     return RunResult(header, steps, events, footer, notes, path)

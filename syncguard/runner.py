@@ -252,13 +252,15 @@ def run_pass(sc: Scenario, path: str, target: Target, counted: bool,
                 latency_ms=(now - t_prev) * 1e3, device_ms=timer.elapsed(h),
                 eligible=bool(loop.batch.npu_top_k_top_p_eligible), tokens=tokens,
             )
-            t_prev = now
             if collect:
                 records.append(rec)
             if writer is not None:
                 writer.step(rec, evs)
             if progress is not None:
                 progress(sc.name, path, pass_, step + 1, sc.steps)
+            # the next step's latency starts here: syncguard's own writing (fsync) and
+            # progress drawing are not the decode loop's time
+            t_prev = time.perf_counter()
     finally:
         if guard is not None:
             guard.__exit__(None, None, None)

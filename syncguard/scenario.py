@@ -50,8 +50,19 @@ else:  # pragma: no cover
 
 PATHS: Tuple[str, ...] = ("legacy", "flag", "flag-recompute")
 DTYPES = ("float32", "float16", "bfloat16")
-BUILTIN_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
-                           "scenarios")
+
+
+def _builtin_dir() -> str:
+    """The built-in scenarios: the checkout's ``scenarios/`` folder, which an installed wheel
+    carries as ``syncguard/scenarios/``."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    for d in (os.path.join(os.path.dirname(here), "scenarios"), os.path.join(here, "scenarios")):
+        if os.path.isdir(d) and any(n.endswith(".toml") for n in os.listdir(d)):
+            return d
+    return os.path.join(here, "scenarios")
+
+
+BUILTIN_DIR = _builtin_dir()
 
 
 class ScenarioError(ValueError):
@@ -279,10 +290,10 @@ def load(path: str) -> Scenario:
 
 
 def builtin_paths() -> List[str]:
-    """The scenario files shipped in the repository's ``scenarios/`` folder, sorted."""
+    """The built-in scenario files (``scenarios/`` of the checkout or the wheel), sorted."""
     if not os.path.isdir(BUILTIN_DIR):
-        raise ScenarioError(f"{BUILTIN_DIR}: built-in scenarios not found (install syncguard "
-                            f"from a checkout with `pip install -e .`, or name scenario files)")
+        raise ScenarioError(f"{BUILTIN_DIR}: built-in scenarios not found (a broken install: "
+                            f"reinstall syncguard, or name scenario files)")
     return sorted(os.path.join(BUILTIN_DIR, n) for n in os.listdir(BUILTIN_DIR)
                   if n.endswith(".toml"))
 

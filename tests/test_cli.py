@@ -585,3 +585,60 @@ def test_parsing_show_and_compare_do_not_import_torch(tmp_path: Path) -> None:
     assert proc.returncode == 0, proc.stderr
     assert "invalid choice: 'tpu'" in proc.stderr
     assert (tmp_path / "r.html").stat().st_size > 0
+
+
+def test_check_refuses_to_gate_when_the_self_test_fails(monkeypatch: pytest.MonkeyPatch,
+                                                        capsys: pytest.CaptureFixture) -> None:
+    # "0 syncs" must never mean "the detector was off": a blind guard is exit 3, not 0
+    from syncguard import _selftest
+    from syncguard.cli import EXIT_INTERNAL
+    from syncguard.events import SelfTestError
+
+    def blind(device: Optional[str] = None) -> List[str]:
+        raise SelfTestError("syncguard self-test failed on cpu: bool(tensor) gave 0 syncs")
+
+    monkeypatch.setattr(_selftest, "selftest", blind)
+    rc, out, err = cli(capsys, "check", SMALL, "--device", "sim", "--path", "flag")
+    assert rc == EXIT_INTERNAL
+    assert "self-test failed" in _one_error_line(err) and "OK" not in out
+
+
+def test_internal_error_is_exit_3_with_one_line(monkeypatch: pytest.MonkeyPatch,
+                                                capsys: pytest.CaptureFixture) -> None:
+    from syncguard import runner
+    from syncguard.cli import EXIT_INTERNAL
+
+    def boom(*a: Any, **k: Any) -> None:
+        raise RuntimeError("kaboom")
+
+    monkeypatch.setattr(runner, "run_pass", boom)
+    rc, _, err = cli(capsys, "check", SMALL, "--device", "sim", "--path", "flag")
+    assert rc == EXIT_INTERNAL
+    line = _one_error_line(err)
+    assert "internal error: RuntimeError: kaboom" in line and "SYNCGUARD_DEBUG" in line
+
+
+def test_check_allow_list_from_option_and_pyproject(tmp_path: Path,
+                                                    capsys: pytest.CaptureFixture) -> None:
+    base = ["check", SMALL, "--device", "sim", "--path", "legacy",
+            "--config", str(tmp_path / "none.toml")]
+    rc, _, err = cli(capsys, *base)
+    assert rc == EXIT_USAGE and "none.toml: cannot read" in _one_error_line(err)
+    empty = tmp_path / "empty.toml"
+    empty.write_text("[project]\nname = 'x'\n", encoding="utf-8")
+    base[-1] = str(empty)
+    rc, out, _ = cli(capsys, *base)
+    assert rc == EXIT_OVER and f"{SAMPLER}:" in out
+    line = re.search(re.escape(SAMPLER) + r":(\d+)", out).group(1)  # type: ignore[union-attr]
+    rc, out, _ = cli(capsys, *base, "--allow", f"{SAMPLER}:{line}")
+    assert rc == EXIT_OK, out
+    rc, out, _ = cli(capsys, *base, "--allow", f"{SAMPLER}:1")  # another line: still fails
+    assert rc == EXIT_OVER
+    cfg = tmp_path / "pyproject.toml"
+    cfg.write_text(f'[tool.syncguard]\nallow = [{{site = "sampler.py:{line}", reason = "k"}}]\n',
+                   encoding="utf-8")
+    rc, out, _ = cli(capsys, *base[:-1], str(cfg))
+    assert rc == EXIT_OK, out
+    cfg.write_text("[tool.syncguard]\nallow = [3]\n", encoding="utf-8")
+    rc, _, err = cli(capsys, *base[:-1], str(cfg))
+    assert rc == EXIT_USAGE and str(cfg) in _one_error_line(err)

@@ -466,7 +466,7 @@ def test_csv(result: RunResult) -> None:
 
 def test_json(result: RunResult) -> None:
     doc = json.loads(RENDERERS["json"](result))
-    assert set(doc) == {"header", "steps", "events", "footer"}
+    assert set(doc) == {"header", "steps", "events", "notes", "footer"}
     assert len(doc["steps"]) == len(result.steps)
     assert doc["footer"]["complete"] is True
 
@@ -484,6 +484,37 @@ def test_json_document_holds_every_line_of_the_result(tmp_path: Any,
     assert doc["steps"] == [s.to_dict() for s in result.steps]
     assert doc["events"] == result.events and doc["header"] == result.header
     assert len(doc["events"]) > 0
+
+
+def test_round_trip_records_to_jsonl_to_json_and_back(tmp_path: Any) -> None:
+    from syncguard.events import Frame, SyncEvent
+
+    path = os.path.join(str(tmp_path), "r.jsonl")
+    w = ResultWriter(path, dict(HEADER))
+    recs, evs = [], []
+    for step in range(3):
+        rec = StepRecord("s", "legacy", "counted", step, step == 0, 2, "fused", 1, 1,
+                         0.25 * (step + 1), None, True, [step, 7])
+        ev = SyncEvent(kind="scalar_read", api="Tensor.__bool__",
+                       op="aten::_local_scalar_dense", filename="m.py", lineno=3 + step,
+                       function="f", stack=(Frame("m.py", 3 + step, "f"),), step=step,
+                       thread="MainThread", allowed=False, reason=None, count=1,
+                       device="npu", wait_us=1.5)
+        w.step(rec, [ev])
+        recs.append(rec)
+        evs.append(ev)
+    w.note(message="hello")
+    w.close(True)
+    a = load(path)
+    assert a.steps == recs and a.complete
+    assert a.events == [{"scenario": "s", "path": "legacy", "pass": "counted", **json.loads(
+        json.dumps(e.to_dict()))} for e in evs]
+    out = os.path.join(str(tmp_path), "r.json")
+    write(a, out)
+    b = load(out)
+    assert (b.header, b.steps, b.events, b.footer, b.notes) == (
+        a.header, a.steps, a.events, a.footer, a.notes)
+    assert [n["message"] for n in b.notes] == ["hello"]
 
 
 def test_load_keeps_a_torn_last_line_but_not_a_torn_middle_line(tmp_path: Any) -> None:

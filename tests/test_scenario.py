@@ -386,3 +386,68 @@ def test_fixture_scenarios_are_valid() -> None:
         assert s.name not in seen
         seen.add(s.name)
         assert s.vocab_size <= 1024 and len(_all_requests(s)) <= 8
+
+
+def test_wheel_ships_the_builtin_scenarios(tmp_path: Path) -> None:
+    # `syncguard run` on its defaults must work from an installed wheel, not only a checkout
+    import subprocess
+    import sys
+    import zipfile
+
+    pytest.importorskip("setuptools")
+    root = Path(__file__).resolve().parent.parent
+    proc = subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps",
+                           "--no-build-isolation", "-w", str(tmp_path), str(root)],
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    (wheel,) = tmp_path.glob("syncguard-*.whl")
+    names = set(zipfile.ZipFile(wheel).namelist())
+    builtin = {f"syncguard/scenarios/{p.name}" for p in (root / "scenarios").glob("*.toml")}
+    assert builtin and builtin <= names
+    assert {"syncguard/opmodels/npu.json", "syncguard/opmodels/cuda.json"} <= names
+
+
+# ------------------------------------------- what the built-in scenarios are there to show
+def _passes(name: str) -> dict:
+    from syncguard import runner
+    from syncguard.scenario import resolve
+
+    (sc,) = resolve([name])
+    target = runner.resolve_target("sim")
+    return {p: runner.run_pass(sc, p, target, counted=True) for p in PATHS}
+
+
+def test_builtin_boundary_shows_the_flag_staying_false_after_the_wide_request_leaves() -> None:
+    recs = _passes("boundary")
+    br = {p: [r.branch for r in rs] for p, rs in recs.items()}
+    elig = {p: [r.eligible for r in rs] for p, rs in recs.items()}
+    # steps 0-3: every path fused; 4-7: the top_k=1025 request makes every path generic
+    for p in PATHS:
+        assert br[p][:4] == ["fused"] * 4 and br[p][4:8] == ["generic"] * 4, (p, br[p])
+    # steps 8-11: the request left; legacy's device check and the recomputed flag see it,
+    # the upstream flag stays False (no recompute on filter)
+    assert br["legacy"][8:12] == ["fused"] * 4
+    assert br["flag-recompute"][8:12] == ["fused"] * 4
+    assert br["flag"][8:12] == ["generic"] * 4 and elig["flag"][8:12] == [False] * 4
+    assert elig["flag-recompute"][8:12] == [True] * 4
+    # legacy pays one hidden sync per counted step at the device check, the flag paths none
+    assert [r.syncs for r in recs["legacy"] if not r.warmup] == [1] * 18
+    assert sum(r.syncs for p in ("flag", "flag-recompute") for r in recs[p]) == 0
+
+
+def test_builtin_tiny_vocab_legacy_switches_branch_after_the_in_place_rewrite() -> None:
+    recs = _passes("tiny_vocab")
+    assert [r.branch for r in recs["legacy"]] == ["generic"] + ["fused"] * 11
+    assert [r.branch for r in recs["flag"]] == ["generic"] * 12
+    assert [r.eligible for r in recs["flag"]] == [False] * 12
+    # same inputs, different branches: the tokens part ways after step 0
+    assert recs["legacy"][0].tokens == recs["flag"][0].tokens
+    assert any(a.tokens != b.tokens for a, b in zip(recs["legacy"][1:], recs["flag"][1:]))
+
+
+def test_builtin_seeded_gives_identical_tokens_on_legacy_and_flag() -> None:
+    recs = _passes("seeded")
+    assert [r.branch for r in recs["legacy"]] == [r.branch for r in recs["flag"]]
+    assert [r.tokens for r in recs["legacy"]] == [r.tokens for r in recs["flag"]]
+    assert sum(r.syncs for r in recs["flag"]) == 0
+    assert all(r.syncs == 1 for r in recs["legacy"] if not r.warmup)

@@ -666,3 +666,35 @@ def test_standin_large_vocab_fast_path_equals_full_sort(vocab: int, monkeypatch:
     monkeypatch.setattr(s, "_FAST_VOCAB", 1 << 30)
     full = s.top_k_top_p_reference(logits, p, k)
     assert torch.equal(fast, full)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_standin_large_vocab_ties_beyond_the_candidates_keep_full_sort_semantics(
+        dtype: torch.dtype, monkeypatch: pytest.MonkeyPatch) -> None:
+    # a flat row (common in bf16): every value ties with the k-th largest and must be kept,
+    # though only 1024 candidates fit the fast path; a mixed batch too
+    from syncguard.sim import torch_npu_standin as s
+
+    vocab = 8192
+    g = torch.Generator().manual_seed(1)
+    logits = torch.randn(3, vocab, generator=g).to(dtype)
+    logits[0] = 0.0
+    logits[2, :3000] = 5.0  # 3000 tokens tied at the top
+    p = torch.tensor([1.0, 0.9, 1.0])
+    k = torch.tensor([20, 20, 20], dtype=torch.int32)
+    fast = s.top_k_top_p_reference(logits, p, k)
+    monkeypatch.setattr(s, "_FAST_VOCAB", 1 << 30)
+    full = s.top_k_top_p_reference(logits, p, k)
+    assert torch.equal(fast, full)
+    assert int(torch.isfinite(full[0]).sum()) == vocab
+    assert int(torch.isfinite(full[2]).sum()) == 3000
+
+
+def test_standin_fast_path_is_used_when_exact() -> None:
+    from syncguard.sim import torch_npu_standin as s
+
+    logits = torch.randn(2, 8192, generator=torch.Generator().manual_seed(2))
+    out = s._top_k_top_p_topk(logits, torch.tensor([0.9, 0.5]), torch.tensor([20, 1000]))
+    assert out is not None
+    flat = torch.zeros(1, 8192)
+    assert s._top_k_top_p_topk(flat, torch.tensor([1.0]), torch.tensor([20])) is None

@@ -28,6 +28,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    "than this baseline file")
     p.add_argument("--update-baseline", default=None, metavar="FILE",
                    help="record today's sites and counts in FILE and exit 0")
+    p.add_argument("--allow", action="append", default=[], metavar="SITE",
+                   help="allow hidden syncs at this call site (file.py:line, pkg.mod:function or "
+                   "function; repeatable). Added to [tool.syncguard] allow of --config")
+    p.add_argument("--config", default=None, metavar="PYPROJECT",
+                   help="pyproject.toml whose [tool.syncguard] allow list applies (default: "
+                   "./pyproject.toml when present)")
     p.add_argument("--format", default="text", choices=("text", "github", "sarif", "junit"),
                    help="text (default), github (workflow annotations), sarif, junit")
     p.add_argument("--output", "-o", default=None,
@@ -38,6 +44,25 @@ def _steps(steps: List[int]) -> str:
     from ..renderers.analysis import step_ranges
 
     return step_ranges(steps)
+
+
+def _allow_sites(args: argparse.Namespace) -> Tuple[Tuple[str, str], ...]:
+    """``--allow`` sites plus ``[tool.syncguard] allow`` of ``--config`` (or ./pyproject.toml)."""
+    from ..config import load_tool_table, to_allow
+    from . import UsageError
+
+    path = args.config
+    if path is None and os.path.isfile("pyproject.toml"):
+        path = "pyproject.toml"
+    out: Tuple[Tuple[str, str], ...] = ()
+    try:
+        if path is not None:
+            table = load_tool_table(path)
+            out += to_allow(table.get("allow", ()), f"[tool.syncguard] allow in {path}")
+        out += to_allow(args.allow, "--allow")
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+    return out
 
 
 def main(args: argparse.Namespace) -> int:
@@ -56,6 +81,7 @@ def main(args: argparse.Namespace) -> int:
     target = runner.resolve_target(opts.device)
     selftest(device_for_probe(target.kind))
     base = Baseline.load(args.baseline) if args.baseline else None
+    allow_sites = _allow_sites(args)
 
     findings: List[Finding] = []
     totals: List[Tuple[str, str, int, int, bool]] = []
@@ -63,7 +89,7 @@ def main(args: argparse.Namespace) -> int:
     for sc in scenarios:
         for path in runner.paths_for(sc, opts):
             evs: List[Any] = []
-            kw = {"on_event": evs.append}
+            kw: Dict[str, Any] = {"on_event": evs.append, "allow_sites": allow_sites}
             runner.run_pass(sc, path, target, True, None, None, guard_kwargs=kw)
             hidden = [e for e in evs if not e.allowed and not e.warmup]
             n = sum(e.count for e in hidden)

@@ -18,7 +18,7 @@ LEGEND: Tuple[Tuple[str, str], ...] = (
     ("syncs/step", "hidden host<->device syncs per decode step (counted pass under the guard, "
                    "warm-up steps excluded); mean and max"),
     ("allowed/step", "allowed syncs per step (e.g. the token readback), counted pass"),
-    ("p50/p90/p99/mean", "host time between consecutive token readbacks, in ms (timed pass "
+    ("p50/p90/p99/mean", "host time per step up to its token readback, in ms (timed pass "
                          "without interceptors, warm-up steps excluded)"),
     ("ratio", "mean latency / legacy's mean latency in the same scenario (< 1 is faster)"),
     ("saved", "(legacy mean - this path's mean) latency, in microseconds per token"),

@@ -9,5 +9,6 @@ if TYPE_CHECKING:  # pragma: no cover
 
 
 def render(result: RunResult) -> str:
-    """``{"header": ..., "steps": [...], "events": [...], "footer": ...}`` plus a newline."""
+    """``{"header": ..., "steps": [...], "events": [...], "notes": [...], "footer": ...}`` plus
+    a newline; :func:`syncguard.results.load` reads it back."""
     return result.to_json() + "\n"

@@ -13,7 +13,7 @@ the inputs the hardware operator refuses.
 
 from __future__ import annotations
 
-from typing import Any, Tuple
+from typing import Any, Optional, Tuple
 
 import torch
 
@@ -44,7 +44,9 @@ def top_k_top_p_reference(logits: torch.Tensor, p: torch.Tensor, k: torch.Tensor
     """
     vocab = logits.size(-1)
     if vocab > _FAST_VOCAB:
-        return _top_k_top_p_topk(logits, p, k)
+        fast = _top_k_top_p_topk(logits, p, k)
+        if fast is not None:
+            return fast
     sorted_vals, sorted_idx = torch.sort(logits, dim=-1, descending=False, stable=True)
     kk = k.to(torch.long).clamp(1, vocab)
     kth = sorted_vals.gather(-1, (vocab - kk).unsqueeze(-1))
@@ -59,11 +61,14 @@ def top_k_top_p_reference(logits: torch.Tensor, p: torch.Tensor, k: torch.Tensor
 
 #: Above this vocabulary the stand-in works on the top TOP_K_MAX values only (k <= 1024 by
 #: contract): a full sort of 151936 logits per row costs more than the whole sampling step
-#: of a real NPU. Exact, except when values tied with the 1024-th largest lie beyond it.
+#: of a real NPU. Exact: when a row's k-th largest value ties with the smallest candidate
+#: (equal values may lie beyond the candidates, e.g. a flat bf16 row), the full sort is used.
 _FAST_VOCAB = 4096
 
 
-def _top_k_top_p_topk(logits: torch.Tensor, p: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
+def _top_k_top_p_topk(logits: torch.Tensor, p: torch.Tensor, k: torch.Tensor
+                      ) -> Optional[torch.Tensor]:
+    """The operator on the top ``TOP_K_MAX`` candidates; None when that cannot be exact."""
     vocab = logits.size(-1)
     width = min(TOP_K_MAX, vocab)
     _, top_idx = torch.topk(logits, width, dim=-1, sorted=False)
@@ -74,6 +79,9 @@ def _top_k_top_p_topk(logits: torch.Tensor, p: torch.Tensor, k: torch.Tensor) ->
     sorted_idx = top_idx.gather(-1, order)
     kk = k.to(torch.long).clamp(1, width)
     kth = sorted_vals.gather(-1, (width - kk).unsqueeze(-1))
+    # The simulator's own decision, on the values in host memory (not a device read).
+    if width < vocab and bool(_host(kth).eq(_host(sorted_vals[..., :1])).any()):
+        return None
     sorted_vals = sorted_vals.masked_fill(sorted_vals < kth, float("-inf"))
     probs = torch.softmax(sorted_vals.float(), dim=-1)
     cum = torch.cumsum(probs, dim=-1)

@@ -1,0 +1,52 @@
+"""``[tool.syncguard]`` in pyproject.toml: settings shared by the pytest plugin and the CLI.
+
+Keys: ``max_syncs`` (plugin), ``allow`` (plugin and ``syncguard check``), ``devices`` (plugin).
+Torch-free and pytest-free.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Any, Dict, Iterable, List, Tuple
+
+
+def load_tool_table(path: str) -> Dict[str, Any]:
+    """The ``[tool.syncguard]`` table of ``path`` ({} when absent). Raises ValueError naming
+    the file when it cannot be read or the table is not a table."""
+    if sys.version_info >= (3, 11):
+        import tomllib
+    else:  # pragma: no cover
+        import tomli as tomllib
+    try:
+        with open(path, "rb") as f:
+            data = tomllib.load(f)
+    except OSError as exc:
+        raise ValueError(f"{path}: cannot read: {exc.strerror}") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ValueError(f"{path}: not valid TOML: {exc}") from None
+    table = data.get("tool", {}).get("syncguard", {})
+    if not isinstance(table, dict):
+        raise ValueError(f"{path}: [tool.syncguard] must be a table")
+    return table
+
+
+def to_allow(specs: Iterable[Any], where: str) -> Tuple[Tuple[str, str], ...]:
+    """Allow-list entries as (site, reason): ``"file.py:line"``, ``"pkg.mod:function"``,
+    ``"function"``, ``(site, reason)`` or ``{site = ..., reason = ...}``."""
+    out: List[Tuple[str, str]] = []
+    if isinstance(specs, (str, dict)):
+        specs = [specs]
+    for s in specs:
+        if isinstance(s, str) and s:
+            out.append((s, f"allowed call site {s} ({where})"))
+        elif isinstance(s, dict) and isinstance(s.get("site"), str) and s["site"]:
+            reason = s.get("reason") or f"allowed call site {s['site']} ({where})"
+            out.append((s["site"], str(reason)))
+        elif (isinstance(s, (tuple, list)) and len(s) == 2
+              and all(isinstance(x, str) and x for x in s)):
+            out.append((s[0], s[1]))
+        else:
+            raise ValueError(f"{where}: allow entries are 'file.py:line', 'pkg.mod:function', "
+                             f"'function', (site, reason) or {{site = ..., reason = ...}}; "
+                             f"got {s!r}")
+    return tuple(out)
