@@ -108,13 +108,22 @@ EVENT_COLUMNS = {
 }
 
 
-def _git_commit(cwd: str) -> Optional[str]:
+def _git(cwd: str, *args: str) -> Optional[str]:
     try:
-        out = subprocess.run(["git", "rev-parse", "HEAD"], cwd=cwd, capture_output=True,
-                             text=True, timeout=5)
-        return out.stdout.strip() or None if out.returncode == 0 else None
+        out = subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True, timeout=5)
     except (OSError, subprocess.SubprocessError):
         return None
+    return out.stdout.strip() if out.returncode == 0 else None
+
+
+def _git_commit(cwd: str) -> Optional[str]:
+    return _git(cwd, "rev-parse", "HEAD") or None
+
+
+def _git_dirty(cwd: str) -> Optional[bool]:
+    """True when tracked files differ from the commit (None outside a git checkout)."""
+    out = _git(cwd, "status", "--porcelain", "--untracked-files=no")
+    return None if out is None else bool(out)
 
 
 def environment(device: str, device_name: str) -> Dict[str, Any]:
@@ -123,6 +132,7 @@ def environment(device: str, device_name: str) -> Dict[str, Any]:
 
     from . import __version__
 
+    here = os.path.dirname(os.path.abspath(__file__))
     tnpu = sys.modules.get("torch_npu")
     tnpu_v = None
     if tnpu is not None and not getattr(tnpu, "__syncguard_standin__", False):
@@ -137,7 +147,8 @@ def environment(device: str, device_name: str) -> Dict[str, Any]:
         "machine": platform.machine(), "processor": platform.processor() or None,
         "cpu_count": os.cpu_count(), "host": socket.gethostname(), "user": user,
         "device": device, "device_name": device_name,
-        "git_commit": _git_commit(os.path.dirname(os.path.abspath(__file__))),
+        "git_commit": _git_commit(here),
+        "git_dirty": _git_dirty(here) if _git_commit(here) else None,
     }
 
 

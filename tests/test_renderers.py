@@ -582,3 +582,15 @@ def test_short_paths(tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     assert short_path(sp) == os.path.join("sglang", "x.py")
     assert short_path("<string>") == "<string>"
     assert short_site("<string>:1") == "<string>:1"
+
+
+def test_sim_runs_say_latency_is_cpu_time_and_dirty_trees_are_marked(result: RunResult) -> None:
+    import dataclasses as dc
+
+    sim = dc.replace(result, header={**result.header, "device": "sim", "git_commit": "abcdef123456",
+                                     "git_dirty": True})
+    for fmt in ("terminal", "markdown", "html"):
+        text = RENDERERS[fmt](sim)
+        assert "latencies are CPU time" in text, fmt
+        assert "abcdef1234+dirty" in text, fmt
+        assert "latencies are CPU time" not in RENDERERS[fmt](result), fmt

@@ -76,7 +76,8 @@ def environment_parts(result: RunResult, show_time: bool = True) -> List[str]:
         parts.append(f"Python {py}")
     commit = header_get(h, "git_commit")
     if commit:
-        parts.append(f"git {str(commit)[:10]}")
+        dirty = "+dirty" if header_get(h, "git_dirty") else ""
+        parts.append(f"git {str(commit)[:10]}{dirty}")
     if show_time:
         created = fmt_time(h.get("created"))
         if created:
@@ -90,8 +91,12 @@ def header_line(result: RunResult, show_time: bool = True, sep: str = " | ") -> 
 
 
 def note_texts(result: RunResult) -> List[str]:
-    """The result's ``note`` lines as text (their ``message``/``text`` field, else all fields)."""
+    """Notes for the reader: the simulated-device caveat when the run used it, then the
+    result's ``note`` lines (their ``message``/``text`` field, else all fields)."""
     out = []
+    if header_get(result.header, "device") == "sim":
+        out.append("Simulated npu: latencies are CPU time on this host and do not carry over to "
+                   "hardware; the sync counts and sites do.")
     for n in result.notes:
         msg = n.get("message") or n.get("text")
         if not msg:
