@@ -410,17 +410,43 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]
     if not guard.events:
         return
     report.user_properties.append(("syncguard_hidden_syncs", guard.count))
-    over = guard.count > max_syncs and not report.skipped and not hasattr(report, "wasxfail")
+    over = guard.count > max_syncs
     # The test body passed: hidden syncs over the budget are its only failure. A test that
     # failed on its own keeps its failure; the section then carries the sync verdict too.
-    sync_failure = over and report.passed
+    # Under xfail the sync failure is the expected failure (XFAIL, not XPASS), unless the
+    # marker names the exception it expects (raises=...): then it is a real failure.
+    sync_failure = over and call.excinfo is None and not _skipped_in_body(report)
     root = str(item.config.rootpath)
     report.sections.append((SECTION, report_section(guard, max_syncs, root,
                                                     verdict=not sync_failure)))
-    if sync_failure:
-        report.outcome = "failed"
+    if not sync_failure:
+        return
+    xf = _xfail_of(item)
+    if xf is not None and getattr(xf, "raises", None) is None:
+        report.outcome = "skipped"
+        report.wasxfail = getattr(xf, "reason", "") or ""  # type: ignore[attr-defined]
         report.longrepr = verdict_line(guard, max_syncs)
-        setattr(report, _REPORT_ATTR, True)
+        return
+    report.outcome = "failed"
+    if hasattr(report, "wasxfail"):
+        del report.wasxfail  # type: ignore[attr-defined]
+    report.longrepr = verdict_line(guard, max_syncs)
+    setattr(report, _REPORT_ATTR, True)
+
+
+def _skipped_in_body(report: pytest.TestReport) -> bool:
+    """``pytest.skip()`` inside the test body (not an xfail outcome)."""
+    return report.skipped and not hasattr(report, "wasxfail")
+
+
+def _xfail_of(item: pytest.Item) -> Any:
+    """The evaluated xfail mark of ``item`` (pytest's own, so conditions and ``run=`` are
+    honoured), or None."""
+    try:
+        from _pytest.skipping import xfailed_key
+    except ImportError:  # pragma: no cover - very old or future pytest
+        return None
+    return item.stash.get(xfailed_key, None)
 
 
 @pytest.hookimpl(trylast=True)

@@ -503,6 +503,44 @@ def test_xfail_and_skip_are_left_alone(pytester: pytest.Pytester) -> None:
     pytester.runpytest(*QUIET).assert_outcomes(xfailed=1, skipped=1)
 
 
+def test_hidden_syncs_are_the_expected_failure_of_an_xfail_test(
+        pytester: pytest.Pytester) -> None:
+    # a test kept as "known to sync" with xfail: the syncs make it XFAIL; once fixed it XPASSes
+    # (strict: fails, so the marker gets removed); xfail(raises=...) expects another failure
+    pytester.makepyfile(test_xf='''
+        import pytest
+        import torch
+
+        @pytest.mark.xfail(reason="legacy syncs")
+        @pytest.mark.syncguard(devices=("cpu",))
+        def test_known():
+            torch.arange(4).tolist()
+
+        @pytest.mark.xfail(strict=True, reason="legacy syncs")
+        @pytest.mark.syncguard(devices=("cpu",))
+        def test_known_strict():
+            torch.arange(4).tolist()
+
+        @pytest.mark.xfail(strict=True, reason="legacy syncs")
+        @pytest.mark.syncguard(devices=("cpu",))
+        def test_fixed_strict():
+            torch.arange(4) + 1
+
+        @pytest.mark.xfail(raises=ValueError, reason="expects a ValueError")
+        @pytest.mark.syncguard(devices=("cpu",))
+        def test_other_expectation():
+            torch.arange(4).tolist()
+    ''')
+    result = pytester.runpytest(*QUIET, "-rxXf")
+    result.assert_outcomes(xfailed=2, failed=2)
+    result.stdout.fnmatch_lines([
+        "XFAIL test_xf.py::test_known - legacy syncs",
+        "XFAIL test_xf.py::test_known_strict - legacy syncs",
+        "FAILED test_xf.py::test_fixed_strict - [[]XPASS(strict)[]] legacy syncs",
+        "SYNCS test_xf.py::test_other_expectation - syncguard: allowed 0 host syncs*",
+    ])
+
+
 # ---------------------------------------------------------------------------- process-level
 def test_loading_the_plugin_does_not_import_torch() -> None:
     code = "import syncguard.pytest_plugin, sys; assert 'torch' not in sys.modules"
