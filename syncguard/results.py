@@ -52,6 +52,8 @@ class StepRecord:
     ``device_ms``: device time of the step from device events (real devices only, else None).
     ``branch``: ``greedy``/``simple``/``fused``/``generic``. ``eligible``: the host flag
     ``npu_top_k_top_p_eligible`` at this step. ``tokens``: the sampled ids.
+    ``sync_wait_us``: time the host spent inside this step's hidden syncs (microseconds,
+    counted pass; 0.0 without hidden syncs; None on the timed pass).
     """
 
     scenario: str
@@ -67,6 +69,7 @@ class StepRecord:
     device_ms: Optional[float] = None
     eligible: Optional[bool] = None
     tokens: Optional[List[int]] = None
+    sync_wait_us: Optional[float] = None
 
     def to_dict(self) -> Dict[str, Any]:
         d = dataclasses.asdict(self)
@@ -95,6 +98,7 @@ STEP_COLUMNS = {
                   "excluded (ms)",
     "device_ms": "device time of the step from device events (ms; real devices only)",
     "eligible": "host flag npu_top_k_top_p_eligible at this step",
+    "sync_wait_us": "host time spent inside this step's hidden syncs (us, counted pass)",
 }
 
 EVENT_COLUMNS = {

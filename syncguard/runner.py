@@ -251,6 +251,8 @@ def run_pass(sc: Scenario, path: str, target: Target, counted: bool,
                 allowed=sum(e.count for e in evs if e.allowed),
                 latency_ms=(now - t_prev) * 1e3, device_ms=timer.elapsed(h),
                 eligible=bool(loop.batch.npu_top_k_top_p_eligible), tokens=tokens,
+                sync_wait_us=(sum(e.wait_us or 0.0 for e in evs if not e.allowed)
+                              if counted else None),
             )
             if collect:
                 records.append(rec)

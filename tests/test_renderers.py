@@ -594,3 +594,22 @@ def test_sim_runs_say_latency_is_cpu_time_and_dirty_trees_are_marked(result: Run
         assert "latencies are CPU time" in text, fmt
         assert "abcdef1234+dirty" in text, fmt
         assert "latencies are CPU time" not in RENDERERS[fmt](result), fmt
+
+
+def test_sync_wait_per_step_reaches_the_verdict_on_hardware_only(tmp_path: Any) -> None:
+    import dataclasses as dc
+
+    res = make_result(tmp_path)
+    steps = [dc.replace(s, sync_wait_us=(40.0 if s.syncs else 0.0) if s.pass_ == "counted"
+                        else None) for s in res.steps]
+    cuda = dc.replace(res, steps=steps, header={**res.header, "device": "cuda"})
+    sm = analysis.summary(cuda)
+    legacy = sm[(sm.scenario == "uniform") & (sm.path == "legacy")].iloc[0]
+    assert legacy["sync_wait_us_mean"] > 0
+    flag = sm[(sm.scenario == "uniform") & (sm.path == "flag")].iloc[0]
+    assert flag["sync_wait_us_mean"] == 0.0
+    text = markdown.render(cuda)
+    assert "us per step in them" in text
+    sim = dc.replace(cuda, header={**res.header, "device": "sim"})
+    assert "us per step in them" not in markdown.render(sim)
+    assert "sync_wait_us" in csv.render_steps(cuda).splitlines()[0]

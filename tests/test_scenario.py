@@ -433,6 +433,10 @@ def test_builtin_boundary_shows_the_flag_staying_false_after_the_wide_request_le
     # legacy pays one hidden sync per counted step at the device check, the flag paths none
     assert [r.syncs for r in recs["legacy"] if not r.warmup] == [1] * 18
     assert sum(r.syncs for p in ("flag", "flag-recompute") for r in recs[p]) == 0
+    # the host's time inside those syncs, per step (CPU time here; the wait on hardware)
+    assert all(r.sync_wait_us is not None and r.sync_wait_us > 0
+               for r in recs["legacy"] if r.syncs)
+    assert all(r.sync_wait_us == 0.0 for r in recs["flag"])
 
 
 def test_builtin_tiny_vocab_legacy_switches_branch_after_the_in_place_rewrite() -> None:

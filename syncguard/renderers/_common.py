@@ -90,6 +90,11 @@ def header_line(result: RunResult, show_time: bool = True, sep: str = " | ") -> 
     return sep.join([*environment_parts(result, show_time), status_text(result)])
 
 
+def timed_on_hardware(result: RunResult) -> bool:
+    """True when the run's latencies and sync waits are a real device's (not sim or CPU)."""
+    return header_get(result.header, "device") not in ("sim", "cpu", None)
+
+
 def note_texts(result: RunResult) -> List[str]:
     """Notes for the reader: the simulated-device caveat when the run used it, then the
     result's ``note`` lines (their ``message``/``text`` field, else all fields)."""
@@ -176,7 +181,8 @@ def fmt_syncs(x: Any) -> str:
 
 
 def verdicts(summary_df: pd.DataFrame, sites_df: pd.DataFrame, max_sites: int = 2,
-             code: str = "`", base: Optional[str] = None) -> List[Tuple[str, str]]:
+             code: str = "`", base: Optional[str] = None, show_wait: bool = False
+             ) -> List[Tuple[str, str]]:
     """One sentence per scenario, as ``(scenario, sentence)``; sites wrapped in ``code``.
     ``sites_df`` is :func:`analysis.sites` output, optionally through
     :func:`analysis.merge_paths`; up to ``max_sites`` sites per path, most syncs first.
@@ -206,6 +212,9 @@ def verdicts(summary_df: pd.DataFrame, sites_df: pd.DataFrame, max_sites: int = 
                 if where:
                     more = len(mine) - len(where)
                     text += " at " + ", ".join(where) + (f" and {more} more" if more > 0 else "")
+                wait = r.get("sync_wait_us_mean")
+                if show_wait and not is_missing(wait):
+                    text += f", the host waiting {float(wait):.1f} us per step in them"
             ratio = r["ratio_vs_legacy"]
             if r["path"] != BASELINE and not is_missing(ratio):
                 text += f", mean latency {float(ratio):.2f}x {BASELINE}"

@@ -45,6 +45,8 @@ SUMMARY_COLUMNS: Dict[str, str] = {
     "p99_ms": "latency per step, 99th percentile (ms)",
     "mean_ms": "latency per step, mean (ms)",
     "device_ms_mean": "device time per step, mean (ms; NaN where not measured)",
+    "sync_wait_us_mean": "host time inside hidden syncs per step, mean (us, counted pass, "
+                         "warm-up excluded; NaN where not recorded)",
     "branches": "sampler branches taken over non-warm-up steps, e.g. 'fused 18, generic 2'",
     "ratio_vs_legacy": "mean_ms / legacy's mean_ms in the same scenario (NaN without legacy)",
     "saved_per_token_us": "(legacy mean_ms - mean_ms) in microseconds per token (step)",
@@ -188,6 +190,8 @@ def summary(result: RunResult) -> pd.DataFrame:
                 "p50_ms": _percentile(lat, 50), "p90_ms": _percentile(lat, 90),
                 "p99_ms": _percentile(lat, 99), "mean_ms": _mean(lat),
                 "device_ms_mean": _mean(dev),
+                "sync_wait_us_mean": _mean([float(r.sync_wait_us) for r in counted
+                                            if r.sync_wait_us is not None]),
                 "branches": branch_counts(counted or timed),
             })
     base: Dict[str, float] = {r["scenario"]: r["mean_ms"] for r in rows

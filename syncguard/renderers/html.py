@@ -13,7 +13,7 @@ import io
 from typing import TYPE_CHECKING, Any, Dict, List, Optional
 
 from . import _tables, analysis
-from ._common import LEGEND, environment_parts, note_texts, status_text, verdicts
+from ._common import LEGEND, environment_parts, note_texts, status_text, timed_on_hardware, verdicts
 from .analysis import is_missing
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -176,7 +176,8 @@ def render(result: RunResult, *, title: str = "syncguard report", show_time: boo
     st = analysis.merge_paths(analysis.sites(result, max_parts=20))
     out += ["<h2>Summary</h2>", table(_tables.summary_tbl(sm))]
     out += ["<h2>Verdict</h2>", "<ul>"]
-    for scenario, sentence in verdicts(sm, st, code="\x00", base=base):
+    for scenario, sentence in verdicts(sm, st, code="\x00", base=base,
+                                       show_wait=timed_on_hardware(result)):
         parts = sentence.split("\x00")
         body = "".join(f"<code>{esc(p)}</code>" if i % 2 else esc(p)
                        for i, p in enumerate(parts))

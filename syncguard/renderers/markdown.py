@@ -11,7 +11,7 @@ import html as _html
 from typing import TYPE_CHECKING, List, Optional
 
 from . import _tables, analysis
-from ._common import LEGEND, environment_parts, note_texts, status_text, verdicts
+from ._common import LEGEND, environment_parts, note_texts, status_text, timed_on_hardware, verdicts
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
@@ -79,7 +79,8 @@ def render(result: RunResult, *, title: str = "syncguard report", show_time: boo
     st = analysis.merge_paths(analysis.sites(result, max_parts=20))
     out += [f"{hs} Summary", "", table(_tables.summary_tbl(sm)), ""]
     out += [f"{hs} Verdict", ""]
-    for scenario, sentence in verdicts(sm, st, code=_MARK, base=base):
+    for scenario, sentence in verdicts(sm, st, code=_MARK, base=base,
+                                       show_wait=timed_on_hardware(result)):
         out.append(f"- **{text(scenario)}**: {_verdict_md(sentence)}")
     out.append("")
     out += [f"{hs} Sync sites", ""]

@@ -22,6 +22,7 @@ from ._common import (
     note_texts,
     short_site,
     step_label,
+    timed_on_hardware,
     verdicts,
 )
 from .analysis import is_missing
@@ -200,7 +201,8 @@ def print_report(result: RunResult, console: Console, *, steps: bool = True,
         console.print(summary_table(sm))
         st = analysis.merge_paths(analysis.sites(result, max_parts=8))
         console.print(_t("Verdict", "bold"))
-        for scenario, sentence in verdicts(sm, st, code="", base=base):
+        for scenario, sentence in verdicts(sm, st, code="", base=base,
+                                       show_wait=timed_on_hardware(result)):
             line = _t(f"{scenario}: ", "bold")
             line.append(sentence)
             console.print(line)
