@@ -37,10 +37,30 @@ def _versions(kind: str) -> Dict[str, Optional[str]]:
         tn = sys.modules.get("torch_npu")
         v["torch_npu"] = getattr(tn, "__version__", None)
         v["device"] = str(torch.npu.get_device_name())  # type: ignore[attr-defined]
-        v["cann"] = os.environ.get("ASCEND_TOOLKIT_HOME")
+        home = os.environ.get("ASCEND_TOOLKIT_HOME")
+        v["cann_home"] = home
+        v["cann"] = _cann_version(home)
     else:
         v["device"] = "simulated npu (syncguard)"
     return v
+
+
+def _cann_version(home: Optional[str]) -> Optional[str]:
+    """CANN's version from the toolkit's install info (best effort; None when not found)."""
+    if not home:
+        return None
+    for name in ("ascend_toolkit_install.info", "version.cfg"):
+        for folder in (home, os.path.join(home, "latest")):
+            try:
+                with open(os.path.join(folder, name), encoding="utf-8") as f:
+                    for line in f:
+                        key, _, value = line.strip().partition("=")
+                        if key in ("version", "toolkit_installed_version",
+                                   "runtime_running_version") and value:
+                            return value.strip("[]\"' ").split(":")[0] or None
+            except OSError:
+                continue
+    return None
 
 
 def calibrate(kind: str) -> Dict[str, Any]:
