@@ -6,10 +6,11 @@ Run as a child process (trace activation cannot be undone)::
         [--steps N] [--warmup N] SCENARIO ...
 
 For each scenario and path, the counted pass runs under syncguard and the native mechanism at
-once (CUDA: sync debug mode and trace callbacks; NPU: trace callbacks; sim: the simulated
-backend's own op count). Every step is compared on its total (hidden + allowed syncs: the native
-side cannot tell them apart) and site by site (``file:line`` of the user code, counted per
-sync); a step that differs in either is a disagreement, listed with both sides' sites.
+once (CUDA: trace callbacks, then sync debug mode, one pass each; NPU: trace callbacks; sim:
+the simulated backend's own op count). Every step is compared on its total (hidden + allowed
+syncs: the native side cannot tell them apart) and site by site (``file:line`` of the user
+code, counted per sync); a step that differs in either is a disagreement, listed with both
+sides' sites.
 """
 
 from __future__ import annotations
@@ -19,7 +20,9 @@ import json
 import sys
 from typing import Any, Dict, List, Optional
 
-MECHANISM = {"cuda": "cuda-trace", "npu": "npu-trace", "sim": "sim-backend"}
+#: Native mechanisms per device kind, each a separate counted pass (CUDA: the trace callbacks
+#: and sync debug mode; NPU: the trace callbacks; sim: the backend's own op count).
+MECHANISMS = {"cuda": ["cuda-trace", "cuda-debug"], "npu": ["npu-trace"], "sim": ["sim-backend"]}
 
 
 def crosscheck_pass(sc: Any, path: str, target: Any, mechanism: str) -> Dict[str, Any]:
@@ -63,19 +66,19 @@ def run(scenarios: List[Any], device: str, paths: Optional[List[str]]) -> Dict[s
     from .runner import resolve_target
 
     target = resolve_target(device)
-    mech = MECHANISM[target.kind]
-    passes = [crosscheck_pass(sc, p, target, mech)
-              for sc in scenarios for p in (paths or list(sc.paths))]
-    return {"schema": 1, "env": environment(target.kind, target.name), "mechanism": mech,
-            "passes": passes}
+    mechs = MECHANISMS[target.kind]
+    passes = [crosscheck_pass(sc, p, target, m)
+              for m in mechs for sc in scenarios for p in (paths or list(sc.paths))]
+    return {"schema": 1, "env": environment(target.kind, target.name),
+            "mechanism": ", ".join(mechs), "passes": passes}
 
 
 def summary_lines(doc: Dict[str, Any]) -> List[str]:
     lines = [f"cross-check against {doc['mechanism']}:"]
     for p in doc["passes"]:
         state = "agree" if not p["disagreements"] else "DISAGREE"
-        lines.append(f"  {p['scenario']} [{p['path']}]: {p['agree']}/{p['total']} steps "
-                     f"{state}")
+        lines.append(f"  {p['scenario']} [{p['path']}] vs {p['mechanism']}: {p['agree']}/"
+                     f"{p['total']} steps {state}")
         for d in p["disagreements"]:
             ours = ", ".join(f"{k} x{v}" for k, v in d["syncguard_sites"].items()) or "-"
             native = ", ".join(f"{k} x{v}" for k, v in d["native_sites"].items()) or "-"
@@ -90,7 +93,7 @@ def main(argv: Optional[List[str]] = None) -> int:
 
     ap = argparse.ArgumentParser(prog="python -m syncguard.crosscheck")
     ap.add_argument("scenarios", nargs="*")
-    ap.add_argument("--device", required=True, choices=sorted(MECHANISM))
+    ap.add_argument("--device", required=True, choices=sorted(MECHANISMS))
     ap.add_argument("--out", required=True)
     ap.add_argument("--paths", action="append", default=None)
     ap.add_argument("--steps", type=int, default=None)

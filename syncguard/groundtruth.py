@@ -17,6 +17,7 @@ reason when there is one.
 from __future__ import annotations
 
 import dataclasses
+import os
 import threading
 import traceback
 import warnings
@@ -72,6 +73,9 @@ class NativeCounter:
         return None
 
 
+_WARNINGS_FILE = os.path.abspath(warnings.__file__)
+
+
 def _user_site() -> str:
     import os
 
@@ -81,7 +85,7 @@ def _user_site() -> str:
     here = os.path.dirname(os.path.abspath(__file__))
     for fr in reversed(traceback.extract_stack()[:-2]):
         f = os.path.abspath(fr.filename)
-        if not f.startswith((tdir, os.path.join(here, "groundtruth.py"),
+        if not f.startswith((tdir, _WARNINGS_FILE, os.path.join(here, "groundtruth.py"),
                              os.path.join(here, "intercept.py"), os.path.join(here, "_hub.py"),
                              os.path.join(here, "sim"))):
             return normalize_site(f"{fr.filename}:{fr.lineno}")
@@ -99,7 +103,9 @@ def normalize_site(site: str) -> str:
 
 
 class CudaDebugModeCounter(NativeCounter):
-    """``torch.cuda.set_sync_debug_mode("warn")``: one UserWarning per synchronizing call."""
+    """``torch.cuda.set_sync_debug_mode("warn")``: one UserWarning per synchronizing call,
+    counted as it is issued (so the user's line is taken from the live stack: the warning's own
+    location is the innermost Python frame, often a wrapper)."""
 
     name = "cuda-debug"
 
@@ -107,27 +113,27 @@ class CudaDebugModeCounter(NativeCounter):
         import torch
 
         self._prev = torch.cuda.get_sync_debug_mode()
-        self._cm = warnings.catch_warnings(record=True)
-        self._log = self._cm.__enter__()
+        self._cm = warnings.catch_warnings()
+        self._cm.__enter__()
         warnings.simplefilter("always")
+        forward = warnings.showwarning
+
+        def show(message: Any, category: Any, filename: str, lineno: int, file: Any = None,
+                 line: Optional[str] = None) -> None:
+            if "synchroniz" in str(message):
+                self._hit()
+            else:
+                forward(message, category, filename, lineno, file, line)
+
+        warnings.showwarning = show  # restored by catch_warnings on exit
         torch.cuda.set_sync_debug_mode("warn")
         return self
-
-    @property
-    def count(self) -> int:
-        log = getattr(self, "_log", None)
-        return self._n + (sum("synchroniz" in str(w.message) for w in log) if log else 0)
 
     def __exit__(self, *exc: Any) -> None:
         import torch
 
         torch.cuda.set_sync_debug_mode(self._prev)
         self._cm.__exit__(*exc)
-        for w in self._log:
-            if "synchroniz" in str(w.message):
-                self._n += 1
-                self.sites.append(f"{w.filename}:{w.lineno}")
-        self._log = []
 
 
 class TraceCounter(NativeCounter):

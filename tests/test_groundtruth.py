@@ -303,3 +303,27 @@ def test_calibration_exit_code_counts_only_unexplained(monkeypatch: pytest.Monke
 
     monkeypatch.setattr(calibration, "calibrate", fake_bad)
     assert calibration.main(["--device", "sim", "--out", str(tmp_path)]) == 1
+
+
+def test_cuda_debug_mode_counter_blames_the_user_line_not_the_warning_frame(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # set_sync_debug_mode("warn") warns from the innermost Python frame (often a wrapper, such
+    # as syncguard's own interceptor); the counter takes the user's line from the live stack,
+    # past the warnings machinery
+    import warnings
+
+    modes: list = []
+    monkeypatch.setattr(torch.cuda, "get_sync_debug_mode", lambda: 0)
+    monkeypatch.setattr(torch.cuda, "set_sync_debug_mode", modes.append)
+
+    counter = native_counter("cuda-debug")
+    with warnings.catch_warnings(record=True) as forwarded, counter:
+        warnings.warn("called a synchronizing CUDA operation", stacklevel=1)  # line A
+        line_a = sys._getframe().f_lineno - 1
+        warnings.warn("something else", DeprecationWarning, stacklevel=1)  # not counted
+        torch.arange(3).sum()  # no warning
+        warnings.warn("called a synchronizing CUDA operation", stacklevel=1)
+    assert modes == ["warn", 0]
+    assert counter.count == 2
+    assert [str(w.message) for w in forwarded] == ["something else"]
+    assert counter.sites[0].endswith(f"test_groundtruth.py:{line_a}")
