@@ -83,7 +83,7 @@ def calibrate(kind: str) -> Dict[str, Any]:
                                "expected": case.expected(backend), "native": {}}
         for mech in mechs:
             counter = native_counter(mech)
-            with SyncGuard() as g:
+            with SyncGuard(exhaustive=target.exhaustive) as g:
                 with counter:
                     try:
                         case.fn(dev)

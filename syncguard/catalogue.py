@@ -26,6 +26,9 @@ class Case:
     device_module: bool = False
     #: what the line does, for reports
     line: str = ""
+    #: no Python entry point sees this read (C++ reads a 0-d tensor argument): only the
+    #: dispatch net (``SyncGuard(exhaustive=True)``) or a device backend counts it
+    needs_net: bool = False
 
     def expected(self, backend: str) -> int:
         if isinstance(self.expect, int):
@@ -37,6 +40,12 @@ def _t(dev: str, *vals: float) -> torch.Tensor:
     # Built on the host, then moved: the move itself is allowed in tests that use it.
     with _setup():
         return torch.tensor([float(v) for v in vals]).to(dev)
+
+
+def _n(dev: str, v: int) -> torch.Tensor:
+    """A 0-d integer tensor on the device (built in setup)."""
+    with _setup():
+        return torch.tensor(v).to(dev)
 
 
 def _setup() -> object:
@@ -143,6 +152,12 @@ CATCH: List[Case] = [
     Case("pageable .to(dev, non_blocking=True)",
          lambda d: torch.arange(4).to(d, non_blocking=True), 1, host_distinct=True,
          line="x_cpu.to(dev, non_blocking=True) from pageable memory"),
+    Case("torch.arange(0-d t)", lambda d: torch.arange(_n(d, 3), device=d), 1,
+         line="torch.arange(n) with n a 0-d device tensor", needs_net=True),
+    Case("x.view(0-d t, -1)", lambda d: _t(d, 1, 2, 3, 4).view(_n(d, 2), -1), 1,
+         line="x.view(n, -1) with n a 0-d device tensor", needs_net=True),
+    Case("add(alpha=0-d t)", lambda d: _t(d, 1, 2).add(_t(d, 1, 1), alpha=_n(d, 2)), 1,
+         line="x.add(y, alpha=n) with n a 0-d device tensor", needs_net=True),
     Case("device.synchronize()", lambda d: _devmod(d).synchronize(), 1,  # type: ignore
          device_module=True, line="torch.<dev>.synchronize()"),
     Case("stream.synchronize()",

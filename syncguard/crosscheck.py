@@ -37,7 +37,7 @@ def crosscheck_pass(sc: Any, path: str, target: Any, mechanism: str) -> Dict[str
     loop = DecodeLoop(sc, path, target)
     counter = native_counter(mechanism)
     steps: List[Dict[str, Any]] = []
-    with SyncGuard(warmup=sc.warmup) as g:
+    with SyncGuard(warmup=sc.warmup, exhaustive=target.exhaustive) as g:
         with counter:
             for step in range(sc.steps):
                 n0, s0, e0 = counter.count, len(counter.sites), len(g.events)

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any, Callable, Dict, Iterable, Iterator, List,
 
 from ._hub import HUB
 from .events import Frame, SyncEvent
-from .intercept import PATCHER, set_model_override
+from .intercept import PATCHER, dispatch_net, set_model_override
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
@@ -55,6 +55,11 @@ class SyncGuard:
     (``"cuda"``/``"npu"``) for device types without one of their own (CPU via ``devices``).
     ``on_event``: a callable given every event as it is recorded (streaming to disk);
     ``keep_events=False`` then keeps only the counts, so memory stays flat over long runs.
+    ``exhaustive=True`` adds a dispatch-level safety net on the entering thread: every ATen op
+    is classified, so reads that no Python entry point sees are counted too (a 0-d device
+    tensor passed as an int or Scalar: ``torch.arange(n)``, ``x.view(n, -1)``,
+    ``add(alpha=n)``). It costs a Python call per op; the simulated device needs none (its
+    backend classifies every op on every thread).
 
     Syncs from every Python thread are counted while the guard is active; guards nest (each
     active guard records every event).
@@ -71,6 +76,7 @@ class SyncGuard:
         stack_depth: int = 8,
         on_event: Optional[Callable[[SyncEvent], None]] = None,
         keep_events: bool = True,
+        exhaustive: bool = False,
     ) -> None:
         if on_sync not in ON_SYNC:
             raise ValueError(f"on_sync must be one of {ON_SYNC}, not {on_sync!r}")
@@ -89,6 +95,8 @@ class SyncGuard:
         self.stack_depth = stack_depth
         self.on_event = on_event
         self.keep_events = keep_events
+        self.exhaustive = exhaustive
+        self._net: Any = None
         self.events: List[SyncEvent] = []
         self._count = 0
         self._allowed = 0
@@ -105,7 +113,12 @@ class SyncGuard:
             if self.model is not None:
                 set_model_override(self.model)
             HUB.push(self)
+            if self.exhaustive:
+                net = dispatch_net()
+                net.__enter__()
+                self._net = net
         except BaseException:
+            HUB.remove(self)
             PATCHER.release()
             raise
         self._active = True
@@ -114,11 +127,16 @@ class SyncGuard:
     def __exit__(self, *exc: Any) -> None:
         self._active = False
         try:
-            HUB.remove(self)
-            if self.model is not None:
-                set_model_override(None)
+            if self._net is not None:
+                net, self._net = self._net, None
+                net.__exit__(None, None, None)
         finally:
-            PATCHER.release()
+            try:
+                HUB.remove(self)
+                if self.model is not None:
+                    set_model_override(None)
+            finally:
+                PATCHER.release()
 
     @property
     def active(self) -> bool:

@@ -582,8 +582,12 @@ def _classify_aten(func: Any) -> Any:
     dep = getattr(torch.Tag, "data_dependent_output", None)
     if (dyn is not None and dyn in tags) or (dep is not None and dep in tags):
         return lambda a, k, d: (E.DATA_DEPENDENT, name, d, 1, None)
-    model = load_model("npu")
-    if model is not None and name in model.ops:
+    modelled = set()
+    for backend in ("npu", "cuda"):
+        m0 = load_model(backend)
+        if m0 is not None:
+            modelled.update(m0.ops)
+    if name in modelled:
         def by_model(a: Tuple[Any, ...], k: Dict[str, Any], d: str) -> Optional[Hit]:
             m = model_for(d)
             e = m.reads(name, a, k) if m is not None else None
@@ -620,3 +624,68 @@ def backend_op_hook(func: Any, args: Tuple[Any, ...], kwargs: Dict[str, Any],
         cb(kind, op or func.name(), count)
     if HUB.guards and not HUB.tls.busy:
         report_sync(kind, op or func.name(), op, count, device, source)
+
+
+# -- the dispatch-level safety net (``SyncGuard(exhaustive=True)``) ------------------------
+def _net_hit(func: Any, args: Tuple[Any, ...], kwargs: Dict[str, Any]) -> Optional[Hit]:
+    """Classify one ATen op seen by the dispatch net: the reads no Python entry point sees,
+    e.g. a 0-d device tensor passed where an int or a Scalar is expected (``torch.arange(n)``,
+    ``x.view(n, -1)``, ``add(alpha=n)``: PyTorch's argument parser calls ``item()`` in C++)."""
+    name = func.name()
+    base = name.split(".", 1)[0]
+    sim = _sim_name()
+    if base == "aten::copy_":
+        dst, src = args[0], args[1]
+        if not isinstance(src, _Tensor) or src.device.type == sim or dst.device.type == sim:
+            return None
+        nb = bool(args[2]) if len(args) > 2 else bool(kwargs.get("non_blocking", False))
+        hit = _copy_dir(src, dst.device.type, nb)
+        return None if hit is None else (hit[0], name, hit[2], 1, hit[4])
+    if base == "aten::_to_copy":
+        target = kwargs.get("device")
+        if target is None or args[0].device.type == sim:
+            return None
+        hit = _copy_dir(args[0], _device_type_of(target),
+                        bool(kwargs.get("non_blocking", False)))
+        return None if hit is None else (hit[0], name, hit[2], 1, hit[4])
+    d = _first_dev(args) or (_first_dev(kwargs.values()) if kwargs else None)
+    if d is None or d == sim:  # the simulated device's backend classifies its own ops
+        return None
+    c = _op_cache.get(func)
+    if c is None:
+        c = _op_cache[func] = _classify_aten(func)
+    if c is _SKIP:
+        return None
+    return c(args, kwargs, d)  # type: ignore[no-any-return]
+
+
+def dispatch_net() -> Any:
+    """A ``TorchDispatchMode`` that reports the host reads of every ATen op run on this
+    thread that no Python-level interceptor already reported. Thread-local (a dispatch mode
+    is), and it puts every op through Python: opt-in, for measurement runs."""
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    class _DispatchNet(TorchDispatchMode):
+        def __torch_dispatch__(self, func: Any, types: Any, args: Tuple[Any, ...] = (),
+                               kwargs: Optional[Dict[str, Any]] = None) -> Any:
+            kwargs = kwargs or {}
+            if HUB.guards and not HUB.tls.busy:
+                hit = _net_hit(func, args, kwargs)
+                if hit is not None and hit is not QUIET:
+                    kind, op, device, count, source = hit
+                    api = op or func.name()
+                    HUB.tls.busy += 1
+                    try:
+                        if HUB.raising:  # report first: "raise" stops the op before it syncs
+                            HUB.deliver(kind, api, op, device, count, source)
+                            return func(*args, **kwargs)
+                        t0 = _perf()
+                        out = func(*args, **kwargs)
+                        HUB.deliver(kind, api, op, device, count, source,
+                                    (_perf() - t0) * 1e6)
+                        return out
+                    finally:
+                        HUB.tls.busy -= 1
+            return func(*args, **kwargs)
+
+    return _DispatchNet()

@@ -67,6 +67,7 @@ class Settings:
     device: Optional[str] = None
     model: Optional[str] = None
     warmup: int = 0
+    exhaustive: bool = False
 
 
 @dataclasses.dataclass(frozen=True)
@@ -85,16 +86,19 @@ GUARD_KEY = pytest.StashKey["SyncGuard"]()
 
 def syncguard_marker(max_syncs: Optional[int] = None, *, device: Optional[str] = None,
                      allow: Sequence[AllowSpec] = (), devices: Sequence[str] = (),
-                     warmup: int = 0, model: Optional[str] = None) -> Dict[str, Any]:
+                     warmup: int = 0, model: Optional[str] = None,
+                     exhaustive: Optional[bool] = None) -> Dict[str, Any]:
     """Guard this test: fail it when its body makes more than max_syncs hidden host syncs
     (default: --syncguard-max-syncs, else [tool.syncguard] max_syncs, else 0). device='npu'
     sets up syncguard's simulated npu when torch_npu is missing; device='cpu' counts CPU
     tensors as device-resident (as devices=('cpu',) does). allow: call sites whose syncs are
     allowed ('file.py:12', 'pkg.mod:function', 'function', or (site, reason) pairs). warmup:
     the first N guard.step()s are not counted. model: op sync model ('cuda'/'npu') for devices
-    without one."""
+    without one. exhaustive: also count reads no Python entry point sees (a 0-d device tensor
+    passed as an int or Scalar, e.g. torch.arange(n)) with a dispatch-level net on the test's
+    thread (slower; the simulated npu needs none)."""
     return {"max_syncs": max_syncs, "device": device, "allow": allow, "devices": devices,
-            "warmup": warmup, "model": model}
+            "warmup": warmup, "model": model, "exhaustive": exhaustive}
 
 
 def _marker_help() -> str:
@@ -207,7 +211,7 @@ def _settings_for(item: pytest.Item) -> Optional[Settings]:
         return None
     s = defaults.settings
     max_syncs, allow, devices = s.max_syncs, list(s.allow), list(s.devices)
-    device, model, warmup = s.device, s.model, s.warmup
+    device, model, warmup, exhaustive = s.device, s.model, s.warmup, s.exhaustive
     for mark in reversed(marks):  # farthest (module, class) first; the closest wins
         where = f"@pytest.mark.{MARKER} on {item.nodeid}"
         try:
@@ -224,10 +228,11 @@ def _settings_for(item: pytest.Item) -> Optional[Settings]:
             raise pytest.UsageError(str(exc)) from exc
         device = kw["device"] if kw["device"] is not None else device
         model = kw["model"] if kw["model"] is not None else model
+        exhaustive = bool(kw["exhaustive"]) if kw["exhaustive"] is not None else exhaustive
     if device == "cpu" and "cpu" not in devices:
         devices.append("cpu")
     return Settings(max_syncs, tuple(allow), tuple(dict.fromkeys(devices)), device, model,
-                    warmup)
+                    warmup, exhaustive)
 
 
 def _real_torch_npu() -> bool:
@@ -285,7 +290,7 @@ def _make_guard(settings: Settings) -> SyncGuard:
     cls = _guard_class()
     guard: SyncGuard = cls(settings.max_syncs, on_sync="count", devices=settings.devices,
                            allow_sites=settings.allow, warmup=settings.warmup,
-                           model=settings.model)
+                           model=settings.model, exhaustive=settings.exhaustive)
     return guard
 
 

@@ -32,6 +32,12 @@ class Target:
     name: str
     torch_npu: Any
 
+    @property
+    def exhaustive(self) -> bool:
+        """A real device: count with the dispatch net too (the simulated device's backend
+        already classifies every op)."""
+        return self.kind in ("cuda", "npu")
+
 
 def _real_torch_npu() -> Tuple[Optional[Any], str]:
     try:
@@ -228,6 +234,7 @@ def run_pass(sc: Scenario, path: str, target: Target, counted: bool,
             if user_cb is not None:
                 user_cb(ev)
 
+        kw.setdefault("exhaustive", target.exhaustive)
         guard = SyncGuard(warmup=sc.warmup, on_event=on_event, keep_events=False, **kw)
     try:
         if guard is not None:

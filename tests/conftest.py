@@ -10,15 +10,19 @@ pytest_plugins = ["pytester"]
 @pytest.fixture(autouse=True)
 def _torch_left_clean() -> Iterator[None]:
     """Every test must leave torch exactly as it found it: no patch, no active guard."""
+    import torch
+
     from syncguard._hub import HUB
     from syncguard.intercept import PATCHER, snapshot
 
+    modes = torch._C._len_torch_dispatch_stack()
     before = snapshot()
     assert not HUB.guards and PATCHER.users == 0
     yield
     assert not HUB.guards, f"guards left active: {HUB.guards}"
     assert PATCHER.users == 0 and not PATCHER.installed, "interceptors left installed"
     assert HUB.tls.busy == 0
+    assert torch._C._len_torch_dispatch_stack() == modes, "dispatch net left on the stack"
     after = snapshot()
     # Owners may appear during a test (the simulated device's tensor class): compare the
     # shared keys, and no attribute anywhere may still be a syncguard wrapper.

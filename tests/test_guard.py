@@ -17,6 +17,7 @@ CPU_CASES = [c for c in CATCH + ZERO if not c.host_distinct and not c.device_mod
 
 
 def _count(case: Case, **kw: object) -> SyncGuard:
+    kw.setdefault("exhaustive", case.needs_net)
     with SyncGuard(devices=("cpu",), model="cuda", **kw) as g:  # type: ignore[arg-type]
         case.fn("cpu")
     return g
@@ -228,4 +229,40 @@ def test_catalogue_on_real_cuda_matches_cuda_model(case: Case) -> None:
         case.fn("cuda")
     assert g.count == case.expected("cuda"), [e.describe() for e in g.events]
     assert all(ev.device == "cuda" for ev in g.counted_events)
+
+
+NET_CASES = [c for c in CATCH if c.needs_net]
+
+
+@pytest.mark.parametrize("case", NET_CASES, ids=lambda c: c.name)
+def test_dispatch_net_counts_reads_no_python_entry_point_sees(case: Case) -> None:
+    assert _count(case, exhaustive=False).count == 0  # the Python layer's blind spot
+    g = _count(case, exhaustive=True)
+    assert g.count == 1
+    (ev,) = g.counted_events
+    assert ev.op == "aten::_local_scalar_dense" and ev.filename.endswith("catalogue.py")
+
+
+def test_dispatch_net_does_not_double_count_and_honours_allow_and_raise() -> None:
+    n = torch.tensor(3)
+    with SyncGuard(devices=("cpu",), exhaustive=True) as g:
+        n.item()  # Python layer reports; the net sees _local_scalar_dense inside: quiet
+        torch.arange(4)[torch.arange(4) > 1]  # one nonzero, reported once
+        with allow("known"):
+            torch.arange(n)
+    assert g.count == 2 and g.allowed_count == 1
+    assert [e.api for e in g.events] == ["Tensor.item", "Tensor.__getitem__",
+                                         "aten::_local_scalar_dense"]
+    with pytest.raises(HostSyncError, match="aten::_local_scalar_dense"):
+        with SyncGuard(on_sync="raise", devices=("cpu",), exhaustive=True):
+            torch.zeros(n)
+
+
+def test_dispatch_net_leaves_with_the_guard_on_exceptions() -> None:
+    with pytest.raises(KeyboardInterrupt):
+        with SyncGuard(devices=("cpu",), exhaustive=True):
+            raise KeyboardInterrupt
+    with SyncGuard(devices=("cpu",)) as g:  # a later guard without the net
+        torch.arange(torch.tensor(2))
+    assert g.count == 0
 

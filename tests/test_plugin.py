@@ -541,6 +541,28 @@ def test_hidden_syncs_are_the_expected_failure_of_an_xfail_test(
     ])
 
 
+def test_exhaustive_marker_counts_a_0d_tensor_passed_as_an_int(
+        pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_ex='''
+        import pytest
+        import torch
+
+        @pytest.mark.syncguard(devices=("cpu",))
+        def test_python_layer_only():
+            torch.arange(torch.tensor(3))
+
+        @pytest.mark.syncguard(devices=("cpu",), exhaustive=True)
+        def test_exhaustive():
+            torch.arange(torch.tensor(3))
+    ''')
+    result = pytester.runpytest(*QUIET, "-rf")
+    result.assert_outcomes(passed=1, failed=1)
+    result.stdout.fnmatch_lines([
+        "*test_ex.py:10 in test_exhaustive: aten::_local_scalar_dense*x1",
+        "SYNCS test_ex.py::test_exhaustive - syncguard: allowed 0 host syncs, saw 1*",
+    ])
+
+
 # ---------------------------------------------------------------------------- process-level
 def test_loading_the_plugin_does_not_import_torch() -> None:
     code = "import syncguard.pytest_plugin, sys; assert 'torch' not in sys.modules"
