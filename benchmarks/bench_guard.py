@@ -2,7 +2,7 @@
 
 The sampling step (softmax, descending sort, top-k mask with ``masked_fill_``, cumulative sum,
 top-p mask with ``masked_fill_``; float32 CPU tensors) runs at two sizes, a decode-sized one
-(batch 32 x vocab 151936) and a tiny one (batch 1 x vocab 32), in four variants interleaved
+(batch 32 x vocab 151936) and a tiny one (batch 1 x vocab 32), in five variants interleaved
 round by round in one process:
 
 * ``none``: no guard (torch unpatched);
@@ -11,7 +11,9 @@ round by round in one process:
 * ``guard_cpu``: inside ``SyncGuard(devices=("cpu",))``: the classifiers treat CPU tensors as
   device-resident (the step still reads nothing, so the count stays 0);
 * ``guard_cpu_model``: ``SyncGuard(devices=("cpu",), model="npu")``: as above, and the op sync
-  model is consulted for ``masked_fill_`` too (the longest classifier path in this step).
+  model is consulted for ``masked_fill_`` too (the longest classifier path in this step);
+* ``guard_exhaustive``: ``SyncGuard(exhaustive=True)``: the dispatch-level net on top, every
+  ATen op of the step through a Python ``TorchDispatchMode`` (what real-device runs use).
 
 Each guarded block enters the guard, times its steps, exits, and checks ``count == 0`` and no
 event (a sanity check, not a timing threshold). Reported: median per-step time of each variant
@@ -59,6 +61,7 @@ VARIANTS: Dict[str, Optional[Dict[str, Any]]] = {
     "guard": {},
     "guard_cpu": {"devices": ("cpu",)},
     "guard_cpu_model": {"devices": ("cpu",), "model": "npu"},
+    "guard_exhaustive": {"exhaustive": True},
 }
 
 Inputs = Tuple[torch.Tensor, torch.Tensor, torch.Tensor]
