@@ -385,7 +385,8 @@ def test_ini_keys(pytester: pytest.Pytester) -> None:
 def test_marker_is_registered_with_help(pytester: pytest.Pytester) -> None:
     result = pytester.runpytest("--markers", *QUIET)
     result.stdout.fnmatch_lines(["@pytest.mark.syncguard(max_syncs=None, device=None, allow=(),"
-                                 " devices=(), warmup=0, model=None): Guard this test*"])
+                                 " devices=(), warmup=0, model=None, exhaustive=None): Guard this"
+                                 " test*"])
     result = pytester.runpytest("--help", *QUIET)
     result.stdout.fnmatch_lines(["*--syncguard *guard every test*",
                                  "*--syncguard-max-syncs=N*", "*syncguard_max_syncs*"])
