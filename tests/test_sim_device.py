@@ -24,9 +24,10 @@ from syncguard.sim import device as simdev
 from syncguard.sim import torch_npu_standin as standin
 from syncguard.sim.torch_npu_standin import top_k_top_p_reference
 
+_MIN = "{}.{}".format(*simdev.MIN_TORCH_VERSION)
 pytestmark = pytest.mark.skipif(
     simdev._torch_version() < simdev.MIN_TORCH_VERSION,
-    reason="the simulated device needs torch >= 2.9",
+    reason=f"the simulated device needs torch >= {_MIN}",
 )
 
 NPU = "npu"
@@ -102,9 +103,11 @@ def test_refuses_when_privateuse1_belongs_to_another_backend(
 
 
 def test_refuses_old_torch(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(torch, "__version__", "2.8.1")
+    major, minor = simdev.MIN_TORCH_VERSION
+    older = f"{major}.{minor - 1}.1"
+    monkeypatch.setattr(torch, "__version__", older)
     why = simdev._refusal("npu", "privateuseone", None)
-    assert why is not None and "torch >= 2.9" in why and "2.8.1" in why
+    assert why is not None and f"torch >= {_MIN}" in why and older in why
 
 
 def test_check_can_setup_passes_for_our_own_device() -> None:

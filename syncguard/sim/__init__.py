@@ -7,7 +7,9 @@ syncguard sees host reads of device data (``.item()``, ``bool()``, ``.tolist()``
 ``nonzero``...) from every thread, exactly where a real NPU would have to synchronise.
 
 Setup is process-global and permanent (PrivateUse1 can be set up once per process), needs
-torch >= 2.9, and is refused when the real ``torch_npu`` is imported (it owns "npu" then).
+torch >= 2.7 (``MIN_TORCH_VERSION``; torch 2.7 and 2.8 take the wrapper-subclass route of
+:mod:`syncguard.sim.wrapper_backend`), and is refused when the real ``torch_npu`` is imported
+(it owns "npu" then).
 
 Public API:
 
@@ -66,7 +68,7 @@ def simulated_device(name: str = "npu", torch_npu: bool = False) -> torch.device
     """Set up the simulated device ``name`` (once per process) and return ``name:0``.
 
     A second call returns the same device; a call with another name raises. Raises
-    :class:`SimulatedDeviceError` when torch is older than 2.9, when the real ``torch_npu`` is
+    :class:`SimulatedDeviceError` when torch is older than 2.7, when the real ``torch_npu`` is
     imported, or when another backend already owns PrivateUse1. ``torch_npu=True`` also
     installs the ``torch_npu`` stand-in (refused over a module named torch_npu that is not it).
     """

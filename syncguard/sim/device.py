@@ -1,5 +1,11 @@
 """The simulated device's backend: tensor wrappers, the PrivateUse1 kernels and setup.
 
+Two routes, chosen by torch version: on torch >= 2.9 the one described here; on torch 2.7
+and 2.8 (no ``torch._C._acc``) device tensors are ``__torch_dispatch__`` wrapper subclasses
+that feed the same kernel (:mod:`syncguard.sim.wrapper_backend`, whose docstring lists what
+differs).
+``SYNCGUARD_SIM_BACKEND=wrapper`` forces that route on a newer torch (for testing it).
+
 How it works (torch >= 2.9, ``torch.utils.backend_registration``):
 
 * ``_setup_privateuseone_for_python_backend(rename=name, backend_module=npu_module)`` renames
@@ -48,6 +54,7 @@ called as ``tensor.view(dtype)``; dense strided tensors only.
 
 from __future__ import annotations
 
+import os
 import re
 import sys
 import threading
@@ -58,8 +65,21 @@ import torch
 
 from syncguard import intercept as _intercept
 
-#: torch added ``_setup_privateuseone_for_python_backend`` in 2.9 (pytorch #157859).
-MIN_TORCH_VERSION: Tuple[int, int] = (2, 9)
+#: The oldest torch the simulated device was verified on (2.7.1, by the wrapper route of
+#: syncguard.sim.wrapper_backend; torch >= 2.9 uses ``_setup_privateuseone_for_python_backend``).
+#: See reports/sim-old-torch.md.
+MIN_TORCH_VERSION: Tuple[int, int] = (2, 7)
+
+
+def _use_wrapper_route() -> bool:
+    forced = os.environ.get("SYNCGUARD_SIM_BACKEND", "")
+    if forced == "wrapper":
+        return True
+    return not hasattr(torch._C, "_acc")
+
+
+#: Whether this process uses the wrapper-subclass route (torch < 2.9); fixed at import.
+WRAPPER_ROUTE: bool = _use_wrapper_route()
 
 
 class SimulatedDeviceError(RuntimeError):
@@ -156,7 +176,9 @@ def _restride(w: torch.Tensor, v: torch.Tensor) -> None:
 
 
 def _wrap(v: torch.Tensor) -> SimTensor:
-    """A new device wrapper around CPU tensor ``v`` (aliases ``v``: no copy)."""
+    """A new device wrapper around CPU tensor ``v`` (aliases ``v``: no copy).
+
+    Replaced by :func:`syncguard.sim.wrapper_backend.wrap` on the wrapper route."""
     w = _create_empty(v.shape, v.dtype)
     if v.storage_offset() or v.stride() != w.stride():
         _restride(w, v)
@@ -217,7 +239,7 @@ def _format_tensor(t: SimTensor, tensor_contents: Optional[str]) -> str:
                 tensor_contents = _tensor_str(cpu, len("tensor("))
         # A plain (not subclassed) PrivateUse1 shell with the same metadata gives torch's own
         # prefix and suffixes ("tensor(", device='npu:0', dtype=...), with no data access.
-        shell = _create_empty(t.shape, t.dtype)
+        shell = _shell(t.shape, t.dtype)
         return _str_intern(shell, tensor_contents=tensor_contents)  # type: ignore[no-any-return]
 
 
@@ -566,6 +588,12 @@ def _real_torch_npu() -> Optional[Any]:
     return mod
 
 
+def _shell(shape: Any, dtype: torch.dtype) -> torch.Tensor:
+    if WRAPPER_ROUTE:
+        return _wb.shell(shape, dtype)
+    return _create_empty(shape, dtype)
+
+
 def _refusal(name: str, backend_name: str, owned: Optional[str]) -> Optional[str]:
     """Why the simulated device cannot be set up as ``name`` (None if it can).
 
@@ -574,11 +602,16 @@ def _refusal(name: str, backend_name: str, owned: Optional[str]) -> Optional[str
     in so that tests can ask about a fresh process after the real setup. Also reads
     ``torch.__version__`` and ``sys.modules["torch_npu"]``.
     """
-    if _torch_version() < MIN_TORCH_VERSION or not hasattr(torch._C, "_acc"):
+    if _torch_version() < MIN_TORCH_VERSION:
         return (
             f"the simulated device needs torch >= {MIN_TORCH_VERSION[0]}.{MIN_TORCH_VERSION[1]} "
-            f"(torch.utils.backend_registration._setup_privateuseone_for_python_backend); "
-            f"installed: torch {torch.__version__}"
+            f"(the oldest verified); installed: torch {torch.__version__}"
+        )
+    lacking = _wb.available() if WRAPPER_ROUTE else None
+    if lacking is not None:
+        return (
+            f"the simulated device cannot be set up on torch {torch.__version__}: "
+            f"it lacks {lacking}"
         )
     if not isinstance(name, str) or not re.fullmatch(r"[a-z][a-z0-9_]*", name):
         return f"invalid device name {name!r}: use a lowercase identifier"
@@ -665,6 +698,8 @@ def _register_kernels(name: str) -> None:
     aten.impl("_pin_memory", _pin_memory_cpu, "CPU")
     aten.impl("is_pinned", _is_pinned_cpu, "CPU")
     _STATE.libs.append(aten)
+    if WRAPPER_ROUTE:
+        _wb.register_kernels(_STATE.libs)
 
 
 def setup(name: str = "npu") -> torch.device:
@@ -675,13 +710,18 @@ def setup(name: str = "npu") -> torch.device:
             _check_can_setup(name)  # raises for a different name
             return _STATE.device
         _check_can_setup(name)
-        from torch.utils.backend_registration import _setup_privateuseone_for_python_backend
-
         from syncguard.sim import npu_module
 
         npu_module._DEVICE_NAME = name
         _NAME = name
-        _setup_privateuseone_for_python_backend(rename=name, backend_module=npu_module)
+        if WRAPPER_ROUTE:
+            _wb.setup(name, npu_module)
+        else:
+            from torch.utils.backend_registration import (
+                _setup_privateuseone_for_python_backend,
+            )
+
+            _setup_privateuseone_for_python_backend(rename=name, backend_module=npu_module)
         _register_kernels(name)
         _STATE.name = name
         _STATE.device = torch.device(name, 0)
@@ -692,3 +732,13 @@ def setup(name: str = "npu") -> torch.device:
 def current_name() -> Optional[str]:
     """The simulated device's name once set up, else None."""
     return _STATE.name
+
+
+# The wrapper route (torch < 2.9): device tensors are __torch_dispatch__ wrapper subclasses.
+if WRAPPER_ROUTE:
+    from syncguard.sim import wrapper_backend as _wb
+
+    SimTensor.__torch_dispatch__ = classmethod(_wb.torch_dispatch)  # type: ignore[assignment]
+    SimTensor.tolist = _wb.make_tolist()  # type: ignore[method-assign]
+    SimTensor.numpy = _wb.make_numpy()  # type: ignore[method-assign]
+    _wrap = _wb.wrap  # noqa: F811

@@ -1,7 +1,8 @@
 """``torch.npu`` for the simulated device: the device module PyTorch looks up by name.
 
 Registered by :func:`syncguard.sim.simulated_device` through
-``_setup_privateuseone_for_python_backend(backend_module=...)``, so ``torch.npu`` (or
+``_setup_privateuseone_for_python_backend(backend_module=...)`` (torch >= 2.9) or
+``torch._register_device_module`` (torch 2.7, 2.8), so ``torch.npu`` (or
 ``torch.<name>``) is this module. It models one device with one in-order queue: work is done
 when an op returns, so every wait below is instantaneous. What matters to syncguard is that
 every explicit ``synchronize()`` (module, stream, event) is reported as an ``explicit_sync``.
