@@ -125,8 +125,13 @@ def _git_commit(cwd: str) -> Optional[str]:
 
 
 def _git_dirty(cwd: str) -> Optional[bool]:
-    """True when tracked files differ from the commit (None outside a git checkout)."""
-    out = _git(cwd, "status", "--porcelain", "--untracked-files=no")
+    """True when tracked files other than reports/ (outputs, possibly this run's own) differ
+    from the commit (None outside a git checkout)."""
+    top = _git(cwd, "rev-parse", "--show-toplevel")
+    if top is None:
+        return None
+    out = _git(top, "status", "--porcelain", "--untracked-files=no", "--", ".",
+               ":(exclude)reports")
     return None if out is None else bool(out)
 
 
