@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import List
+from typing import List, Tuple
 
 import torch
 
@@ -20,7 +20,7 @@ def selftest(device: str | None = None) -> List[str]:
     nonzero-family op, and a control that must stay at zero.
     """
     lines: List[str] = []
-    targets = [("cpu", ("cpu",))]
+    targets: List[Tuple[str, Tuple[str, ...]]] = [("cpu", ("cpu",))]
     if device is not None and torch.device(device).type != "cpu":
         targets.append((device, ()))
     for dev, extra in targets:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import io
-from typing import Callable, Dict, List, Union
+from typing import Any, Callable, ContextManager, Dict, List, Union
 
 import torch
 
@@ -48,7 +48,11 @@ def _n(dev: str, v: int) -> torch.Tensor:
         return torch.tensor(v).to(dev)
 
 
-def _setup() -> object:
+def _any(x: torch.Tensor) -> Any:
+    return x
+
+
+def _setup() -> ContextManager[None]:
     from ._hub import allow
 
     return allow("catalogue setup: build the input on the device")
@@ -152,11 +156,12 @@ CATCH: List[Case] = [
     Case("pageable .to(dev, non_blocking=True)",
          lambda d: torch.arange(4).to(d, non_blocking=True), 1, host_distinct=True,
          line="x_cpu.to(dev, non_blocking=True) from pageable memory"),
-    Case("torch.arange(0-d t)", lambda d: torch.arange(_n(d, 3), device=d), 1,
+    # the 0-d tensor where an int/Scalar is expected is the point: typed Any for the stubs
+    Case("torch.arange(0-d t)", lambda d: torch.arange(_any(_n(d, 3)), device=d), 1,
          line="torch.arange(n) with n a 0-d device tensor", needs_net=True),
-    Case("x.view(0-d t, -1)", lambda d: _t(d, 1, 2, 3, 4).view(_n(d, 2), -1), 1,
+    Case("x.view(0-d t, -1)", lambda d: _t(d, 1, 2, 3, 4).view(_any(_n(d, 2)), -1), 1,
          line="x.view(n, -1) with n a 0-d device tensor", needs_net=True),
-    Case("add(alpha=0-d t)", lambda d: _t(d, 1, 2).add(_t(d, 1, 1), alpha=_n(d, 2)), 1,
+    Case("add(alpha=0-d t)", lambda d: _t(d, 1, 2).add(_t(d, 1, 1), alpha=_any(_n(d, 2))), 1,
          line="x.add(y, alpha=n) with n a 0-d device tensor", needs_net=True),
     Case("device.synchronize()", lambda d: _devmod(d).synchronize(), 1,  # type: ignore
          device_module=True, line="torch.<dev>.synchronize()"),

@@ -58,7 +58,7 @@ def information_uri() -> str:
             md = metadata("syncguard")
         except PackageNotFoundError:
             return DEFAULT_INFORMATION_URI
-        home = md.get("Home-page")
+        home = md["Home-page"] if "Home-page" in md else None
         if home and home.startswith(("http://", "https://")):
             return home
         for entry in md.get_all("Project-URL") or []:

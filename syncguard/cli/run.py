@@ -12,7 +12,7 @@ import argparse
 import os
 import sys
 import time
-from typing import Any, List, Optional
+from typing import Any, List, Optional, Sequence
 
 NAME = "run"
 HELP = "run scenarios and write reports (the main job)"
@@ -56,19 +56,19 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    "every step where it disagrees (OUT/crosscheck.json)")
 
 
-def crosscheck(scenarios: List[object], opts: object, out: str) -> int:
+def crosscheck(scenarios: Sequence[Any], opts: Any, out: str) -> int:
     """Run the per-step native cross-check in a child process; 0 when every step agrees."""
     import subprocess
 
-    cmd = [sys.executable, "-m", "syncguard.crosscheck", "--device", opts.device,  # type: ignore[attr-defined]
+    cmd = [sys.executable, "-m", "syncguard.crosscheck", "--device", opts.device,
            "--out", os.path.join(out, "crosscheck.json")]
-    for p in opts.paths or []:  # type: ignore[attr-defined]
+    for p in opts.paths or []:
         cmd += ["--paths", p]
     for flag in ("steps", "warmup"):
         v = getattr(opts, flag)
         if v is not None:
             cmd += [f"--{flag}", str(v)]
-    cmd += [s.file for s in scenarios]  # type: ignore[attr-defined]
+    cmd += [s.file for s in scenarios]
     return subprocess.run(cmd).returncode
 
 

@@ -109,7 +109,7 @@ def step_ranges(steps: Iterable[Optional[int]], max_parts: Optional[int] = None)
     ``None`` steps (outside any step) are ignored. With ``max_parts`` the list is cut after
     that many ranges and ``", ... (+N)"`` says how many ranges were left out.
     """
-    nums = sorted({int(s) for s in steps if not is_missing(s)})
+    nums = sorted({int(s) for s in steps if s is not None and not is_missing(s)})
     parts: List[str] = []
     i = 0
     while i < len(nums):
@@ -175,9 +175,10 @@ def summary(result: RunResult) -> pd.DataFrame:
             counted = _records(result, scenario, path, "counted")
             timed = _records(result, scenario, path, "timed")
             syncs = [float(r.syncs) for r in counted]
-            lat = [float(r.latency_ms) for r in timed if not is_missing(r.latency_ms)]
+            lat = [float(r.latency_ms) for r in timed
+                   if r.latency_ms is not None and not is_missing(r.latency_ms)]
             dev = [float(r.device_ms) for r in (timed or counted)
-                   if not is_missing(r.device_ms)]
+                   if r.device_ms is not None and not is_missing(r.device_ms)]
             rows.append({
                 "scenario": scenario, "path": path,
                 "steps": len(counted),
@@ -306,7 +307,7 @@ def sites(result: RunResult, include_allowed: bool = True,
         if w is not None and not is_missing(w):
             g["waits"].append(float(w))
         cnt = e.get("count")
-        g["count"] += int(cnt) if not is_missing(cnt) else 1
+        g["count"] += int(cnt) if cnt is not None and not is_missing(cnt) else 1
         g["steps"].append(e.get("step"))
         reason = e.get("reason")
         if reason and reason not in g["reasons"]:

@@ -95,10 +95,10 @@ def render(result: RunResult, *, title: str = "syncguard report", show_time: boo
     out += [f"{hs} Per step", ""]
     for scenario in result.scenarios:
         t = _tables.per_step_tbl(result, scenario, max_steps)
-        n = sum(1 for s in result.steps if s.scenario == scenario)
+        n_records = sum(1 for s in result.steps if s.scenario == scenario)
         steps = len(analysis.per_step(result, scenario))
         out += ["<details>",
-                f"<summary>{_html.escape(scenario)}: {steps} steps ({n} step records)"
+                f"<summary>{_html.escape(scenario)}: {steps} steps ({n_records} step records)"
                 "</summary>", "", table(t), "", "</details>", ""]
     out += [f"{hs} Legend", ""]
     out += [f"- **{text(k)}**: {text(v)}" for k, v in LEGEND]

@@ -174,7 +174,7 @@ class SamplingBatchInfo:
             deterministic=deterministic,
             build_mode=stager.mode or BUILD_HOST,
             pin_fallback_reason=stager.fallback_reason,
-            **flags,
+            **flags,  # type: ignore[arg-type]  # the five host bools, by name
         )
 
     # ------------------------------------------------------------------ views

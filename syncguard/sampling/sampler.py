@@ -251,7 +251,7 @@ def _fused_branch(
             min_p_thresholds = probs.max(dim=-1).values * min_ps
         else:
             # Upstream's line: max(dim=) returns (values, indices), so this raises TypeError.
-            min_p_thresholds = probs.max(dim=-1) * min_ps  # type: ignore[operator]
+            min_p_thresholds = probs.max(dim=-1) * min_ps  # type: ignore[operator,assignment]
         probs.masked_fill_(probs < min_p_thresholds.view(-1, 1), 0.0)
     return _sample_from_probs(probs, sampling_seed, positions).to(torch.int32)
 

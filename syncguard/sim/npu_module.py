@@ -152,7 +152,7 @@ class Stream(torch.Stream):
         sid = int(kwargs.pop("stream_id", -1))
         if sid < 0:
             sid = _next_stream_id()
-        dev_type = int(torch._C._autograd.DeviceType.PrivateUse1)
+        dev_type = int(torch._C._autograd.DeviceType.PrivateUse1)  # type: ignore[call-overload]
         self = super().__new__(cls, stream_id=sid, device_index=0, device_type=dev_type)
         return self  # type: ignore[no-any-return]
 

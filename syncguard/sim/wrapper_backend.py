@@ -104,8 +104,9 @@ class _Shell(torch.Tensor):
     """A value-less device tensor with given metadata, only for torch's printing prefix."""
 
     @classmethod
-    def __torch_dispatch__(cls, func: Any, types: Any, args: Tuple[Any, ...] = (),
-                           kwargs: Optional[Dict[str, Any]] = None) -> Any:
+    def __torch_dispatch__(  # type: ignore[override]
+            cls, func: Any, types: Any, args: Tuple[Any, ...] = (),
+            kwargs: Optional[Dict[str, Any]] = None) -> Any:
         raise RuntimeError(f"syncguard.sim: {func} on a printing shell")
 
 
@@ -229,9 +230,14 @@ def torch_dispatch(cls: Any, func: Any, types: Any, args: Tuple[Any, ...] = (),
 _GUARD_KEEP: List[Any] = []  # the ctypes objects the registered guard points into
 
 
+def _device_type_index(name: str) -> int:
+    """c10::DeviceType's number for ``name`` (the stubs do not type the enum as int)."""
+    return int(getattr(torch._C._autograd.DeviceType, name))
+
+
 def _guard_registry() -> Any:
     """c10's ``device_guard_impl_registry`` (one pointer per device type) via ctypes."""
-    pu1 = int(torch._C._autograd.DeviceType.PrivateUse1)
+    pu1 = _device_type_index("PrivateUse1")
     lib = ctypes.CDLL(os.path.join(os.path.dirname(torch.__file__), "lib", _LIBC10))
     return (ctypes.c_void_p * (pu1 + 1)).in_dll(lib, _REGISTRY_SYMBOL)
 
@@ -244,15 +250,15 @@ def _guard_problem() -> Optional[str]:
         registry = _guard_registry()
     except (OSError, ValueError) as e:
         return f"c10's device_guard_impl_registry, reachable through ctypes ({e})"
-    if not registry[int(torch._C._autograd.DeviceType.CPU)]:
+    if not registry[_device_type_index("CPU")]:
         return "a registered CPU device guard in c10"
     return None
 
 
 def _install_device_guard() -> None:
     """Register the device guard described above for PrivateUse1 (once per process)."""
-    pu1 = int(torch._C._autograd.DeviceType.PrivateUse1)
-    cpu = int(torch._C._autograd.DeviceType.CPU)
+    pu1 = _device_type_index("PrivateUse1")
+    cpu = _device_type_index("CPU")
     registry = _guard_registry()
     if registry[pu1]:
         return  # a guard is registered already
