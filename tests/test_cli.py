@@ -393,6 +393,22 @@ def test_compare_two_runs(small_run: Dict[str, Any], tmp_path: Path,
     assert int(m.group(2)) == n_rows and int(m.group(1)) >= 2
 
 
+def test_compare_writes_markdown_for_a_pr(small_run: Dict[str, Any], tmp_path: Path,
+                                          capsys: pytest.CaptureFixture) -> None:
+    md = tmp_path / "compare.md"
+    rc, _, err = cli(capsys, "compare", small_run["jsonl"], "-o", str(md), *WIDE)
+    assert rc == EXIT_OK, err
+    text = md.read_text(encoding="utf-8")
+    assert text.startswith("## ") and "legacy (A) vs flag (B)" in text
+    assert f"[legacy]` · B: `{small_run['jsonl']} [flag]`" in text
+    row = next(ln for ln in text.splitlines() if ln.startswith("| small | legacy vs flag"))
+    assert "| 1.00 | 0 |" in row
+    rc, _, err = cli(capsys, "compare", small_run["jsonl"], "-o", str(md), *WIDE)
+    assert rc == EXIT_USAGE and "--force" in _one_error_line(err)
+    rc, _, err = cli(capsys, "compare", small_run["jsonl"], "-o", str(tmp_path / "c.html"))
+    assert rc == EXIT_USAGE and "Markdown" in _one_error_line(err)
+
+
 def test_compare_bad_input(small_run: Dict[str, Any], tmp_path: Path,
                            capsys: pytest.CaptureFixture) -> None:
     a = small_run["jsonl"]

@@ -4,6 +4,8 @@ hidden syncs and latency side by side, differences marked."""
 from __future__ import annotations
 
 import argparse
+import os
+import sys
 
 NAME = "compare"
 HELP = "compare two runs, or two paths of one run"
@@ -15,6 +17,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--paths", nargs=2, metavar=("P", "Q"), default=None,
                    help="compare two paths of run A (default legacy flag when B is absent)")
     p.add_argument("--width", type=int, default=None, help="terminal width for the tables")
+    p.add_argument("-o", "--output", default=None, metavar="FILE.md",
+                   help="also write the comparison as Markdown (for a PR comment); an existing "
+                   "file needs --force")
+    p.add_argument("--force", action="store_true", help="overwrite --output")
 
 
 def main(args: argparse.Namespace) -> int:
@@ -25,6 +31,11 @@ def main(args: argparse.Namespace) -> int:
     from ..renderers.analysis import compare, compare_paths
     from . import EXIT_OK, UsageError
 
+    if args.output is not None:
+        if not args.output.lower().endswith((".md", ".markdown")):
+            raise UsageError(f"-o {args.output}: the comparison is written as Markdown (.md)")
+        if os.path.exists(args.output) and not args.force:
+            raise UsageError(f"-o {args.output}: exists; use --force to overwrite it")
     a = results.load(args.a)
     console = Console(width=args.width) if args.width else Console()
     if args.b is not None:
@@ -32,6 +43,7 @@ def main(args: argparse.Namespace) -> int:
             raise UsageError("--paths: compare either two runs or two paths of one run")
         df = compare(a, results.load(args.b))
         title = f"{args.a} (A) vs {args.b} (B)"
+        labels = (args.a, args.b)
     else:
         p, q = args.paths or ("legacy", "flag")
         for x in (p, q):
@@ -39,5 +51,15 @@ def main(args: argparse.Namespace) -> int:
                 raise UsageError(f"--paths: {x!r} is not in {args.a} (has {', '.join(a.paths)})")
         df = compare_paths(a, p, q)
         title = f"{args.a}: {p} (A) vs {q} (B)"
+        labels = (f"{args.a} [{p}]", f"{args.a} [{q}]")
     terminal.render_compare(df, console, title)
+    if args.output is not None:
+        from ..renderers import markdown
+
+        try:
+            with open(args.output, "w", encoding="utf-8") as f:
+                f.write(markdown.render_compare(df, *labels, title=title))
+        except OSError as exc:
+            raise UsageError(f"-o {args.output}: cannot write: {exc.strerror}") from None
+        print(f"Wrote {args.output}", file=sys.stderr)
     return EXIT_OK
