@@ -80,6 +80,13 @@ def _pinned(dev: str) -> torch.Tensor:
     return torch.arange(4.0).pin_memory().to(dev, non_blocking=True)
 
 
+def _d2h_nb(dev: str, pinned: bool) -> torch.Tensor:
+    x = _t(dev, 1, 2)
+    with _setup():
+        buf = torch.empty(2).pin_memory() if pinned else torch.empty(2)
+    return buf.copy_(x, non_blocking=True)
+
+
 def _event_sync(dev: str) -> None:
     mod = _devmod(dev)
     ev = mod.Event()  # type: ignore[attr-defined]
@@ -157,6 +164,8 @@ CATCH: List[Case] = [
          lambda d: torch.arange(4).to(d, non_blocking=True), 1, host_distinct=True,
          line="x_cpu.to(dev, non_blocking=True) from pageable memory"),
     # the 0-d tensor where an int/Scalar is expected is the point: typed Any for the stubs
+    Case("pageable_buf.copy_(t, non_blocking=True)", lambda d: _d2h_nb(d, False), 1,
+         host_distinct=True, line="cpu_buf.copy_(x, non_blocking=True) into pageable memory"),
     Case("torch.arange(0-d t)", lambda d: torch.arange(_any(_n(d, 3)), device=d), 1,
          line="torch.arange(n) with n a 0-d device tensor", needs_net=True),
     Case("x.view(0-d t, -1)", lambda d: _t(d, 1, 2, 3, 4).view(_any(_n(d, 2)), -1), 1,
@@ -195,5 +204,7 @@ ZERO: List[Case] = [
     Case("multinomial(replacement=True, n=2)",
          lambda d: torch.multinomial(_t(d, 0.5, 0.5), 2, replacement=True), 0),
     Case("pinned .to(dev, non_blocking=True)", _pinned, 0, host_distinct=True),
+    Case("pinned_buf.copy_(t, non_blocking=True)", lambda d: _d2h_nb(d, True), 0,
+         host_distinct=True),
     Case("device.to(dev) (same device)", lambda d: _t(d, 1).to(d), 0, host_distinct=True),
 ]

@@ -167,7 +167,10 @@ def _to(args: Tuple[Any, ...], kwargs: Dict[str, Any]) -> Optional[Hit]:
     return _copy_dir(self, target, non_blocking)
 
 
-def _copy_dir(src: _Tensor, target: Optional[str], non_blocking: bool) -> Optional[Hit]:
+def _copy_dir(src: _Tensor, target: Optional[str], non_blocking: bool,
+              dst: Optional[_Tensor] = None) -> Optional[Hit]:
+    """Does copying ``src`` to device type ``target`` make the host wait? ``dst``: the
+    destination tensor when the caller gives one (``copy_``), else a new one is allocated."""
     if target is None:
         return None
     src_t = src.device.type
@@ -175,7 +178,13 @@ def _copy_dir(src: _Tensor, target: Optional[str], non_blocking: bool) -> Option
     # stands for a device-to-host copy.
     if HUB.is_device_type(src_t) and target == "cpu":
         if non_blocking:
-            return None  # async D2H: the host does not wait (reading it early is a race)
+            if dst is None or _is_pinned(dst):
+                # async D2H into pinned memory (``.to("cpu", non_blocking=True)`` allocates
+                # its result pinned): the host does not wait (reading it early is a race)
+                return None
+            # into pageable memory the driver copies synchronously (CUDA's API sync rules)
+            return (E.D2H_COPY, "aten::copy_", src_t, 1,
+                    "non_blocking copy into pageable memory")
         return (E.D2H_COPY, "aten::_to_copy", src_t, 1, None)
     if src_t == target:
         return None
@@ -197,9 +206,9 @@ def _copy_(args: Tuple[Any, ...], kwargs: Dict[str, Any]) -> Optional[Hit]:
     if not isinstance(src, _Tensor):
         return None
     nb = bool(_a(args, kwargs, 2, "non_blocking", False))
-    hit = _copy_dir(src, dst.device.type, nb)
+    hit = _copy_dir(src, dst.device.type, nb, dst)
     if hit is not None and hit[0] == E.D2H_COPY:
-        return (E.D2H_COPY, "aten::copy_", hit[2], 1, None)
+        return (E.D2H_COPY, "aten::copy_", hit[2], 1, hit[4])
     return hit
 
 
@@ -450,6 +459,46 @@ def _wrap(orig: Callable[..., Any], api: str, classify: Classifier) -> Callable[
     return wrapper
 
 
+class _SequenceSlots:
+    """Undo a CPython side effect of patching ``__getitem__``/``__setitem__`` on a heap type.
+
+    Setting a Python ``__getitem__`` on ``torch.Tensor`` fills the type's ``sq_item`` slot as
+    well as ``mp_subscript`` (and ``__setitem__`` fills ``sq_ass_item``), and deleting the
+    attribute again leaves them filled. A filled ``sq_item`` makes every tensor pass
+    ``PySequence_Check``, so ``torch.tensor([t0, t0])`` of 0-d tensors tries ``len()`` on them
+    and raises, inside the guard and after it. Indexing itself goes through ``mp_subscript``
+    (checked first by ``PyObject_GetItem``), so the two sequence slots are put back to what
+    they were (empty) after every patch and unpatch. Only on CPython with the standard type
+    layout (checked against the type's name); elsewhere nothing is touched."""
+
+    _AS_SEQUENCE = 13  # PyTypeObject: 3 header words, then tp_name ... tp_as_sequence
+    _SQ_ITEM, _SQ_ASS_ITEM = 3, 5  # PySequenceMethods
+
+    def __init__(self, tp: type) -> None:
+        self.slots: List[Tuple[Any, Optional[int]]] = []
+        try:
+            import ctypes
+
+            word = ctypes.sizeof(ctypes.c_void_p)
+            if (sys.implementation.name != "cpython"
+                    or not getattr(sys, "_is_gil_enabled", lambda: True)()
+                    or ctypes.c_char_p.from_address(id(tp) + 3 * word).value
+                    != tp.__name__.encode()):
+                return
+            seq = ctypes.c_void_p.from_address(id(tp) + self._AS_SEQUENCE * word).value
+            if not seq:
+                return
+            for i in (self._SQ_ITEM, self._SQ_ASS_ITEM):
+                slot = ctypes.c_void_p.from_address(seq + i * word)
+                self.slots.append((slot, slot.value))
+        except Exception:  # an unexpected layout: leave the type alone
+            self.slots = []
+
+    def restore(self) -> None:
+        for slot, value in self.slots:
+            slot.value = value
+
+
 class _Patcher:
     """Owns the process-global patches: installed for the first guard, removed with the last."""
 
@@ -458,6 +507,9 @@ class _Patcher:
         self.users = 0
         # (owner, name, had_own_attribute, original)
         self.saved: List[Tuple[Any, str, bool, Any]] = []
+        # the sequence slots of each type whose __getitem__/__setitem__ is patched, as they
+        # were before the first patch (see _SequenceSlots)
+        self.slots: Dict[Any, _SequenceSlots] = {}
 
     def acquire(self) -> None:
         with self.lock:
@@ -474,22 +526,30 @@ class _Patcher:
     def _install(self) -> None:
         try:
             for owner, name, api, cls in _targets():
+                if name in ("__getitem__", "__setitem__") and owner not in self.slots:
+                    self.slots[owner] = _SequenceSlots(owner)
                 own = name in vars(owner)
                 orig = vars(owner)[name] if own else getattr(owner, name)
                 raw = getattr(owner, name)
                 setattr(owner, name, _wrap(raw, api, cls))
                 self.saved.append((owner, name, own, orig))
+            for seq in self.slots.values():
+                seq.restore()
         except BaseException:
             self._uninstall()
             raise
 
     def _uninstall(self) -> None:
-        while self.saved:
-            owner, name, own, orig = self.saved.pop()
-            if own:
-                setattr(owner, name, orig)
-            else:
-                delattr(owner, name)
+        try:
+            while self.saved:
+                owner, name, own, orig = self.saved.pop()
+                if own:
+                    setattr(owner, name, orig)
+                else:
+                    delattr(owner, name)
+        finally:
+            for seq in self.slots.values():
+                seq.restore()
 
     @property
     def installed(self) -> bool:
@@ -554,7 +614,7 @@ def _classify_aten(func: Any) -> Any:
         def copy_from(a: Tuple[Any, ...], k: Dict[str, Any], d: str) -> Optional[Hit]:
             src, dst = a[0], a[1]
             nb = bool(a[2]) if len(a) > 2 else bool(k.get("non_blocking", False))
-            hit = _copy_dir(src, dst.device.type, nb)
+            hit = _copy_dir(src, dst.device.type, nb, dst)
             return None if hit is None else (hit[0], name, hit[2], 1, hit[4])
         return copy_from
     if base == "aten::index" or base == "aten::index_put" or base == "aten::index_put_":
@@ -639,7 +699,7 @@ def _net_hit(func: Any, args: Tuple[Any, ...], kwargs: Dict[str, Any]) -> Option
         if not isinstance(src, _Tensor) or src.device.type == sim or dst.device.type == sim:
             return None
         nb = bool(args[2]) if len(args) > 2 else bool(kwargs.get("non_blocking", False))
-        hit = _copy_dir(src, dst.device.type, nb)
+        hit = _copy_dir(src, dst.device.type, nb, dst)
         return None if hit is None else (hit[0], name, hit[2], 1, hit[4])
     if base == "aten::_to_copy":
         target = kwargs.get("device")

@@ -23,6 +23,9 @@ def _torch_left_clean() -> Iterator[None]:
     assert PATCHER.users == 0 and not PATCHER.installed, "interceptors left installed"
     assert HUB.tls.busy == 0
     assert torch._C._len_torch_dispatch_stack() == modes, "dispatch net left on the stack"
+    # patching __getitem__ must not leave tensors looking like Python sequences
+    zero_d = torch.tensor(1.0)
+    assert torch.tensor([zero_d, zero_d]).tolist() == [1.0, 1.0], "Tensor sequence slots"
     after = snapshot()
     # Owners may appear during a test (the simulated device's tensor class): compare the
     # shared keys, and no attribute anywhere may still be a syncguard wrapper.

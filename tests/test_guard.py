@@ -266,3 +266,21 @@ def test_dispatch_net_leaves_with_the_guard_on_exceptions() -> None:
         torch.arange(torch.tensor(2))
     assert g.count == 0
 
+
+def test_tensor_of_0d_tensors_works_inside_and_after_a_guard() -> None:
+    # patching Tensor.__getitem__ fills CPython's sq_item slot as a side effect, which made
+    # every tensor a "sequence" and torch.tensor([t0, t0]) raise "len() of a 0-d tensor"
+    s = torch.tensor(2.0)
+    with SyncGuard():
+        assert torch.tensor([s, s]).tolist() == [2.0, 2.0]
+        x = torch.arange(4)
+        assert x[x > 1].tolist() == [2, 3]  # indexing still goes through the interceptor
+    assert torch.tensor([s, s]).tolist() == [2.0, 2.0]
+    with SyncGuard(devices=("cpu",)) as g:
+        torch.tensor([s, s])  # reads both values: on a device, two scalar reads
+        x = torch.arange(4)
+        x[x > 1]
+        x[x > 2] = torch.tensor(0)
+    assert [e.api for e in g.events] == ["Tensor.__float__", "Tensor.__float__",
+                                         "Tensor.__getitem__", "Tensor.__setitem__"]
+
