@@ -10,7 +10,9 @@ import contextlib
 import contextvars
 import logging
 import os
+import site
 import sys
+import sysconfig
 import threading
 from typing import TYPE_CHECKING, Dict, Iterator, List, Optional, Tuple
 
@@ -27,6 +29,12 @@ _INTERNAL_DIRS = tuple(
     os.path.join(_PKG_DIR, p) for p in ("_hub.py", "intercept.py", "guard.py", "opmodel.py",
                                          "_selftest.py", "sim" + os.sep, "pytest_plugin.py")
 )
+
+# The standard library (minus the site-packages folders that may live under it).
+_STDLIB = os.path.abspath(sysconfig.get_paths()["stdlib"]) + os.sep
+_SITE = tuple(sorted({os.path.abspath(p) + os.sep for k, p in sysconfig.get_paths().items()
+                      if k in ("purelib", "platlib")} | {os.path.abspath(p) + os.sep
+                                                         for p in site.getsitepackages()}))
 
 _allow_reason: contextvars.ContextVar[Optional[str]] = contextvars.ContextVar(
     "syncguard_allow", default=None
@@ -45,6 +53,7 @@ class Hub:
         self.guards: List[SyncGuard] = []
         self.tls = _ThreadState()
         self._skip_cache: Dict[str, bool] = {}
+        self._soft_cache: Dict[str, bool] = {}
         self._skip_prefixes: Tuple[str, ...] = self._compute_skip_prefixes()
         # Device types that count as device-resident besides every non-CPU one.
         self.extra_devices: frozenset[str] = frozenset()
@@ -95,15 +104,33 @@ class Hub:
             self._skip_cache[filename] = s
         return s
 
+    def _soft(self, filename: str) -> bool:
+        """Frames that are code but rarely the line to blame: the standard library (logging,
+        pprint, copy, pickle, threading...) and generated code (``<string>``: a dataclass's
+        ``__repr__``). Dropped when a user frame lies further out."""
+        s = self._soft_cache.get(filename)
+        if s is None:
+            if filename.startswith("<"):
+                s = filename == "<string>"
+            else:
+                a = os.path.abspath(filename)
+                s = a.startswith(_STDLIB) and not a.startswith(_SITE)
+            self._soft_cache[filename] = s
+        return s
+
     def user_stack(self, depth: int = 8, skip: int = 0) -> Tuple[Frame, ...]:
         frames: List[Frame] = []
+        soft: List[bool] = []
         f = sys._getframe(1 + skip)
-        while f is not None and len(frames) < depth:
+        while f is not None and len(frames) < depth + 8:
             code = f.f_code
             if not self._skip(code.co_filename):
                 frames.append(Frame(code.co_filename, f.f_lineno, code.co_name))
+                soft.append(self._soft(code.co_filename))
             f = f.f_back  # type: ignore[assignment]
-        return tuple(frames)
+        if not all(soft):  # blame user code; keep the soft frames only when there is none
+            frames = [fr for fr, sf in zip(frames, soft) if not sf]
+        return tuple(frames[:depth])
 
     # -- delivery ---------------------------------------------------------------------
     @property

@@ -284,3 +284,33 @@ def test_tensor_of_0d_tensors_works_inside_and_after_a_guard() -> None:
     assert [e.api for e in g.events] == ["Tensor.__float__", "Tensor.__float__",
                                          "Tensor.__getitem__", "Tensor.__setitem__"]
 
+
+
+def test_blame_skips_the_standard_library_and_generated_code() -> None:
+    # the read happens inside logging / pprint / a dataclass's generated __repr__; the line
+    # to blame is the user's call, not logging/__init__.py or <string>
+    import dataclasses
+    import io
+    import pprint
+    import sys
+
+    @dataclasses.dataclass
+    class Box:
+        t: torch.Tensor
+
+    logger = logging.getLogger("syncguard-test-blame")
+    handler = logging.StreamHandler(io.StringIO())
+    logger.addHandler(handler)
+    logger.setLevel(logging.INFO)
+    logger.propagate = False  # only our handler formats the record (not pytest's capture)
+    x = torch.arange(3.0)
+    try:
+        with SyncGuard(devices=("cpu",)) as g:
+            logger.info("x=%s", x)
+            first = sys._getframe().f_lineno - 1
+            pprint.pformat(x)
+            repr(Box(x))
+    finally:
+        logger.removeHandler(handler)
+    assert [(e.filename, e.lineno) for e in g.events] == [
+        (__file__, first), (__file__, first + 2), (__file__, first + 3)]
