@@ -59,7 +59,8 @@ class SyncGuard:
     is classified, so reads that no Python entry point sees are counted too (a 0-d device
     tensor passed as an int or Scalar: ``torch.arange(n)``, ``x.view(n, -1)``,
     ``add(alpha=n)``). It costs a Python call per op; the simulated device needs none (its
-    backend classifies every op on every thread).
+    backend classifies every op on every thread), and must not be used with it: any
+    dispatch mode breaks ``torch.tensor(..., device=<simulated>)``.
 
     Syncs from every Python thread are counted while the guard is active; guards nest (each
     active guard records every event).

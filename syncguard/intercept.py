@@ -716,7 +716,13 @@ def _net_hit(func: Any, args: Tuple[Any, ...], kwargs: Dict[str, Any]) -> Option
         c = _op_cache[func] = _classify_aten(func)
     if c is _SKIP:
         return None
-    return c(args, kwargs, d)  # type: ignore[no-any-return]
+    hit = c(args, kwargs, d)
+    if hit is not None and base == "aten::_local_scalar_dense" and hit[4] is None:
+        # no Python entry point reported it: a 0-d device tensor read in C++, most often one
+        # passed where an int or Scalar is expected (torch.arange(n), x.view(n, -1))
+        hit = (hit[0], hit[1], hit[2], hit[3],
+               "0-d device tensor read in C++ (an int/Scalar argument?)")
+    return hit  # type: ignore[no-any-return]
 
 
 def dispatch_net() -> Any:

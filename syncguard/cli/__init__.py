@@ -50,6 +50,14 @@ def device_for_probe(kind: str) -> Optional[str]:
     return None if t.kind == "cpu" else str(t.device)
 
 
+def report_width(width: Optional[int]) -> Optional[int]:
+    """``--width`` if given; else the terminal's, or 160 columns when stdout is not a terminal
+    (CI logs, pipes), where rich would otherwise squeeze the tables into 80."""
+    if width:
+        return width
+    return None if sys.stdout.isatty() else 160
+
+
 def error(msg: str) -> None:
     print(f"syncguard: error: {msg}", file=sys.stderr)
 

@@ -29,7 +29,7 @@ def main(args: argparse.Namespace) -> int:
     from .. import results
     from ..renderers import terminal
     from ..renderers.analysis import compare, compare_paths
-    from . import EXIT_OK, UsageError
+    from . import EXIT_OK, UsageError, report_width
 
     if args.output is not None:
         if not args.output.lower().endswith((".md", ".markdown")):
@@ -37,7 +37,7 @@ def main(args: argparse.Namespace) -> int:
         if os.path.exists(args.output) and not args.force:
             raise UsageError(f"-o {args.output}: exists; use --force to overwrite it")
     a = results.load(args.a)
-    console = Console(width=args.width) if args.width else Console()
+    console = Console(width=report_width(args.width))
     if args.b is not None:
         if args.paths:
             raise UsageError("--paths: compare either two runs or two paths of one run")

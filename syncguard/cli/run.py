@@ -128,7 +128,7 @@ def main(args: argparse.Namespace) -> int:
 
     from .. import results, runner, scenario
     from ..renderers import terminal, write_reports
-    from . import EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_OK, EXIT_OVER
+    from . import EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_OK, EXIT_OVER, report_width
 
     opts = options(args, timed=not args.no_timed)
     scenarios = runner.prepare(scenario.resolve(args.scenarios), opts)
@@ -155,7 +155,7 @@ def main(args: argparse.Namespace) -> int:
         err.print("interrupted before the first step was written")
         return EXIT_INTERRUPTED
     res = results.load(result_path)
-    console = Console(width=args.width) if args.width else Console()
+    console = Console(width=report_width(args.width))
     terminal.render(res, console)
     for path in write_reports(res, out):
         err.print(f"Wrote {path}")

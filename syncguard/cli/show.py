@@ -23,7 +23,7 @@ def main(args: argparse.Namespace) -> int:
 
     from .. import results
     from ..renderers import renderer_for_path, terminal
-    from . import EXIT_OK, UsageError
+    from . import EXIT_OK, UsageError, report_width
 
     res = results.load(args.result)
     if args.output:
@@ -41,5 +41,5 @@ def main(args: argparse.Namespace) -> int:
             raise UsageError(f"{args.output}: cannot write: {exc.strerror}") from None
         Console(stderr=True).print(f"Wrote {args.output}")
         return EXIT_OK
-    terminal.render(res, Console(width=args.width) if args.width else Console())
+    terminal.render(res, Console(width=report_width(args.width)))
     return EXIT_OK

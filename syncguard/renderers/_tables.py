@@ -15,7 +15,7 @@ from ._common import (
     short_site,
     step_label,
 )
-from .analysis import is_missing
+from .analysis import LATENCY_THRESHOLD, is_missing
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
@@ -144,15 +144,20 @@ def compare_tbl(df: pd.DataFrame, label_a: str = "A", label_b: str = "B") -> Tbl
                "delta", f"mean ms {label_a}", f"mean ms {label_b}", "ratio", "changed"]
     rows: List[Optional[List[Cell]]] = []
     for r in df.to_dict("records"):
-        mark = ""
-        if r["changed"]:
-            worse = (not is_missing(r["syncs_delta"]) and r["syncs_delta"] > 0) or (
-                not is_missing(r["latency_ratio"]) and r["latency_ratio"] > 1)
-            mark = "worst" if worse else "best"
+        # each cell marked on its own: fewer syncs is better, more is worse; the latency
+        # ratio only when it moved beyond the threshold the footer states
+        d = r["syncs_delta"]
+        sync_mark = "" if is_missing(d) or d == 0 else ("worst" if d > 0 else "best")
+        ratio = r["latency_ratio"]
+        lat_mark = ""
+        if not is_missing(ratio) and abs(float(ratio) - 1.0) > LATENCY_THRESHOLD:
+            lat_mark = "worst" if ratio > 1 else "best"
+        row_mark = "worst" if "worst" in (sync_mark, lat_mark) else (
+            "best" if r["changed"] else "")
         rows.append([Cell(str(r["scenario"])), Cell(str(r["path"])),
                      Cell(fmt_syncs(r["a_syncs_mean"])), Cell(fmt_syncs(r["b_syncs_mean"])),
-                     Cell(fmt_syncs(r["syncs_delta"]), mark=mark),
+                     Cell(fmt_syncs(r["syncs_delta"]), mark=sync_mark),
                      Cell(fmt_ms(r["a_mean_ms"])), Cell(fmt_ms(r["b_mean_ms"])),
-                     Cell(fmt_ratio(r["latency_ratio"]), mark=mark),
-                     Cell("changed" if r["changed"] else "", mark=mark)])
+                     Cell(fmt_ratio(r["latency_ratio"]), mark=lat_mark),
+                     Cell("changed" if r["changed"] else "", mark=row_mark)])
     return Tbl(headers, ["l", "l"] + ["r"] * 6 + ["l"], rows)
