@@ -9,6 +9,9 @@ from __future__ import annotations
 import sys
 from typing import Any, Dict, Iterable, List, Tuple
 
+#: The keys ``[tool.syncguard]`` may hold (a typo is an error, not a silent no-op).
+KEYS = ("allow", "devices", "max_syncs")
+
 
 def load_tool_table(path: str) -> Dict[str, Any]:
     """The ``[tool.syncguard]`` table of ``path`` ({} when absent). Raises ValueError naming
@@ -27,6 +30,10 @@ def load_tool_table(path: str) -> Dict[str, Any]:
     table = data.get("tool", {}).get("syncguard", {})
     if not isinstance(table, dict):
         raise ValueError(f"{path}: [tool.syncguard] must be a table")
+    unknown = sorted(set(table) - set(KEYS))
+    if unknown:
+        raise ValueError(f"{path}: [tool.syncguard] {unknown[0]}: unknown key "
+                         f"(known: {', '.join(KEYS)})")
     return table
 
 

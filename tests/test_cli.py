@@ -658,3 +658,7 @@ def test_check_allow_list_from_option_and_pyproject(tmp_path: Path,
     cfg.write_text("[tool.syncguard]\nallow = [3]\n", encoding="utf-8")
     rc, _, err = cli(capsys, *base[:-1], str(cfg))
     assert rc == EXIT_USAGE and str(cfg) in _one_error_line(err)
+    cfg.write_text("[tool.syncguard]\nallwo = ['x.py:1']\n", encoding="utf-8")  # a typo
+    rc, _, err = cli(capsys, *base[:-1], str(cfg))
+    line = _one_error_line(err)
+    assert rc == EXIT_USAGE and "allwo: unknown key" in line and str(cfg) in line
