@@ -14,6 +14,7 @@ for ops reached without a patched entry point (``torch.ops.aten.nonzero``...).
 from __future__ import annotations
 
 import contextlib
+import functools
 import sys
 import threading
 from time import perf_counter as _perf
@@ -426,6 +427,29 @@ def _targets() -> List[Target]:
     return t
 
 
+def _call_reporting(hit: Hit, api: str, call: Callable[..., Any], args: Tuple[Any, ...],
+                    kwargs: Dict[str, Any]) -> Any:
+    """Run ``call(*args, **kwargs)`` (a classified call) with this thread marked busy, so
+    nothing nested inside reports again, and report ``hit`` (unless it is :data:`QUIET`):
+    before the call when a guard raises, else after it with the time the call took."""
+    tls = HUB.tls
+    tls.busy += 1
+    try:
+        if hit is QUIET:
+            return call(*args, **kwargs)
+        kind, op, device, count, source = hit
+        if HUB.raising:  # report first: "raise" stops the call before it syncs
+            HUB.deliver(kind, api, op, device, count, source)
+            return call(*args, **kwargs)
+        # Time the call: on a real device, how long the host waited in this sync.
+        t0 = _perf()
+        out = call(*args, **kwargs)
+        HUB.deliver(kind, api, op, device, count, source, (_perf() - t0) * 1e6)
+        return out
+    finally:
+        tls.busy -= 1
+
+
 def _wrap(orig: Callable[..., Any], api: str, classify: Classifier) -> Callable[..., Any]:
     tls = HUB.tls
 
@@ -435,21 +459,7 @@ def _wrap(orig: Callable[..., Any], api: str, classify: Classifier) -> Callable[
         hit = classify(args, kwargs)
         if hit is None:
             return orig(*args, **kwargs)
-        tls.busy += 1
-        try:
-            if hit is QUIET:
-                return orig(*args, **kwargs)
-            kind, op, device, count, source = hit
-            if HUB.raising:  # report first: "raise" stops the call before it syncs
-                HUB.deliver(kind, api, op, device, count, source)
-                return orig(*args, **kwargs)
-            # Time the call: on a real device, how long the host waited in this sync.
-            t0 = _perf()
-            out = orig(*args, **kwargs)
-            HUB.deliver(kind, api, op, device, count, source, (_perf() - t0) * 1e6)
-            return out
-        finally:
-            tls.busy -= 1
+        return _call_reporting(hit, api, orig, args, kwargs)
 
     wrapper.__wrapped__ = orig  # type: ignore[attr-defined]
     wrapper.__name__ = getattr(orig, "__name__", api.rsplit(".", 1)[-1])
@@ -604,6 +614,25 @@ _SKIP = object()
 _op_cache: Dict[Any, Any] = {}
 
 
+def _aten_classifier(func: Any) -> Any:
+    """:func:`_classify_aten` of ``func``, computed once per op."""
+    c = _op_cache.get(func)
+    if c is None:
+        c = _op_cache[func] = _classify_aten(func)
+    return c
+
+
+@functools.cache
+def _modelled_ops() -> frozenset:
+    """Every op some committed op sync model (npu, cuda) has an entry for."""
+    ops: set = set()
+    for backend in ("npu", "cuda"):
+        m = load_model(backend)
+        if m is not None:
+            ops.update(m.ops)
+    return frozenset(ops)
+
+
 def _classify_aten(func: Any) -> Any:
     name = func.name()
     base = name.split(".", 1)[0]
@@ -642,12 +671,7 @@ def _classify_aten(func: Any) -> Any:
     dep = getattr(torch.Tag, "data_dependent_output", None)
     if (dyn is not None and dyn in tags) or (dep is not None and dep in tags):
         return lambda a, k, d: (E.DATA_DEPENDENT, name, d, 1, None)
-    modelled = set()
-    for backend in ("npu", "cuda"):
-        m0 = load_model(backend)
-        if m0 is not None:
-            modelled.update(m0.ops)
-    if name in modelled:
+    if name in _modelled_ops():
         def by_model(a: Tuple[Any, ...], k: Dict[str, Any], d: str) -> Optional[Hit]:
             m = model_for(d)
             e = m.reads(name, a, k) if m is not None else None
@@ -671,9 +695,7 @@ def backend_op_hook(func: Any, args: Tuple[Any, ...], kwargs: Dict[str, Any],
     and no Python-level interceptor on this thread already reported it."""
     if not HUB.guards and not BACKEND_COUNTERS:
         return
-    c = _op_cache.get(func)
-    if c is None:
-        c = _op_cache[func] = _classify_aten(func)
+    c = _aten_classifier(func)
     if c is _SKIP:
         return
     hit = c(args, kwargs, device_type)
@@ -711,9 +733,7 @@ def _net_hit(func: Any, args: Tuple[Any, ...], kwargs: Dict[str, Any]) -> Option
     d = _first_dev(args) or (_first_dev(kwargs.values()) if kwargs else None)
     if d is None or d == sim:  # the simulated device's backend classifies its own ops
         return None
-    c = _op_cache.get(func)
-    if c is None:
-        c = _op_cache[func] = _classify_aten(func)
+    c = _aten_classifier(func)
     if c is _SKIP:
         return None
     hit = c(args, kwargs, d)
@@ -737,21 +757,8 @@ def dispatch_net() -> Any:
             kwargs = kwargs or {}
             if HUB.guards and not HUB.tls.busy:
                 hit = _net_hit(func, args, kwargs)
-                if hit is not None and hit is not QUIET:
-                    kind, op, device, count, source = hit
-                    api = op or func.name()
-                    HUB.tls.busy += 1
-                    try:
-                        if HUB.raising:  # report first: "raise" stops the op before it syncs
-                            HUB.deliver(kind, api, op, device, count, source)
-                            return func(*args, **kwargs)
-                        t0 = _perf()
-                        out = func(*args, **kwargs)
-                        HUB.deliver(kind, api, op, device, count, source,
-                                    (_perf() - t0) * 1e6)
-                        return out
-                    finally:
-                        HUB.tls.busy -= 1
+                if hit is not None:
+                    return _call_reporting(hit, hit[1] or func.name(), func, args, kwargs)
             return func(*args, **kwargs)
 
     return _DispatchNet()

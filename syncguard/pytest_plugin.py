@@ -44,6 +44,8 @@ from typing import (
 
 import pytest
 
+from .config import to_allow  # torch-free: the plugin still loads without importing torch
+
 if TYPE_CHECKING:  # pragma: no cover
     from .guard import SyncGuard
 
@@ -133,12 +135,6 @@ def _option(config: pytest.Config, name: str) -> Any:
     return value if value is not None else config.getini(name)
 
 
-def _to_allow(specs: Iterable[Any], where: str) -> Tuple[Tuple[str, str], ...]:
-    from .config import to_allow
-
-    return to_allow(specs, where)
-
-
 def _to_devices(value: Any, where: str) -> Tuple[str, ...]:
     if isinstance(value, str):
         value = [value]
@@ -188,7 +184,7 @@ def _defaults(config: pytest.Config) -> Defaults:
         opt = config.getoption("syncguard_max_syncs", default=None)
         if opt is not None:
             max_syncs = _to_count(opt, "--syncguard-max-syncs")
-        allow = _to_allow(table.get("allow", ()), where)
+        allow = to_allow(table.get("allow", ()), where)
         devices = _to_devices(table.get("devices", ()), f"{where}: devices")
     except ValueError as exc:
         raise pytest.UsageError(f"syncguard: {exc}") from exc
@@ -221,7 +217,7 @@ def _settings_for(item: pytest.Item) -> Optional[Settings]:
         try:
             if kw["max_syncs"] is not None:
                 max_syncs = _to_count(kw["max_syncs"], f"{where}: max_syncs")
-            allow.extend(_to_allow(kw["allow"], where))
+            allow.extend(to_allow(kw["allow"], where))
             devices.extend(_to_devices(kw["devices"], f"{where}: devices"))
             warmup = _to_count(kw["warmup"], f"{where}: warmup")
         except ValueError as exc:
