@@ -126,8 +126,11 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("syncguard", "hidden host-device syncs (syncguard)")
     for flag, ini, kwargs, help_text in _OPTIONS:
         group.addoption(flag, dest=ini, help=help_text, **kwargs)
-        parser.addini(ini, help=help_text, type="bool" if ini == "syncguard" else "string",
-                      default=False if ini == "syncguard" else "")
+        # Two literal calls, not a conditional type: mypy >= 2.4 reads `type=` as a TypeForm.
+        if ini == "syncguard":
+            parser.addini(ini, help=help_text, type="bool", default=False)
+        else:
+            parser.addini(ini, help=help_text, type="string", default="")
 
 
 def _option(config: pytest.Config, name: str) -> Any:
