@@ -9,6 +9,7 @@ from typing import Any, Callable, Dict, List, Optional, Tuple
 
 import torch
 
+from . import _stop
 from ._hub import allow
 from .devices import DEVICES, DeviceError
 from .events import SyncEvent
@@ -267,6 +268,7 @@ def run_pass(sc: Scenario, path: str, target: Target, counted: bool,
                 writer.step(rec, evs)
             if progress is not None:
                 progress(sc.name, path, pass_, step + 1, sc.steps)
+            _stop.check()  # a Ctrl-C the sampler swallowed still ends the run here
             # the next step's latency starts here: syncguard's own writing (fsync) and
             # progress drawing are not the decode loop's time
             t_prev = time.perf_counter()

@@ -6,12 +6,16 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 import torch
 
 from syncguard.groundtruth import KNOWN_BLIND_SPOTS, compare, native_counter
 from syncguard.scenario import parse
+
+# Absolute, so the tests pass whatever directory pytest runs from.
+DEVICE_CHECK = Path(__file__).resolve().parent.parent / "scripts" / "device_check.sh"
 
 TINY = """
 name = "cc"
@@ -122,8 +126,8 @@ def test_device_check_script_is_valid_and_names_real_entry_points() -> None:
     import importlib.util
     import re
 
-    text = open("scripts/device_check.sh", encoding="utf-8").read()
-    assert subprocess.run(["bash", "-n", "scripts/device_check.sh"]).returncode == 0
+    text = DEVICE_CHECK.read_text(encoding="utf-8")
+    assert subprocess.run(["bash", "-n", str(DEVICE_CHECK)]).returncode == 0
     mods = set(re.findall(r"python -m ([\w.]+)", text))
     assert {"syncguard", "syncguard.calibration", "pytest"} <= mods
     for m in mods:
@@ -134,7 +138,7 @@ def test_device_check_script_fails_loudly() -> None:
     # a crash before "| tee" must not be swallowed, and only real CLI options are used
     import re
 
-    text = open("scripts/device_check.sh", encoding="utf-8").read()
+    text = DEVICE_CHECK.read_text(encoding="utf-8")
     assert re.search(r"^set -[a-z]*o pipefail", text, re.M)
     assert "torch.cuda.is_available()" in text
     assert sum(int(t) for t in re.findall(r"timeout (\d+) ", text)) <= 480

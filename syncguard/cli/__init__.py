@@ -72,6 +72,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     if not getattr(args, "command", None):
         parser.print_help(sys.stderr)
         return EXIT_USAGE
+    from .._stop import handling_interrupts
     from ..baseline import BaselineError
     from ..devices import DeviceError
     from ..events import SelfTestError
@@ -80,7 +81,8 @@ def main(argv: Optional[List[str]] = None) -> int:
     from ..scenario import ScenarioError
 
     try:
-        return int(args._main(args))
+        with handling_interrupts():
+            return int(args._main(args))
     except (UsageError, ScenarioError, DeviceError, ResultError, OpModelError,
             BaselineError) as exc:
         error(str(exc))
