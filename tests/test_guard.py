@@ -97,9 +97,11 @@ def test_allow_by_call_site(site: str) -> None:
 
 def test_raise_mode_message_names_line_api_and_how_to_allow() -> None:
     x = torch.arange(4)
-    with SyncGuard(devices=("cpu",), on_sync="raise"):
-        with pytest.raises(HostSyncError) as ei:
+    g = SyncGuard(devices=("cpu",), on_sync="raise")
+    with pytest.raises(HostSyncError) as ei:  # around the guard: a caught one re-raises at exit
+        with g:
             x.sum().item()
+    with g:
         with allow("fine"):
             x.sum().item()  # allowed: does not raise
     msg = str(ei.value)

@@ -157,8 +157,9 @@ class SimTensor(torch.Tensor):
         return int(self._v.data_ptr())
 
 
-_create_empty: Callable[[Any, torch.dtype], torch.Tensor] = torch._C._acc.create_empty_tensor \
-    if hasattr(torch._C, "_acc") else None  # type: ignore[assignment]
+# None when this torch lacks it: setup then refuses with SimulatedDeviceError (_refusal).
+_create_empty: Callable[[Any, torch.dtype], torch.Tensor] = getattr(
+    getattr(torch._C, "_acc", None), "create_empty_tensor", None)  # type: ignore[assignment]
 _META_KS = torch._C.DispatchKeySet(torch._C.DispatchKey.Meta)
 _SET_STORAGE = torch.ops.aten.set_.source_Storage_storage_offset
 # The backend's own work calls ATen ops, never the (possibly intercepted) Python methods.
@@ -594,6 +595,20 @@ def _shell(shape: Any, dtype: torch.dtype) -> torch.Tensor:
     return _create_empty(shape, dtype)
 
 
+def _acc_route_lacks() -> Optional[str]:
+    """The private torch API the torch >= 2.9 route needs and this torch lacks (a future torch
+    may rename it), else None."""
+    if getattr(getattr(torch._C, "_acc", None), "create_empty_tensor", None) is None:
+        return "torch._C._acc.create_empty_tensor"
+    try:
+        from torch.utils import backend_registration as br
+    except ImportError:
+        return "torch.utils.backend_registration"
+    if not callable(getattr(br, "_setup_privateuseone_for_python_backend", None)):
+        return "torch.utils.backend_registration._setup_privateuseone_for_python_backend"
+    return None
+
+
 def _refusal(name: str, backend_name: str, owned: Optional[str]) -> Optional[str]:
     """Why the simulated device cannot be set up as ``name`` (None if it can).
 
@@ -607,7 +622,7 @@ def _refusal(name: str, backend_name: str, owned: Optional[str]) -> Optional[str
             f"the simulated device needs torch >= {MIN_TORCH_VERSION[0]}.{MIN_TORCH_VERSION[1]} "
             f"(the oldest verified); installed: torch {torch.__version__}"
         )
-    lacking = _wb.available() if WRAPPER_ROUTE else None
+    lacking = _wb.available() if WRAPPER_ROUTE else _acc_route_lacks()
     if lacking is not None:
         return (
             f"the simulated device cannot be set up on torch {torch.__version__}: "
@@ -717,12 +732,11 @@ def setup(name: str = "npu") -> torch.device:
         if WRAPPER_ROUTE:
             _wb.setup(name, npu_module)
         else:
-            from torch.utils.backend_registration import (
-                _setup_privateuseone_for_python_backend,
-            )
+            from torch.utils import backend_registration as br
 
-            _setup_privateuseone_for_python_backend(rename=name, backend_module=npu_module)
+            br._setup_privateuseone_for_python_backend(rename=name, backend_module=npu_module)
         _register_kernels(name)
+        _intercept.register_backend(name, SimTensor, "npu")
         _STATE.name = name
         _STATE.device = torch.device(name, 0)
         SIM_NAME = name
