@@ -705,6 +705,8 @@ class _Patcher:
                     except BaseException as exc:
                         error = error or exc
                 self.saved.pop()
+                if entry[1] in _SEQ_NAMES and entry[0] in self.slots:
+                    self.slots[entry[0]].restore()
             for seq in self.slots.values():
                 seq.restore()
         if error is not None:
