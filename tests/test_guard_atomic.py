@@ -3,6 +3,7 @@ two threads, exits from the wrong thread (issue 12, items 1, 2, 4 and 10)."""
 
 from __future__ import annotations
 
+import functools
 import sys
 import threading
 from typing import Any, Callable, List, Optional
@@ -84,7 +85,7 @@ def test_interrupt_at_every_point_of_uninstall_leaves_torch_as_before(when: str)
     for n in range(1, n_swaps + 1):
         g = SyncGuard(devices=("cpu",))
         g.__enter__()
-        exc = _run_profiled(_Injector(n, when), lambda: g.__exit__(None, None, None))
+        exc = _run_profiled(_Injector(n, when), functools.partial(g.__exit__, None, None, None))
         assert exc is not None, f"swap {n} was not reached"
         _assert_clean_and_counting(before)
 
