@@ -18,13 +18,15 @@ _DEFERRABLE = tuple(s for s in (signal.SIGINT, getattr(signal, "SIGTERM", None))
 
 
 @contextlib.contextmanager
-def deferred() -> Iterator[None]:
+def deferred() -> Iterator[List[int]]:
     """Run the block with SIGINT/SIGTERM deferred (main thread only: elsewhere Python delivers
-    no signal to the running code, so nothing needs deferring). Nestable."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
+    no signal to the running code, so nothing needs deferring). Nestable. Yields the list of
+    signals received so far: a block that acquires something can release it again when a
+    signal is pending, since the handler's KeyboardInterrupt comes as the block ends."""
     pending: List[int] = []
+    if threading.current_thread() is not threading.main_thread():
+        yield pending
+        return
     saved: Dict[int, Any] = {}
 
     def record(signum: int, frame: Any) -> None:
@@ -39,7 +41,7 @@ def deferred() -> Iterator[None]:
     except (ValueError, OSError):  # pragma: no cover - an embedding that forbids it
         pass
     try:
-        yield
+        yield pending
     finally:
         for s, h in saved.items():
             signal.signal(s, h)

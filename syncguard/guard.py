@@ -124,7 +124,7 @@ class SyncGuard:
 
     # -- context management --------------------------------------------------------------
     def __enter__(self) -> SyncGuard:
-        with _signals.deferred(), self._lock:
+        with _signals.deferred() as pending, self._lock:
             if self._active:
                 raise RuntimeError("this SyncGuard is already active")
             PATCHER.acquire()
@@ -135,16 +135,29 @@ class SyncGuard:
                     net.__enter__()
                     self._net = net
             except BaseException:
-                try:
-                    HUB.remove(self)
-                finally:
-                    PATCHER.release()
+                self._undo_enter()
                 raise
-            self._active = True
-            self._thread = threading.get_ident()
-            self._raised_mark = len(self.raised)
-            self._seen_mark = HUB.tensors_seen()
+            if pending:  # Ctrl-C while entering: leave as never entered; the handler raises
+                self._undo_enter()
+            else:
+                self._active = True
+                self._thread = threading.get_ident()
+                self._raised_mark = len(self.raised)
+                self._seen_mark = HUB.tensors_seen()
+        if not self._active:  # the signal's handler returned without raising: enter again
+            return self.__enter__()
         return self
+
+    def _undo_enter(self) -> None:
+        try:
+            if self._net is not None:
+                net, self._net = self._net, None
+                net.__exit__(None, None, None)
+        finally:
+            try:
+                HUB.remove(self)
+            finally:
+                PATCHER.release()
 
     def __exit__(self, exc_type: Any = None, exc: Any = None, tb: Any = None) -> None:
         with _signals.deferred(), self._lock:

@@ -654,6 +654,8 @@ class _Patcher:
         self.slots: Dict[Any, _SequenceSlots] = {}
 
     def acquire(self) -> None:
+        # The caller (SyncGuard.__enter__) defers Ctrl-C around this and undoes on a pending
+        # signal; deferring here too keeps a direct caller's install whole.
         with _signals.deferred(), self.lock:
             if self.users == 0:
                 self._install()

@@ -211,3 +211,31 @@ def test_tensors_never_look_like_sequences_between_patches(phase: str) -> None:
         if g.active:
             g.__exit__(None, None, None)
     assert len(checked) > 20 and all(checked), checked
+
+
+def test_a_real_ctrl_c_during_entry_or_exit_is_deferred_and_leaves_torch_clean() -> None:
+    import signal
+
+    before = snapshot()
+    g0 = SyncGuard(devices=("cpu",))
+    n_enter = _swaps_in(g0.__enter__)
+    n_exit = _swaps_in(functools.partial(g0.__exit__, None, None, None))
+    for phase, n_swaps in (("enter", n_enter), ("exit", n_exit)):
+        for n in (1, n_swaps // 2, n_swaps):
+            seen = [0]
+
+            def hook(frame: Any, event: str, arg: Any, n: int = n) -> None:
+                if event == "c_call" and any(arg is f for f in _SWAPS):
+                    seen[0] += 1
+                    if seen[0] == n:
+                        signal.raise_signal(signal.SIGINT)  # as a real Ctrl-C, asynchronous
+
+            g = SyncGuard(devices=("cpu",))
+            if phase == "exit":
+                g.__enter__()
+            step = g.__enter__ if phase == "enter" else functools.partial(
+                g.__exit__, None, None, None)
+            exc = _run_profiled(hook, step)
+            assert isinstance(exc, KeyboardInterrupt), (phase, n)
+            assert not g.active, (phase, n)
+            _assert_clean_and_counting(before)
