@@ -552,10 +552,10 @@ def _wrap(orig: Callable[..., Any], api: str, classify: Classifier) -> Callable[
             # original call, never syncguard's bookkeeping (its clock, its thread state).
             _skip_in_dynamo()
             return orig(*args, **kwargs)
-        if tls.busy or not HUB.guards or _in_fake_mode():
+        if tls.busy or not HUB.guards:
             return orig(*args, **kwargs)
         hit = classify(args, kwargs)
-        if hit is None:
+        if hit is None or _in_fake_mode():
             return orig(*args, **kwargs)
         return _call_reporting(hit, api, orig, args, kwargs)
 
