@@ -180,9 +180,9 @@ class SyncGuard:
         self._after_exit(exc)
 
     def _after_exit(self, exc: Any) -> None:
-        lost = [(ev, err) for ev, err in self.raised[self._raised_mark:] if err is not exc]
-        if isinstance(exc, HostSyncError) and exc in [e for _, e in self.raised]:
-            lost = []  # one of ours propagates: the code did not swallow it
+        # A HostSyncError leaving the block (ours, or a nested guard's re-raise) is a failure
+        # already on its way: nothing was lost.
+        lost = [] if isinstance(exc, HostSyncError) else self.raised[self._raised_mark:]
         if lost:
             with HUB.lock:
                 for g in HUB.guards:  # outer guards (the pytest plugin's) learn of it too

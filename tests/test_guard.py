@@ -53,10 +53,16 @@ def test_event_fields_name_user_line_api_and_op() -> None:
     assert ev.step == 0 and not ev.allowed and ev.reason is None
 
 
-def test_reads_of_cpu_tensors_are_not_counted_by_default() -> None:
+def test_reads_of_cpu_tensors_are_not_counted_by_default(monkeypatch: pytest.MonkeyPatch
+                                                          ) -> None:
+    from syncguard._hub import HUB
+    from syncguard.events import NoDeviceTensorsWarning
+
+    monkeypatch.setattr(HUB, "warned_no_device", False)
     x = torch.arange(3)
-    with SyncGuard() as g:
-        x.tolist(), x.sum().item(), bool(x[0] == 0), x[x > 0], print(x, end="\r")
+    with pytest.warns(NoDeviceTensorsWarning):  # and it says so
+        with SyncGuard() as g:
+            x.tolist(), x.sum().item(), bool(x[0] == 0), x[x > 0], print(x, end="\r")
     assert g.count == 0 and g.events == []
 
 

@@ -4,6 +4,7 @@ two threads, exits from the wrong thread (issue 12, items 1, 2, 4 and 10)."""
 from __future__ import annotations
 
 import functools
+import signal
 import sys
 import threading
 from typing import Any, Callable, List, Optional
@@ -23,14 +24,17 @@ class _Injector:
     ``delattr`` (``when="c_call"``: before it runs; ``"c_return"``: just after it ran), as a
     Ctrl-C landing there would. ``n=0`` only counts."""
 
-    def __init__(self, n: int, when: str) -> None:
-        self.n, self.when, self.seen = n, when, 0
+    def __init__(self, n: int, when: str, real_signal: bool = False) -> None:
+        self.n, self.when, self.seen, self.real_signal = n, when, 0, real_signal
 
     def __call__(self, frame: Any, event: str, arg: Any) -> None:
         if event == self.when and any(arg is f for f in _SWAPS):
             self.seen += 1
             if self.seen == self.n:
-                raise KeyboardInterrupt(f"injected at swap {self.n} ({self.when})")
+                if self.real_signal:  # as a real Ctrl-C: handled asynchronously
+                    signal.raise_signal(signal.SIGINT)
+                else:
+                    raise KeyboardInterrupt(f"injected at swap {self.n} ({self.when})")
 
 
 def _run_profiled(hook: Callable[..., Any], fn: Callable[[], Any]) -> Optional[BaseException]:
@@ -214,28 +218,18 @@ def test_tensors_never_look_like_sequences_between_patches(phase: str) -> None:
 
 
 def test_a_real_ctrl_c_during_entry_or_exit_is_deferred_and_leaves_torch_clean() -> None:
-    import signal
-
     before = snapshot()
     g0 = SyncGuard(devices=("cpu",))
     n_enter = _swaps_in(g0.__enter__)
     n_exit = _swaps_in(functools.partial(g0.__exit__, None, None, None))
     for phase, n_swaps in (("enter", n_enter), ("exit", n_exit)):
         for n in (1, n_swaps // 2, n_swaps):
-            seen = [0]
-
-            def hook(frame: Any, event: str, arg: Any, n: int = n) -> None:
-                if event == "c_call" and any(arg is f for f in _SWAPS):
-                    seen[0] += 1
-                    if seen[0] == n:
-                        signal.raise_signal(signal.SIGINT)  # as a real Ctrl-C, asynchronous
-
             g = SyncGuard(devices=("cpu",))
             if phase == "exit":
                 g.__enter__()
             step = g.__enter__ if phase == "enter" else functools.partial(
                 g.__exit__, None, None, None)
-            exc = _run_profiled(hook, step)
+            exc = _run_profiled(_Injector(n, "c_call", real_signal=True), step)
             assert isinstance(exc, KeyboardInterrupt), (phase, n)
             assert not g.active, (phase, n)
             _assert_clean_and_counting(before)
