@@ -106,7 +106,8 @@ class Hub:
     # -- guard registry ---------------------------------------------------------------
     def push(self, guard: SyncGuard) -> None:
         with self.lock:
-            self.guards.append(guard)
+            if guard not in self.guards:  # listed once, whatever the caller does
+                self.guards.append(guard)
             self._refresh()
 
     def remove(self, guard: SyncGuard) -> None:

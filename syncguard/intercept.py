@@ -372,6 +372,9 @@ def _index_put(args: Tuple[Any, ...], kwargs: Dict[str, Any]) -> Optional[Hit]:
         values.numel() != 1 or _dev(values) is not None
     ):
         return (E.DATA_DEPENDENT, "aten::index_put_", mask_dev, 1, "boolean mask")
+    d = _dev(args[0])
+    if d is not None and d != "cpu" and _host_index(tuple(i for i in indices if i is not None)):
+        return (E.H2D_COPY, "aten::index_put_", d, 1, _HOST_INDEX_WHY)
     return None
 
 

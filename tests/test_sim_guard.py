@@ -232,8 +232,10 @@ def test_host_index_tensor_on_a_device_tensor_is_a_host_to_device_copy() -> None
         x[ind_cpu] = zeros
         x[torch.tensor(1)]  # a 0-d host index is read on the host as an int: no copy
         x[ind_dev]  # a device index: nothing
+        x.index_put_((ind_cpu,), zeros)
     assert [(e.kind, e.api) for e in g.counted_events] == [
-        ("h2d_copy", "Tensor.__getitem__"), ("h2d_copy", "Tensor.__setitem__")]
+        ("h2d_copy", "Tensor.__getitem__"), ("h2d_copy", "Tensor.__setitem__"),
+        ("h2d_copy", "Tensor.index_put_")]
     assert x.cpu().tolist() == [0.0, 1.0, 0.0, 3.0, 4.0, 5.0]
 
 
