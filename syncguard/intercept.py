@@ -529,31 +529,32 @@ def _in_fake_mode() -> bool:
         _get_mode(_fake_mode_key) is not None)
 
 
-_dynamo_skips = False
+_wrap_code_skipped = False
 
 
-def _skip_in_dynamo() -> None:
-    """Tell Dynamo (once it is loaded) never to trace or compile this file's frames: a
-    wrapper called from compiled code then runs as Python, after a graph break, and counts
-    what the compiled code really reads. Private API, so optional: without it, is_compiling()
-    still keeps syncguard's bookkeeping out of traced code."""
-    global _dynamo_skips
-    if _dynamo_skips:
+def _never_compile(code: Any) -> None:
+    """Tell Dynamo's frame hook (in torch._C, so Dynamo need not be loaded) never to compile
+    frames of ``code``, nor what they call: a wrapper called after a graph break runs as
+    Python and counts what the compiled code really reads. Private, so optional."""
+    ef = getattr(getattr(torch._C, "_dynamo", None), "eval_frame", None)
+    setter = getattr(ef, "set_code_exec_strategy", None)
+    strategy, action = getattr(ef, "_FrameExecStrategy", None), getattr(ef, "_FrameAction", None)
+    if setter is None or strategy is None or action is None:
         return
-    files = getattr(sys.modules.get("torch._dynamo.trace_rules"), "FORCE_SKIP_FILES", None)
-    if isinstance(files, set):
-        files.add(_wrap.__code__.co_filename)
-        _dynamo_skips = True
+    try:
+        setter(code, strategy(action.SKIP, action.SKIP))
+    except Exception:  # pragma: no cover - a changed private API: is_compiling() still helps
+        pass
 
 
 def _wrap(orig: Callable[..., Any], api: str, classify: Classifier) -> Callable[..., Any]:
+    global _wrap_code_skipped
     tls = HUB.tls
 
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         if _is_compiling():
             # Dynamo is tracing this wrapper (folding is_compiling() to True): trace only the
             # original call, never syncguard's bookkeeping (its clock, its thread state).
-            _skip_in_dynamo()
             return orig(*args, **kwargs)
         if tls.busy or not HUB.guards:
             return orig(*args, **kwargs)
@@ -567,6 +568,9 @@ def _wrap(orig: Callable[..., Any], api: str, classify: Classifier) -> Callable[
     wrapper.__qualname__ = getattr(orig, "__qualname__", wrapper.__name__)
     wrapper.__doc__ = getattr(orig, "__doc__", None)
     wrapper.__syncguard__ = True  # type: ignore[attr-defined]
+    if not _wrap_code_skipped:
+        _never_compile(wrapper.__code__)  # one code object for every wrapper
+        _wrap_code_skipped = True
     return wrapper
 
 
@@ -685,7 +689,6 @@ class _Patcher:
     def _install(self) -> None:
         if self.saved:  # left by an interrupted uninstall: finish it first
             self._uninstall()
-        _skip_in_dynamo()
         plan = self._plan()
         try:
             with _switches_held():

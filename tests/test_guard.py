@@ -378,6 +378,36 @@ def test_torch_compile_counts_execution_not_compilation() -> None:
     assert not dynamo, dynamo  # no "cannot trace time.perf_counter" (syncguard's own frames)
 
 
+COMPILE_IN_A_FRESH_PROCESS = """
+import sys, warnings
+import torch
+from syncguard import SyncGuard
+assert "torch._dynamo" not in sys.modules
+
+def read(x):
+    return x * x.sum().item()
+
+x = torch.arange(5.0)
+counts = []
+with warnings.catch_warnings(record=True) as caught:
+    warnings.simplefilter("always")
+    with SyncGuard(devices=("cpu",)) as g:  # entered before Dynamo is loaded
+        for _ in range(3):
+            torch.compile(read, backend="eager")(x)
+            counts.append(g.count)
+print(counts, [str(w.message)[:60] for w in caught if "Dynamo" in str(w.message)])
+"""
+
+
+def test_torch_compile_first_call_counts_when_dynamo_loads_inside_the_guard() -> None:
+    import subprocess
+    import sys
+
+    out = subprocess.run([sys.executable, "-c", COMPILE_IN_A_FRESH_PROCESS], check=True,
+                         capture_output=True, text=True, timeout=600).stdout
+    assert out.strip().splitlines()[-1] == "[1, 2, 3] []", out
+
+
 def test_swallowed_host_sync_error_is_raised_again_at_exit() -> None:
     x = torch.arange(3)
     out = None
