@@ -54,6 +54,7 @@ called as ``tensor.view(dtype)``; dense strided tensors only.
 
 from __future__ import annotations
 
+import importlib
 import os
 import re
 import sys
@@ -595,17 +596,34 @@ def _shell(shape: Any, dtype: torch.dtype) -> torch.Tensor:
     return _create_empty(shape, dtype)
 
 
-def _acc_route_lacks() -> Optional[str]:
-    """The private torch API the torch >= 2.9 route needs and this torch lacks (a future torch
-    may rename it), else None."""
-    if getattr(getattr(torch._C, "_acc", None), "create_empty_tensor", None) is None:
-        return "torch._C._acc.create_empty_tensor"
-    try:
-        from torch.utils import backend_registration as br
-    except ImportError:
-        return "torch.utils.backend_registration"
-    if not callable(getattr(br, "_setup_privateuseone_for_python_backend", None)):
-        return "torch.utils.backend_registration._setup_privateuseone_for_python_backend"
+#: Private torch APIs both routes use at setup (dotted from ``torch``).
+_COMMON_PRIVATE = ("_C._get_privateuse1_backend_name",
+                   "_C._dispatch_get_registrations_for_dispatch_key")
+#: ... and those of the torch >= 2.9 route.
+_ACC_PRIVATE = ("_C._acc.create_empty_tensor",
+                "utils.backend_registration._setup_privateuseone_for_python_backend")
+
+
+def _lacks(dotted: str) -> bool:
+    obj: Any = torch
+    for part in dotted.split("."):
+        if part == "backend_registration" and obj is torch.utils:
+            try:
+                importlib.import_module("torch.utils.backend_registration")
+            except ImportError:
+                return True
+        obj = getattr(obj, part, None)
+        if obj is None:
+            return True
+    return False
+
+
+def _private_api_lacking(acc_route: bool) -> Optional[str]:
+    """The private torch API setup needs and this torch lacks (a future torch may rename it),
+    else None."""
+    for dotted in _COMMON_PRIVATE + (_ACC_PRIVATE if acc_route else ()):
+        if _lacks(dotted):
+            return f"torch.{dotted}"
     return None
 
 
@@ -622,7 +640,8 @@ def _refusal(name: str, backend_name: str, owned: Optional[str]) -> Optional[str
             f"the simulated device needs torch >= {MIN_TORCH_VERSION[0]}.{MIN_TORCH_VERSION[1]} "
             f"(the oldest verified); installed: torch {torch.__version__}"
         )
-    lacking = _wb.available() if WRAPPER_ROUTE else _acc_route_lacks()
+    lacking = (_wb.available() if WRAPPER_ROUTE else None) or _private_api_lacking(
+        not WRAPPER_ROUTE)
     if lacking is not None:
         return (
             f"the simulated device cannot be set up on torch {torch.__version__}: "
@@ -656,7 +675,8 @@ def _refusal(name: str, backend_name: str, owned: Optional[str]) -> Optional[str
             f"torch.{name} already exists ({existing!r}); cannot register the simulated "
             f"device module under that name"
         )
-    if name != torch._C._get_privateuse1_backend_name():
+    current = getattr(torch._C, "_get_privateuse1_backend_name", lambda: backend_name)()
+    if name != current:
         try:
             torch.device(name)
         except RuntimeError:
@@ -669,7 +689,8 @@ def _refusal(name: str, backend_name: str, owned: Optional[str]) -> Optional[str
 def _check_can_setup(name: str = "npu") -> None:
     """Raise :class:`SimulatedDeviceError` if the simulated device cannot be set up as ``name``
     in this process now. No side effects; passes when syncguard.sim already owns ``name``."""
-    why = _refusal(name, torch._C._get_privateuse1_backend_name(), _STATE.name)
+    get_name = getattr(torch._C, "_get_privateuse1_backend_name", None)
+    why = _refusal(name, get_name() if get_name is not None else "privateuseone", _STATE.name)
     if why is not None:
         raise SimulatedDeviceError(why)
 
