@@ -357,11 +357,27 @@ def _setitem(args: Tuple[Any, ...], kwargs: Dict[str, Any]) -> Optional[Hit]:
         return None
     if d != "cpu" and _host_index(args[1]):
         return (E.H2D_COPY, "aten::index_put_", d, 1, _HOST_INDEX_WHY)
-    if isinstance(value, _Tensor) and _dev(value) == d:
+    if isinstance(value, _Tensor) and _dev(value) == d and _device_side_index(args[1]):
         # a device-to-device assignment (``a[:] = b``): no host wait. With devices=("cpu",)
         # the dispatch net would otherwise take the CPU copy_ for a device-to-host copy.
         return QUIET
     return None
+
+
+def _device_side_index(index: Any) -> bool:
+    """An index made only of ints, plain slices, None, Ellipsis and device tensors: nothing
+    in it is copied from the host (a list is: it becomes a host tensor first)."""
+    items = index if isinstance(index, tuple) else (index,)
+    for it in items:
+        if it is None or it is Ellipsis or (isinstance(it, int) and not isinstance(it, bool)):
+            continue
+        if isinstance(it, slice):
+            if all(b is None or isinstance(b, int) for b in (it.start, it.stop, it.step)):
+                continue
+            return False
+        if not (isinstance(it, _Tensor) and _dev(it) is not None):
+            return False
+    return True
 
 
 def _index_put(args: Tuple[Any, ...], kwargs: Dict[str, Any]) -> Optional[Hit]:

@@ -253,3 +253,12 @@ def test_the_simulated_backend_is_registered_with_the_interception_layer() -> No
 
     b = HUB.backends["npu"]
     assert (b.tensor_type, b.model) == (SimTensor, "npu")
+
+
+def test_a_list_index_in_an_assignment_is_still_a_host_to_device_copy() -> None:
+    x = torch.zeros(2, 3, device=DEV)
+    v = torch.ones(2, device=DEV)
+    with SyncGuard() as g:
+        x[0, [0, 2]] = v  # the list becomes a host tensor, copied to the device
+        x[:, 1] = v  # device to device: nothing
+    assert [e.kind for e in g.counted_events] == ["h2d_copy"], [e.describe() for e in g.events]
