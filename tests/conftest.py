@@ -7,6 +7,15 @@ import pytest
 pytest_plugins = ["pytester"]
 
 
+@pytest.fixture(autouse=True, scope="session")
+def _cpu_only_guards_are_deliberate() -> None:
+    """Many tests guard CPU-only code on purpose: the once-per-process NoDeviceTensorsWarning
+    is said up front (its own tests reset the flag)."""
+    from syncguard._hub import HUB
+
+    HUB.warned_no_device = True
+
+
 @pytest.fixture(autouse=True)
 def _torch_left_clean() -> Iterator[None]:
     """Every test must leave torch exactly as it found it: no patch, no active guard, no
