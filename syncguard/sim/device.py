@@ -97,8 +97,8 @@ class _SimState:
 
 _STATE = _SimState()
 _NAME = "npu"  # the backend name; set at setup, read on the hot path
-#: The simulated device's name once set up in this process (None before). Read by
-#: syncguard.intercept to know which device type is simulated.
+#: The simulated device's name once set up in this process (None before). syncguard.intercept
+#: learns it from ``register_backend`` at setup, not from this attribute.
 SIM_NAME: Optional[str] = None
 _CPU = torch.device("cpu")
 
