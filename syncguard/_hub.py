@@ -1,7 +1,9 @@
 """Process-global delivery of sync events to the active guards.
 
-One object owns the global state: the stack of active guards, the per-thread "an API call
-already reported" depth, the ``allow()`` context and attribution to user code.
+One object owns the global state: the stack of active guards, everything that affects
+classification (the device types counted as device-resident, the op sync models the active
+guards ask for, the registered backends), the per-thread "an API call already reported"
+depth, the ``allow()`` context and attribution to user code.
 """
 
 from __future__ import annotations
@@ -14,7 +16,8 @@ import site
 import sys
 import sysconfig
 import threading
-from typing import TYPE_CHECKING, Dict, Iterator, List, Optional, Tuple
+from types import FrameType
+from typing import TYPE_CHECKING, Dict, Iterator, List, NamedTuple, Optional, Tuple, Union
 
 from .events import Frame, HostSyncError, SyncEvent
 
@@ -47,6 +50,20 @@ class _ThreadState(threading.local):
         self.busy = 0
 
 
+class Backend(NamedTuple):
+    """A device backend syncguard itself provides (the simulated device): its device type
+    ``name``, the Python class of its tensors and the op sync model (``"npu"``) it follows."""
+
+    name: str
+    tensor_type: type
+    model: str
+
+
+#: Per-guard counts of an in-kernel read that depends on the guard's op sync model
+#: (``devices=("cpu",)`` with ``model=``): model name -> (reads, source).
+ByModel = Dict[str, Tuple[int, str]]
+
+
 class Hub:
     def __init__(self) -> None:
         self.lock = threading.RLock()
@@ -55,8 +72,19 @@ class Hub:
         self._skip_cache: Dict[str, bool] = {}
         self._soft_cache: Dict[str, bool] = {}
         self._skip_prefixes: Tuple[str, ...] = self._compute_skip_prefixes()
-        # Device types that count as device-resident besides every non-CPU one.
+        self._reporting: Tuple[str, ...] = ()
+        # Classification state, recomputed from the active guards as they enter and leave:
+        # device types that count as device-resident besides every non-CPU one, and the op
+        # sync models guards asked for (for device types without a model of their own).
         self.extra_devices: frozenset[str] = frozenset()
+        self.models: frozenset[str] = frozenset()
+        # Backends registered by syncguard.sim (process-lifetime, like their setup).
+        self.backends: Dict[str, Backend] = {}
+        # Tensors seen by classifiers (CPU ones not counted, device ones): a guard that saw
+        # only the first warns once. Racy increments are fine: only "none" vs "some" matters.
+        self.seen_cpu = 0
+        self.seen_dev = 0
+        self.warned_no_device = False
 
     @staticmethod
     def _compute_skip_prefixes() -> Tuple[str, ...]:
@@ -68,6 +96,9 @@ class Hub:
                 prefixes.append(os.path.dirname(os.path.abspath(f)) + os.sep)
         return tuple(prefixes)
 
+    def tensors_seen(self) -> Tuple[int, int]:
+        return self.seen_cpu, self.seen_dev
+
     @property
     def active(self) -> bool:
         return bool(self.guards)
@@ -75,7 +106,8 @@ class Hub:
     # -- guard registry ---------------------------------------------------------------
     def push(self, guard: SyncGuard) -> None:
         with self.lock:
-            self.guards.append(guard)
+            if guard not in self.guards:  # listed once, whatever the caller does
+                self.guards.append(guard)
             self._refresh()
 
     def remove(self, guard: SyncGuard) -> None:
@@ -86,11 +118,26 @@ class Hub:
 
     def _refresh(self) -> None:
         devs: set = set()
+        models: set = set()
         for g in self.guards:
             devs.update(g.devices)
+            if g.model is not None:
+                models.add(g.model)
         self.extra_devices = frozenset(devs)
+        self.models = frozenset(models)
         self._skip_prefixes = self._compute_skip_prefixes()
+        self._reporting = _reporting_prefixes()
         self._skip_cache.clear()
+
+    def register_backend(self, backend: Backend) -> None:
+        with self.lock:
+            self.backends = {**self.backends, backend.name: backend}
+
+    @property
+    def classification_state(self) -> Dict[str, object]:
+        """What the active guards make the classifiers use (empty when no guard is active)."""
+        return {"guards": list(self.guards), "devices": set(self.extra_devices),
+                "models": set(self.models)}
 
     def is_device_type(self, device_type: str) -> bool:
         return (device_type != "cpu" and device_type != "meta") or device_type in self.extra_devices
@@ -138,35 +185,73 @@ class Hub:
         """True when some active guard raises on a sync (the call must not run first)."""
         return any(g.on_sync == "raise" for g in self.guards)
 
+    def _in_reporting(self) -> bool:
+        """Whether this call comes from a test framework's own reporting (pytest's saferepr
+        of a failed assertion's operands): those reads are not the code under test's."""
+        prefixes = self._reporting
+        if not prefixes:
+            return False
+        f: Optional[FrameType] = sys._getframe(2)
+        while f is not None:
+            if f.f_code.co_filename.startswith(prefixes):
+                return True
+            f = f.f_back
+        return False
+
     def deliver(self, kind: str, api: str, op: Optional[str], device: Optional[str],
-                count: int = 1, source: Optional[str] = None,
+                count: Union[int, ByModel] = 1, source: Optional[str] = None,
                 wait_us: Optional[float] = None) -> None:
+        """Record one sync on every active guard that accepts it. ``count`` is a number of
+        host reads, or (an op sync model's in-kernel reads on a device type without a model
+        of its own) a :data:`ByModel` mapping: each guard takes its own model's entry."""
         guards = list(self.guards)
-        if not guards:
+        if not guards or self._in_reporting():
             return
         stack = self.user_stack(max(g.stack_depth for g in guards), skip=1)
         top = stack[0] if stack else Frame("<unknown>", 0, "<unknown>")
         thread = threading.current_thread().name
         reason = _allow_reason.get()
         raise_for: Optional[SyncEvent] = None
+        raisers: List[SyncGuard] = []
         for g in guards:
             if not g.accepts(device):
                 continue
+            n, src = count, source
+            if isinstance(n, dict):
+                per = n.get(g.model) if g.model is not None else None
+                if per is None:
+                    continue  # this guard's model (or none) says the op reads nothing
+                n, src = per
             allowed_reason = reason or g.site_allowed(stack)
             step, warm = g.current_step()
             ev = SyncEvent(
                 kind=kind, api=api, op=op, filename=top.filename, lineno=top.lineno,
                 function=top.function, stack=stack[: g.stack_depth], step=step, thread=thread,
                 allowed=allowed_reason is not None, reason=allowed_reason, warmup=warm,
-                count=count, device=device, source=source, wait_us=wait_us,
+                count=n, device=device, source=src, wait_us=wait_us,
             )
             g._record(ev)
             if g.on_sync == "log":
                 log.warning("host sync: %s", ev.describe())
-            elif g.on_sync == "raise" and not ev.allowed and not warm and raise_for is None:
-                raise_for = ev
+            elif g.on_sync == "raise" and not ev.allowed and not warm:
+                raisers.append(g)
+                if raise_for is None:
+                    raise_for = ev
         if raise_for is not None:
-            raise HostSyncError(format_error(raise_for))
+            err = HostSyncError(format_error(raise_for))
+            for g in raisers:  # kept: the guard fails at exit if the code swallows it
+                g._raised_error(raise_for, err)
+            raise err
+
+
+def _reporting_prefixes() -> Tuple[str, ...]:
+    """pytest's reporting code (saferepr, assertion explanations), if pytest is loaded."""
+    m = sys.modules.get("_pytest")
+    f = getattr(m, "__file__", None) if m is not None else None
+    if not f:
+        return ()
+    root = os.path.dirname(os.path.abspath(f))
+    return tuple(os.path.join(root, d) + os.sep for d in ("_io", "assertion"))
 
 
 def format_error(ev: SyncEvent) -> str:

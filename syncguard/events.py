@@ -26,7 +26,19 @@ class SelfTestError(RuntimeError):
 
 
 class HostSyncError(RuntimeError):
-    """Raised by ``SyncGuard(on_sync="raise")`` at the call that would make the host wait."""
+    """Raised by ``SyncGuard(on_sync="raise")`` at the call that would make the host wait.
+
+    A ``RuntimeError`` on purpose: PyTorch's own sync check (``set_sync_debug_mode("error")``
+    on CUDA and NPU) raises ``RuntimeError`` at the same calls, so code and tests written for
+    it treat syncguard's error the same way. The price is that code catching ``RuntimeError``
+    (SGLang's old sampler around ``torch.multinomial``) swallows it; the guard therefore keeps
+    every error it raised and raises again at exit when the code swallowed one.
+    """
+
+
+class NoDeviceTensorsWarning(UserWarning):
+    """A guard over code that touched only CPU tensors, without ``devices=("cpu",)``: it
+    counts nothing, and says so once per process."""
 
 
 @dataclasses.dataclass(frozen=True)

@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import threading
+import warnings
 from typing import TYPE_CHECKING, Any, Callable, Dict, Iterable, Iterator, List, Optional, Tuple
 
-from ._hub import HUB
-from .events import Frame, SyncEvent
-from .intercept import PATCHER, dispatch_net, set_model_override
+from . import _signals
+from ._hub import HUB, format_error
+from .events import Frame, HostSyncError, NoDeviceTensorsWarning, SyncEvent
+from .intercept import PATCHER, dispatch_net
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
@@ -63,7 +66,13 @@ class SyncGuard:
     dispatch mode breaks ``torch.tensor(..., device=<simulated>)``.
 
     Syncs from every Python thread are counted while the guard is active; guards nest (each
-    active guard records every event).
+    active guard records every event, in-kernel reads by its own ``model``). Entering and
+    exiting are atomic (Ctrl-C is deferred while the interceptors are swapped, and two threads
+    cannot both enter one guard); exiting a guard that is not active does nothing.
+
+    With ``on_sync="raise"``, a :class:`HostSyncError` the code under guard catches (a
+    ``except RuntimeError`` around a sampler) is not lost: the guard keeps it (``raised``) and
+    raises it again when it exits.
     """
 
     def __init__(
@@ -104,29 +113,42 @@ class SyncGuard:
         self._step: Optional[int] = None
         self._next_step = 0
         self._active = False
+        self._lock = threading.RLock()
+        self._thread: Optional[int] = None
+        self._raised_mark = 0
+        self._seen_mark: Tuple[int, int] = (0, 0)
+        #: (event, error) for every HostSyncError this guard raised, caught by the code or not.
+        self.raised: List[Tuple[SyncEvent, HostSyncError]] = []
+        #: HostSyncErrors raised by guards nested in this one that the code swallowed.
+        self.swallowed: List[SyncEvent] = []
 
     # -- context management --------------------------------------------------------------
     def __enter__(self) -> SyncGuard:
-        if self._active:
-            raise RuntimeError("this SyncGuard is already active")
-        PATCHER.acquire()
-        try:
-            if self.model is not None:
-                set_model_override(self.model)
-            HUB.push(self)
-            if self.exhaustive:
-                net = dispatch_net()
-                net.__enter__()
-                self._net = net
-        except BaseException:
-            HUB.remove(self)
-            PATCHER.release()
-            raise
-        self._active = True
+        with _signals.deferred() as pending, self._lock:
+            if self._active:
+                raise RuntimeError("this SyncGuard is already active")
+            PATCHER.acquire()
+            try:
+                HUB.push(self)
+                if self.exhaustive:
+                    net = dispatch_net()
+                    net.__enter__()
+                    self._net = net
+            except BaseException:
+                self._undo_enter()
+                raise
+            if pending:  # Ctrl-C while entering: leave as never entered; the handler raises
+                self._undo_enter()
+            else:
+                self._active = True
+                self._thread = threading.get_ident()
+                self._raised_mark = len(self.raised)
+                self._seen_mark = HUB.tensors_seen()
+        if not self._active:  # the signal's handler returned without raising: enter again
+            return self.__enter__()
         return self
 
-    def __exit__(self, *exc: Any) -> None:
-        self._active = False
+    def _undo_enter(self) -> None:
         try:
             if self._net is not None:
                 net, self._net = self._net, None
@@ -134,10 +156,57 @@ class SyncGuard:
         finally:
             try:
                 HUB.remove(self)
-                if self.model is not None:
-                    set_model_override(None)
             finally:
                 PATCHER.release()
+
+    def __exit__(self, exc_type: Any = None, exc: Any = None, tb: Any = None) -> None:
+        with _signals.deferred(), self._lock:
+            if not self._active:
+                return  # a second exit, or one without an entry: nothing to undo
+            if self._net is not None and threading.get_ident() != self._thread:
+                raise RuntimeError(
+                    "an exhaustive SyncGuard must be exited on the thread that entered it "
+                    "(its dispatch net lives on that thread's mode stack); it is still active")
+            self._active = False
+            try:
+                if self._net is not None:
+                    net, self._net = self._net, None
+                    net.__exit__(None, None, None)
+            finally:
+                try:
+                    HUB.remove(self)
+                finally:
+                    PATCHER.release()
+        self._after_exit(exc)
+
+    def _after_exit(self, exc: Any) -> None:
+        # A HostSyncError leaving the block (ours, or a nested guard's re-raise) is a failure
+        # already on its way: nothing was lost.
+        lost = [] if isinstance(exc, HostSyncError) else self.raised[self._raised_mark:]
+        if lost:
+            with HUB.lock:
+                for g in HUB.guards:  # outer guards (the pytest plugin's) learn of it too
+                    g.swallowed.extend(ev for ev, _ in lost)
+            if exc is None:
+                ev = lost[0][0]
+                raise HostSyncError(
+                    f"{len(lost)} HostSyncError(s) raised inside the guard were caught by the "
+                    f"code under it (first: {format_error(ev)})") from lost[0][1]
+        self._warn_if_blind()
+
+    def _warn_if_blind(self) -> None:
+        cpu, dev = HUB.tensors_seen()
+        cpu0, dev0 = self._seen_mark
+        if (self.events or dev > dev0 or cpu == cpu0 or "cpu" in self.devices
+                or HUB.warned_no_device):
+            return
+        HUB.warned_no_device = True
+        warnings.warn(
+            'syncguard: the guard saw no device tensors; on CPU use devices=("cpu",) or the '
+            "simulated device", NoDeviceTensorsWarning, stacklevel=4)
+
+    def _raised_error(self, ev: SyncEvent, err: HostSyncError) -> None:
+        self.raised.append((ev, err))
 
     @property
     def active(self) -> bool:
@@ -234,6 +303,9 @@ class SyncGuard:
 
     def reset(self) -> None:
         self.events.clear()
+        self.raised.clear()
+        self.swallowed.clear()
+        self._raised_mark = 0
         self._next_step = 0
         self._count = self._allowed = 0
 

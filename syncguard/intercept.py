@@ -18,58 +18,90 @@ import functools
 import sys
 import threading
 from time import perf_counter as _perf
-from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple
+from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple, Union
 
 import torch
 
+from . import _signals
 from . import events as E
-from ._hub import HUB
+from ._hub import HUB, Backend, ByModel
 from .opmodel import OpSyncModel, load_model
 
-# kind, op, device, count, source
-Hit = Tuple[str, Optional[str], Optional[str], int, Optional[str]]
+# kind, op, device, count, source. ``count`` is a ByModel mapping for an in-kernel read on a
+# device type without a model of its own: each guard then applies its own ``model=``.
+Hit = Tuple[str, Optional[str], Optional[str], Union[int, ByModel], Optional[str]]
 Classifier = Callable[[Tuple[Any, ...], Dict[str, Any]], Optional[Hit]]
-
-_model_override: Optional[str] = None
 
 #: A classifier's verdict "no sync, and nothing inside this call is one": the backend-level
 #: safety net stays quiet for its duration.
 QUIET: Hit = ("quiet", None, None, 0, None)
 
 
-def set_model_override(backend: Optional[str]) -> None:
-    """Use ``backend``'s op sync model for device types that have none (``devices=("cpu",)``)."""
-    global _model_override
-    _model_override = backend
+def register_backend(name: str, tensor_type: type, model: str) -> None:
+    """Register a device backend syncguard provides (the simulated device): tensors of device
+    type ``name`` are instances of ``tensor_type`` (whose own ``__repr__``/``__format__`` are
+    intercepted too) and follow op sync model ``model``. Process-lifetime, like its setup."""
+    HUB.register_backend(Backend(name, tensor_type, model))
 
 
 def model_for(device_type: str) -> Optional[OpSyncModel]:
+    """The op sync model of ``device_type`` itself (cuda, npu, a registered backend), or None:
+    then each guard's own ``model=`` applies (see :func:`_model_hit`)."""
     if device_type in ("cuda", "npu"):
         return load_model(device_type)
-    sim = _sim_name()
-    if sim is not None and device_type == sim:
-        return load_model("npu")
-    if _model_override is not None:
-        return load_model(_model_override)
-    return None
+    b = HUB.backends.get(device_type)
+    return load_model(b.model) if b is not None else None
 
 
-def _sim_name() -> Optional[str]:
-    m = sys.modules.get("syncguard.sim.device")
-    return getattr(m, "SIM_NAME", None) if m is not None else None
+def _model_hit(op: str, d: str, args: Tuple[Any, ...], kwargs: Dict[str, Any]
+               ) -> Optional[Hit]:
+    """In-kernel reads of ``op`` on device type ``d``: its own model's, else a per-guard
+    mapping over the models the active guards ask for (nested guards with different models
+    each get their own count)."""
+    own = model_for(d)
+    if own is not None:
+        e = own.reads(op, args, kwargs)
+        if e is None:
+            return None
+        return (E.IN_KERNEL, op, d, e.reads, f"{own.backend} op model: {e.where}")
+    by: ByModel = {}
+    for name in HUB.models:
+        m = load_model(name)
+        e = m.reads(op, args, kwargs) if m is not None else None
+        if e is not None:
+            by[name] = (e.reads, f"{m.backend} op model: {e.where}")  # type: ignore[union-attr]
+    return (E.IN_KERNEL, op, d, by, None) if by else None
 
 
 # -- helpers ------------------------------------------------------------------------------
 _Tensor = torch.Tensor
 
 
+def _fake_types() -> Tuple[type, ...]:
+    try:
+        from torch._subclasses.fake_tensor import FakeTensor
+    except ImportError:  # pragma: no cover - torch without fake tensors
+        return ()
+    return (FakeTensor,)
+
+
+#: Tensors that hold no data (torch.compile's shape propagation): reading them syncs nothing.
+_FAKE = _fake_types()
+
+
 def _dev(x: Any) -> Optional[str]:
     """Device type of ``x`` if it is a tensor whose data lives on a (counted) device."""
     if isinstance(x, _Tensor):
+        if type(x) is not _Tensor and _FAKE and isinstance(x, _FAKE):
+            return None
         if x.is_cpu:  # the common case, without building a torch.device
-            return "cpu" if "cpu" in HUB.extra_devices else None
+            if "cpu" in HUB.extra_devices:
+                return "cpu"
+            HUB.seen_cpu += 1
+            return None
         t = x.device.type
         if HUB.is_device_type(t):
+            HUB.seen_dev += 1
             return t
     return None
 
@@ -245,8 +277,12 @@ def _repeat_interleave(args: Tuple[Any, ...], kwargs: Dict[str, Any]) -> Optiona
 def _one_hot(args: Tuple[Any, ...], kwargs: Dict[str, Any]) -> Optional[Hit]:
     n = _a(args, kwargs, 1, "num_classes", -1)
     d = _dev(args[0] if args else kwargs.get("tensor"))
-    if d is None or n != -1:
+    if d is None:
         return None
+    if n != -1:
+        # A device kernel does not check the class range on the host; only the CPU kernel
+        # reads min/max (seen by the dispatch net with devices=("cpu",)): model the device.
+        return QUIET
     return (E.DATA_DEPENDENT, "aten::one_hot", d, 1, "num_classes inferred with max().item()")
 
 
@@ -270,12 +306,31 @@ def _has_bool_dev_index(index: Any) -> Tuple[Optional[str], int]:
     return mask_dev, bounds
 
 
+def _host_index(index: Any) -> bool:
+    """Whether ``index`` holds a host (CPU) index tensor of one or more dimensions: indexing a
+    device tensor with it copies it to the device first, and the host waits for that copy
+    (PyTorch's own sync-warning test expects a sync for ``x[ind_cpu]`` and ``x[ind_cpu] = y``).
+    A 0-d host index is read on the host as an int: no copy."""
+    items = index if isinstance(index, tuple) else (index,)
+    for it in items:
+        if isinstance(it, _Tensor) and it.dim() > 0 and _dev(it) is None and not (
+                _FAKE and isinstance(it, _FAKE)):
+            return True
+    return False
+
+
+_HOST_INDEX_WHY = "host index tensor copied to the device"
+
+
 def _getitem(args: Tuple[Any, ...], kwargs: Dict[str, Any]) -> Optional[Hit]:
     if not isinstance(args[1], (_Tensor, tuple, slice)):
         return None
     mask_dev, bounds = _has_bool_dev_index(args[1])
     if mask_dev is not None:
         return (E.DATA_DEPENDENT, "aten::index.Tensor", mask_dev, 1, "boolean mask -> nonzero")
+    d = _dev(args[0])
+    if d is not None and d != "cpu" and _host_index(args[1]):
+        return (E.H2D_COPY, "aten::index.Tensor", d, 1, _HOST_INDEX_WHY)
     if bounds:
         return (E.SCALAR_READ, "aten::_local_scalar_dense", _dev(args[0]), bounds,
                 "slice bound is a device tensor")
@@ -297,7 +352,32 @@ def _setitem(args: Tuple[Any, ...], kwargs: Dict[str, Any]) -> Optional[Hit]:
     if bounds:
         return (E.SCALAR_READ, "aten::_local_scalar_dense", _dev(args[0]), bounds,
                 "slice bound is a device tensor")
+    d = _dev(args[0])
+    if d is None:
+        return None
+    if d != "cpu" and _host_index(args[1]):
+        return (E.H2D_COPY, "aten::index_put_", d, 1, _HOST_INDEX_WHY)
+    if isinstance(value, _Tensor) and _dev(value) == d and _device_side_index(args[1]):
+        # a device-to-device assignment (``a[:] = b``): no host wait. With devices=("cpu",)
+        # the dispatch net would otherwise take the CPU copy_ for a device-to-host copy.
+        return QUIET
     return None
+
+
+def _device_side_index(index: Any) -> bool:
+    """An index made only of ints, plain slices, None, Ellipsis and device tensors: nothing
+    in it is copied from the host (a list is: it becomes a host tensor first)."""
+    items = index if isinstance(index, tuple) else (index,)
+    for it in items:
+        if it is None or it is Ellipsis or (isinstance(it, int) and not isinstance(it, bool)):
+            continue
+        if isinstance(it, slice):
+            if all(b is None or isinstance(b, int) for b in (it.start, it.stop, it.step)):
+                continue
+            return False
+        if not (isinstance(it, _Tensor) and _dev(it) is not None):
+            return False
+    return True
 
 
 def _index_put(args: Tuple[Any, ...], kwargs: Dict[str, Any]) -> Optional[Hit]:
@@ -308,6 +388,9 @@ def _index_put(args: Tuple[Any, ...], kwargs: Dict[str, Any]) -> Optional[Hit]:
         values.numel() != 1 or _dev(values) is not None
     ):
         return (E.DATA_DEPENDENT, "aten::index_put_", mask_dev, 1, "boolean mask")
+    d = _dev(args[0])
+    if d is not None and d != "cpu" and _host_index(tuple(i for i in indices if i is not None)):
+        return (E.H2D_COPY, "aten::index_put_", d, 1, _HOST_INDEX_WHY)
     return None
 
 
@@ -318,13 +401,7 @@ def _model(op: str, self_pos: int = 0) -> Classifier:
             d = _first_dev(args) or (_first_dev(kwargs.values()) if kwargs else None)
         if d is None:
             return None
-        model = model_for(d)
-        if model is None:
-            return None
-        entry = model.reads(op, args, kwargs)
-        if entry is None:
-            return None
-        return (E.IN_KERNEL, op, d, entry.reads, f"{model.backend} op model: {entry.where}")
+        return _model_hit(op, d, args, kwargs)
 
     return cls
 
@@ -407,13 +484,12 @@ def _targets() -> List[Target]:
     fn(cuda, "torch.cuda", "synchronize", _explicit("cuda"))
     fn(cuda.Stream, "torch.cuda.Stream", "synchronize", _explicit("cuda"))
     fn(cuda.Event, "torch.cuda.Event", "synchronize", _explicit("cuda"))
-    sim = sys.modules.get("syncguard.sim.device")
-    sim_cls = getattr(sim, "SimTensor", None)
-    if sim_cls is not None:
-        # The simulated tensor prints itself: intercept it under the Tensor API names.
+    for b in HUB.backends.values():
+        # A registered backend's tensor may print itself (the simulated device's does):
+        # intercept it under the Tensor API names.
         for name, cls in (("__repr__", _repr), ("__format__", _format)):
-            if name in vars(sim_cls):
-                t.append((sim_cls, name, f"Tensor.{name}", cls))
+            if name in vars(b.tensor_type):
+                t.append((b.tensor_type, name, f"Tensor.{name}", cls))
     npu = getattr(torch, "npu", None)
     if npu is not None and not getattr(npu, "__syncguard_sim__", False):
         fn(npu, "torch.npu", "synchronize", _explicit("npu"))
@@ -450,14 +526,56 @@ def _call_reporting(hit: Hit, api: str, call: Callable[..., Any], args: Tuple[An
         tls.busy -= 1
 
 
+def _compiling_fn() -> Callable[[], bool]:
+    comp = getattr(torch, "compiler", None)
+    f = getattr(comp, "is_compiling", None)
+    if f is None:  # torch < 2.3
+        f = getattr(getattr(torch, "_dynamo", None), "is_compiling", None)
+    return f if f is not None else (lambda: False)
+
+
+_is_compiling = _compiling_fn()
+_fake_mode_key = getattr(getattr(torch._C, "_TorchDispatchModeKey", None), "FAKE", None)
+_get_mode = getattr(torch._C, "_get_dispatch_mode", None)
+
+
+def _in_fake_mode() -> bool:
+    """torch.compile propagates shapes with fake tensors: that work reads no device data."""
+    return _fake_mode_key is not None and _get_mode is not None and (
+        _get_mode(_fake_mode_key) is not None)
+
+
+_wrap_code_skipped = False
+
+
+def _never_compile(code: Any) -> None:
+    """Tell Dynamo's frame hook (in torch._C, so Dynamo need not be loaded) never to compile
+    frames of ``code``, nor what they call: a wrapper called after a graph break runs as
+    Python and counts what the compiled code really reads. Private, so optional."""
+    ef = getattr(getattr(torch._C, "_dynamo", None), "eval_frame", None)
+    setter = getattr(ef, "set_code_exec_strategy", None)
+    strategy, action = getattr(ef, "_FrameExecStrategy", None), getattr(ef, "_FrameAction", None)
+    if setter is None or strategy is None or action is None:
+        return
+    try:
+        setter(code, strategy(action.SKIP, action.SKIP))
+    except Exception:  # pragma: no cover - a changed private API: is_compiling() still helps
+        pass
+
+
 def _wrap(orig: Callable[..., Any], api: str, classify: Classifier) -> Callable[..., Any]:
+    global _wrap_code_skipped
     tls = HUB.tls
 
     def wrapper(*args: Any, **kwargs: Any) -> Any:
+        if _is_compiling():
+            # Dynamo is tracing this wrapper (folding is_compiling() to True): trace only the
+            # original call, never syncguard's bookkeeping (its clock, its thread state).
+            return orig(*args, **kwargs)
         if tls.busy or not HUB.guards:
             return orig(*args, **kwargs)
         hit = classify(args, kwargs)
-        if hit is None:
+        if hit is None or _in_fake_mode():
             return orig(*args, **kwargs)
         return _call_reporting(hit, api, orig, args, kwargs)
 
@@ -466,6 +584,9 @@ def _wrap(orig: Callable[..., Any], api: str, classify: Classifier) -> Callable[
     wrapper.__qualname__ = getattr(orig, "__qualname__", wrapper.__name__)
     wrapper.__doc__ = getattr(orig, "__doc__", None)
     wrapper.__syncguard__ = True  # type: ignore[attr-defined]
+    if not _wrap_code_skipped:
+        _never_compile(wrapper.__code__)  # one code object for every wrapper
+        _wrap_code_skipped = True
     return wrapper
 
 
@@ -509,57 +630,111 @@ class _SequenceSlots:
             slot.value = value
 
 
+Saved = Tuple[Any, str, bool, Any]  # owner, attribute, had its own attribute, original
+
+
+def _restore(owner: Any, name: str, own: bool, orig: Any) -> None:
+    """Put ``owner.name`` back as it was; idempotent (a retry after an interruption is safe)."""
+    if own:
+        if vars(owner).get(name, _MISSING) is not orig:
+            setattr(owner, name, orig)
+    elif name in vars(owner):
+        delattr(owner, name)
+
+
+_MISSING = object()
+_SEQ_NAMES = ("__getitem__", "__setitem__")
+
+
+@contextlib.contextmanager
+def _switches_held() -> Iterator[None]:
+    """Ask the interpreter not to switch threads while the patch set is swapped, so other
+    threads see torch before or after, not half-patched (nor a type whose sequence slots are
+    briefly filled, see _SequenceSlots)."""
+    old = sys.getswitchinterval()
+    sys.setswitchinterval(1000.0)
+    try:
+        yield
+    finally:
+        sys.setswitchinterval(old)
+
+
 class _Patcher:
-    """Owns the process-global patches: installed for the first guard, removed with the last."""
+    """Owns the process-global patches: installed for the first guard, removed with the last.
+
+    Install and uninstall are atomic: the full patch set is built first, every patch is
+    recorded before it is applied (restoring is idempotent), an exception at any point of
+    install rolls back every patch, and uninstall finishes restoring before it re-raises.
+    Callers defer Ctrl-C around both (:func:`syncguard._signals.deferred`). The user count
+    never goes below zero."""
 
     def __init__(self) -> None:
-        self.lock = threading.Lock()
+        self.lock = threading.RLock()
         self.users = 0
-        # (owner, name, had_own_attribute, original)
-        self.saved: List[Tuple[Any, str, bool, Any]] = []
+        self.saved: List[Saved] = []
         # the sequence slots of each type whose __getitem__/__setitem__ is patched, as they
         # were before the first patch (see _SequenceSlots)
         self.slots: Dict[Any, _SequenceSlots] = {}
 
     def acquire(self) -> None:
-        with self.lock:
+        # The caller (SyncGuard.__enter__) defers Ctrl-C around this and undoes on a pending
+        # signal; deferring here too keeps a direct caller's install whole.
+        with _signals.deferred(), self.lock:
             if self.users == 0:
                 self._install()
             self.users += 1
 
     def release(self) -> None:
-        with self.lock:
+        with _signals.deferred(), self.lock:
+            if self.users <= 0:
+                raise RuntimeError("syncguard: interceptors released more often than acquired")
             self.users -= 1
             if self.users == 0:
                 self._uninstall()
 
+    def _plan(self) -> List[Tuple[Any, str, bool, Any, Callable[..., Any]]]:
+        plan = []
+        for owner, name, api, cls in _targets():
+            own = name in vars(owner)
+            orig = vars(owner)[name] if own else getattr(owner, name)
+            plan.append((owner, name, own, orig, _wrap(getattr(owner, name), api, cls)))
+            if name in _SEQ_NAMES and owner not in self.slots:
+                self.slots[owner] = _SequenceSlots(owner)
+        return plan
+
     def _install(self) -> None:
+        if self.saved:  # left by an interrupted uninstall: finish it first
+            self._uninstall()
+        plan = self._plan()
         try:
-            for owner, name, api, cls in _targets():
-                if name in ("__getitem__", "__setitem__") and owner not in self.slots:
-                    self.slots[owner] = _SequenceSlots(owner)
-                own = name in vars(owner)
-                orig = vars(owner)[name] if own else getattr(owner, name)
-                raw = getattr(owner, name)
-                setattr(owner, name, _wrap(raw, api, cls))
-                self.saved.append((owner, name, own, orig))
-            for seq in self.slots.values():
-                seq.restore()
+            with _switches_held():
+                for owner, name, own, orig, wrapper in plan:
+                    self.saved.append((owner, name, own, orig))  # recorded before applied
+                    setattr(owner, name, wrapper)
+                    if name in _SEQ_NAMES:
+                        self.slots[owner].restore()
         except BaseException:
             self._uninstall()
             raise
 
     def _uninstall(self) -> None:
-        try:
+        error: Optional[BaseException] = None
+        with _switches_held():
             while self.saved:
-                owner, name, own, orig = self.saved.pop()
-                if own:
-                    setattr(owner, name, orig)
-                else:
-                    delattr(owner, name)
-        finally:
+                entry = self.saved[-1]
+                for _ in range(2):  # one retry: an injected or stray exception is not final
+                    try:
+                        _restore(*entry)
+                        break
+                    except BaseException as exc:
+                        error = error or exc
+                self.saved.pop()
+                if entry[1] in _SEQ_NAMES and entry[0] in self.slots:
+                    self.slots[entry[0]].restore()
             for seq in self.slots.values():
                 seq.restore()
+        if error is not None:
+            raise error
 
     @property
     def installed(self) -> bool:
@@ -649,6 +824,10 @@ def _classify_aten(func: Any) -> Any:
     if base == "aten::index" or base == "aten::index_put" or base == "aten::index_put_":
         def index(a: Tuple[Any, ...], k: Dict[str, Any], d: str) -> Optional[Hit]:
             idx = a[1] if len(a) > 1 else ()
+            for i in idx:
+                if (isinstance(i, _Tensor) and i.dim() > 0 and d != "cpu"
+                        and i.device.type == "cpu"):
+                    return (E.H2D_COPY, name, d, 1, _HOST_INDEX_WHY)
             if base != "aten::index":
                 v = a[2] if len(a) > 2 else k.get("values")
                 if isinstance(v, _Tensor) and (v.dim() == 0 or (
@@ -672,14 +851,7 @@ def _classify_aten(func: Any) -> Any:
     if (dyn is not None and dyn in tags) or (dep is not None and dep in tags):
         return lambda a, k, d: (E.DATA_DEPENDENT, name, d, 1, None)
     if name in _modelled_ops():
-        def by_model(a: Tuple[Any, ...], k: Dict[str, Any], d: str) -> Optional[Hit]:
-            m = model_for(d)
-            e = m.reads(name, a, k) if m is not None else None
-            if e is None:
-                return None
-            backend = m.backend  # type: ignore[union-attr]
-            return (E.IN_KERNEL, name, d, e.reads, f"{backend} op model: {e.where}")
-        return by_model
+        return lambda a, k, d: _model_hit(name, d, a, k)
     return _SKIP
 
 
@@ -695,6 +867,7 @@ def backend_op_hook(func: Any, args: Tuple[Any, ...], kwargs: Dict[str, Any],
     and no Python-level interceptor on this thread already reported it."""
     if not HUB.guards and not BACKEND_COUNTERS:
         return
+    HUB.seen_dev += 1
     c = _aten_classifier(func)
     if c is _SKIP:
         return
@@ -702,8 +875,9 @@ def backend_op_hook(func: Any, args: Tuple[Any, ...], kwargs: Dict[str, Any],
     if hit is None:
         return
     kind, op, device, count, source = hit
-    for cb in list(BACKEND_COUNTERS):
-        cb(kind, op or func.name(), count)
+    if isinstance(count, int):
+        for cb in list(BACKEND_COUNTERS):
+            cb(kind, op or func.name(), count)
     if HUB.guards and not HUB.tls.busy:
         report_sync(kind, op or func.name(), op, count, device, source)
 
@@ -715,23 +889,24 @@ def _net_hit(func: Any, args: Tuple[Any, ...], kwargs: Dict[str, Any]) -> Option
     ``x.view(n, -1)``, ``add(alpha=n)``: PyTorch's argument parser calls ``item()`` in C++)."""
     name = func.name()
     base = name.split(".", 1)[0]
-    sim = _sim_name()
+    backends = HUB.backends  # their own kernels classify their ops
     if base == "aten::copy_":
         dst, src = args[0], args[1]
-        if not isinstance(src, _Tensor) or src.device.type == sim or dst.device.type == sim:
+        if (not isinstance(src, _Tensor) or src.device.type in backends
+                or dst.device.type in backends):
             return None
         nb = bool(args[2]) if len(args) > 2 else bool(kwargs.get("non_blocking", False))
         hit = _copy_dir(src, dst.device.type, nb, dst)
         return None if hit is None else (hit[0], name, hit[2], 1, hit[4])
     if base == "aten::_to_copy":
         target = kwargs.get("device")
-        if target is None or args[0].device.type == sim:
+        if target is None or args[0].device.type in backends:
             return None
         hit = _copy_dir(args[0], _device_type_of(target),
                         bool(kwargs.get("non_blocking", False)))
         return None if hit is None else (hit[0], name, hit[2], 1, hit[4])
     d = _first_dev(args) or (_first_dev(kwargs.values()) if kwargs else None)
-    if d is None or d == sim:  # the simulated device's backend classifies its own ops
+    if d is None or d in backends:  # the simulated device's backend classifies its own ops
         return None
     c = _aten_classifier(func)
     if c is _SKIP:

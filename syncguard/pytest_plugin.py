@@ -409,6 +409,8 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]
     if guard is None:
         return
     report: pytest.TestReport = outcome.get_result()
+    if _fail_on_swallowed(report, call, guard):
+        return
     settings = item.stash.get(SETTINGS_KEY, None) or Settings()
     max_syncs = settings.max_syncs
     if not guard.events:
@@ -436,6 +438,21 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]
         del report.wasxfail  # type: ignore[attr-defined]
     report.longrepr = verdict_line(guard, max_syncs)
     setattr(report, _REPORT_ATTR, True)
+
+
+def _fail_on_swallowed(report: pytest.TestReport, call: pytest.CallInfo[None],
+                       guard: SyncGuard) -> bool:
+    """A test that passed although a ``SyncGuard(on_sync="raise")`` inside it raised a
+    HostSyncError its code caught (twice: the error and the guard's re-raise at exit) fails:
+    the guard raised, the code swallowed it, and the outcome may be wrong output."""
+    swallowed = getattr(guard, "swallowed", ())
+    if not swallowed or call.excinfo is not None or not report.passed:
+        return False
+    ev = swallowed[0]
+    report.outcome = "failed"
+    report.longrepr = (f"syncguard: {len(swallowed)} HostSyncError(s) raised and caught by the "
+                       f"code under test, first at {ev.site} in {ev.function}(): {ev.api}")
+    return True
 
 
 def _skipped_in_body(report: pytest.TestReport) -> bool:

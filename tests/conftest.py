@@ -7,9 +7,19 @@ import pytest
 pytest_plugins = ["pytester"]
 
 
+@pytest.fixture(autouse=True, scope="session")
+def _cpu_only_guards_are_deliberate() -> None:
+    """Many tests guard CPU-only code on purpose: the once-per-process NoDeviceTensorsWarning
+    is said up front (its own tests reset the flag)."""
+    from syncguard._hub import HUB
+
+    HUB.warned_no_device = True
+
+
 @pytest.fixture(autouse=True)
 def _torch_left_clean() -> Iterator[None]:
-    """Every test must leave torch exactly as it found it: no patch, no active guard."""
+    """Every test must leave torch exactly as it found it: no patch, no active guard, no
+    classification state (devices, op models) left behind by a guard."""
     import torch
 
     from syncguard._hub import HUB
@@ -20,6 +30,9 @@ def _torch_left_clean() -> Iterator[None]:
     assert not HUB.guards and PATCHER.users == 0
     yield
     assert not HUB.guards, f"guards left active: {HUB.guards}"
+    # everything that affects classification is recomputed from the active guards: none left
+    state = HUB.classification_state
+    assert state == {"guards": [], "devices": set(), "models": set()}, state
     assert PATCHER.users == 0 and not PATCHER.installed, "interceptors left installed"
     assert HUB.tls.busy == 0
     assert torch._C._len_torch_dispatch_stack() == modes, "dispatch net left on the stack"

@@ -53,10 +53,16 @@ def test_event_fields_name_user_line_api_and_op() -> None:
     assert ev.step == 0 and not ev.allowed and ev.reason is None
 
 
-def test_reads_of_cpu_tensors_are_not_counted_by_default() -> None:
+def test_reads_of_cpu_tensors_are_not_counted_by_default(monkeypatch: pytest.MonkeyPatch
+                                                          ) -> None:
+    from syncguard._hub import HUB
+    from syncguard.events import NoDeviceTensorsWarning
+
+    monkeypatch.setattr(HUB, "warned_no_device", False)
     x = torch.arange(3)
-    with SyncGuard() as g:
-        x.tolist(), x.sum().item(), bool(x[0] == 0), x[x > 0], print(x, end="\r")
+    with pytest.warns(NoDeviceTensorsWarning):  # and it says so
+        with SyncGuard() as g:
+            x.tolist(), x.sum().item(), bool(x[0] == 0), x[x > 0], print(x, end="\r")
     assert g.count == 0 and g.events == []
 
 
@@ -97,9 +103,11 @@ def test_allow_by_call_site(site: str) -> None:
 
 def test_raise_mode_message_names_line_api_and_how_to_allow() -> None:
     x = torch.arange(4)
-    with SyncGuard(devices=("cpu",), on_sync="raise"):
-        with pytest.raises(HostSyncError) as ei:
+    g = SyncGuard(devices=("cpu",), on_sync="raise")
+    with pytest.raises(HostSyncError) as ei:  # around the guard: a caught one re-raises at exit
+        with g:
             x.sum().item()
+    with g:
         with allow("fine"):
             x.sum().item()  # allowed: does not raise
     msg = str(ei.value)
@@ -314,3 +322,125 @@ def test_blame_skips_the_standard_library_and_generated_code() -> None:
         logger.removeHandler(handler)
     assert [(e.filename, e.lineno) for e in g.events] == [
         (__file__, first), (__file__, first + 2), (__file__, first + 3)]
+
+
+# -- issue 12: misses and false positives found by the audits -------------------------------
+def test_nested_guards_each_apply_their_own_op_model() -> None:
+    p = torch.tensor([[0.5, 0.5]])
+    with SyncGuard(devices=("cpu",), model="cuda") as outer:
+        torch.multinomial(p, 1)  # cuda: 2 in-kernel reads
+        with SyncGuard(devices=("cpu",), model="npu") as inner:
+            torch.multinomial(p, 1)  # npu: none (outer still counts its 2)
+        torch.multinomial(p, 1)  # the inner guard's exit must not reset the outer's model
+    assert (outer.count, inner.count) == (6, 0)
+    assert all(e.source and "cuda op model" in e.source for e in outer.events)
+    with SyncGuard(devices=("cpu",)) as plain:  # no model: no in-kernel reads on CPU
+        torch.multinomial(p, 1)
+    assert plain.count == 0
+
+
+def test_cpu_as_device_models_the_device_kernel_not_the_cpu_one() -> None:
+    ind = torch.tensor([0, 1, 3])
+    a, b = torch.zeros(3), torch.ones(3)
+    with SyncGuard(devices=("cpu",), exhaustive=True) as g:
+        torch.nn.functional.one_hot(ind, num_classes=4)  # the CPU kernel's own min/max reads
+        a[:] = b  # device to device: no host wait
+        a[1:] = b[1:]
+    assert g.count == 0, [e.describe() for e in g.events]
+    with SyncGuard(devices=("cpu",), exhaustive=True) as g:
+        torch.nn.functional.one_hot(ind)  # num_classes inferred: a real read
+        a.cpu()
+    assert g.count == 2, [e.describe() for e in g.events]
+
+
+def test_torch_compile_counts_execution_not_compilation() -> None:
+    import warnings
+
+    torch._dynamo.reset()
+
+    def index(x: torch.Tensor, i: torch.Tensor) -> torch.Tensor:
+        return x[i] * 2
+
+    def read(x: torch.Tensor) -> torch.Tensor:
+        return x * x.sum().item()  # graph break: the read runs eagerly
+
+    x, i = torch.arange(5.0), torch.tensor([0, 2])
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with SyncGuard(devices=("cpu",)) as g:
+            torch.compile(index, backend="eager")(x, i)
+        assert g.count == 0, [e.describe() for e in g.events]
+        with SyncGuard(devices=("cpu",)) as g:
+            torch.compile(read, backend="eager")(x)
+        assert [e.api for e in g.counted_events] == ["Tensor.item"]
+        assert g.counted_events[0].function == "read"
+    dynamo = [str(w.message) for w in caught if "Dynamo" in str(w.message)]
+    assert not dynamo, dynamo  # no "cannot trace time.perf_counter" (syncguard's own frames)
+
+
+COMPILE_IN_A_FRESH_PROCESS = """
+import sys, warnings
+import torch
+from syncguard import SyncGuard
+assert "torch._dynamo" not in sys.modules
+
+def read(x):
+    return x * x.sum().item()
+
+x = torch.arange(5.0)
+counts = []
+with warnings.catch_warnings(record=True) as caught:
+    warnings.simplefilter("always")
+    with SyncGuard(devices=("cpu",)) as g:  # entered before Dynamo is loaded
+        for _ in range(3):
+            torch.compile(read, backend="eager")(x)
+            counts.append(g.count)
+print(counts, [str(w.message)[:60] for w in caught if "Dynamo" in str(w.message)])
+"""
+
+
+def test_torch_compile_first_call_counts_when_dynamo_loads_inside_the_guard() -> None:
+    import subprocess
+    import sys
+
+    out = subprocess.run([sys.executable, "-c", COMPILE_IN_A_FRESH_PROCESS], check=True,
+                         capture_output=True, text=True, timeout=600).stdout
+    assert out.strip().splitlines()[-1] == "[1, 2, 3] []", out
+
+
+def test_swallowed_host_sync_error_is_raised_again_at_exit() -> None:
+    x = torch.arange(3)
+    out = None
+    g = SyncGuard(devices=("cpu",), on_sync="raise")
+    with pytest.raises(HostSyncError, match="caught by the code") as ei:
+        with g:
+            try:  # SGLang's old sampler: log the RuntimeError, return zeros
+                out = x.sum().item()
+            except RuntimeError:
+                out = 0
+    assert out == 0 and len(g.raised) == 1
+    assert "test_guard.py" in str(ei.value) and isinstance(ei.value.__cause__, HostSyncError)
+    with pytest.raises(HostSyncError) as direct:  # not swallowed: the original propagates
+        with g:
+            x.sum().item()
+    assert "caught by the code" not in str(direct.value)
+
+
+def test_a_guard_over_cpu_only_code_warns_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    from syncguard._hub import HUB
+    from syncguard.events import NoDeviceTensorsWarning
+
+    monkeypatch.setattr(HUB, "warned_no_device", False)
+    x = torch.arange(3)
+    with SyncGuard(devices=("cpu",)):  # CPU declared as the device: nothing to say
+        x.tolist()
+    with pytest.warns(NoDeviceTensorsWarning, match=r'saw no device tensors.*devices=\("cpu",\)'):
+        with SyncGuard() as g:
+            x.tolist()
+    assert g.count == 0
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with SyncGuard():  # said once
+            x.tolist()

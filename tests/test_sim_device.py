@@ -10,6 +10,7 @@ import copy
 import gc
 import io
 import pickle
+import re
 import sys
 import threading
 import types
@@ -701,3 +702,25 @@ def test_standin_fast_path_is_used_when_exact() -> None:
     assert out is not None
     flat = torch.zeros(1, 8192)
     assert s._top_k_top_p_topk(flat, torch.tensor([1.0]), torch.tensor([20])) is None
+
+
+@pytest.mark.parametrize("missing", ["acc", "setup", "backend_name"])
+def test_a_renamed_private_api_is_a_clear_refusal_naming_the_torch_version(
+        monkeypatch: pytest.MonkeyPatch, missing: str) -> None:
+    import torch.utils.backend_registration as br
+
+    if simdev.WRAPPER_ROUTE and missing != "backend_name":
+        pytest.skip("this process uses the wrapper route, which checks its own needs")
+    if missing == "acc":
+        monkeypatch.delattr(torch._C, "_acc")
+        lacks = "torch._C._acc.create_empty_tensor"
+    elif missing == "setup":
+        monkeypatch.delattr(br, "_setup_privateuseone_for_python_backend")
+        lacks = "_setup_privateuseone_for_python_backend"
+    else:
+        monkeypatch.delattr(torch._C, "_get_privateuse1_backend_name")
+        lacks = "torch._C._get_privateuse1_backend_name"
+    why = simdev._refusal("npu", "privateuseone", None)
+    assert why is not None and lacks in why and f"torch {torch.__version__}" in why
+    with pytest.raises(sim.SimulatedDeviceError, match=re.escape(lacks)):
+        simdev._check_can_setup("npu")

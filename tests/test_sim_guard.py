@@ -219,3 +219,46 @@ def test_flag_path_decode_steps_have_no_hidden_sync() -> None:
         with allow("engine token readback"):
             res.ids.tolist()
         assert res.branch == "fused"
+
+
+def test_host_index_tensor_on_a_device_tensor_is_a_host_to_device_copy() -> None:
+    """PyTorch's own sync-warning test expects a sync for x[ind_cpu] and x[ind_cpu] = y: the
+    index is copied to the device and the host waits for it."""
+    x = torch.arange(6.0, device=DEV)
+    ind_cpu = torch.tensor([0, 2])
+    ind_dev, zeros = ind_cpu.to(DEV), torch.zeros(2, device=DEV)
+    with SyncGuard() as g:
+        x[ind_cpu]
+        x[ind_cpu] = zeros
+        x[torch.tensor(1)]  # a 0-d host index is read on the host as an int: no copy
+        x[ind_dev]  # a device index: nothing
+        x.index_put_((ind_cpu,), zeros)
+    assert [(e.kind, e.api) for e in g.counted_events] == [
+        ("h2d_copy", "Tensor.__getitem__"), ("h2d_copy", "Tensor.__setitem__"),
+        ("h2d_copy", "Tensor.index_put_")]
+    assert x.cpu().tolist() == [0.0, 1.0, 0.0, 3.0, 4.0, 5.0]
+
+
+def test_backend_layer_counts_a_host_index_tensor_too() -> None:
+    x = torch.arange(6.0, device=DEV)
+    ind_cpu = torch.tensor([0, 2])
+    with SyncGuard() as g:
+        torch.ops.aten.index.Tensor(x, [ind_cpu])  # no Python entry point
+    assert [(e.kind, e.op) for e in g.counted_events] == [("h2d_copy", "aten::index.Tensor")]
+
+
+def test_the_simulated_backend_is_registered_with_the_interception_layer() -> None:
+    from syncguard._hub import HUB
+    from syncguard.sim.device import SimTensor
+
+    b = HUB.backends["npu"]
+    assert (b.tensor_type, b.model) == (SimTensor, "npu")
+
+
+def test_a_list_index_in_an_assignment_is_still_a_host_to_device_copy() -> None:
+    x = torch.zeros(2, 3, device=DEV)
+    v = torch.ones(2, device=DEV)
+    with SyncGuard() as g:
+        x[0, [0, 2]] = v  # the list becomes a host tensor, copied to the device
+        x[:, 1] = v  # device to device: nothing
+    assert [e.kind for e in g.counted_events] == ["h2d_copy"], [e.describe() for e in g.events]

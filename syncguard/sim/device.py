@@ -54,6 +54,7 @@ called as ``tensor.view(dtype)``; dense strided tensors only.
 
 from __future__ import annotations
 
+import importlib
 import os
 import re
 import sys
@@ -96,8 +97,8 @@ class _SimState:
 
 _STATE = _SimState()
 _NAME = "npu"  # the backend name; set at setup, read on the hot path
-#: The simulated device's name once set up in this process (None before). Read by
-#: syncguard.intercept to know which device type is simulated.
+#: The simulated device's name once set up in this process (None before). syncguard.intercept
+#: learns it from ``register_backend`` at setup, not from this attribute.
 SIM_NAME: Optional[str] = None
 _CPU = torch.device("cpu")
 
@@ -157,8 +158,9 @@ class SimTensor(torch.Tensor):
         return int(self._v.data_ptr())
 
 
-_create_empty: Callable[[Any, torch.dtype], torch.Tensor] = torch._C._acc.create_empty_tensor \
-    if hasattr(torch._C, "_acc") else None  # type: ignore[assignment]
+# None when this torch lacks it: setup then refuses with SimulatedDeviceError (_refusal).
+_create_empty: Callable[[Any, torch.dtype], torch.Tensor] = getattr(
+    getattr(torch._C, "_acc", None), "create_empty_tensor", None)  # type: ignore[assignment]
 _META_KS = torch._C.DispatchKeySet(torch._C.DispatchKey.Meta)
 _SET_STORAGE = torch.ops.aten.set_.source_Storage_storage_offset
 # The backend's own work calls ATen ops, never the (possibly intercepted) Python methods.
@@ -594,6 +596,37 @@ def _shell(shape: Any, dtype: torch.dtype) -> torch.Tensor:
     return _create_empty(shape, dtype)
 
 
+#: Private torch APIs both routes use at setup (dotted from ``torch``).
+_COMMON_PRIVATE = ("_C._get_privateuse1_backend_name",
+                   "_C._dispatch_get_registrations_for_dispatch_key")
+#: ... and those of the torch >= 2.9 route.
+_ACC_PRIVATE = ("_C._acc.create_empty_tensor",
+                "utils.backend_registration._setup_privateuseone_for_python_backend")
+
+
+def _lacks(dotted: str) -> bool:
+    obj: Any = torch
+    for part in dotted.split("."):
+        if part == "backend_registration" and obj is torch.utils:
+            try:
+                importlib.import_module("torch.utils.backend_registration")
+            except ImportError:
+                return True
+        obj = getattr(obj, part, None)
+        if obj is None:
+            return True
+    return False
+
+
+def _private_api_lacking(acc_route: bool) -> Optional[str]:
+    """The private torch API setup needs and this torch lacks (a future torch may rename it),
+    else None."""
+    for dotted in _COMMON_PRIVATE + (_ACC_PRIVATE if acc_route else ()):
+        if _lacks(dotted):
+            return f"torch.{dotted}"
+    return None
+
+
 def _refusal(name: str, backend_name: str, owned: Optional[str]) -> Optional[str]:
     """Why the simulated device cannot be set up as ``name`` (None if it can).
 
@@ -607,7 +640,8 @@ def _refusal(name: str, backend_name: str, owned: Optional[str]) -> Optional[str
             f"the simulated device needs torch >= {MIN_TORCH_VERSION[0]}.{MIN_TORCH_VERSION[1]} "
             f"(the oldest verified); installed: torch {torch.__version__}"
         )
-    lacking = _wb.available() if WRAPPER_ROUTE else None
+    lacking = (_wb.available() if WRAPPER_ROUTE else None) or _private_api_lacking(
+        not WRAPPER_ROUTE)
     if lacking is not None:
         return (
             f"the simulated device cannot be set up on torch {torch.__version__}: "
@@ -641,7 +675,8 @@ def _refusal(name: str, backend_name: str, owned: Optional[str]) -> Optional[str
             f"torch.{name} already exists ({existing!r}); cannot register the simulated "
             f"device module under that name"
         )
-    if name != torch._C._get_privateuse1_backend_name():
+    current = getattr(torch._C, "_get_privateuse1_backend_name", lambda: backend_name)()
+    if name != current:
         try:
             torch.device(name)
         except RuntimeError:
@@ -654,7 +689,8 @@ def _refusal(name: str, backend_name: str, owned: Optional[str]) -> Optional[str
 def _check_can_setup(name: str = "npu") -> None:
     """Raise :class:`SimulatedDeviceError` if the simulated device cannot be set up as ``name``
     in this process now. No side effects; passes when syncguard.sim already owns ``name``."""
-    why = _refusal(name, torch._C._get_privateuse1_backend_name(), _STATE.name)
+    get_name = getattr(torch._C, "_get_privateuse1_backend_name", None)
+    why = _refusal(name, get_name() if get_name is not None else "privateuseone", _STATE.name)
     if why is not None:
         raise SimulatedDeviceError(why)
 
@@ -717,12 +753,11 @@ def setup(name: str = "npu") -> torch.device:
         if WRAPPER_ROUTE:
             _wb.setup(name, npu_module)
         else:
-            from torch.utils.backend_registration import (
-                _setup_privateuseone_for_python_backend,
-            )
+            from torch.utils import backend_registration as br
 
-            _setup_privateuseone_for_python_backend(rename=name, backend_module=npu_module)
+            br._setup_privateuseone_for_python_backend(rename=name, backend_module=npu_module)
         _register_kernels(name)
+        _intercept.register_backend(name, SimTensor, "npu")
         _STATE.name = name
         _STATE.device = torch.device(name, 0)
         SIM_NAME = name
