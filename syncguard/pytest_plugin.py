@@ -341,7 +341,7 @@ def pytest_runtest_call(item: pytest.Item) -> Generator[None, Any, None]:
 
 # ---------------------------------------------------------------------------- verdict
 def _steps_text(steps: Iterable[Optional[int]]) -> str:
-    from .renderers.analysis import step_ranges
+    from .analysis import step_ranges
 
     return step_ranges(steps)
 

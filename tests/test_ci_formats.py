@@ -12,7 +12,7 @@ import pytest
 
 from syncguard import SyncEvent, SyncGuard
 from syncguard.baseline import Finding
-from syncguard.ci import (
+from syncguard.renderers.ci import (
     emit,
     escape_data,
     escape_property,

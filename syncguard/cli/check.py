@@ -41,7 +41,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def _steps(steps: List[int]) -> str:
-    from ..renderers.analysis import step_ranges
+    from ..analysis import step_ranges
 
     return step_ranges(steps)
 
@@ -118,7 +118,7 @@ def main(args: argparse.Namespace) -> int:
         Baseline.from_observed(observed).save(args.update_baseline)
         print(f"Wrote {args.update_baseline} ({len(observed)} sites)", file=sys.stderr)
         return EXIT_OK
-    from ..ci import emit
+    from ..renderers.ci import emit
 
     emit(args.format, totals, findings, args.output, baseline=args.baseline)
     if args.output not in (None, "-") and os.path.exists(args.output):

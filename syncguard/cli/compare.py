@@ -27,8 +27,8 @@ def main(args: argparse.Namespace) -> int:
     from rich.console import Console
 
     from .. import results
+    from ..analysis import compare, compare_paths
     from ..renderers import terminal
-    from ..renderers.analysis import compare, compare_paths
     from . import EXIT_OK, UsageError, report_width
 
     if args.output is not None:

@@ -5,7 +5,8 @@ from __future__ import annotations
 import dataclasses
 from typing import TYPE_CHECKING, Any, List, Optional, Sequence
 
-from . import analysis
+from .. import analysis
+from ..analysis import LATENCY_THRESHOLD, is_missing
 from ._common import (
     fmt_int,
     fmt_ms,
@@ -15,7 +16,6 @@ from ._common import (
     short_site,
     step_label,
 )
-from .analysis import LATENCY_THRESHOLD, is_missing
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd

@@ -12,9 +12,10 @@ import html as _html
 import io
 from typing import TYPE_CHECKING, Any, Dict, List, Optional
 
-from . import _tables, analysis
+from .. import analysis
+from ..analysis import is_missing
+from . import _tables
 from ._common import LEGEND, environment_parts, note_texts, status_text, timed_on_hardware, verdicts
-from .analysis import is_missing
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd

@@ -10,7 +10,8 @@ from __future__ import annotations
 import html as _html
 from typing import TYPE_CHECKING, List, Optional
 
-from . import _tables, analysis
+from .. import analysis
+from . import _tables
 from ._common import LEGEND, environment_parts, note_texts, status_text, timed_on_hardware, verdicts
 
 if TYPE_CHECKING:  # pragma: no cover

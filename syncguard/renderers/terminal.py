@@ -10,7 +10,8 @@ from __future__ import annotations
 import io
 from typing import TYPE_CHECKING, Any, Dict, List, Optional, Sequence
 
-from . import analysis
+from .. import analysis
+from ..analysis import is_missing
 from ._common import (
     LEGEND,
     fmt_int,
@@ -25,7 +26,6 @@ from ._common import (
     timed_on_hardware,
     verdicts,
 )
-from .analysis import is_missing
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd

@@ -14,8 +14,8 @@ import xml.etree.ElementTree as ET
 from typing import IO, Any, Dict, List, Optional, Sequence, Tuple
 from urllib.parse import quote
 
-from .baseline import Finding, display_path, site_key
-from .events import KINDS
+from ..baseline import Finding, display_path, site_key
+from ..events import KINDS
 
 #: (scenario, path, hidden syncs, budget, failed)
 Total = Tuple[str, str, int, int, bool]
@@ -44,7 +44,7 @@ _KIND_HELP: Dict[str, str] = {
 
 
 def _version() -> str:
-    from . import __version__
+    from .. import __version__
 
     return __version__
 
@@ -72,7 +72,7 @@ def information_uri() -> str:
 
 def step_ranges(steps: Sequence[Optional[int]]) -> str:
     """``[2, 3, 4, 7] -> "2-4, 7"`` (None ignored, ``""`` for none)."""
-    from .renderers.analysis import step_ranges as _sr
+    from ..analysis import step_ranges as _sr
 
     return _sr(steps)
 
