@@ -488,7 +488,10 @@ def test_check_github_format_annotates_the_site(capsys: pytest.CaptureFixture) -
 def test_selftest(capsys: pytest.CaptureFixture) -> None:
     rc, out, err = cli(capsys, "selftest")
     assert rc == EXIT_OK, err
-    assert out.strip() and all(ln.startswith("ok ") for ln in _lines(out))
+    *probes, summary = _lines(out)
+    assert probes and all(ln.startswith("ok ") for ln in probes)
+    assert summary == (f"selftest passed: {len(probes)} probes on cpu, npu:0, every planted "
+                       "sync seen and the control clean")
 
 
 # -- real subprocesses -----------------------------------------------------------------------
