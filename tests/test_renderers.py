@@ -613,3 +613,105 @@ def test_sync_wait_per_step_reaches_the_verdict_on_hardware_only(tmp_path: Any) 
     sim = dc.replace(cuda, header={**res.header, "device": "sim"})
     assert "us per step in them" not in markdown.render(sim)
     assert "sync_wait_us" in csv.render_steps(cuda).splitlines()[0]
+
+
+# ---------------------------------------------------------------- one table model, goldens
+def _compare_df() -> pd.DataFrame:
+    """Rows that exercise every compare style: (uniform, legacy) is the issue's row, -1.00
+    syncs per step at a latency ratio of 1.02 (inside the threshold)."""
+    def row(scenario: str, path: str, a_s: float, b_s: float, a_ms: float, b_ms: float,
+            changed: bool) -> Dict[str, Any]:
+        nan = float("nan")
+        both_s = not (math.isnan(a_s) or math.isnan(b_s))
+        both_ms = not (math.isnan(a_ms) or math.isnan(b_ms))
+        return {"scenario": scenario, "path": path, "a_syncs_mean": a_s, "b_syncs_mean": b_s,
+                "syncs_delta": b_s - a_s if both_s else nan, "a_syncs_total": a_s * 10,
+                "b_syncs_total": b_s * 10, "a_mean_ms": a_ms, "b_mean_ms": b_ms,
+                "latency_delta_ms": b_ms - a_ms if both_ms else nan,
+                "latency_ratio": b_ms / a_ms if both_ms else nan, "changed": changed}
+
+    nan = float("nan")
+    return pd.DataFrame([
+        row("uniform", "legacy", 1.0, 0.0, 1.0, 1.02, True),   # fewer syncs: better
+        row("uniform", "flag", 0.0, 1.0, 1.0, 0.90, True),     # more syncs, faster: worse
+        row("mixed", "legacy", 1.0, 1.0, 1.0, 1.10, True),     # slower beyond 5%: worse
+        row("mixed", "flag", 0.0, 0.0, 1.0, 0.80, True),       # faster beyond 5%: better
+        row("mixed", "new", nan, 0.0, nan, 1.0, True),         # one side only: changed
+        row("other", "flag", 0.0, 0.0, 1.0, 1.01, False),      # unchanged
+    ], columns=list(analysis.COMPARE_COLUMNS))
+
+
+GREEN, RED = "\x1b[1;32m", "\x1b[1;31m"
+
+
+def test_compare_improvement_is_green_in_every_format() -> None:
+    # The bug: the terminal painted a -1.00 syncs/step improvement (ratio 1.02, inside the
+    # threshold) bold red, while Markdown and HTML marked it best.
+    df = _compare_df().iloc[:1]
+    text = terminal.render_compare(df, width=120, color=True)
+    line = next(ln for ln in text.splitlines() if "legacy" in ln and "-1.00" in ln)
+    assert f"{GREEN}-1.00" in line and RED not in line, repr(line)
+    assert "\x1b[1;32m1.02x" not in line and "1.02x" in line  # inside the threshold: plain
+    assert "better" in line
+    md = markdown.render_compare(df)
+    assert "| -1.00 |" in md and "**-1.00**" not in md and "| better |" in md
+    assert "-1.00" in terminal.render_compare(df, width=120)
+    doc = html.render_compare(df)
+    assert '<td class="r improved">-1.00</td>' in doc
+    assert '<td class="r">1.02x</td>' in doc
+    assert ",-1.0,improved," in csv.render_compare(df)
+
+
+def test_every_format_styles_compare_cells_alike() -> None:
+    from syncguard.renderers import _tables
+
+    t = _tables.compare_tbl(_compare_df())
+    styles = [[c.style for c in r] for r in t.rows if r is not None]
+    # delta, ratio and change cells of each row
+    assert [(s[4], s[7], s[8]) for s in styles] == [
+        ("improved", "", "improved"), ("regressed", "improved", "regressed"),
+        ("", "regressed", "regressed"), ("", "improved", "improved"), ("", "", "changed"),
+        ("", "", "")]
+    doc = html.render_compare(_compare_df())
+    md = markdown.render_compare(_compare_df())
+    coloured = terminal.render_compare(_compare_df(), width=120, color=True)
+    for r, s in zip((r for r in t.rows if r is not None), styles):
+        for cell, style in zip(r, s):
+            if not style or not cell.text:
+                continue
+            assert f'class="r {style}">{cell.text}<' in doc or \
+                f'class="{style}">{cell.text}<' in doc
+            assert (f"**{cell.text}**" in md) == (style in ("regressed", "changed"))
+            look = terminal.STYLE_LOOK[style]
+            code = {"bold green": GREEN, "bold red": RED, "bold": "\x1b[1m"}[look]
+            assert re.search(re.escape(code) + r" *" + re.escape(cell.text), coloured), cell
+
+
+def _ansi_golden(name: str, text: str) -> None:
+    _golden(name, text.replace("\x1b", "\\e"))  # readable in a diff; still every colour
+
+
+def test_golden_terminal_in_colour(result: RunResult) -> None:
+    _ansi_golden("terminal_color.ansi", terminal.render(result, width=100, color=True))
+
+
+def test_golden_compare_terminal() -> None:
+    _golden("compare.txt", terminal.render_compare(_compare_df(), width=100, title="a vs b"))
+    _ansi_golden("compare_color.ansi", terminal.render_compare(_compare_df(), width=100,
+                                                                 color=True, title="a vs b"))
+
+
+def test_golden_markdown(result: RunResult) -> None:
+    _golden("report.md", markdown.render(result))
+    _golden("compare.md", markdown.render_compare(_compare_df(), "a.jsonl", "b.jsonl"))
+
+
+def test_golden_html_structure(result: RunResult) -> None:
+    _golden("report.html", html.render(result, plots=False))
+    _golden("compare.html", html.render_compare(_compare_df(), "a.jsonl", "b.jsonl"))
+
+
+def test_golden_csv(result: RunResult) -> None:
+    _golden("steps.csv", csv.render_steps(result))
+    _golden("events.csv", csv.render_events(result))
+    _golden("compare.csv", csv.render_compare(_compare_df()))

@@ -33,13 +33,17 @@ h3{font-size:1.1em}
 .env{color:#57606a;font-size:.95em}
 .status-ok{color:#1a7f37;font-weight:600}
 .status-bad{color:#cf222e;font-weight:700}
-table{border-collapse:collapse;margin:.6em 0 1.2em;font-size:.9em}
+.tbl{max-width:100%;overflow-x:auto;margin:.6em 0 1.2em}
+table{border-collapse:collapse;font-size:.9em}
 th,td{border:1px solid #d0d7de;padding:.25em .6em;vertical-align:top}
+td code{overflow-wrap:anywhere}
 th{background:#f6f8fa;text-align:left}
 td.r{text-align:right;font-variant-numeric:tabular-nums}
-td.best{color:#1a7f37;font-weight:600}
-td.worst{color:#cf222e;font-weight:600}
-td.note{background:#fff8c5}
+.best,.improved{color:#1a7f37;font-weight:600}
+.worst,.regressed{color:#cf222e;font-weight:600}
+.changed{font-weight:600}
+td.note,span.note{background:#fff8c5}
+td.dim,span.dim{color:#8c959f}
 tr.gap td{color:#57606a;font-style:italic;text-align:center}
 code{font-family:ui-monospace,SFMono-Regular,Menlo,Consolas,monospace;font-size:.95em;
 background:#f6f8fa;padding:.05em .3em;border-radius:4px}
@@ -57,24 +61,41 @@ def esc(s: object) -> str:
     return _html.escape(str(s), quote=True)
 
 
-def table(t: _tables.Tbl) -> str:
-    """An HTML table; ellipsis rows span all columns."""
-    out = ["<table>", "<thead><tr>" + "".join(f"<th>{esc(h)}</th>" for h in t.headers)
-           + "</tr></thead>", "<tbody>"]
-    gaps = iter(t.gap_text)
-    for row in t.rows:
-        if row is None:
-            out.append(f'<tr class="gap"><td colspan="{len(t.headers)}">'
-                       f"{esc(next(gaps, '...'))}</td></tr>")
+#: how each style looks here, for the legend
+STYLE_WORDS = {"best": "green", "improved": "green", "worst": "red", "regressed": "red",
+               "changed": "bold", "note": "yellow background", "dim": "grey"}
+
+
+def style_legend(styles: List[str]) -> List[str]:
+    """``<dt>``/``<dd>`` legend entries for the styles used, one per look."""
+    looks: Dict[str, List[str]] = {}
+    first: Dict[str, str] = {}
+    for s in styles:
+        looks.setdefault(STYLE_WORDS[s], []).append(_tables.STYLE_LEGEND[s])
+        first.setdefault(STYLE_WORDS[s], s)
+    return [f'<dt><span class="{first[w]}">{esc(w)}</span></dt><dd>{esc("; ".join(v))}</dd>'
+            for w, v in looks.items()]
+
+
+def table(t: _tables.Table) -> str:
+    """An HTML table of the model, in a box that scrolls sideways when the table is wider
+    than the page; cells carry their style as a class; ellipsis rows span all columns."""
+    out = ['<div class="tbl"><table>', "<thead><tr>" + "".join(
+        f'<th class="r">{esc(c.header)}</th>' if c.align == "r" else f"<th>{esc(c.header)}</th>"
+        for c in t.columns) + "</tr></thead>", "<tbody>"]
+    for row in (r for sec in t.sections for r in sec):
+        if isinstance(row, _tables.Gap):
+            out.append(f'<tr class="gap"><td colspan="{len(t.columns)}">'
+                       f"{esc(row.text)}</td></tr>")
             continue
         cells = []
         for c, a in zip(row, t.align):
-            cls = " ".join(x for x in ("r" if a == "r" else "", c.mark) if x)
+            cls = " ".join(x for x in ("r" if a == "r" else "", c.style) if x)
             attr = f' class="{cls}"' if cls else ""
             body = f"<code>{esc(c.text)}</code>" if c.code and c.text else esc(c.text)
             cells.append(f"<td{attr}>{body}</td>")
         out.append("<tr>" + "".join(cells) + "</tr>")
-    out.append("</tbody></table>")
+    out.append("</tbody></table></div>")
     return "\n".join(out)
 
 
@@ -175,7 +196,13 @@ def render(result: RunResult, *, title: str = "syncguard report", show_time: boo
         out += ['<p class="note">No steps recorded.</p>', "</body>", "</html>"]
         return "\n".join(out) + "\n"
     st = analysis.merge_paths(analysis.sites(result, max_parts=20))
-    out += ["<h2>Summary</h2>", table(_tables.summary_tbl(sm))]
+    used: List[str] = []
+
+    def tbl(t: _tables.Table) -> str:
+        used.extend(t.styles_used())
+        return table(t)
+
+    out += ["<h2>Summary</h2>", tbl(_tables.summary_tbl(sm))]
     out += ["<h2>Verdict</h2>", "<ul>"]
     for scenario, sentence in verdicts(sm, st, code="\x00", base=base,
                                        show_wait=timed_on_hardware(result)):
@@ -188,17 +215,18 @@ def render(result: RunResult, *, title: str = "syncguard report", show_time: boo
         out += ["<h2>Plots</h2>", *_plots(result)]
     out.append("<h2>Sync sites</h2>")
     hidden = _tables.sites_tbl(st, False, base)
-    out.append(table(hidden) if hidden.rows else "<p>No hidden syncs outside warm-up steps.</p>")
+    out.append(tbl(hidden) if hidden.rows else "<p>No hidden syncs outside warm-up steps.</p>")
     allowed = _tables.sites_tbl(st, True, base)
     if allowed.rows:
-        out += ["<h3>Allowed syncs</h3>", table(allowed)]
+        out += ["<h3>Allowed syncs</h3>", tbl(allowed)]
     out.append("<h2>Per step</h2>")
     for scenario in result.scenarios:
         steps = len(analysis.per_step(result, scenario))
         out += ["<details>", f"<summary>{esc(scenario)}: {steps} steps</summary>",
-                table(_tables.per_step_tbl(result, scenario, max_steps)), "</details>"]
+                tbl(_tables.per_step_tbl(result, scenario, max_steps)), "</details>"]
     out += ["<h2>Legend</h2>", '<dl class="legend">']
     out += [f"<dt>{esc(k)}</dt><dd>{esc(v)}</dd>" for k, v in LEGEND]
+    out += style_legend(list(dict.fromkeys(used)))
     out += ["</dl>", "</body>", "</html>"]
     return "\n".join(out) + "\n"
 
@@ -206,11 +234,12 @@ def render(result: RunResult, *, title: str = "syncguard report", show_time: boo
 def render_compare(df: pd.DataFrame, label_a: str = "A", label_b: str = "B", *,
                    title: str = "syncguard compare") -> str:
     """A comparison (:func:`analysis.compare` / :func:`analysis.compare_paths`) as HTML."""
-    n = int(df["changed"].sum()) if len(df) else 0
+    t = _tables.compare_tbl(df, "A", "B")
     return "\n".join([
         "<!DOCTYPE html>", '<html lang="en">', "<head>", '<meta charset="utf-8">',
         f"<title>{esc(title)}</title>", f"<style>\n{CSS}\n</style>", "</head>", "<body>",
         f"<h1>{esc(title)}</h1>",
         f'<p class="env">A: <code>{esc(label_a)}</code> · B: <code>{esc(label_b)}</code> · '
-        f"{n} of {len(df)} rows changed</p>",
-        table(_tables.compare_tbl(df, "A", "B")), "</body>", "</html>"]) + "\n"
+        f"{esc(t.footer)}</p>",
+        table(t), '<dl class="legend">', *style_legend(t.styles_used()), "</dl>",
+        "</body>", "</html>"]) + "\n"
