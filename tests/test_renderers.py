@@ -715,3 +715,65 @@ def test_golden_csv(result: RunResult) -> None:
     _golden("steps.csv", csv.render_steps(result))
     _golden("events.csv", csv.render_events(result))
     _golden("compare.csv", csv.render_compare(_compare_df()))
+
+
+# ---------------------------------------------------------------- in a real browser
+def _chromium() -> Optional[str]:
+    import shutil
+
+    for name in ("chromium", "chromium-browser", "google-chrome", "chrome"):
+        found = shutil.which(name)
+        if found:
+            return found
+    return None
+
+
+# Measures the page after layout: the page must not scroll sideways, and every table's box
+# (which may scroll inside itself) must end inside the page.
+_MEASURE = """<script>
+window.addEventListener("load", () => {
+  const page = document.documentElement.clientWidth;
+  const bad = [];
+  if (document.documentElement.scrollWidth > page) bad.push("page " +
+      document.documentElement.scrollWidth + " exceeds " + page);
+  document.querySelectorAll("table").forEach((t, i) => {
+    const box = t.parentElement.classList.contains("tbl") ? t.parentElement : t;
+    const r = box.getBoundingClientRect();
+    if (r.right > page + 0.5) bad.push("table " + i + " ends at " + r.right + " beyond " + page);
+  });
+  document.querySelectorAll("details").forEach(d => d.open = true);
+  const out = document.createElement("pre");
+  out.id = "measure";
+  out.textContent = "WIDTH " + page + " BAD " + JSON.stringify(bad);
+  document.body.appendChild(out);
+});
+</script>"""
+
+
+@pytest.mark.browser
+@pytest.mark.skipif(_chromium() is None, reason="no headless Chromium installed "
+                    "(Debian: apt-get install chromium)")
+@pytest.mark.parametrize("width", [1400, 1000])
+def test_html_tables_fit_the_page_in_chromium(tmp_path: Any, width: int) -> None:
+    import subprocess
+
+    # long names, as real runs have: the sites table is the widest
+    long_fn = "top_k_top_p_min_p_sampling_from_logits_ascend_with_branch_and_a_long_suffix"
+    res = make_result(tmp_path)
+    res = RunResult(res.header, res.steps,
+                    [dict(e, function=long_fn, filename="/very/long/site-packages/path/to/a/"
+                          "package/module/with/many/parts/sampler_module.py")
+                     for e in res.events], res.footer)
+    doc = html.render(res).replace("</body>", _MEASURE + "\n</body>")
+    page = tmp_path / "report.html"
+    page.write_text(doc, encoding="utf-8")
+    chromium = _chromium()
+    assert chromium is not None
+    proc = subprocess.run([chromium, "--headless", "--no-sandbox", "--disable-gpu",
+                           "--hide-scrollbars", f"--window-size={width},900",
+                           "--virtual-time-budget=3000", "--dump-dom", page.as_uri()],
+                          capture_output=True, text=True, timeout=120)
+    m = re.search(r"WIDTH (\d+) BAD (\[.*?\])", proc.stdout)
+    assert m, proc.stderr[-2000:]
+    assert int(m.group(1)) > width - 50  # the window size took effect
+    assert json.loads(m.group(2)) == []

@@ -26,7 +26,7 @@ PLOT_HINT = "pip install matplotlib"
 
 CSS = """
 body{font-family:system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;margin:2em auto;
-max-width:1100px;padding:0 1em;color:#1f2328;background:#fff;line-height:1.45}
+max-width:1400px;padding:0 1em;color:#1f2328;background:#fff;line-height:1.45}
 h1{font-size:1.6em;border-bottom:1px solid #d0d7de;padding-bottom:.3em}
 h2{font-size:1.3em;margin-top:1.6em;border-bottom:1px solid #d0d7de;padding-bottom:.2em}
 h3{font-size:1.1em}
@@ -48,7 +48,7 @@ tr.gap td{color:#57606a;font-style:italic;text-align:center}
 code{font-family:ui-monospace,SFMono-Regular,Menlo,Consolas,monospace;font-size:.95em;
 background:#f6f8fa;padding:.05em .3em;border-radius:4px}
 .note{background:#fff8c5;border:1px solid #d4a72c;padding:.5em .8em;border-radius:6px}
-.plot svg{max-width:100%;height:auto}
+.plot svg{width:100%;height:auto}
 details{margin:.4em 0}
 summary{cursor:pointer}
 dl.legend dt{font-weight:600}
@@ -99,14 +99,22 @@ def table(t: _tables.Table) -> str:
     return "\n".join(out)
 
 
+#: per path, in order: (marker, line style); later paths get smaller markers, so equal
+#: series stay visible one inside the other
+_MARKERS = ("o", "s", "^", "D", "v", "P")
+_LINES = ("-", "--", ":", "-.")
+
+
 def plot_figure(result: RunResult, scenario: str) -> Any:
     """A matplotlib Figure of one scenario (Agg backend): latency per step and path (ms,
-    timed pass) above hidden syncs per step and path (counted pass), warm-up steps left out.
-    Raises ImportError without matplotlib."""
+    timed pass) on top, then hidden syncs per step in one small panel per path (counted
+    pass), so no path hides under another; warm-up steps left out, integer steps on the x
+    axis. Raises ImportError without matplotlib."""
     import matplotlib
 
     matplotlib.use("Agg")
     from matplotlib.figure import Figure
+    from matplotlib.ticker import MaxNLocator
 
     paths = analysis.ordered_paths(s.path for s in result.steps if s.scenario == scenario)
     lat: Dict[str, List[tuple]] = {p: [] for p in paths}
@@ -118,33 +126,41 @@ def plot_figure(result: RunResult, scenario: str) -> Any:
             lat[s.path].append((s.step, float(s.latency_ms)))  # type: ignore[arg-type]
         elif s.pass_ == "counted":
             syn[s.path].append((s.step, s.syncs))
+    n = max(len(paths), 1)
     with matplotlib.rc_context({"font.size": 9}):
-        fig = Figure(figsize=(8.0, 5.0), layout="constrained")
-        ax1, ax2 = fig.subplots(2, 1, sharex=True)
-        styles = ["-", "--", ":", "-."]
+        fig = Figure(figsize=(12.0, 3.2 + 1.1 * n), layout="constrained")
+        axes = fig.subplots(1 + n, 1, sharex=True,
+                            gridspec_kw={"height_ratios": [3.0] + [1.0] * n})
+        ax1, sync_axes = axes[0], list(axes[1:])
+        colors = matplotlib.rcParams["axes.prop_cycle"].by_key()["color"]
+        top = max([y for p in paths for _, y in syn[p]] + [1])
         for i, p in enumerate(paths):
-            # distinct dashes and thinner lines for later paths: equal series stay visible
-            ls, lw = styles[i % len(styles)], max(2.4 - 0.6 * i, 1.0)
+            color = colors[i % len(colors)]
+            marker, ls = _MARKERS[i % len(_MARKERS)], _LINES[i % len(_LINES)]
+            size = max(7.0 - 1.5 * i, 3.0)
             if lat[p]:
                 xs, ys = zip(*sorted(lat[p]))
-                ax1.plot(xs, ys, marker=".", linestyle=ls, linewidth=lw, label=p)
+                ax1.plot(xs, ys, marker=marker, markersize=size, linestyle=ls,
+                         linewidth=max(2.0 - 0.4 * i, 1.0), color=color, label=p)
+            ax = sync_axes[i] if i < len(sync_axes) else sync_axes[-1]
             if syn[p]:
                 xs, ys = zip(*sorted(syn[p]))
-                ax2.step(xs, ys, where="mid", linestyle=ls, linewidth=lw, label=p)
+                ax.step(xs, ys, where="mid", color=color, linewidth=1.6)
+                ax.plot(xs, ys, linestyle="none", marker=marker, markersize=4, color=color)
+            ax.set_ylim(-0.1 * top, top * 1.25)
+            ax.yaxis.set_major_locator(MaxNLocator(integer=True, nbins=3))
+            ax.set_ylabel(p, rotation=0, ha="right", va="center", color=color)
         ax1.set_ylabel("latency per step (ms)")
         ax1.set_title(f"{scenario}: latency, timed pass (warm-up excluded)", loc="left")
-        ax2.set_ylabel("hidden syncs per step")
-        ax2.set_xlabel("step")
-        ax2.set_title(f"{scenario}: hidden syncs, counted pass (warm-up excluded)",
-                      loc="left")
-        ax2.yaxis.get_major_locator().set_params(integer=True)
-        top = max([y for p in paths for _, y in syn[p]] + [1])
-        ax2.set_ylim(-0.05 * top, top * 1.15)
+        sync_axes[0].set_title(f"{scenario}: hidden syncs per step, counted pass, one panel "
+                               "per path (warm-up excluded)", loc="left")
+        sync_axes[-1].set_xlabel("step")
+        sync_axes[-1].xaxis.set_major_locator(MaxNLocator(integer=True))
         ax1.set_ylim(bottom=0)
-        for ax in (ax1, ax2):
+        for ax in axes:
             ax.grid(True, alpha=0.3)
-            if ax.get_legend_handles_labels()[0]:
-                ax.legend(loc="best", fontsize=8)
+        if ax1.get_legend_handles_labels()[0]:
+            ax1.legend(loc="best", fontsize=8)
     return fig
 
 
