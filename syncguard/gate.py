@@ -25,6 +25,10 @@ Example::
     for text in verdict.site_lines():  # "pkg/mod.py:12 in f: Tensor.item x3, steps 0-2"
         print(text)
     exit_code = 1 if verdict.failed else 0
+
+The CI formats of ``check`` render verdicts too:
+``syncguard.renderers.ci.emit("github", [v.total for v in verdicts],
+[f for v in verdicts for f in v.findings], output=None)``.
 """
 
 from __future__ import annotations
