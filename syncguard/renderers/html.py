@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import html as _html
 import io
-from typing import TYPE_CHECKING, Any, Dict, List, Optional
+from typing import TYPE_CHECKING, Any, Dict, List, Optional, Tuple
 
 from .. import analysis
 from ..analysis import is_missing
@@ -42,6 +42,7 @@ td.r{text-align:right;font-variant-numeric:tabular-nums}
 .best,.improved{color:#1a7f37;font-weight:600}
 .worst,.regressed{color:#cf222e;font-weight:600}
 .changed{font-weight:600}
+p.key{color:#57606a;font-size:.9em;margin-top:-.6em}
 td.note,span.note{background:#fff8c5}
 td.dim,span.dim{color:#8c959f}
 tr.gap td{color:#57606a;font-style:italic;text-align:center}
@@ -66,15 +67,26 @@ STYLE_WORDS = {"best": "green", "improved": "green", "worst": "red", "regressed"
                "changed": "bold", "note": "yellow background", "dim": "grey"}
 
 
-def style_legend(styles: List[str]) -> List[str]:
-    """``<dt>``/``<dd>`` legend entries for the styles used, one per look."""
+def _looks(styles: List[str]) -> List[Tuple[str, str, str]]:
+    """``(look, a style drawn so, meanings)`` per look of the styles used, in order."""
     looks: Dict[str, List[str]] = {}
     first: Dict[str, str] = {}
     for s in styles:
         looks.setdefault(STYLE_WORDS[s], []).append(_tables.STYLE_LEGEND[s])
         first.setdefault(STYLE_WORDS[s], s)
-    return [f'<dt><span class="{first[w]}">{esc(w)}</span></dt><dd>{esc("; ".join(v))}</dd>'
-            for w, v in looks.items()]
+    return [(w, first[w], "; ".join(v)) for w, v in looks.items()]
+
+
+def style_legend(styles: List[str]) -> List[str]:
+    """``<dt>``/``<dd>`` legend entries for the styles used, one per look."""
+    return [f'<dt><span class="{cls}">{esc(w)}</span></dt><dd>{esc(text)}</dd>'
+            for w, cls, text in _looks(styles)]
+
+
+def style_key(styles: List[str]) -> str:
+    """One line: what each look used means (``green: best ... · red: worst ...``)."""
+    return " · ".join(f'<span class="{cls}">{esc(w)}</span>: {esc(text)}'
+                      for w, cls, text in _looks(styles))
 
 
 def table(t: _tables.Table) -> str:
@@ -218,7 +230,11 @@ def render(result: RunResult, *, title: str = "syncguard report", show_time: boo
         used.extend(t.styles_used())
         return table(t)
 
-    out += ["<h2>Summary</h2>", tbl(_tables.summary_tbl(sm))]
+    summary = _tables.summary_tbl(sm)
+    out += ["<h2>Summary</h2>", tbl(summary)]
+    key = style_key(summary.styles_used())
+    if key:
+        out.append(f'<p class="key">{key} (all terms in the <a href="#legend">legend</a>)</p>')
     out += ["<h2>Verdict</h2>", "<ul>"]
     for scenario, sentence in verdicts(sm, st, code="\x00", base=base,
                                        show_wait=timed_on_hardware(result)):
@@ -240,7 +256,7 @@ def render(result: RunResult, *, title: str = "syncguard report", show_time: boo
         steps = len(analysis.per_step(result, scenario))
         out += ["<details>", f"<summary>{esc(scenario)}: {steps} steps</summary>",
                 tbl(_tables.per_step_tbl(result, scenario, max_steps)), "</details>"]
-    out += ["<h2>Legend</h2>", '<dl class="legend">']
+    out += ['<h2 id="legend">Legend</h2>', '<dl class="legend">']
     out += [f"<dt>{esc(k)}</dt><dd>{esc(v)}</dd>" for k, v in LEGEND]
     out += style_legend(list(dict.fromkeys(used)))
     out += ["</dl>", "</body>", "</html>"]
