@@ -178,7 +178,7 @@ def _to_devices(value: Any, where: str) -> Tuple[str, ...]:
     if isinstance(value, str):
         value = [value]
     if not (isinstance(value, (list, tuple)) and all(isinstance(d, str) and d for d in value)):
-        raise ValueError(f"{where}: devices must be a list of device type names such as "
+        raise ValueError(f"{where}: must be a list of device type names such as "
                          f"('cpu',), got {value!r}")
     return tuple(value)
 

@@ -697,7 +697,7 @@ def test_status_letter_is_not_the_skip_letter(pytester: pytest.Pytester) -> None
 # ---------------------------------------------------------------------------- marker arguments
 @pytest.mark.parametrize("args, fragment", [
     ('device="gpu"', "device: must be one of 'cpu', 'cuda', 'npu', got 'gpu'"),
-    ("devices=None", "devices must be a list of device type names such as ('cpu',), got None"),
+    ("devices=None", "devices: must be a list of device type names such as ('cpu',), got None"),
     ("allow=None", "allow must be a list of call sites such as ['file.py:12'], got None"),
     ('model="tpu"', "model: must be one of 'cuda', 'npu', got 'tpu'"),
     ('exhaustive="yes"', "exhaustive must be True or False, got 'yes'"),
