@@ -51,8 +51,8 @@ GOOD = ("best", "improved")
 @dataclasses.dataclass(frozen=True)
 class Cell:
     """One cell: ``text`` (plain, not escaped), shown as code when ``code``; ``style`` one of
-    :data:`STYLES`; ``value`` the number or string behind the text (CSV writes it; None: the
-    text)."""
+    :data:`STYLES`; ``value`` the number behind the text (CSV writes it, NaN as an empty
+    field; None: the cell has only its text)."""
 
     text: str
     code: bool = False
@@ -146,7 +146,8 @@ def fmt_delta(x: Any) -> str:
 
 
 def _num(x: Any) -> Any:
-    return None if is_missing(x) else x
+    """The value of a numeric cell: NaN when missing (CSV writes an empty field)."""
+    return float("nan") if is_missing(x) else x
 
 
 # (key, header, terminal header, formatter, coloured best/worst)

@@ -11,6 +11,7 @@ import csv as _csv
 import io
 from typing import TYPE_CHECKING
 
+from ..analysis import is_missing
 from . import _tables
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -59,7 +60,10 @@ def render_table(t: _tables.Table) -> str:
                 continue
             out = []
             for i, cell in enumerate(r):
-                out.append(cell.text if cell.value is None else cell.value)
+                if cell.value is None:
+                    out.append(cell.text)
+                else:
+                    out.append("" if is_missing(cell.value) else cell.value)
                 if i in styled:
                     out.append(cell.style)
             w.writerow(out)
