@@ -120,7 +120,10 @@ def site_key(ev: SyncEvent, root: Optional[str] = None) -> str:
     source (``<string>``, a deleted file) the line number is used instead of the text.
     """
     path = key_path(ev.filename, root)
-    lines = linecache.getlines(ev.filename) if not ev.filename.startswith("<") else []
+    lines: List[str] = []
+    if not ev.filename.startswith("<"):
+        linecache.checkcache(ev.filename)  # the file may have changed in this process
+        lines = linecache.getlines(ev.filename)
     if 1 <= ev.lineno <= len(lines):
         text = _norm(lines[ev.lineno - 1])
         start = _function_start(lines, ev.lineno, ev.function)

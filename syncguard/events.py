@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Dict, Iterable, List, Optional, Tuple
 
 #: A Python read of one scalar (``bool``/``item``/``int``/``float``/``__index__``/``__format__``).
 SCALAR_READ = "scalar_read"
@@ -102,10 +102,34 @@ class SyncEvent:
         fields = {f.name for f in dataclasses.fields(cls)}
         return cls(**{k: v for k, v in d.items() if k in fields})
 
-    def describe(self) -> str:
-        op = f" ({self.op})" if self.op else ""
-        n = f" x{self.count}" if self.count != 1 else ""
-        return f"{self.site} in {self.function}: {self.api}{op} [{self.kind}]{n}"
+    def describe(self, root: Optional[str] = None) -> str:
+        """:func:`site_line` of this event, with its kind: ``sampler.py:212 in sample:
+        Tensor.__bool__ (aten::is_nonzero) [scalar_read] x1, step 3``."""
+        steps = () if self.step is None else (self.step,)
+        return site_line(self.filename, self.lineno, self.function, self.api, self.op,
+                         self.count, steps, kind=self.kind, root=root)
+
+
+def site_line(filename: str, lineno: int, function: str, api: str, op: Optional[str] = None,
+              count: int = 1, steps: Iterable[Optional[int]] = (), *,
+              kind: Optional[str] = None, root: Optional[str] = None) -> str:
+    """The one text form of a sync site, used by every report: ``file:line in function: API
+    (op) [kind] xcount, steps 2-4``. The file is relative to ``root`` (default: the current
+    directory) when under it; ``(op)`` only where known, ``[kind]`` only when given; steps as
+    ranges (``step 3`` for one), left out when there are none."""
+    from .analysis import step_ranges  # torch- and pandas-free at import
+    from .baseline import display_path  # imports this module: imported here, not at the top
+
+    nums = sorted({int(s) for s in steps if s is not None})
+    text = f"{display_path(filename, root)}:{lineno} in {function}: {api}"
+    text += f" ({op})" if op else ""
+    text += f" [{kind}]" if kind else ""
+    text += f" x{count}"
+    if len(nums) == 1:
+        text += f", step {nums[0]}"
+    elif nums:
+        text += f", steps {step_ranges(nums)}"
+    return text
 
 
 def stack_to_list(stack: Tuple[Frame, ...]) -> List[str]:

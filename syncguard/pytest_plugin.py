@@ -19,8 +19,19 @@ allows a block of code (in a test that takes the ``syncguard`` fixture, whose na
 module, the fixture's ``.allow`` is the same function).
 
 A test over its budget fails with one line (``syncguard: allowed 0 host syncs, saw 3 in steps
-2-4``), status letter ``S`` / word ``SYNCS``, and a ``syncguard`` report section listing each
-site; a test that fails on its own keeps its failure and gets the section as well.
+2-4``), status letter ``H`` (hidden syncs; not pytest's ``s`` for skipped) / word ``SYNCS``, and
+a ``syncguard`` report section listing each site; a test that fails on its own keeps its
+failure and gets the section as well. The decision is :func:`syncguard.gate.judge`'s, as for
+``syncguard check``.
+
+Baselines: ``--syncguard-baseline FILE`` gates every guarded test against the sites and counts
+recorded in FILE (a ``syncguard check`` baseline file; the scenario is the test's node id, the
+path ``"test"``): only a site the baseline does not know, or a count above the recorded one,
+fails; moved lines still match. ``--syncguard-update-baseline`` records this run's sites in
+FILE instead of gating (tests that did not run keep their entries).
+
+``device="cuda"`` on a machine without CUDA skips the test with the reason; ``device`` is one of
+``"cpu"``, ``"cuda"``, ``"npu"``.
 """
 
 from __future__ import annotations
@@ -54,8 +65,14 @@ AllowSpec = Union[str, Tuple[str, str], Dict[str, str]]
 MARKER = "syncguard"
 SECTION = "syncguard"
 #: category, letter and word of a test that failed on hidden syncs alone (category "failed",
-#: so it stays in pytest's FAILURES section, short summary, failed count and exit code).
-STATUS = ("failed", "S", "SYNCS")
+#: so it stays in pytest's FAILURES section, short summary, failed count and exit code). The
+#: letter is ``H`` (hidden syncs): ``S`` read as pytest's ``s`` (skipped).
+STATUS = ("failed", "H", "SYNCS")
+#: the ``path`` under which the plugin's verdicts are kept in a baseline (scenario: node id)
+BASELINE_PATH = "test"
+#: values of the marker's ``device`` and ``model``
+DEVICES = ("cpu", "cuda", "npu")
+MODELS = ("cuda", "npu")
 _REPORT_ATTR = "syncguard_over_budget"
 
 
@@ -82,6 +99,8 @@ class Defaults:
 
 
 DEFAULTS_KEY = pytest.StashKey[Defaults]()
+BASELINE_KEY = pytest.StashKey["_BaselineRun"]()
+_WROTE_KEY = pytest.StashKey[str]()
 SETTINGS_KEY = pytest.StashKey[Settings]()
 GUARD_KEY = pytest.StashKey["SyncGuard"]()
 
@@ -103,6 +122,11 @@ def syncguard_marker(max_syncs: Optional[int] = None, *, device: Optional[str] =
             "warmup": warmup, "model": model, "exhaustive": exhaustive}
 
 
+_USAGE = ("usage: @pytest.mark.syncguard(max_syncs=0, device='cpu'|'cuda'|'npu', "
+          "allow=['file.py:12', ...], devices=['cpu', ...], warmup=0, model='cuda'|'npu', "
+          "exhaustive=False)")
+
+
 def _marker_help() -> str:
     doc = " ".join((syncguard_marker.__doc__ or "").split())
     params = inspect.signature(syncguard_marker).parameters.values()
@@ -120,6 +144,16 @@ _OPTIONS: Tuple[Tuple[str, str, Dict[str, Any], str], ...] = (
      "hidden host syncs a guarded test may make (default: [tool.syncguard] max_syncs, else 0);"
      " a marker's max_syncs wins"),
 )
+#: command-line only (no ini key): a baseline belongs to a run, not to a project's defaults
+_BASELINE_OPTIONS: Tuple[Tuple[str, str, Dict[str, Any], str], ...] = (
+    ("--syncguard-baseline", "syncguard_baseline", {"default": None, "metavar": "FILE"},
+     "gate guarded tests against the sites and counts recorded in FILE: only a new site or a "
+     "count above the recorded one fails (the budget is not used)"),
+    ("--syncguard-update-baseline", "syncguard_update_baseline",
+     {"action": "store_true", "default": False},
+     "record this run's hidden-sync sites of guarded tests in --syncguard-baseline FILE "
+     "instead of gating them (tests that did not run keep their entries)"),
+)
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -131,6 +165,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
             parser.addini(ini, help=help_text, type="bool", default=False)
         else:
             parser.addini(ini, help=help_text, type="string", default="")
+    for flag, dest, kwargs, help_text in _BASELINE_OPTIONS:
+        group.addoption(flag, dest=dest, help=help_text, **kwargs)
 
 
 def _option(config: pytest.Config, name: str) -> Any:
@@ -141,9 +177,23 @@ def _option(config: pytest.Config, name: str) -> Any:
 def _to_devices(value: Any, where: str) -> Tuple[str, ...]:
     if isinstance(value, str):
         value = [value]
-    if not all(isinstance(d, str) and d for d in value):
-        raise ValueError(f"{where}: devices must be device type names, got {value!r}")
+    if not (isinstance(value, (list, tuple)) and all(isinstance(d, str) and d for d in value)):
+        raise ValueError(f"{where}: must be a list of device type names such as "
+                         f"('cpu',), got {value!r}")
     return tuple(value)
+
+
+def _to_choice(value: Any, choices: Tuple[str, ...], where: str) -> Optional[str]:
+    if value is None or value in choices:
+        return value  # type: ignore[no-any-return]
+    raise ValueError(f"{where}: must be one of {', '.join(map(repr, choices))}, got {value!r}")
+
+
+def _to_allow(value: Any, where: str) -> Tuple[Tuple[str, str], ...]:
+    if not isinstance(value, (list, tuple, str, dict)):
+        raise ValueError(f"{where}: allow must be a list of call sites such as "
+                         f"['file.py:12'], got {value!r}")
+    return to_allow(value, where)
 
 
 def _to_count(value: Any, where: str) -> int:
@@ -187,7 +237,7 @@ def _defaults(config: pytest.Config) -> Defaults:
         opt = config.getoption("syncguard_max_syncs", default=None)
         if opt is not None:
             max_syncs = _to_count(opt, "--syncguard-max-syncs")
-        allow = to_allow(table.get("allow", ()), where)
+        allow = _to_allow(table.get("allow", ()), where)
         devices = _to_devices(table.get("devices", ()), f"{where}: devices")
     except ValueError as exc:
         raise pytest.UsageError(f"syncguard: {exc}") from exc
@@ -199,6 +249,13 @@ def _defaults(config: pytest.Config) -> Defaults:
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", _marker_help())
     config.stash[DEFAULTS_KEY] = _defaults(config)
+    path = config.getoption("syncguard_baseline", default=None)
+    update = bool(config.getoption("syncguard_update_baseline", default=False))
+    if update and not path:
+        raise pytest.UsageError("syncguard: --syncguard-update-baseline needs "
+                                "--syncguard-baseline FILE (the file to write)")
+    if path:
+        config.stash[BASELINE_KEY] = _BaselineRun.open(path, update)
 
 
 # ---------------------------------------------------------------------------- per test
@@ -216,17 +273,20 @@ def _settings_for(item: pytest.Item) -> Optional[Settings]:
         try:
             kw = syncguard_marker(*mark.args, **mark.kwargs)
         except TypeError as exc:
-            raise pytest.UsageError(f"{where}: {exc}") from exc
+            raise pytest.UsageError(f"{where}: {exc}\n{_USAGE}") from exc
         try:
             if kw["max_syncs"] is not None:
                 max_syncs = _to_count(kw["max_syncs"], f"{where}: max_syncs")
-            allow.extend(to_allow(kw["allow"], where))
+            allow.extend(_to_allow(kw["allow"], where))
             devices.extend(_to_devices(kw["devices"], f"{where}: devices"))
             warmup = _to_count(kw["warmup"], f"{where}: warmup")
+            device = _to_choice(kw["device"], DEVICES, f"{where}: device") or device
+            model = _to_choice(kw["model"], MODELS, f"{where}: model") or model
+            if kw["exhaustive"] not in (None, True, False):
+                raise ValueError(f"{where}: exhaustive must be True or False, "
+                                 f"got {kw['exhaustive']!r}")
         except ValueError as exc:
-            raise pytest.UsageError(str(exc)) from exc
-        device = kw["device"] if kw["device"] is not None else device
-        model = kw["model"] if kw["model"] is not None else model
+            raise pytest.UsageError(f"{exc}\n{_USAGE}") from exc
         exhaustive = bool(kw["exhaustive"]) if kw["exhaustive"] is not None else exhaustive
     if device == "cpu" and "cpu" not in devices:
         devices.append("cpu")
@@ -245,6 +305,12 @@ def _real_torch_npu() -> bool:
 
 
 def _prepare_device(device: Optional[str]) -> None:
+    if device == "cuda":
+        import torch
+
+        if not torch.cuda.is_available():
+            pytest.skip("syncguard: device='cuda' but CUDA is not available here")
+        return
     if device != "npu" or _real_torch_npu():
         return
     try:
@@ -339,9 +405,88 @@ def pytest_runtest_call(item: pytest.Item) -> Generator[None, Any, None]:
         yield
 
 
+# ---------------------------------------------------------------------------- baselines
+class _BaselineRun:
+    """The session's ``--syncguard-baseline``: the baseline tests are gated against, or (with
+    ``--syncguard-update-baseline``) the sites this run records, written at the session's end.
+    Under xdist each worker sends what it recorded to the controller, which writes the file."""
+
+    def __init__(self, path: str, update: bool, base: Any) -> None:
+        self.path = path
+        self.update = update
+        self.base = base  # syncguard.baseline.Baseline (None: updating a file not yet there)
+        self.judged: List[str] = []
+        self.sites: List[Dict[str, Any]] = []
+
+    @classmethod
+    def open(cls, path: str, update: bool) -> _BaselineRun:
+        import os
+
+        from .baseline import Baseline, BaselineError
+
+        if update and not os.path.exists(path):
+            return cls(path, update, None)
+        try:
+            return cls(path, update, Baseline.load(path))
+        except BaselineError as exc:
+            raise pytest.UsageError(f"syncguard: --syncguard-baseline: {exc}") from None
+
+    def record(self, nodeid: str, verdict: Any, root: str) -> None:
+        from .gate import baseline_from
+
+        self.judged.append(nodeid)
+        self.sites += [s.to_dict() for s in baseline_from([verdict], root=root).sites]
+
+    def to_json(self) -> Dict[str, Any]:
+        return {"judged": self.judged, "sites": self.sites}
+
+    def merge(self, data: Dict[str, Any]) -> None:
+        self.judged += data.get("judged", [])
+        self.sites += data.get("sites", [])
+
+    def write(self) -> int:
+        from .baseline import Baseline
+
+        data = {"format": "syncguard-baseline", "version": 1, "sites": list(self.sites)}
+        new = Baseline.from_dict(data, source=self.path)
+        judged = set(self.judged)
+        kept = [s for s in (self.base.sites if self.base is not None else [])
+                if s.scenario not in judged]
+        out = Baseline(new.sites + kept)
+        out.save(self.path)
+        return len(out)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node: Any, error: Any) -> None:
+    """xdist (controller): take a worker's recorded baseline sites."""
+    run = node.config.stash.get(BASELINE_KEY, None)
+    data = getattr(node, "workeroutput", {}).get("syncguard_baseline")
+    if run is not None and data:
+        run.merge(data)
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    run = session.config.stash.get(BASELINE_KEY, None)
+    if run is None or not run.update:
+        return
+    workeroutput = getattr(session.config, "workeroutput", None)
+    if workeroutput is not None:  # an xdist worker: the controller writes the file
+        workeroutput["syncguard_baseline"] = run.to_json()
+        return
+    n = run.write()
+    session.config.stash[_WROTE_KEY] = f"syncguard: wrote baseline {run.path} ({n} sites)"
+
+
+def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:
+    wrote = config.stash.get(_WROTE_KEY, None)
+    if wrote:
+        terminalreporter.write_line(wrote)
+
+
 # ---------------------------------------------------------------------------- verdict
 def _steps_text(steps: Iterable[Optional[int]]) -> str:
-    from .renderers.analysis import step_ranges
+    from .analysis import step_ranges
 
     return step_ranges(steps)
 
@@ -356,35 +501,53 @@ def _where(steps: List[Optional[int]]) -> str:
     return text
 
 
-def verdict_line(guard: SyncGuard, max_syncs: int) -> str:
-    """``syncguard: allowed 0 host syncs, saw 3 in steps 2-4``."""
+#: a hint when hidden syncs are host-to-device copies, the mark of inputs built in the body
+FIXTURE_HINT = ("build inputs such as torch.tensor(..., device=...) in a fixture, which is "
+                "not measured")
+
+
+def verdict_line(guard: SyncGuard, max_syncs: int, verdict: Any = None) -> str:
+    """``syncguard: allowed 0 host syncs, saw 3 in steps 2-4``; against a baseline
+    ``syncguard: 1 site new or above baseline FILE, saw 3 host syncs in the test body``. When
+    host-to-device copies are among them, a hint to build inputs in a fixture follows."""
+    from .events import H2D_COPY
+
     counted = guard.counted_events
     where = _where([e.step for e in counted]) if counted else ""
-    return f"syncguard: allowed {max_syncs} host syncs, saw {guard.count} {where}".rstrip()
+    if verdict is not None and verdict.max_syncs is None:
+        k = len(verdict.findings)
+        text = (f"syncguard: {k} site{'s' if k != 1 else ''} new or above {verdict.limit()}, "
+                f"saw {guard.count} host syncs {where}").rstrip()
+    else:
+        text = f"syncguard: allowed {max_syncs} host syncs, saw {guard.count} {where}".rstrip()
+    h2d = sum(e.count for e in counted if e.kind == H2D_COPY)
+    if h2d:
+        text += f" ({h2d} host-to-device cop{'y' if h2d == 1 else 'ies'}: {FIXTURE_HINT})"
+    return text
 
 
 def _site_lines(sites: List[Dict[str, Any]], root: str) -> List[str]:
-    from .baseline import display_path
+    from .events import site_line
 
-    out = []
-    for s in sorted(sites, key=lambda s: (-s["count"], s["filename"], s["lineno"])):
-        op = f" ({s['op']})" if s["op"] else ""
-        steps = _steps_text(s["steps"])
-        when = f", steps {steps}" if steps else ""
-        out.append(f"  {display_path(s['filename'], root)}:{s['lineno']} in {s['function']}: "
-                   f"{s['api']}{op} x{s['count']}{when}")
-    return out
+    return ["  " + site_line(s["filename"], s["lineno"], s["function"], s["api"], s["op"],
+                             s["count"], s["steps"], root=root)
+            for s in sorted(sites, key=lambda s: (-s["count"], s["filename"], s["lineno"]))]
 
 
-def report_section(guard: SyncGuard, max_syncs: int, root: str, verdict: bool = True) -> str:
+def report_section(guard: SyncGuard, max_syncs: int, root: str, verdict: bool = True,
+                   gate: Any = None) -> str:
     """The ``syncguard`` report section: the verdict (unless ``verdict=False``: it is the
     failure's own text then) and every site (file:line, function, API, op, count, steps);
-    allowed syncs listed apart with their reasons."""
-    lines = [verdict_line(guard, max_syncs)] if verdict else []
+    allowed syncs listed apart with their reasons. ``gate``: the test's
+    :class:`syncguard.gate.Verdict`; against a baseline the failing sites say why."""
+    lines = [verdict_line(guard, max_syncs, gate)] if verdict else []
     hidden = guard.sites()
     if hidden:
         lines.append("hidden host syncs by site (file:line in function: API (op) xcount):")
         lines += _site_lines(hidden, root)
+    if gate is not None and gate.max_syncs is None and gate.findings:
+        lines.append("new or above the baseline:")
+        lines += ["  " + t for t in gate.site_lines(root)]
     allowed = [s for s in guard.sites(include_allowed=True) if s["allowed"]]
     if allowed:
         lines.append(f"allowed host syncs ({guard.allowed_count}, not counted):")
@@ -393,7 +556,8 @@ def report_section(guard: SyncGuard, max_syncs: int, root: str, verdict: bool = 
         for s, text in zip(allowed, _site_lines(allowed, root)):
             reason = reasons.get((s["filename"], s["lineno"], s["api"]))
             lines.append(f"{text} -- {reason}" if reason else text)
-    if guard.count > max_syncs:
+    failed = gate.failed if gate is not None else guard.count > max_syncs
+    if failed:
         lines.append('to allow one: `with syncguard.allow("why"):` around it, or '
                      'allow=["file.py:line"] in the marker or [tool.syncguard]')
     return "\n".join(lines) + "\n"
@@ -408,35 +572,45 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]
     guard: Optional[SyncGuard] = item.stash.get(GUARD_KEY, None)
     if guard is None:
         return
+    from .gate import judge
+
     report: pytest.TestReport = outcome.get_result()
     if _fail_on_swallowed(report, call, guard):
         return
     settings = item.stash.get(SETTINGS_KEY, None) or Settings()
     max_syncs = settings.max_syncs
+    root = str(item.config.rootpath)
+    run = item.config.stash.get(BASELINE_KEY, None)
+    base = run.base if run is not None and not run.update else None
+    gate = judge(guard.events, max_syncs=max_syncs, baseline=base, scenario=item.nodeid,
+                 path=BASELINE_PATH, root=root)
+    if run is not None and run.update:
+        run.record(item.nodeid, gate, root)
     if not guard.events:
         return
     report.user_properties.append(("syncguard_hidden_syncs", guard.count))
-    over = guard.count > max_syncs
+    # While a baseline is being recorded nothing is gated (as check --update-baseline).
+    over = gate.failed and not (run is not None and run.update)
     # The test body passed: hidden syncs over the budget are its only failure. A test that
     # failed on its own keeps its failure; the section then carries the sync verdict too.
     # Under xfail the sync failure is the expected failure (XFAIL, not XPASS), unless the
     # marker names the exception it expects (raises=...): then it is a real failure.
     sync_failure = over and call.excinfo is None and not _skipped_in_body(report)
-    root = str(item.config.rootpath)
     report.sections.append((SECTION, report_section(guard, max_syncs, root,
-                                                    verdict=not sync_failure)))
+                                                    verdict=not sync_failure, gate=gate)))
     if not sync_failure:
         return
+    line = verdict_line(guard, max_syncs, gate)
     xf = _xfail_of(item)
     if xf is not None and getattr(xf, "raises", None) is None:
         report.outcome = "skipped"
         report.wasxfail = getattr(xf, "reason", "") or ""  # type: ignore[attr-defined]
-        report.longrepr = verdict_line(guard, max_syncs)
+        report.longrepr = line
         return
     report.outcome = "failed"
     if hasattr(report, "wasxfail"):
         del report.wasxfail  # type: ignore[attr-defined]
-    report.longrepr = verdict_line(guard, max_syncs)
+    report.longrepr = line
     setattr(report, _REPORT_ATTR, True)
 
 

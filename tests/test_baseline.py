@@ -16,6 +16,7 @@ from typing import Any, Dict, List, Tuple
 import pytest
 
 from syncguard import SyncEvent, SyncGuard
+from syncguard import allow as syncguard_allow
 from syncguard.baseline import (
     Baseline,
     BaselineError,
@@ -257,3 +258,91 @@ def test_check_command_with_a_baseline(tmp_path: Path) -> None:
     assert r.returncode == 1, r.stdout + r.stderr
     assert "FAIL  steady [legacy]: 4 hidden syncs, 1 site new or above the baseline" in r.stdout
     assert "(count 4 > baseline 2)" in r.stdout
+
+
+# ---------------------------------------------------------------------------- the gate
+def _events(path: Path, **kw: Any) -> List[SyncEvent]:
+    import torch
+
+    mod = _load(path)
+    with SyncGuard(devices=("cpu",), warmup=kw.pop("warmup", 0)) as g:
+        with syncguard_allow("planted"):
+            torch.arange(2).tolist()
+        mod.decode(torch.arange(4), 3, g, **kw)
+    return g.events
+
+
+def test_gate_budget_counts_hidden_syncs_only(workload: Path) -> None:
+    from syncguard.gate import judge
+
+    evs = _events(workload)  # A and B every step: 6 hidden, one allowed
+    assert any(e.allowed for e in evs)
+    ok = judge(evs, max_syncs=6, scenario="sc", path="legacy")
+    assert not ok.failed and ok.hidden == 6 and ok.findings == ()
+    assert ok.line() == "6 hidden syncs, budget 6" and len(ok.sites) == 2
+    bad = judge(evs, max_syncs=5, scenario="sc", path="legacy")
+    assert bad.failed and [f.count for f in bad.findings] == [3, 3]
+    assert bad.total == ("sc", "legacy", 6, 5, True)
+    assert bad.site_lines() == [
+        "pkg/workload.py:4 in decode: Tensor.__bool__ (aten::_local_scalar_dense) x3, steps 0-2",
+        "pkg/workload.py:7 in decode: Tensor.tolist (aten::_to_copy) x3, steps 0-2"]
+
+
+def test_gate_skips_warmup_steps(workload: Path) -> None:
+    from syncguard.gate import judge
+
+    v = judge(_events(workload, warmup=2), max_syncs=2)
+    assert not v.failed and v.hidden == 2
+    assert all(s.steps == (2,) for s in v.sites)
+
+
+def test_gate_against_a_baseline_new_known_and_moved(workload: Path) -> None:
+    from syncguard.gate import baseline_from, judge
+
+    base = baseline_from([judge(_events(workload), scenario="t", path="p")])
+    assert len(base) == 2
+    known = judge(_events(workload), baseline=base, scenario="t", path="p")
+    assert not known.failed and known.max_syncs is None
+    _shift(workload)  # every site moves down: still the same sites
+    moved = judge(_events(workload), baseline=base, scenario="t", path="p")
+    assert not moved.failed, moved.site_lines()
+    new = judge(_events(workload, extra=True), baseline=base, scenario="t", path="p")
+    assert new.failed and [f.event.api for f in new.findings] == ["Tensor.item"]
+    assert new.line() == "9 hidden syncs, 1 site new or above baseline"
+    assert new.site_lines()[0].endswith("x3, steps 0-2  (new site (not in the baseline))")
+
+
+def test_gate_baseline_update_keeps_what_was_not_judged(workload: Path) -> None:
+    from syncguard.gate import baseline_from, judge
+
+    v1 = judge(_events(workload), scenario="a", path="p")
+    v2 = judge(_events(workload, extra=True), scenario="b", path="p")
+    old = baseline_from([v1, v2])
+    assert len(old) == 5
+    # a run of "a" alone, now without syncs, replaces a's sites and keeps b's
+    new = baseline_from([judge([], scenario="a", path="p")], keep=old)
+    assert {s.scenario for s in new.sites} == {"b"} and len(new) == 3
+
+
+def test_gate_rejects_a_negative_budget() -> None:
+    from syncguard.gate import judge
+
+    with pytest.raises(ValueError, match="max_syncs must be >= 0"):
+        judge([], max_syncs=-1)
+
+
+def test_one_site_line_for_events_ci_and_the_gate(workload: Path) -> None:
+    from syncguard.events import site_line
+    from syncguard.gate import judge
+    from syncguard.renderers.ci import site_line as ci_site_line
+
+    evs = [e for e in _events(workload) if not e.allowed]
+    ev = evs[0]
+    one = site_line(ev.filename, ev.lineno, ev.function, ev.api, ev.op, 3, [0, 1, 2])
+    assert one.startswith("pkg/workload.py:4 in decode: Tensor.__bool__")
+    assert one.endswith(" x3, steps 0-2")
+    v = judge(evs, max_syncs=0)
+    assert v.site_lines()[0] == one == ci_site_line(v.findings[0])
+    assert ev.describe() == site_line(ev.filename, ev.lineno, ev.function, ev.api, ev.op, 1,
+                                      [0], kind=ev.kind)
+    assert "[scalar_read] x1, step 0" in ev.describe()

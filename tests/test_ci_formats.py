@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import xml.etree.ElementTree as ET
@@ -10,9 +11,9 @@ from typing import Any, Dict, List, Tuple
 
 import pytest
 
-from syncguard import SyncEvent, SyncGuard
+from syncguard import SyncEvent, SyncGuard, __version__
 from syncguard.baseline import Finding
-from syncguard.ci import (
+from syncguard.renderers.ci import (
     emit,
     escape_data,
     escape_property,
@@ -236,3 +237,33 @@ def test_output_file_is_written_under_new_directories(repo: Path) -> None:
     totals, findings = _report(repo)
     emit("text", totals, findings, os.path.join("a", "b", "out.txt"))
     assert (repo / "a" / "b" / "out.txt").read_text().startswith("syncguard check:")
+
+
+# ---------------------------------------------------------------------------- goldens
+GOLDEN_DIR = Path(__file__).resolve().parent / "data" / "golden"
+
+
+def _golden(name: str, text: str) -> None:
+    path = GOLDEN_DIR / name
+    if os.environ.get("SYNCGUARD_UPDATE_GOLDEN") == "1":
+        path.write_text(text, encoding="utf-8")
+    assert path.exists(), f"golden file {path} missing: run with SYNCGUARD_UPDATE_GOLDEN=1"
+    assert text == path.read_text(encoding="utf-8"), f"differs from {path}"
+
+
+@pytest.mark.parametrize("fmt, name", [("text", "check.txt"), ("github", "check.github.txt"),
+                                       ("sarif", "check.sarif.json"),
+                                       ("junit", "check.junit.xml")])
+@pytest.mark.parametrize("baseline", [None, "baseline.json"])
+def test_golden_ci_formats(repo: Path, fmt: str, name: str, baseline: Any) -> None:
+    totals, findings = _report(repo)
+    if baseline:
+        findings = [dataclasses.replace(findings[0], baseline_count=None,
+                                        message="new site (not in the baseline)"),
+                    dataclasses.replace(findings[1], baseline_count=1,
+                                        message="count 3 > baseline 1")]
+        name = name.replace("check.", "check-baseline.")
+    text = render(fmt, totals, findings, baseline)
+    root = str(repo).replace(os.sep, "/")
+    _golden(name, text.replace(root, "<ROOT>").replace(f"syncguard {__version__}", "syncguard V")
+            .replace(f'"{__version__}"', '"V"'))

@@ -405,8 +405,11 @@ def test_compare_writes_markdown_for_a_pr(small_run: Dict[str, Any], tmp_path: P
     assert "| 1.00 | 0 |" in row
     rc, _, err = cli(capsys, "compare", small_run["jsonl"], "-o", str(md), *WIDE)
     assert rc == EXIT_USAGE and "--force" in _one_error_line(err)
-    rc, _, err = cli(capsys, "compare", small_run["jsonl"], "-o", str(tmp_path / "c.html"))
-    assert rc == EXIT_USAGE and "Markdown" in _one_error_line(err)
+    rc, _, err = cli(capsys, "compare", small_run["jsonl"], "-o", str(tmp_path / "c.txt"))
+    assert rc == EXIT_USAGE and ".md, .html or .csv" in _one_error_line(err)
+    for name, start in (("c.html", "<!DOCTYPE html>"), ("c.csv", "scenario,path,")):
+        rc, _, err = cli(capsys, "compare", small_run["jsonl"], "-o", str(tmp_path / name))
+        assert rc == EXIT_OK and (tmp_path / name).read_text().startswith(start), err
 
 
 def test_compare_bad_input(small_run: Dict[str, Any], tmp_path: Path,
@@ -488,7 +491,10 @@ def test_check_github_format_annotates_the_site(capsys: pytest.CaptureFixture) -
 def test_selftest(capsys: pytest.CaptureFixture) -> None:
     rc, out, err = cli(capsys, "selftest")
     assert rc == EXIT_OK, err
-    assert out.strip() and all(ln.startswith("ok ") for ln in _lines(out))
+    *probes, summary = _lines(out)
+    assert probes and all(ln.startswith("ok ") for ln in probes)
+    assert summary == (f"selftest passed: {len(probes)} probes on cpu, npu:0, every planted "
+                       "sync seen and the control clean")
 
 
 # -- real subprocesses -----------------------------------------------------------------------

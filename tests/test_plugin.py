@@ -8,6 +8,7 @@ the ``torch.all`` version; the plugin catches every version that reads the devic
 from __future__ import annotations
 
 import importlib.util
+import json
 import re
 import subprocess
 import sys
@@ -124,6 +125,12 @@ def test_dispatch(variant, inputs, fake_torch_npu):
 
 #: For the inner runs: no cache files, and none of the heavy unrelated plugins that may be
 #: installed here (re-imported by every in-process run).
+def torch_cuda_available() -> bool:
+    import torch
+
+    return bool(torch.cuda.is_available())
+
+
 QUIET = ("-p", "no:cacheprovider", "-p", "no:benchmark", "-p", "no:hypothesispytest")
 
 CPU_MARK = 'devices=("cpu",)'
@@ -611,3 +618,154 @@ def test_xdist(pytester: pytest.Pytester) -> None:
     result.stdout.fnmatch_lines(["E       RuntimeError: mine", "*- syncguard -*",
                                  "syncguard: allowed 0 host syncs, saw 1 in the test body"])
     result.stdout.fnmatch_lines(["FAILED test_par.py::test_own_error - RuntimeError: mine"])
+
+
+# ---------------------------------------------------------------------------- baselines
+BASELINE_TESTS = '''
+import pytest
+import torch
+
+pytestmark = pytest.mark.syncguard(devices=("cpu",))
+
+
+def test_reads():
+    x = torch.arange(4)
+    x.tolist()
+
+
+def test_clean():
+    torch.arange(4) + 1
+'''
+
+
+def test_baseline_known_site_passes_moved_line_passes_new_site_fails(
+        pytester: pytest.Pytester) -> None:
+    path = pytester.makepyfile(test_b=BASELINE_TESTS)
+    pytester.runpytest(*QUIET).assert_outcomes(passed=1, failed=1)  # budget 0: reads fails
+    result = pytester.runpytest("--syncguard-baseline", "base.json",
+                                "--syncguard-update-baseline", *QUIET)
+    result.assert_outcomes(passed=2)  # recording gates nothing
+    result.stdout.fnmatch_lines(["syncguard: wrote baseline base.json (1 sites)"])
+    (site,) = json.loads((pytester.path / "base.json").read_text())["sites"]
+    assert (site["scenario"], site["path"], site["count"]) == ("test_b.py::test_reads", "test", 1)
+
+    # the known site passes, over the budget of 0 or not
+    pytester.runpytest("--syncguard-baseline", "base.json", *QUIET).assert_outcomes(passed=2)
+    # lines moved down (code added above the site): still the same site
+    path.write_text(BASELINE_TESTS.replace("def test_reads():",
+                                           "# a comment\n\n\ndef test_reads():"))
+    pytester.runpytest("--syncguard-baseline", "base.json", *QUIET).assert_outcomes(passed=2)
+    # a new site fails, and says why
+    path.write_text(BASELINE_TESTS.replace("    x.tolist()\n",
+                                           "    x.tolist()\n    x.sum().item()\n"))
+    line = _line_of(path.read_text(), "x.sum().item()")
+    result = pytester.runpytest("--syncguard-baseline", "base.json", *QUIET)
+    result.assert_outcomes(passed=1, failed=1)
+    result.stdout.fnmatch_lines([
+        "*syncguard: 1 site new or above baseline base.json, saw 2 host syncs in the test body",
+        f"  test_b.py:{line} in test_reads: Tensor.item (aten::_local_scalar_dense) x1  "
+        "(new site (not in the baseline))"])
+    # a run of one test updates its entries and keeps the others'
+    result = pytester.runpytest("--syncguard-baseline", "base.json",
+                                "--syncguard-update-baseline", "-k", "clean", *QUIET)
+    result.stdout.fnmatch_lines(["syncguard: wrote baseline base.json (1 sites)"])
+
+
+def test_baseline_options_are_checked(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_b=BASELINE_TESTS)
+    result = pytester.runpytest("--syncguard-update-baseline", *QUIET)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*--syncguard-update-baseline needs --syncguard-baseline FILE*"])
+    result = pytester.runpytest("--syncguard-baseline", "missing.json", *QUIET)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*syncguard: --syncguard-baseline: cannot read baseline "
+                                 "missing.json*"])
+    (pytester.path / "bad.json").write_text("{}")
+    result = pytester.runpytest("--syncguard-baseline", "bad.json", *QUIET)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*baseline bad.json is not a syncguard baseline*"])
+
+
+def test_status_letter_is_not_the_skip_letter(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_b=BASELINE_TESTS)
+    result = pytester.runpytest(*QUIET)
+    result.stdout.fnmatch_lines(["test_b.py H. *"])
+    result = pytester.runpytest("-v", *QUIET)
+    result.stdout.fnmatch_lines(["test_b.py::test_reads SYNCS *"])
+
+
+# ---------------------------------------------------------------------------- marker arguments
+@pytest.mark.parametrize("args, fragment", [
+    ('device="gpu"', "device: must be one of 'cpu', 'cuda', 'npu', got 'gpu'"),
+    ("devices=None", "devices: must be a list of device type names such as ('cpu',), got None"),
+    ("allow=None", "allow must be a list of call sites such as ['file.py:12'], got None"),
+    ('model="tpu"', "model: must be one of 'cuda', 'npu', got 'tpu'"),
+    ('exhaustive="yes"', "exhaustive must be True or False, got 'yes'"),
+    ("warmup=-1", "warmup: must be an integer >= 0, got -1"),
+])
+def test_bad_marker_values_are_one_usage_error(pytester: pytest.Pytester, args: str,
+                                               fragment: str) -> None:
+    pytester.makepyfile(test_bad=f'''
+        import pytest
+
+        @pytest.mark.syncguard({args})
+        def test_x():
+            if __import__("torch").arange(2).any():
+                pass
+    ''')
+    result = pytester.runpytest(*QUIET)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR, result.stdout.str()
+    assert "INTERNALERROR" not in result.stdout.str() + result.stderr.str()
+    pattern = "".join(f"[{c}]" if c in "[]*?" else c for c in fragment)  # fnmatch-literal
+    result.stderr.fnmatch_lines([f"ERROR: @pytest.mark.syncguard on test_bad.py::test_x: *"
+                                 f"{pattern}*", "usage: @pytest.mark.syncguard(max_syncs=0, *"])
+
+
+@pytest.mark.skipif(torch_cuda_available(), reason="checks the behaviour without CUDA")
+def test_cuda_marker_without_cuda_skips_with_the_reason(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_cuda='''
+        import pytest
+
+        @pytest.mark.syncguard(device="cuda")
+        def test_x():
+            pass
+    ''')
+    result = pytester.runpytest("-rs", *QUIET)
+    result.assert_outcomes(skipped=1)
+    result.stdout.fnmatch_lines(["*syncguard: device='cuda' but CUDA is not available here"])
+
+
+def test_inputs_built_in_the_body_get_the_fixture_hint(pytester: pytest.Pytester) -> None:
+    if not _sim_available():
+        pytest.skip("syncguard's simulated npu cannot be set up here")
+    pytester.makepyfile(test_h2d='''
+        import pytest
+        import torch
+
+        @pytest.mark.syncguard(device="npu")
+        def test_x():
+            x = torch.tensor([1.0, 2.0], device="npu")
+            x + 1
+    ''')
+    result = pytester.runpytest_subprocess(*QUIET)
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines([
+        "*syncguard: allowed 0 host syncs, saw 1 in the test body (1 host-to-device copy: "
+        "build inputs such as torch.tensor(..., device=...) in a fixture, which is not "
+        "measured)"])
+
+
+def test_baseline_update_under_xdist_collects_every_worker(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_b=BASELINE_TESTS.replace("def test_clean():\n    torch.arange(4) + 1",
+                                                      "def test_other():\n"
+                                                      "    torch.arange(4).sum().item()"))
+    result = pytester.runpytest_subprocess("-p", "xdist", "-n", "2", "--syncguard-baseline",
+                                           "base.json", "--syncguard-update-baseline", *QUIET)
+    result.assert_outcomes(passed=2)
+    result.stdout.fnmatch_lines(["syncguard: wrote baseline base.json (2 sites)"])
+    sites = json.loads((pytester.path / "base.json").read_text())["sites"]
+    assert sorted(s["scenario"] for s in sites) == ["test_b.py::test_other",
+                                                    "test_b.py::test_reads"]
+    result = pytester.runpytest_subprocess("-p", "xdist", "-n", "2", "--syncguard-baseline",
+                                           "base.json", *QUIET)
+    result.assert_outcomes(passed=2)

@@ -613,3 +613,167 @@ def test_sync_wait_per_step_reaches_the_verdict_on_hardware_only(tmp_path: Any) 
     sim = dc.replace(cuda, header={**res.header, "device": "sim"})
     assert "us per step in them" not in markdown.render(sim)
     assert "sync_wait_us" in csv.render_steps(cuda).splitlines()[0]
+
+
+# ---------------------------------------------------------------- one table model, goldens
+def _compare_df() -> pd.DataFrame:
+    """Rows that exercise every compare style: (uniform, legacy) is the issue's row, -1.00
+    syncs per step at a latency ratio of 1.02 (inside the threshold)."""
+    def row(scenario: str, path: str, a_s: float, b_s: float, a_ms: float, b_ms: float,
+            changed: bool) -> Dict[str, Any]:
+        nan = float("nan")
+        both_s = not (math.isnan(a_s) or math.isnan(b_s))
+        both_ms = not (math.isnan(a_ms) or math.isnan(b_ms))
+        return {"scenario": scenario, "path": path, "a_syncs_mean": a_s, "b_syncs_mean": b_s,
+                "syncs_delta": b_s - a_s if both_s else nan, "a_syncs_total": a_s * 10,
+                "b_syncs_total": b_s * 10, "a_mean_ms": a_ms, "b_mean_ms": b_ms,
+                "latency_delta_ms": b_ms - a_ms if both_ms else nan,
+                "latency_ratio": b_ms / a_ms if both_ms else nan, "changed": changed}
+
+    nan = float("nan")
+    return pd.DataFrame([
+        row("uniform", "legacy", 1.0, 0.0, 1.0, 1.02, True),   # fewer syncs: better
+        row("uniform", "flag", 0.0, 1.0, 1.0, 0.90, True),     # more syncs, faster: worse
+        row("mixed", "legacy", 1.0, 1.0, 1.0, 1.10, True),     # slower beyond 5%: worse
+        row("mixed", "flag", 0.0, 0.0, 1.0, 0.80, True),       # faster beyond 5%: better
+        row("mixed", "new", nan, 0.0, nan, 1.0, True),         # one side only: changed
+        row("other", "flag", 0.0, 0.0, 1.0, 1.01, False),      # unchanged
+    ], columns=list(analysis.COMPARE_COLUMNS))
+
+
+GREEN, RED = "\x1b[1;32m", "\x1b[1;31m"
+
+
+def test_compare_improvement_is_green_in_every_format() -> None:
+    # The bug: the terminal painted a -1.00 syncs/step improvement (ratio 1.02, inside the
+    # threshold) bold red, while Markdown and HTML marked it best.
+    df = _compare_df().iloc[:1]
+    text = terminal.render_compare(df, width=120, color=True)
+    line = next(ln for ln in text.splitlines() if "legacy" in ln and "-1.00" in ln)
+    assert f"{GREEN}-1.00" in line and RED not in line, repr(line)
+    assert "\x1b[1;32m1.02x" not in line and "1.02x" in line  # inside the threshold: plain
+    assert "better" in line
+    md = markdown.render_compare(df)
+    assert "| -1.00 |" in md and "**-1.00**" not in md and "| better |" in md
+    assert "-1.00" in terminal.render_compare(df, width=120)
+    doc = html.render_compare(df)
+    assert '<td class="r improved">-1.00</td>' in doc
+    assert '<td class="r">1.02x</td>' in doc
+    assert ",-1.0,improved," in csv.render_compare(df)
+
+
+def test_every_format_styles_compare_cells_alike() -> None:
+    from syncguard.renderers import _tables
+
+    t = _tables.compare_tbl(_compare_df())
+    styles = [[c.style for c in r] for r in t.rows if r is not None]
+    # delta, ratio and change cells of each row
+    assert [(s[4], s[7], s[8]) for s in styles] == [
+        ("improved", "", "improved"), ("regressed", "improved", "regressed"),
+        ("", "regressed", "regressed"), ("", "improved", "improved"), ("", "", "changed"),
+        ("", "", "")]
+    doc = html.render_compare(_compare_df())
+    md = markdown.render_compare(_compare_df())
+    coloured = terminal.render_compare(_compare_df(), width=120, color=True)
+    for r, s in zip((r for r in t.rows if r is not None), styles):
+        for cell, style in zip(r, s):
+            if not style or not cell.text:
+                continue
+            assert f'class="r {style}">{cell.text}<' in doc or \
+                f'class="{style}">{cell.text}<' in doc
+            assert (f"**{cell.text}**" in md) == (style in ("regressed", "changed"))
+            look = terminal.STYLE_LOOK[style]
+            code = {"bold green": GREEN, "bold red": RED, "bold": "\x1b[1m"}[look]
+            assert re.search(re.escape(code) + r" *" + re.escape(cell.text), coloured), cell
+
+
+def _ansi_golden(name: str, text: str) -> None:
+    _golden(name, text.replace("\x1b", "\\e"))  # readable in a diff; still every colour
+
+
+def test_golden_terminal_in_colour(result: RunResult) -> None:
+    _ansi_golden("terminal_color.ansi", terminal.render(result, width=100, color=True))
+
+
+def test_golden_compare_terminal() -> None:
+    _golden("compare.txt", terminal.render_compare(_compare_df(), width=100, title="a vs b"))
+    _ansi_golden("compare_color.ansi", terminal.render_compare(_compare_df(), width=100,
+                                                                 color=True, title="a vs b"))
+
+
+def test_golden_markdown(result: RunResult) -> None:
+    _golden("report.md", markdown.render(result))
+    _golden("compare.md", markdown.render_compare(_compare_df(), "a.jsonl", "b.jsonl"))
+
+
+def test_golden_html_structure(result: RunResult) -> None:
+    _golden("report.html", html.render(result, plots=False))
+    _golden("compare.html", html.render_compare(_compare_df(), "a.jsonl", "b.jsonl"))
+
+
+def test_golden_csv(result: RunResult) -> None:
+    _golden("steps.csv", csv.render_steps(result))
+    _golden("events.csv", csv.render_events(result))
+    _golden("compare.csv", csv.render_compare(_compare_df()))
+
+
+# ---------------------------------------------------------------- in a real browser
+def _chromium() -> Optional[str]:
+    import shutil
+
+    for name in ("chromium", "chromium-browser", "google-chrome", "chrome"):
+        found = shutil.which(name)
+        if found:
+            return found
+    return None
+
+
+# Measures the page after layout: the page must not scroll sideways, and every table's box
+# (which may scroll inside itself) must end inside the page.
+_MEASURE = """<script>
+window.addEventListener("load", () => {
+  const page = document.documentElement.clientWidth;
+  const bad = [];
+  if (document.documentElement.scrollWidth > page) bad.push("page " +
+      document.documentElement.scrollWidth + " exceeds " + page);
+  document.querySelectorAll("table").forEach((t, i) => {
+    const box = t.parentElement.classList.contains("tbl") ? t.parentElement : t;
+    const r = box.getBoundingClientRect();
+    if (r.right > page + 0.5) bad.push("table " + i + " ends at " + r.right + " beyond " + page);
+  });
+  document.querySelectorAll("details").forEach(d => d.open = true);
+  const out = document.createElement("pre");
+  out.id = "measure";
+  out.textContent = "WIDTH " + page + " BAD " + JSON.stringify(bad);
+  document.body.appendChild(out);
+});
+</script>"""
+
+
+@pytest.mark.browser
+@pytest.mark.skipif(_chromium() is None, reason="no headless Chromium installed "
+                    "(Debian: apt-get install chromium)")
+@pytest.mark.parametrize("width", [1400, 1000])
+def test_html_tables_fit_the_page_in_chromium(tmp_path: Any, width: int) -> None:
+    import subprocess
+
+    # long names, as real runs have: the sites table is the widest
+    long_fn = "top_k_top_p_min_p_sampling_from_logits_ascend_with_branch_and_a_long_suffix"
+    res = make_result(tmp_path)
+    res = RunResult(res.header, res.steps,
+                    [dict(e, function=long_fn, filename="/very/long/site-packages/path/to/a/"
+                          "package/module/with/many/parts/sampler_module.py")
+                     for e in res.events], res.footer)
+    doc = html.render(res).replace("</body>", _MEASURE + "\n</body>")
+    page = tmp_path / "report.html"
+    page.write_text(doc, encoding="utf-8")
+    chromium = _chromium()
+    assert chromium is not None
+    proc = subprocess.run([chromium, "--headless", "--no-sandbox", "--disable-gpu",
+                           "--hide-scrollbars", f"--window-size={width},900",
+                           "--virtual-time-budget=3000", "--dump-dom", page.as_uri()],
+                          capture_output=True, text=True, timeout=120)
+    m = re.search(r"WIDTH (\d+) BAD (\[.*?\])", proc.stdout)
+    assert m, proc.stderr[-2000:]
+    assert int(m.group(1)) > width - 50  # the window size took effect
+    assert json.loads(m.group(2)) == []

@@ -35,11 +35,13 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _selftest(args: argparse.Namespace) -> int:
-    from .._selftest import selftest
+    from .._selftest import selftest, summary_line
 
     dev = device_for_probe(args.device)
-    for line in selftest(dev):
+    lines = selftest(dev)
+    for line in lines:
         print(line)
+    print(summary_line(lines))
     return EXIT_OK
 
 

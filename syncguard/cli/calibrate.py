@@ -18,15 +18,18 @@ HELP = "cross-check the catalogue against the native ground truth; write the op 
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--device", default="sim", choices=("sim", "cuda", "npu"))
+    p.add_argument("--device", default="sim", choices=("sim", "cuda", "npu"),
+                   help="backend to calibrate (default: sim, the simulated npu)")
     p.add_argument("--out", default=None, help="folder (default reports/calibration-<device>)")
-    p.add_argument("--write-model", action="store_true",
-                   help="also install the calibrated model as syncguard/opmodels/<backend>.json")
+    p.add_argument("--write-model", default=None, metavar="FILE",
+                   help="also write the op model with the calibrated entries merged in to FILE "
+                   "(e.g. syncguard/opmodels/<backend>.json of a source checkout, to commit); "
+                   "the installed package is never written")
 
 
 def main(args: argparse.Namespace) -> int:
     from ..runner import resolve_target
-    from . import EXIT_INTERNAL, EXIT_OK, EXIT_OVER
+    from . import EXIT_INTERNAL, EXIT_OK, EXIT_OVER, UsageError
 
     resolve_target(args.device)  # one clear line (exit 2) when the device is missing
     out = args.out or os.path.join("reports", f"calibration-{args.device}")
@@ -45,16 +48,23 @@ def main(args: argparse.Namespace) -> int:
     if args.write_model:
         from ..opmodel import _DIR, parse_model
 
-        path = os.path.join(_DIR, f"{cal['backend']}.json")
-        with open(path, encoding="utf-8") as f:
+        installed = os.path.join(_DIR, f"{cal['backend']}.json")
+        with open(installed, encoding="utf-8") as f:
             current = json.load(f)
         calibrated = {e["op"]: e for e in cal["model"]["entries"]}
         current["entries"] = [calibrated.pop(e["op"], e) if e.get("when") ==
                               calibrated.get(e["op"], {}).get("when") else e
                               for e in current["entries"]] + list(calibrated.values())
         current["versions"] = cal["versions"]
+        path = args.write_model
         parse_model(current, path)
-        with open(path, "w", encoding="utf-8") as f:
-            json.dump(current, f, indent=2)
+        parent = os.path.dirname(os.path.abspath(path))
+        try:
+            os.makedirs(parent, exist_ok=True)
+            with open(path, "w", encoding="utf-8") as f:
+                json.dump(current, f, indent=2)
+                f.write("\n")
+        except OSError as exc:
+            raise UsageError(f"--write-model {path}: cannot write: {exc.strerror}") from None
         print(f"Wrote {path}", file=sys.stderr)
     return EXIT_OK

@@ -40,12 +40,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="file for --format sarif/junit (default: stdout)")
 
 
-def _steps(steps: List[int]) -> str:
-    from ..renderers.analysis import step_ranges
-
-    return step_ranges(steps)
-
-
 def _allow_sites(args: argparse.Namespace) -> Tuple[Tuple[str, str], ...]:
     """``--allow`` sites plus ``[tool.syncguard] allow`` of ``--config`` (or ./pyproject.toml)."""
     from ..config import load_tool_table, to_allow
@@ -68,7 +62,8 @@ def _allow_sites(args: argparse.Namespace) -> Tuple[Tuple[str, str], ...]:
 def main(args: argparse.Namespace) -> int:
     from .. import runner, scenario
     from .._selftest import selftest
-    from ..baseline import Baseline, Finding, site_key
+    from ..baseline import Baseline
+    from ..gate import Tally, Verdict, baseline_from, judge
     from . import EXIT_OK, EXIT_OVER, UsageError, device_for_probe
     from .run import options
 
@@ -83,44 +78,25 @@ def main(args: argparse.Namespace) -> int:
     base = Baseline.load(args.baseline) if args.baseline else None
     allow_sites = _allow_sites(args)
 
-    findings: List[Finding] = []
-    totals: List[Tuple[str, str, int, int, bool]] = []
-    observed: Dict[str, Dict[str, Any]] = {}
+    verdicts: List[Verdict] = []
     for sc in scenarios:
         for path in runner.paths_for(sc, opts):
-            evs: List[Any] = []
-            kw: Dict[str, Any] = {"on_event": evs.append, "allow_sites": allow_sites}
+            tally = Tally()
+            kw: Dict[str, Any] = {"on_event": tally.add, "allow_sites": allow_sites}
             runner.run_pass(sc, path, target, True, None, None, guard_kwargs=kw)
-            hidden = [e for e in evs if not e.allowed and not e.warmup]
-            n = sum(e.count for e in hidden)
             budget = args.max_syncs if args.max_syncs is not None else sc.max_syncs.get(path, 0)
-            grouped: Dict[str, Dict[str, Any]] = {}
-            for e in hidden:
-                k = site_key(e)
-                g = grouped.setdefault(k, {"event": e, "count": 0, "steps": []})
-                g["count"] += e.count
-                if e.step not in g["steps"]:
-                    g["steps"].append(e.step)
-            for k, g in grouped.items():
-                observed[f"{sc.name}|{path}|{k}"] = {"count": g["count"], "event": g["event"]}
-            if base is not None:
-                over_sites = base.compare(sc.name, path, grouped)
-                failed = bool(over_sites)
-            else:
-                failed = n > budget
-                over_sites = [Finding(sc.name, path, g["event"], g["count"],
-                                      sorted(s for s in g["steps"] if s is not None),
-                                      None, f"{n} hidden syncs, budget {budget}")
-                              for g in grouped.values()] if failed else []
-            findings.extend(over_sites)
-            totals.append((sc.name, path, n, budget, failed))
+            verdicts.append(judge(tally, max_syncs=budget, baseline=base, scenario=sc.name,
+                                  path=path))
     if args.update_baseline:
-        Baseline.from_observed(observed).save(args.update_baseline)
-        print(f"Wrote {args.update_baseline} ({len(observed)} sites)", file=sys.stderr)
+        new = baseline_from(verdicts)
+        new.save(args.update_baseline)
+        print(f"Wrote {args.update_baseline} ({len(new)} sites)", file=sys.stderr)
         return EXIT_OK
-    from ..ci import emit
+    from ..renderers.ci import emit
 
+    totals = [v.total for v in verdicts]
+    findings = [f for v in verdicts for f in v.findings]
     emit(args.format, totals, findings, args.output, baseline=args.baseline)
     if args.output not in (None, "-") and os.path.exists(args.output):
         print(f"Wrote {args.output}", file=sys.stderr)
-    return EXIT_OVER if any(t[4] for t in totals) else EXIT_OK
+    return EXIT_OVER if any(v.failed for v in verdicts) else EXIT_OK

@@ -17,9 +17,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--paths", nargs=2, metavar=("P", "Q"), default=None,
                    help="compare two paths of run A (default legacy flag when B is absent)")
     p.add_argument("--width", type=int, default=None, help="terminal width for the tables")
-    p.add_argument("-o", "--output", default=None, metavar="FILE.md",
-                   help="also write the comparison as Markdown (for a PR comment); an existing "
-                   "file needs --force")
+    p.add_argument("-o", "--output", default=None, metavar="FILE",
+                   help="also write the comparison to FILE: .md Markdown (for a PR comment), "
+                   ".html or .csv; an existing file needs --force")
     p.add_argument("--force", action="store_true", help="overwrite --output")
 
 
@@ -27,13 +27,14 @@ def main(args: argparse.Namespace) -> int:
     from rich.console import Console
 
     from .. import results
+    from ..analysis import compare, compare_paths
     from ..renderers import terminal
-    from ..renderers.analysis import compare, compare_paths
     from . import EXIT_OK, UsageError, report_width
 
     if args.output is not None:
-        if not args.output.lower().endswith((".md", ".markdown")):
-            raise UsageError(f"-o {args.output}: the comparison is written as Markdown (.md)")
+        if not args.output.lower().endswith((".md", ".markdown", ".html", ".htm", ".csv")):
+            raise UsageError(f"-o {args.output}: the comparison is written as .md, .html or "
+                             ".csv")
         if os.path.exists(args.output) and not args.force:
             raise UsageError(f"-o {args.output}: exists; use --force to overwrite it")
     a = results.load(args.a)
@@ -54,11 +55,18 @@ def main(args: argparse.Namespace) -> int:
         labels = (f"{args.a} [{p}]", f"{args.a} [{q}]")
     terminal.render_compare(df, console, title)
     if args.output is not None:
-        from ..renderers import markdown
+        from ..renderers import csv, html, markdown
 
+        low = args.output.lower()
+        if low.endswith(".csv"):
+            text = csv.render_compare(df)
+        elif low.endswith((".html", ".htm")):
+            text = html.render_compare(df, *labels, title=title)
+        else:
+            text = markdown.render_compare(df, *labels, title=title)
         try:
-            with open(args.output, "w", encoding="utf-8") as f:
-                f.write(markdown.render_compare(df, *labels, title=title))
+            with open(args.output, "w", encoding="utf-8", newline="") as f:
+                f.write(text)
         except OSError as exc:
             raise UsageError(f"-o {args.output}: cannot write: {exc.strerror}") from None
         print(f"Wrote {args.output}", file=sys.stderr)

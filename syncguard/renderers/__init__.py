@@ -3,24 +3,30 @@
 Every renderer is a function ``render(result, **options) -> str``; :data:`RENDERERS` maps a
 format name to it, :func:`renderer_for_path` picks one by file extension and
 :func:`write_reports` writes the standard set of files of a run. The numbers behind every
-report come from :mod:`syncguard.renderers.analysis` (pandas DataFrames).
+report come from :mod:`syncguard.analysis` (pandas DataFrames); the CI formats of
+``syncguard check`` are in :mod:`syncguard.renderers.ci`.
 """
 
 from __future__ import annotations
 
 import os
+import sys
 from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional
 
-from . import analysis
+from .. import analysis
+from ..analysis import compare, compare_paths, per_step, sites, summary
 from . import csv as _csv_mod
 from . import html as _html_mod
 from . import json as _json_mod
 from . import markdown as _markdown_mod
 from . import terminal as _terminal_mod
-from .analysis import compare, compare_paths, per_step, sites, summary
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..results import RunResult
+
+# The analysis moved up to syncguard.analysis (it feeds the gate, check and the plugin too);
+# the old import path syncguard.renderers.analysis names the same module.
+sys.modules.setdefault(f"{__name__}.analysis", analysis)
 
 Renderer = Callable[..., str]
 

@@ -6,7 +6,7 @@ import datetime
 import os
 from typing import TYPE_CHECKING, Any, Dict, List, Optional, Tuple
 
-from .analysis import BASELINE, is_missing
+from ..analysis import BASELINE, is_missing
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd

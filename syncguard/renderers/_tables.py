@@ -1,11 +1,22 @@
-"""Format-neutral tables shared by the Markdown and HTML renderers."""
+"""The table model every renderer draws: terminal (rich), Markdown, HTML and CSV.
+
+A :class:`Table` is columns plus sections of rows; a :class:`Cell` holds its text, the value
+behind it and a semantic :data:`STYLES` name (``best``, ``worst``, ``improved``...). Builders
+here (:func:`summary_tbl`, :func:`sites_tbl`, :func:`per_step_tbl`, :func:`compare_tbl`) make
+every decision about what is good or bad once; renderers only map a style to their look
+(:data:`STYLE_LEGEND` says what each means), so two formats cannot disagree about a cell.
+
+To add a column: append a :class:`Column` and the matching :class:`Cell` in the builder; every
+renderer picks it up.
+"""
 
 from __future__ import annotations
 
 import dataclasses
-from typing import TYPE_CHECKING, Any, List, Optional, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
 
-from . import analysis
+from .. import analysis
+from ..analysis import LATENCY_THRESHOLD, is_missing
 from ._common import (
     fmt_int,
     fmt_ms,
@@ -15,36 +26,110 @@ from ._common import (
     short_site,
     step_label,
 )
-from .analysis import LATENCY_THRESHOLD, is_missing
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
 
     from ..results import RunResult
 
+#: Semantic cell styles -> what they mean (shown in every report's legend when used).
+STYLE_LEGEND: Dict[str, str] = {
+    "best": "best (lowest) value of the column within its scenario",
+    "worst": "worst (highest) value of the column within its scenario; hidden-sync counts",
+    "improved": "fewer hidden syncs, or faster by more than the threshold",
+    "regressed": "more hidden syncs, or slower by more than the threshold",
+    "changed": "changed without a direction (a row on one side only)",
+    "note": "notable step: branches differ between paths, or the step differs from the usual",
+    "dim": "warm-up step (not counted)",
+}
+STYLES: Tuple[str, ...] = ("",) + tuple(STYLE_LEGEND)
+#: styles that mean "bad" and "good": renderers draw each group alike
+BAD = ("worst", "regressed")
+GOOD = ("best", "improved")
+
 
 @dataclasses.dataclass(frozen=True)
 class Cell:
-    """One cell: ``text`` (plain, not escaped), shown as code when ``code``; ``mark`` is
-    ``"best"``, ``"worst"``, ``"note"`` or ``""``."""
+    """One cell: ``text`` (plain, not escaped), shown as code when ``code``; ``style`` one of
+    :data:`STYLES`; ``value`` the number behind the text (CSV writes it, NaN as an empty
+    field; None: the cell has only its text)."""
 
     text: str
     code: bool = False
-    mark: str = ""
+    style: str = ""
+    value: Any = None
+
+    @property
+    def mark(self) -> str:  # the name older callers used
+        return self.style
+
+
+@dataclasses.dataclass(frozen=True)
+class Column:
+    """A column: ``header`` (Markdown, HTML, CSV), ``short`` (the terminal's, may hold a
+    newline; default ``header``), ``align`` ``"l"``/``"r"``. Terminal-only layout hints:
+    ``under`` names a column whose cell this one is printed under (dim); ``group`` shows the
+    cell on the first row of a section only."""
+
+    key: str
+    header: str
+    align: str = "l"
+    short: Optional[str] = None
+    under: Optional[str] = None
+    group: bool = False
+
+
+@dataclasses.dataclass(frozen=True)
+class Gap:
+    """An ellipsis row standing for ``hidden`` rows; ``text`` says so."""
+
+    text: str
+    hidden: int = 0
+
+
+Row = Union[List[Cell], Gap]
 
 
 @dataclasses.dataclass
-class Tbl:
-    """A table: ``align`` per column is ``"l"`` or ``"r"``; a row of ``None`` is an ellipsis
-    row whose text is ``gap_text[i]``."""
+class Table:
+    """``columns`` and ``sections`` of rows (each a list of cells in column order, or a
+    :class:`Gap`); ``title`` and a ``footer`` line (e.g. "2 of 4 rows changed")."""
 
-    headers: List[str]
-    align: List[str]
-    rows: List[Optional[List[Cell]]]
-    gap_text: List[str] = dataclasses.field(default_factory=list)
+    title: str
+    columns: List[Column]
+    sections: List[List[Row]]
+    footer: str = ""
+    footer_style: str = ""
+
+    @property
+    def headers(self) -> List[str]:
+        return [c.header for c in self.columns]
+
+    @property
+    def align(self) -> List[str]:
+        return [c.align for c in self.columns]
+
+    @property
+    def rows(self) -> List[Optional[List[Cell]]]:
+        """Every row in order; a gap is None (see :attr:`gap_text`)."""
+        return [None if isinstance(r, Gap) else r for sec in self.sections for r in sec]
+
+    @property
+    def gap_text(self) -> List[str]:
+        return [r.text for sec in self.sections for r in sec if isinstance(r, Gap)]
+
+    def styles_used(self) -> List[str]:
+        used = {c.style for sec in self.sections for r in sec if not isinstance(r, Gap)
+                for c in r if c.style}
+        return [s for s in STYLE_LEGEND if s in used]
 
 
-def _marks(values: Sequence[Any]) -> List[str]:
+#: kept for callers of the older name
+Tbl = Table
+
+
+def _best_worst(values: Sequence[Any]) -> List[str]:
+    """``best`` at the lowest and ``worst`` at the highest value, when two values differ."""
     nums = [float(v) for v in values if not is_missing(v)]
     if len(nums) < 2 or min(nums) == max(nums):
         return [""] * len(values)
@@ -53,111 +138,178 @@ def _marks(values: Sequence[Any]) -> List[str]:
             else "" for v in values]
 
 
-_SUMMARY = [
-    ("hidden syncs/step", "syncs_mean", fmt_syncs, True),
-    ("max", "syncs_max", fmt_int, True),
-    ("allowed/step", "allowed_mean", fmt_syncs, False),
-    ("p50 ms", "p50_ms", fmt_ms, True),
-    ("p90 ms", "p90_ms", fmt_ms, True),
-    ("p99 ms", "p99_ms", fmt_ms, True),
-    ("mean ms", "mean_ms", fmt_ms, True),
-    ("ratio vs legacy", "ratio_vs_legacy", fmt_ratio, True),
-    ("saved us/token", "saved_per_token_us", fmt_us, False),
+def fmt_delta(x: Any) -> str:
+    """A signed change in syncs per step: ``+1.00``, ``-0.50``; ``0`` for none."""
+    if is_missing(x):
+        return "-"
+    return "0" if float(x) == 0.0 else f"{float(x):+.2f}"
+
+
+def _num(x: Any) -> Any:
+    """The value of a numeric cell: NaN when missing (CSV writes an empty field)."""
+    return float("nan") if is_missing(x) else x
+
+
+# (key, header, terminal header, formatter, coloured best/worst)
+_SUMMARY: List[Tuple[str, str, str, Callable[[Any], str], bool]] = [
+    ("syncs_mean", "hidden syncs/step", "syncs\n/step", fmt_syncs, True),
+    ("syncs_max", "max", "syncs\nmax", fmt_int, True),
+    ("allowed_mean", "allowed/step", "allowed\n/step", fmt_syncs, False),
+    ("p50_ms", "p50 ms", "p50\nms", fmt_ms, True),
+    ("p90_ms", "p90 ms", "p90\nms", fmt_ms, True),
+    ("p99_ms", "p99 ms", "p99\nms", fmt_ms, True),
+    ("mean_ms", "mean ms", "mean\nms", fmt_ms, True),
+    ("ratio_vs_legacy", "ratio vs legacy", "ratio\n/legacy", fmt_ratio, True),
+    ("saved_per_token_us", "saved us/token", "saved\nus/tok", fmt_us, False),
 ]
 
 
-def summary_tbl(sm: pd.DataFrame) -> Tbl:
-    headers = ["scenario", "path"] + [h for h, *_ in _SUMMARY] + ["branches"]
+def summary_tbl(sm: pd.DataFrame, *, branches: bool = True) -> Table:
+    """One row per (scenario, path) of :func:`analysis.summary`, one section per scenario;
+    the best and worst value of each coloured column within a scenario are marked."""
+    cols = [Column("scenario", "scenario", group=True), Column("path", "path")]
+    cols += [Column(k, h, "r", short) for k, h, short, _, _ in _SUMMARY]
     has_dev = bool(len(sm)) and sm["device_ms_mean"].notna().any()
     if has_dev:
-        headers.insert(len(_SUMMARY) + 2, "device ms")
-    rows: List[Optional[List[Cell]]] = []
+        cols.append(Column("device_ms_mean", "device ms", "r", "device\nms"))
+    if branches:
+        cols.append(Column("branches", "branches"))
+    sections: List[List[Row]] = []
     for scenario in dict.fromkeys(sm["scenario"]):
         recs = sm[sm["scenario"] == scenario].to_dict("records")
-        marks = {col: _marks([r[col] for r in recs]) if colour else [""] * len(recs)
-                 for _, col, _, colour in _SUMMARY}
+        marks = {k: _best_worst([r[k] for r in recs]) if colour else [""] * len(recs)
+                 for k, _, _, _, colour in _SUMMARY}
+        rows: List[Row] = []
         for i, r in enumerate(recs):
             row = [Cell(str(scenario)), Cell(str(r["path"]))]
-            row += [Cell(fmt(r[col]), mark=marks[col][i]) for _, col, fmt, _ in _SUMMARY]
+            row += [Cell(fmt(r[k]), style=marks[k][i], value=_num(r[k]))
+                    for k, _, _, fmt, _ in _SUMMARY]
             if has_dev:
-                row.append(Cell(fmt_ms(r["device_ms_mean"])))
-            row.append(Cell(str(r["branches"])))
+                row.append(Cell(fmt_ms(r["device_ms_mean"]), value=_num(r["device_ms_mean"])))
+            if branches:
+                row.append(Cell(str(r["branches"])))
             rows.append(row)
-    align = ["l", "l"] + ["r"] * (len(headers) - 3) + ["l"]
-    return Tbl(headers, align, rows)
+        sections.append(rows)
+    return Table("Summary", cols, sections)
 
 
-def sites_tbl(st: pd.DataFrame, allowed: bool, base: Optional[str] = None) -> Tbl:
+def sites_tbl(st: pd.DataFrame, allowed: bool, base: Optional[str] = None) -> Table:
+    """Hidden (or allowed) sync sites of :func:`analysis.sites` (through
+    :func:`analysis.merge_paths`); hidden counts are marked ``worst``."""
     sub = st[st["allowed"].astype(bool) == allowed] if len(st) else st
-    headers = ["scenario", "path", "site", "function", "API", "op", "kind", "count", "steps"]
+    cols = [Column("scenario", "scenario", short="scenario\npath"),
+            Column("path", "path", under="scenario"),
+            Column("site", "site", short="site\nfunction"),
+            Column("function", "function", under="site"),
+            Column("api", "API", short="API\nop, kind"),
+            Column("op", "op", under="api"),
+            Column("kind", "kind", under="api"),
+            Column("count", "count", "r"),
+            Column("steps", "steps")]
     if allowed:
-        headers.append("reason")
-    rows: List[Optional[List[Cell]]] = []
+        cols.append(Column("reason", "reason", under="api"))
+    rows: List[Row] = []
     for r in sub.to_dict("records"):
-        row = [Cell(r["scenario"]), Cell(r["path"]), Cell(short_site(r["site"], base), True),
-               Cell(r["function"], True), Cell(r["api"], True),
-               Cell(r["op"] or "-", bool(r["op"])),
-               Cell(r["kind"]), Cell(str(r["count"]), mark="" if allowed else "worst"),
-               Cell(r["steps"])]
+        row = [Cell(str(r["scenario"])), Cell(str(r["path"])),
+               Cell(short_site(r["site"], base), True), Cell(str(r["function"]), True),
+               Cell(str(r["api"]), True), Cell(r["op"] or "-", bool(r["op"])),
+               Cell(str(r["kind"])),
+               Cell(str(r["count"]), style="" if allowed else "worst", value=int(r["count"])),
+               Cell(str(r["steps"]))]
         if allowed:
-            row.append(Cell(r["reason"]))
+            row.append(Cell(str(r["reason"])))
         rows.append(row)
-    align = ["l"] * 7 + ["r", "l"] + (["l"] if allowed else [])
-    return Tbl(headers, align, rows)
+    title = "Allowed syncs" if allowed else "Hidden sync sites"
+    return Table(title, cols, [[row] for row in rows])
 
 
 def per_step_tbl(result: RunResult, scenario: str, max_steps: int = 200, head: int = 10,
-                 tail: int = 10) -> Tbl:
-    """All steps when there are at most ``max_steps``, else ``head``, ``tail`` and the
-    notable ones (see :func:`analysis.per_step`)."""
+                 tail: int = 10) -> Table:
+    """Steps of one scenario, paths side by side: all of them when there are at most
+    ``max_steps``, else ``head``, ``tail`` and the notable ones (see :func:`analysis.per_step`).
+    Notable steps are marked ``note``, warm-up steps ``dim``."""
     df = analysis.per_step(result, scenario)
     paths = analysis.ordered_paths(s.path for s in result.steps if s.scenario == scenario)
-    headers = ["step", "batch"]
+    cols = [Column("step", "step", "r"), Column("batch", "batch", "r")]
     for p in paths:
-        headers += [f"{p} branch", f"{p} syncs", f"{p} ms"]
+        cols += [Column(f"{p}.branch", f"{p} branch", short=f"{p}\nbranch"),
+                 Column(f"{p}.syncs", f"{p} syncs", "r", "syncs"),
+                 Column(f"{p}.latency_ms", f"{p} ms", "r", "ms")]
     recs = df.to_dict("records")
     if len(recs) <= max_steps:
         plan = [("row", i) for i in range(len(recs))]
     else:
         plan = analysis.elide(len(recs), [r["notable"] for r in recs], head, tail)
-    rows: List[Optional[List[Cell]]] = []
-    gaps: List[str] = []
+    rows: List[Row] = []
     for kind, val in plan:
         if kind == "gap":
-            rows.append(None)
-            gaps.append(f"... {val} steps hidden")
+            rows.append(Gap(f"... {val} steps hidden", val))
             continue
         r = recs[val]
-        mark = "note" if r["notable"] else ""
-        row = [Cell(step_label(r["step"], r["warmup"]), mark=mark),
-               Cell(fmt_int(r["batch_size"]))]
+        mark = "dim" if r["warmup"] else "note" if r["notable"] else ""
+        row = [Cell(step_label(r["step"], r["warmup"]), style=mark, value=int(r["step"])),
+               Cell(fmt_int(r["batch_size"]), style=mark if mark == "dim" else "",
+                    value=_num(r["batch_size"]))]
         for p in paths:
-            row += [Cell(r[f"{p}.branch"] or "-", mark=mark),
-                    Cell(fmt_int(r[f"{p}.syncs"]), mark=mark),
-                    Cell(fmt_ms(r[f"{p}.latency_ms"]))]
+            row += [Cell(r[f"{p}.branch"] or "-", style=mark),
+                    Cell(fmt_int(r[f"{p}.syncs"]), style=mark, value=_num(r[f"{p}.syncs"])),
+                    Cell(fmt_ms(r[f"{p}.latency_ms"]), style=mark if mark == "dim" else "",
+                         value=_num(r[f"{p}.latency_ms"]))]
         rows.append(row)
-    return Tbl(headers, ["r", "r"] + ["l", "r", "r"] * len(paths), rows, gaps)
+    return Table(f"Per step: {scenario}", cols, [rows])
 
 
-def compare_tbl(df: pd.DataFrame, label_a: str = "A", label_b: str = "B") -> Tbl:
-    headers = ["scenario", "path", f"syncs/step {label_a}", f"syncs/step {label_b}",
-               "delta", f"mean ms {label_a}", f"mean ms {label_b}", "ratio", "changed"]
-    rows: List[Optional[List[Cell]]] = []
+def compare_styles(r: Dict[str, Any]) -> Tuple[str, str, str]:
+    """Styles of a compare row's syncs delta, latency ratio and change cells: fewer syncs is
+    ``improved``, more ``regressed``; the ratio only when it moved beyond
+    :data:`analysis.LATENCY_THRESHOLD`; the row is ``regressed`` when either is, else
+    ``improved`` when either is, else ``changed`` when it changed at all."""
+    d = r["syncs_delta"]
+    sync = "" if is_missing(d) or d == 0 else ("regressed" if d > 0 else "improved")
+    ratio = r["latency_ratio"]
+    lat = ""
+    if not is_missing(ratio) and abs(float(ratio) - 1.0) > LATENCY_THRESHOLD:
+        lat = "regressed" if ratio > 1 else "improved"
+    if "regressed" in (sync, lat):
+        row = "regressed"
+    elif "improved" in (sync, lat):
+        row = "improved"
+    else:
+        row = "changed" if r["changed"] else ""
+    return sync, lat, row
+
+
+_CHANGE_TEXT = {"regressed": "worse", "improved": "better", "changed": "changed", "": ""}
+
+
+def compare_tbl(df: pd.DataFrame, label_a: str = "A", label_b: str = "B",
+                title: Optional[str] = None) -> Table:
+    """Rows of :func:`analysis.compare` / :func:`analysis.compare_paths`, styled by
+    :func:`compare_styles`; the change column says ``worse``, ``better`` or ``changed`` in
+    words too, so no reader depends on colour."""
+    cols = [Column("scenario", "scenario"), Column("path", "path"),
+            Column("a_syncs_mean", f"syncs/step {label_a}", "r", f"syncs/step\n{label_a}"),
+            Column("b_syncs_mean", f"syncs/step {label_b}", "r", f"syncs/step\n{label_b}"),
+            Column("syncs_delta", "delta", "r", "syncs\ndelta"),
+            Column("a_mean_ms", f"mean ms {label_a}", "r", f"mean ms\n{label_a}"),
+            Column("b_mean_ms", f"mean ms {label_b}", "r", f"mean ms\n{label_b}"),
+            Column("latency_ratio", "ratio", "r", "latency\nratio"),
+            Column("change", "change")]
+    rows: List[Row] = []
     for r in df.to_dict("records"):
-        # each cell marked on its own: fewer syncs is better, more is worse; the latency
-        # ratio only when it moved beyond the threshold the footer states
-        d = r["syncs_delta"]
-        sync_mark = "" if is_missing(d) or d == 0 else ("worst" if d > 0 else "best")
-        ratio = r["latency_ratio"]
-        lat_mark = ""
-        if not is_missing(ratio) and abs(float(ratio) - 1.0) > LATENCY_THRESHOLD:
-            lat_mark = "worst" if ratio > 1 else "best"
-        row_mark = "worst" if "worst" in (sync_mark, lat_mark) else (
-            "best" if r["changed"] else "")
+        sync, lat, row = compare_styles(r)
         rows.append([Cell(str(r["scenario"])), Cell(str(r["path"])),
-                     Cell(fmt_syncs(r["a_syncs_mean"])), Cell(fmt_syncs(r["b_syncs_mean"])),
-                     Cell(fmt_syncs(r["syncs_delta"]), mark=sync_mark),
-                     Cell(fmt_ms(r["a_mean_ms"])), Cell(fmt_ms(r["b_mean_ms"])),
-                     Cell(fmt_ratio(r["latency_ratio"]), mark=lat_mark),
-                     Cell("changed" if r["changed"] else "", mark=row_mark)])
-    return Tbl(headers, ["l", "l"] + ["r"] * 6 + ["l"], rows)
+                     Cell(fmt_syncs(r["a_syncs_mean"]), value=_num(r["a_syncs_mean"])),
+                     Cell(fmt_syncs(r["b_syncs_mean"]), value=_num(r["b_syncs_mean"])),
+                     Cell(fmt_delta(r["syncs_delta"]), style=sync, value=_num(r["syncs_delta"])),
+                     Cell(fmt_ms(r["a_mean_ms"]), value=_num(r["a_mean_ms"])),
+                     Cell(fmt_ms(r["b_mean_ms"]), value=_num(r["b_mean_ms"])),
+                     Cell(fmt_ratio(r["latency_ratio"]), style=lat,
+                          value=_num(r["latency_ratio"])),
+                     Cell(_CHANGE_TEXT[row], style=row)])
+    n = int(df["changed"].sum()) if len(df) else 0
+    footer = (f"{n} of {len(df)} rows changed (hidden syncs differ or mean latency moved more "
+              f"than {LATENCY_THRESHOLD:.0%}; ratio = {label_b} / {label_a})")
+    return Table(title or f"Compare: {label_a} -> {label_b}", cols, [rows], footer,
+                 "regressed" if any(compare_styles(r)[2] == "regressed"
+                                    for r in df.to_dict("records")) else "")

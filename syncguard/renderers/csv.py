@@ -1,14 +1,22 @@
-"""CSV of steps and events via pandas (``to_csv(index=False)``).
+"""CSV: the raw steps and events of a run (pandas ``to_csv(index=False)``), and any table of
+the report model (:func:`render_table`: the comparison, the summary).
 
-Columns and units: :data:`syncguard.results.STEP_COLUMNS` and
+Columns and units of the raw exports: :data:`syncguard.results.STEP_COLUMNS` and
 :data:`syncguard.results.EVENT_COLUMNS` (plus ``filename`` and ``lineno``).
 """
 
 from __future__ import annotations
 
+import csv as _csv
+import io
 from typing import TYPE_CHECKING
 
+from ..analysis import is_missing
+from . import _tables
+
 if TYPE_CHECKING:  # pragma: no cover
+    import pandas as pd
+
     from ..results import RunResult
 
 
@@ -29,3 +37,39 @@ def render(result: RunResult, table: str = "steps") -> str:
     if table == "events":
         return render_events(result)
     raise ValueError(f"csv table must be 'steps' or 'events', not {table!r}")
+
+
+def render_table(t: _tables.Table) -> str:
+    """A model table as CSV: a header row of column headers, then one row per table row
+    (ellipsis rows left out) holding each cell's value (its text where it has none), and a
+    ``<column> style`` column after every styled column (``improved``, ``worst``...)."""
+    styled = [i for i, c in enumerate(t.columns)
+              if any(not isinstance(r, _tables.Gap) and r[i].style
+                     for sec in t.sections for r in sec)]
+    header = []
+    for i, c in enumerate(t.columns):
+        header.append(c.header)
+        if i in styled:
+            header.append(f"{c.header} style")
+    buf = io.StringIO()
+    w = _csv.writer(buf, lineterminator="\n")
+    w.writerow(header)
+    for sec in t.sections:
+        for r in sec:
+            if isinstance(r, _tables.Gap):
+                continue
+            out = []
+            for i, cell in enumerate(r):
+                if cell.value is None:
+                    out.append(cell.text)
+                else:
+                    out.append("" if is_missing(cell.value) else cell.value)
+                if i in styled:
+                    out.append(cell.style)
+            w.writerow(out)
+    return buf.getvalue()
+
+
+def render_compare(df: pd.DataFrame, label_a: str = "A", label_b: str = "B") -> str:
+    """A comparison (:func:`analysis.compare` / :func:`analysis.compare_paths`) as CSV."""
+    return render_table(_tables.compare_tbl(df, label_a, label_b))

@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import html as _html
 import io
-from typing import TYPE_CHECKING, Any, Dict, List, Optional
+from typing import TYPE_CHECKING, Any, Dict, List, Optional, Tuple
 
-from . import _tables, analysis
+from .. import analysis
+from ..analysis import is_missing
+from . import _tables
 from ._common import LEGEND, environment_parts, note_texts, status_text, timed_on_hardware, verdicts
-from .analysis import is_missing
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
@@ -25,25 +26,30 @@ PLOT_HINT = "pip install matplotlib"
 
 CSS = """
 body{font-family:system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;margin:2em auto;
-max-width:1100px;padding:0 1em;color:#1f2328;background:#fff;line-height:1.45}
+max-width:1400px;padding:0 1em;color:#1f2328;background:#fff;line-height:1.45}
 h1{font-size:1.6em;border-bottom:1px solid #d0d7de;padding-bottom:.3em}
 h2{font-size:1.3em;margin-top:1.6em;border-bottom:1px solid #d0d7de;padding-bottom:.2em}
 h3{font-size:1.1em}
 .env{color:#57606a;font-size:.95em}
 .status-ok{color:#1a7f37;font-weight:600}
 .status-bad{color:#cf222e;font-weight:700}
-table{border-collapse:collapse;margin:.6em 0 1.2em;font-size:.9em}
+.tbl{max-width:100%;overflow-x:auto;margin:.6em 0 1.2em}
+table{border-collapse:collapse;font-size:.9em}
 th,td{border:1px solid #d0d7de;padding:.25em .6em;vertical-align:top}
+td code{overflow-wrap:anywhere}
 th{background:#f6f8fa;text-align:left}
 td.r{text-align:right;font-variant-numeric:tabular-nums}
-td.best{color:#1a7f37;font-weight:600}
-td.worst{color:#cf222e;font-weight:600}
-td.note{background:#fff8c5}
+.best,.improved{color:#1a7f37;font-weight:600}
+.worst,.regressed{color:#cf222e;font-weight:600}
+.changed{font-weight:600}
+p.key{color:#57606a;font-size:.9em;margin-top:-.6em}
+td.note,span.note{background:#fff8c5}
+td.dim,span.dim{color:#8c959f}
 tr.gap td{color:#57606a;font-style:italic;text-align:center}
 code{font-family:ui-monospace,SFMono-Regular,Menlo,Consolas,monospace;font-size:.95em;
 background:#f6f8fa;padding:.05em .3em;border-radius:4px}
 .note{background:#fff8c5;border:1px solid #d4a72c;padding:.5em .8em;border-radius:6px}
-.plot svg{max-width:100%;height:auto}
+.plot svg{width:100%;height:auto}
 details{margin:.4em 0}
 summary{cursor:pointer}
 dl.legend dt{font-weight:600}
@@ -56,35 +62,71 @@ def esc(s: object) -> str:
     return _html.escape(str(s), quote=True)
 
 
-def table(t: _tables.Tbl) -> str:
-    """An HTML table; ellipsis rows span all columns."""
-    out = ["<table>", "<thead><tr>" + "".join(f"<th>{esc(h)}</th>" for h in t.headers)
-           + "</tr></thead>", "<tbody>"]
-    gaps = iter(t.gap_text)
-    for row in t.rows:
-        if row is None:
-            out.append(f'<tr class="gap"><td colspan="{len(t.headers)}">'
-                       f"{esc(next(gaps, '...'))}</td></tr>")
+#: how each style looks here, for the legend
+STYLE_WORDS = {"best": "green", "improved": "green", "worst": "red", "regressed": "red",
+               "changed": "bold", "note": "yellow background", "dim": "grey"}
+
+
+def _looks(styles: List[str]) -> List[Tuple[str, str, str]]:
+    """``(look, a style drawn so, meanings)`` per look of the styles used, in order."""
+    looks: Dict[str, List[str]] = {}
+    first: Dict[str, str] = {}
+    for s in styles:
+        looks.setdefault(STYLE_WORDS[s], []).append(_tables.STYLE_LEGEND[s])
+        first.setdefault(STYLE_WORDS[s], s)
+    return [(w, first[w], "; ".join(v)) for w, v in looks.items()]
+
+
+def style_legend(styles: List[str]) -> List[str]:
+    """``<dt>``/``<dd>`` legend entries for the styles used, one per look."""
+    return [f'<dt><span class="{cls}">{esc(w)}</span></dt><dd>{esc(text)}</dd>'
+            for w, cls, text in _looks(styles)]
+
+
+def style_key(styles: List[str]) -> str:
+    """One line: what each look used means (``green: best ... · red: worst ...``)."""
+    return " · ".join(f'<span class="{cls}">{esc(w)}</span>: {esc(text)}'
+                      for w, cls, text in _looks(styles))
+
+
+def table(t: _tables.Table) -> str:
+    """An HTML table of the model, in a box that scrolls sideways when the table is wider
+    than the page; cells carry their style as a class; ellipsis rows span all columns."""
+    out = ['<div class="tbl"><table>', "<thead><tr>" + "".join(
+        f'<th class="r">{esc(c.header)}</th>' if c.align == "r" else f"<th>{esc(c.header)}</th>"
+        for c in t.columns) + "</tr></thead>", "<tbody>"]
+    for row in (r for sec in t.sections for r in sec):
+        if isinstance(row, _tables.Gap):
+            out.append(f'<tr class="gap"><td colspan="{len(t.columns)}">'
+                       f"{esc(row.text)}</td></tr>")
             continue
         cells = []
         for c, a in zip(row, t.align):
-            cls = " ".join(x for x in ("r" if a == "r" else "", c.mark) if x)
+            cls = " ".join(x for x in ("r" if a == "r" else "", c.style) if x)
             attr = f' class="{cls}"' if cls else ""
             body = f"<code>{esc(c.text)}</code>" if c.code and c.text else esc(c.text)
             cells.append(f"<td{attr}>{body}</td>")
         out.append("<tr>" + "".join(cells) + "</tr>")
-    out.append("</tbody></table>")
+    out.append("</tbody></table></div>")
     return "\n".join(out)
+
+
+#: per path, in order: (marker, line style); later paths get smaller markers, so equal
+#: series stay visible one inside the other
+_MARKERS = ("o", "s", "^", "D", "v", "P")
+_LINES = ("-", "--", ":", "-.")
 
 
 def plot_figure(result: RunResult, scenario: str) -> Any:
     """A matplotlib Figure of one scenario (Agg backend): latency per step and path (ms,
-    timed pass) above hidden syncs per step and path (counted pass), warm-up steps left out.
-    Raises ImportError without matplotlib."""
+    timed pass) on top, then hidden syncs per step in one small panel per path (counted
+    pass), so no path hides under another; warm-up steps left out, integer steps on the x
+    axis. Raises ImportError without matplotlib."""
     import matplotlib
 
     matplotlib.use("Agg")
     from matplotlib.figure import Figure
+    from matplotlib.ticker import MaxNLocator
 
     paths = analysis.ordered_paths(s.path for s in result.steps if s.scenario == scenario)
     lat: Dict[str, List[tuple]] = {p: [] for p in paths}
@@ -96,33 +138,41 @@ def plot_figure(result: RunResult, scenario: str) -> Any:
             lat[s.path].append((s.step, float(s.latency_ms)))  # type: ignore[arg-type]
         elif s.pass_ == "counted":
             syn[s.path].append((s.step, s.syncs))
+    n = max(len(paths), 1)
     with matplotlib.rc_context({"font.size": 9}):
-        fig = Figure(figsize=(8.0, 5.0), layout="constrained")
-        ax1, ax2 = fig.subplots(2, 1, sharex=True)
-        styles = ["-", "--", ":", "-."]
+        fig = Figure(figsize=(12.0, 3.2 + 1.1 * n), layout="constrained")
+        axes = fig.subplots(1 + n, 1, sharex=True,
+                            gridspec_kw={"height_ratios": [3.0] + [1.0] * n})
+        ax1, sync_axes = axes[0], list(axes[1:])
+        colors = matplotlib.rcParams["axes.prop_cycle"].by_key()["color"]
+        top = max([y for p in paths for _, y in syn[p]] + [1])
         for i, p in enumerate(paths):
-            # distinct dashes and thinner lines for later paths: equal series stay visible
-            ls, lw = styles[i % len(styles)], max(2.4 - 0.6 * i, 1.0)
+            color = colors[i % len(colors)]
+            marker, ls = _MARKERS[i % len(_MARKERS)], _LINES[i % len(_LINES)]
+            size = max(7.0 - 1.5 * i, 3.0)
             if lat[p]:
                 xs, ys = zip(*sorted(lat[p]))
-                ax1.plot(xs, ys, marker=".", linestyle=ls, linewidth=lw, label=p)
+                ax1.plot(xs, ys, marker=marker, markersize=size, linestyle=ls,
+                         linewidth=max(2.0 - 0.4 * i, 1.0), color=color, label=p)
+            ax = sync_axes[i] if i < len(sync_axes) else sync_axes[-1]
             if syn[p]:
                 xs, ys = zip(*sorted(syn[p]))
-                ax2.step(xs, ys, where="mid", linestyle=ls, linewidth=lw, label=p)
+                ax.step(xs, ys, where="mid", color=color, linewidth=1.6)
+                ax.plot(xs, ys, linestyle="none", marker=marker, markersize=4, color=color)
+            ax.set_ylim(-0.1 * top, top * 1.25)
+            ax.yaxis.set_major_locator(MaxNLocator(integer=True, nbins=3))
+            ax.set_ylabel(p, rotation=0, ha="right", va="center", color=color)
         ax1.set_ylabel("latency per step (ms)")
         ax1.set_title(f"{scenario}: latency, timed pass (warm-up excluded)", loc="left")
-        ax2.set_ylabel("hidden syncs per step")
-        ax2.set_xlabel("step")
-        ax2.set_title(f"{scenario}: hidden syncs, counted pass (warm-up excluded)",
-                      loc="left")
-        ax2.yaxis.get_major_locator().set_params(integer=True)
-        top = max([y for p in paths for _, y in syn[p]] + [1])
-        ax2.set_ylim(-0.05 * top, top * 1.15)
+        sync_axes[0].set_title(f"{scenario}: hidden syncs per step, counted pass, one panel "
+                               "per path (warm-up excluded)", loc="left")
+        sync_axes[-1].set_xlabel("step")
+        sync_axes[-1].xaxis.set_major_locator(MaxNLocator(integer=True))
         ax1.set_ylim(bottom=0)
-        for ax in (ax1, ax2):
+        for ax in axes:
             ax.grid(True, alpha=0.3)
-            if ax.get_legend_handles_labels()[0]:
-                ax.legend(loc="best", fontsize=8)
+        if ax1.get_legend_handles_labels()[0]:
+            ax1.legend(loc="best", fontsize=8)
     return fig
 
 
@@ -174,7 +224,17 @@ def render(result: RunResult, *, title: str = "syncguard report", show_time: boo
         out += ['<p class="note">No steps recorded.</p>', "</body>", "</html>"]
         return "\n".join(out) + "\n"
     st = analysis.merge_paths(analysis.sites(result, max_parts=20))
-    out += ["<h2>Summary</h2>", table(_tables.summary_tbl(sm))]
+    used: List[str] = []
+
+    def tbl(t: _tables.Table) -> str:
+        used.extend(t.styles_used())
+        return table(t)
+
+    summary = _tables.summary_tbl(sm)
+    out += ["<h2>Summary</h2>", tbl(summary)]
+    key = style_key(summary.styles_used())
+    if key:
+        out.append(f'<p class="key">{key} (all terms in the <a href="#legend">legend</a>)</p>')
     out += ["<h2>Verdict</h2>", "<ul>"]
     for scenario, sentence in verdicts(sm, st, code="\x00", base=base,
                                        show_wait=timed_on_hardware(result)):
@@ -187,17 +247,18 @@ def render(result: RunResult, *, title: str = "syncguard report", show_time: boo
         out += ["<h2>Plots</h2>", *_plots(result)]
     out.append("<h2>Sync sites</h2>")
     hidden = _tables.sites_tbl(st, False, base)
-    out.append(table(hidden) if hidden.rows else "<p>No hidden syncs outside warm-up steps.</p>")
+    out.append(tbl(hidden) if hidden.rows else "<p>No hidden syncs outside warm-up steps.</p>")
     allowed = _tables.sites_tbl(st, True, base)
     if allowed.rows:
-        out += ["<h3>Allowed syncs</h3>", table(allowed)]
+        out += ["<h3>Allowed syncs</h3>", tbl(allowed)]
     out.append("<h2>Per step</h2>")
     for scenario in result.scenarios:
         steps = len(analysis.per_step(result, scenario))
         out += ["<details>", f"<summary>{esc(scenario)}: {steps} steps</summary>",
-                table(_tables.per_step_tbl(result, scenario, max_steps)), "</details>"]
-    out += ["<h2>Legend</h2>", '<dl class="legend">']
+                tbl(_tables.per_step_tbl(result, scenario, max_steps)), "</details>"]
+    out += ['<h2 id="legend">Legend</h2>', '<dl class="legend">']
     out += [f"<dt>{esc(k)}</dt><dd>{esc(v)}</dd>" for k, v in LEGEND]
+    out += style_legend(list(dict.fromkeys(used)))
     out += ["</dl>", "</body>", "</html>"]
     return "\n".join(out) + "\n"
 
@@ -205,11 +266,12 @@ def render(result: RunResult, *, title: str = "syncguard report", show_time: boo
 def render_compare(df: pd.DataFrame, label_a: str = "A", label_b: str = "B", *,
                    title: str = "syncguard compare") -> str:
     """A comparison (:func:`analysis.compare` / :func:`analysis.compare_paths`) as HTML."""
-    n = int(df["changed"].sum()) if len(df) else 0
+    t = _tables.compare_tbl(df, "A", "B")
     return "\n".join([
         "<!DOCTYPE html>", '<html lang="en">', "<head>", '<meta charset="utf-8">',
         f"<title>{esc(title)}</title>", f"<style>\n{CSS}\n</style>", "</head>", "<body>",
         f"<h1>{esc(title)}</h1>",
         f'<p class="env">A: <code>{esc(label_a)}</code> · B: <code>{esc(label_b)}</code> · '
-        f"{n} of {len(df)} rows changed</p>",
-        table(_tables.compare_tbl(df, "A", "B")), "</body>", "</html>"]) + "\n"
+        f"{esc(t.footer)}</p>",
+        table(t), '<dl class="legend">', *style_legend(t.styles_used()), "</dl>",
+        "</body>", "</html>"]) + "\n"

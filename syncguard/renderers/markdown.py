@@ -10,7 +10,8 @@ from __future__ import annotations
 import html as _html
 from typing import TYPE_CHECKING, List, Optional
 
-from . import _tables, analysis
+from .. import analysis
+from . import _tables
 from ._common import LEGEND, environment_parts, note_texts, status_text, timed_on_hardware, verdicts
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -36,15 +37,26 @@ def code(s: str) -> str:
     return f"{fence}{pad}{s}{pad}{fence}"
 
 
+#: styles drawn in bold (Markdown has no colour): the bad ones, notable steps, changes;
+#: good ones stay plain and a compare's change column says "better" in words
+BOLD = _tables.BAD + ("note", "changed")
+
+
 def _cell(c: _tables.Cell) -> str:
     if not c.text:
         return ""
     s = code(c.text) if c.code else text(c.text)
-    return f"**{s}**" if c.mark in ("worst", "note") and not c.code else s
+    return f"**{s}**" if c.style in BOLD and not c.code else s
 
 
-def table(t: _tables.Tbl) -> str:
-    """A GFM pipe table; ellipsis rows (``None``) carry their gap text in the first cell."""
+def style_legend(styles: List[str]) -> List[str]:
+    """Legend lines for the styles used that Markdown draws (bold)."""
+    bold = [_tables.STYLE_LEGEND[s] for s in styles if s in BOLD]
+    return [f"- **bold**: {text('; '.join(bold))}"] if bold else []
+
+
+def render_table(t: _tables.Table) -> str:
+    """A GFM pipe table of the model; ellipsis rows carry their gap text in the first cell."""
     sep = {"l": ":---", "r": "---:"}
     lines = ["| " + " | ".join(text(h) for h in t.headers) + " |",
              "| " + " | ".join(sep[a] for a in t.align) + " |"]
@@ -56,6 +68,9 @@ def table(t: _tables.Tbl) -> str:
             cells = [_cell(c) for c in row]
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
+
+
+table = render_table
 
 
 def render(result: RunResult, *, title: str = "syncguard report", show_time: bool = True,
@@ -77,6 +92,12 @@ def render(result: RunResult, *, title: str = "syncguard report", show_time: boo
         out += ["**No steps recorded.**", ""]
         return "\n".join(out)
     st = analysis.merge_paths(analysis.sites(result, max_parts=20))
+    used: List[str] = []
+
+    def table(t: _tables.Table) -> str:
+        used.extend(t.styles_used())
+        return render_table(t)
+
     out += [f"{hs} Summary", "", table(_tables.summary_tbl(sm)), ""]
     out += [f"{hs} Verdict", ""]
     for scenario, sentence in verdicts(sm, st, code=_MARK, base=base,
@@ -102,6 +123,7 @@ def render(result: RunResult, *, title: str = "syncguard report", show_time: boo
                 "</summary>", "", table(t), "", "</details>", ""]
     out += [f"{hs} Legend", ""]
     out += [f"- **{text(k)}**: {text(v)}" for k, v in LEGEND]
+    out += style_legend(list(dict.fromkeys(used)))
     return "\n".join(out) + "\n"
 
 
@@ -117,10 +139,8 @@ def _verdict_md(sentence: str) -> str:
 def render_compare(df: pd.DataFrame, label_a: str = "A", label_b: str = "B", *,
                    title: str = "syncguard compare", heading_level: int = 2) -> str:
     """A comparison (:func:`analysis.compare` / :func:`analysis.compare_paths`) as Markdown."""
-    n = int(df["changed"].sum()) if len(df) else 0
+    t = _tables.compare_tbl(df, "A", "B")
     return "\n".join([
         f"{'#' * heading_level} {text(title)}", "",
-        f"A: {code(label_a)} · B: {code(label_b)} · {n} of {len(df)} rows changed "
-        f"(hidden syncs differ or mean latency moved more than "
-        f"{analysis.LATENCY_THRESHOLD:.0%})", "",
-        table(_tables.compare_tbl(df, "A", "B")), ""])
+        f"A: {code(label_a)} · B: {code(label_b)} · {text(t.footer)}", "",
+        render_table(t), "", *style_legend(t.styles_used()), ""])

@@ -8,24 +8,17 @@ pytest-benchmark does); data from the result is never read as rich markup.
 from __future__ import annotations
 
 import io
-from typing import TYPE_CHECKING, Any, Dict, List, Optional, Sequence
+from typing import TYPE_CHECKING, Any, Dict, List, Optional, Sequence, Tuple
 
-from . import analysis
+from .. import analysis
+from . import _tables
 from ._common import (
     LEGEND,
-    fmt_int,
-    fmt_ms,
-    fmt_ratio,
-    fmt_syncs,
-    fmt_us,
     header_line,
     note_texts,
-    short_site,
-    step_label,
     timed_on_hardware,
     verdicts,
 )
-from .analysis import is_missing
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
@@ -35,8 +28,16 @@ if TYPE_CHECKING:  # pragma: no cover
 
     from ..results import RunResult
 
-BEST = "bold green"
-WORST = "bold red"
+#: the look of each semantic style of :mod:`._tables` (green good, red bad)
+STYLE_LOOK: Dict[str, str] = {
+    "best": "bold green", "improved": "bold green", "worst": "bold red",
+    "regressed": "bold red", "changed": "bold", "note": "yellow", "dim": "dim",
+}
+#: how each look reads, for the legend
+LOOK_WORDS: Dict[str, str] = {"bold green": "green", "bold red": "red", "bold": "bold",
+                              "yellow": "yellow", "dim": "dim"}
+BEST = STYLE_LOOK["best"]
+WORST = STYLE_LOOK["worst"]
 
 
 def _t(value: Any, style: str = "") -> Text:
@@ -53,120 +54,75 @@ def _table(title: str, **kw: Any) -> Table:
                  pad_edge=False, collapse_padding=True, **kw)
 
 
-def _styles(values: Sequence[Any]) -> List[str]:
-    """Best (lowest) green and worst (highest) red, when at least two values differ."""
-    nums = [float(v) for v in values if not is_missing(v)]
-    if len(nums) < 2 or min(nums) == max(nums):
-        return [""] * len(values)
-    lo, hi = min(nums), max(nums)
-    out = []
-    for v in values:
-        if is_missing(v):
-            out.append("")
+def rich_table(t: _tables.Table) -> Table:
+    """A :class:`_tables.Table` as a rich Table: styles by :data:`STYLE_LOOK`; ``under``
+    columns printed dim below their column's cell; ``group`` cells on a section's first row."""
+    table = _table(t.title)
+    shown = [i for i, c in enumerate(t.columns) if c.under is None]
+    unders: Dict[int, List[int]] = {i: [] for i in shown}
+    index = {c.key: i for i, c in enumerate(t.columns)}
+    for i, c in enumerate(t.columns):
+        if c.under is not None:
+            unders[index[c.under]].append(i)
+    for i in shown:
+        c = t.columns[i]
+        if c.align == "r":
+            table.add_column(c.short or c.header, justify="right", no_wrap=True)
         else:
-            out.append(BEST if float(v) == lo else WORST if float(v) == hi else "")
-    return out
-
-
-_SUMMARY_COLS: List[tuple] = [
-    # (header, column, formatter, colour best/worst)
-    ("syncs\n/step", "syncs_mean", fmt_syncs, True),
-    ("syncs\nmax", "syncs_max", fmt_int, True),
-    ("allowed\n/step", "allowed_mean", fmt_syncs, False),
-    ("p50\nms", "p50_ms", fmt_ms, True),
-    ("p90\nms", "p90_ms", fmt_ms, True),
-    ("p99\nms", "p99_ms", fmt_ms, True),
-    ("mean\nms", "mean_ms", fmt_ms, True),
-    ("ratio\n/legacy", "ratio_vs_legacy", fmt_ratio, True),
-    ("saved\nus/tok", "saved_per_token_us", fmt_us, False),
-]
+            table.add_column(c.short or c.header, overflow="fold")
+    for n, section in enumerate(t.sections):
+        if n:
+            table.add_section()
+        for k, row in enumerate(section):
+            if isinstance(row, _tables.Gap):
+                cells = [_t("") for _ in shown]
+                cells[0] = _t("...")
+                cells[min(2, len(cells) - 1)] = _t(f"{row.hidden} hidden", "dim")
+                table.add_row(*cells)
+                continue
+            cells = []
+            for i in shown:
+                cell = row[i]
+                text = _t("" if t.columns[i].group and k else cell.text,
+                          STYLE_LOOK.get(cell.style, ""))
+                for j in unders[i]:
+                    if row[j].text not in ("", "-"):
+                        text.append("\n" + row[j].text, "dim")
+                cells.append(text)
+            table.add_row(*cells)
+    return table
 
 
 def summary_table(summary_df: pd.DataFrame) -> Table:
     """The summary: one row per (scenario, path), scenarios separated."""
-    table = _table("Summary")
-    longest = max([len(str(s)) for s in summary_df["scenario"]] + [8])
-    table.add_column("scenario", overflow="fold", min_width=min(longest, 14))
-    table.add_column("path", no_wrap=True)
-    for head, *_ in _SUMMARY_COLS:
-        table.add_column(head, justify="right", no_wrap=True)
-    first = True
-    for scenario in dict.fromkeys(summary_df["scenario"]):
-        rows = summary_df[summary_df["scenario"] == scenario].to_dict("records")
-        if not first:
-            table.add_section()
-        first = False
-        styles: Dict[str, List[str]] = {}
-        for _, col, _, colour in _SUMMARY_COLS:
-            styles[col] = _styles([r[col] for r in rows]) if colour else [""] * len(rows)
-        for i, r in enumerate(rows):
-            cells = [_t(scenario if i == 0 else ""), _t(r["path"])]
-            for _, col, fmt, _ in _SUMMARY_COLS:
-                cells.append(_t(fmt(r[col]), styles[col][i]))
-            table.add_row(*cells)
-    return table
+    return rich_table(_tables.summary_tbl(summary_df, branches=False))
 
 
 def per_step_table(result: RunResult, scenario: str, head: int = 5, tail: int = 5) -> Table:
     """Steps of one scenario side by side: the first ``head``, the last ``tail`` and every
     notable step (yellow; see :func:`analysis.per_step`); an ellipsis row says how many steps
     were hidden. Warm-up steps are dim and marked ``w``."""
-    df = analysis.per_step(result, scenario)
-    paths = analysis.ordered_paths(s.path for s in result.steps if s.scenario == scenario)
-    table = _table(f"Per step: {scenario}")
-    table.add_column("step", justify="right", no_wrap=True)
-    table.add_column("batch", justify="right", no_wrap=True)
-    for p in paths:
-        table.add_column(f"{p}\nbranch", overflow="fold")
-        table.add_column("syncs", justify="right", no_wrap=True)
-        table.add_column("ms", justify="right", no_wrap=True)
-    recs = df.to_dict("records")
-    for kind, val in analysis.elide(len(recs), [r["notable"] for r in recs], head, tail):
-        if kind == "gap":
-            table.add_row(_t("..."), _t(""), _t(f"{val} hidden", "dim"),
-                          *[_t("") for _ in range(3 * len(paths) - 1)])
-            continue
-        r = recs[val]
-        style = "dim" if r["warmup"] else "yellow" if r["notable"] else ""
-        cells = [_t(step_label(r["step"], r["warmup"]), style), _t(fmt_int(r["batch_size"]))]
-        for p in paths:
-            cells += [_t(r[f"{p}.branch"] or "-", style), _t(fmt_int(r[f"{p}.syncs"]), style),
-                      _t(fmt_ms(r[f"{p}.latency_ms"]), style)]
-        table.add_row(*cells)
-    return table
+    return rich_table(_tables.per_step_tbl(result, scenario, 0, head, tail))
 
 
 def sites_table(sites_df: pd.DataFrame, allowed: bool = False,
                 base: Optional[str] = None) -> Table:
     """Hidden (or, with ``allowed=True``, allowed) sync sites: scenario over path, file:line
     over function, API over ATen op and kind (and the reason of allowed ones), count, steps."""
-    sub = sites_df[sites_df["allowed"].astype(bool) == allowed] if len(sites_df) else sites_df
-    table = _table("Allowed syncs" if allowed else "Hidden sync sites")
-    table.add_column("scenario\npath", overflow="fold")
-    table.add_column("site\nfunction", overflow="fold")
-    table.add_column("API\nop, kind", overflow="fold")
-    table.add_column("count", justify="right")
-    table.add_column("steps", overflow="fold")
-    for i, r in enumerate(sub.to_dict("records")):
-        if i:
-            table.add_section()
-        where = _t(r["scenario"])
-        where.append("\n" + "\n".join(str(r["path"]).split(", ")))
-        site = _t(short_site(r["site"], base))
-        if r["function"]:
-            site.append("\n" + str(r["function"]), "dim")
-        api = _t(r["api"])
-        if r["op"]:
-            api.append("\n" + str(r["op"]), "dim")
-        api.append("\n" + str(r["kind"]), "dim")
-        if allowed and r["reason"]:
-            api.append(f" ({r['reason']})", "dim")
-        table.add_row(where, site, api, _t(r["count"], "" if allowed else WORST),
-                      _t(r["steps"]))
-    return table
+    return rich_table(_tables.sites_tbl(sites_df, allowed, base))
 
 
-def legend_table() -> Table:
+def style_legend(styles: List[str]) -> List[Tuple[str, str]]:
+    """``(look, meaning)`` lines for the semantic styles used, one per look."""
+    out: Dict[str, List[str]] = {}
+    for s in styles:
+        look = LOOK_WORDS[STYLE_LOOK[s]]
+        out.setdefault(look, []).append(_tables.STYLE_LEGEND[s])
+    return [(look, "; ".join(v)) for look, v in out.items()]
+
+
+def legend_table(styles: Sequence[str] = ()) -> Table:
+    """The legend: every column term, then what the colours used mean."""
     from rich.table import Table
 
     table = Table.grid(padding=(0, 2))
@@ -174,6 +130,9 @@ def legend_table() -> Table:
     table.add_column()
     for k, v in LEGEND:
         table.add_row(_t(k), _t(v))
+    for look, meaning in style_legend(list(styles)):
+        style = next(v for v in STYLE_LOOK.values() if LOOK_WORDS[v] == look)
+        table.add_row(_t(look, style), _t(meaning))
     return table
 
 
@@ -195,10 +154,16 @@ def print_report(result: RunResult, console: Console, *, steps: bool = True,
     """
     print_header(result, console, show_time)
     sm = analysis.summary(result)
+    used: List[str] = []
+
+    def show(t: _tables.Table) -> None:
+        used.extend(t.styles_used())
+        console.print(rich_table(t))
+
     if sm.empty:
         console.print(_t("no steps recorded", "bold red"))
     else:
-        console.print(summary_table(sm))
+        show(_tables.summary_tbl(sm, branches=False))
         st = analysis.merge_paths(analysis.sites(result, max_parts=8))
         console.print(_t("Verdict", "bold"))
         for scenario, sentence in verdicts(sm, st, code="", base=base,
@@ -209,57 +174,40 @@ def print_report(result: RunResult, console: Console, *, steps: bool = True,
         console.print()
     if steps:
         for scenario in result.scenarios:
-            console.print(per_step_table(result, scenario, head, tail))
+            show(_tables.per_step_tbl(result, scenario, 0, head, tail))
     if sites:
         st = analysis.merge_paths(analysis.sites(result, max_parts=8))
         hidden = st[~st["allowed"].astype(bool)] if len(st) else st
         if len(hidden):
-            console.print(sites_table(st, False, base))
+            show(_tables.sites_tbl(st, False, base))
         elif not sm.empty:
             console.print(_t("No hidden syncs outside warm-up.", BEST))
         if len(st) and st["allowed"].astype(bool).any():
-            console.print(sites_table(st, True, base))
+            show(_tables.sites_tbl(st, True, base))
     if legend:
         console.print(_t("Legend", "bold"))
-        console.print(legend_table())
+        console.print(legend_table(list(dict.fromkeys(used))))
 
 
 def compare_table(df: pd.DataFrame, label_a: str = "A", label_b: str = "B",
                   title: Optional[str] = None) -> Table:
-    """A table of :func:`analysis.compare` / :func:`analysis.compare_paths` rows; changed
-    rows are marked ``*`` and coloured (red: more syncs or slower, green: fewer or faster)."""
-    table = _table(title or f"Compare: {label_a} -> {label_b}")
-    table.add_column("scenario", overflow="fold")
-    table.add_column("path", overflow="fold")
-    table.add_column(f"syncs/step\n{label_a}", justify="right")
-    table.add_column(f"syncs/step\n{label_b}", justify="right")
-    table.add_column("syncs\ndelta", justify="right")
-    table.add_column(f"mean ms\n{label_a}", justify="right")
-    table.add_column(f"mean ms\n{label_b}", justify="right")
-    table.add_column("latency\nratio", justify="right")
-    table.add_column("changed", justify="center")
-    for r in df.to_dict("records"):
-        style = ""
-        if r["changed"]:
-            worse = (not is_missing(r["syncs_delta"]) and r["syncs_delta"] > 0) or (
-                not is_missing(r["latency_ratio"]) and r["latency_ratio"] > 1)
-            style = WORST if worse else BEST
-        table.add_row(_t(r["scenario"]), _t(r["path"]), _t(fmt_syncs(r["a_syncs_mean"])),
-                      _t(fmt_syncs(r["b_syncs_mean"])), _t(fmt_syncs(r["syncs_delta"]), style),
-                      _t(fmt_ms(r["a_mean_ms"])), _t(fmt_ms(r["b_mean_ms"])),
-                      _t(fmt_ratio(r["latency_ratio"]), style),
-                      _t("*" if r["changed"] else "", style))
-    return table
+    """A table of :func:`analysis.compare` / :func:`analysis.compare_paths` rows, styled as
+    in every format (:func:`_tables.compare_styles`): green fewer syncs or faster, red more
+    or slower; the change column says so in words."""
+    return rich_table(_tables.compare_tbl(df, label_a, label_b, title))
 
 
 def print_compare(df: pd.DataFrame, console: Console, title: Optional[str] = None,
                   label_a: str = "A", label_b: str = "B") -> None:
-    """Print :func:`compare_table` and a one-line count of changed rows."""
-    console.print(compare_table(df, label_a, label_b, title))
-    n = int(df["changed"].sum()) if len(df) else 0
-    console.print(_t(f"{n} of {len(df)} rows changed (hidden syncs differ or mean latency "
-                     f"moved more than {analysis.LATENCY_THRESHOLD:.0%}; ratio = B / A)",
-                     WORST if n else BEST))
+    """Print :func:`compare_table`, a one-line count of changed rows and the colour legend."""
+    t = _tables.compare_tbl(df, label_a, label_b, title)
+    console.print(rich_table(t))
+    console.print(_t(t.footer, STYLE_LOOK.get(t.footer_style, "")))
+    for look, meaning in style_legend(t.styles_used()):
+        style = next(v for v in STYLE_LOOK.values() if LOOK_WORDS[v] == look)
+        line = _t(look, style)
+        line.append(f": {meaning}")
+        console.print(line)
 
 
 def _recording_console(width: int, color: bool) -> Console:

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any, Dict, Iterable, List, Optional, Sequence,
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
 
-    from ..results import RunResult, StepRecord
+    from .results import RunResult, StepRecord
 
 #: Known sampling paths, in display order.
 PATH_ORDER: Tuple[str, ...] = ("legacy", "flag", "flag-recompute")

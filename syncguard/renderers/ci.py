@@ -14,8 +14,9 @@ import xml.etree.ElementTree as ET
 from typing import IO, Any, Dict, List, Optional, Sequence, Tuple
 from urllib.parse import quote
 
-from .baseline import Finding, display_path, site_key
-from .events import KINDS
+from ..baseline import Finding, display_path, site_key
+from ..events import KINDS
+from ..events import site_line as _site_line
 
 #: (scenario, path, hidden syncs, budget, failed)
 Total = Tuple[str, str, int, int, bool]
@@ -44,7 +45,7 @@ _KIND_HELP: Dict[str, str] = {
 
 
 def _version() -> str:
-    from . import __version__
+    from .. import __version__
 
     return __version__
 
@@ -72,7 +73,7 @@ def information_uri() -> str:
 
 def step_ranges(steps: Sequence[Optional[int]]) -> str:
     """``[2, 3, 4, 7] -> "2-4, 7"`` (None ignored, ``""`` for none)."""
-    from .renderers.analysis import step_ranges as _sr
+    from ..analysis import step_ranges as _sr
 
     return _sr(steps)
 
@@ -92,13 +93,9 @@ def _by_total(findings: Sequence[Finding]) -> Dict[Tuple[str, str], List[Finding
 
 
 def site_line(f: Finding) -> str:
-    """``file:line in function: api (op) xN, steps 2-19``."""
+    """``file:line in function: api (op) xN, steps 2-19`` (:func:`syncguard.events.site_line`)."""
     ev = f.event
-    op = f" ({ev.op})" if ev.op else ""
-    steps = step_ranges(f.steps)
-    where = f", steps {steps}" if steps else ""
-    return (f"{display_path(ev.filename)}:{ev.lineno} in {ev.function}: {ev.api}{op} "
-            f"x{f.count}{where}")
+    return _site_line(ev.filename, ev.lineno, ev.function, ev.api, ev.op, f.count, f.steps)
 
 
 def render_text(totals: Sequence[Total], findings: Sequence[Finding],
