@@ -54,6 +54,12 @@ class StepRecord:
     ``npu_top_k_top_p_eligible`` at this step. ``tokens``: the sampled ids.
     ``sync_wait_us``: time the host spent inside this step's hidden syncs (microseconds,
     counted pass; 0.0 without hidden syncs; None on the timed pass).
+    ``labels``: free-form per-step facts a subject reports (e.g. ``{"branch": "fused"}``).
+    ``rank``: the distributed rank that wrote the step (None outside torchrun).
+
+    ``pass_`` is ``"exec"`` for ``syncguard exec``: the program ran once, under the guard, so
+    the record is both counted and timed; ``scenario`` is then the program and ``path`` the
+    step's name.
     """
 
     scenario: str
@@ -70,6 +76,8 @@ class StepRecord:
     eligible: Optional[bool] = None
     tokens: Optional[List[int]] = None
     sync_wait_us: Optional[float] = None
+    labels: Optional[Dict[str, Any]] = None
+    rank: Optional[int] = None
 
     def to_dict(self) -> Dict[str, Any]:
         d = dataclasses.asdict(self)
@@ -99,6 +107,7 @@ STEP_COLUMNS = {
     "device_ms": "device time of the step from device events (ms; real devices only)",
     "eligible": "host flag npu_top_k_top_p_eligible at this step",
     "sync_wait_us": "host time spent inside this step's hidden syncs (us, counted pass)",
+    "rank": "distributed rank that wrote the step (empty outside torchrun)",
 }
 
 EVENT_COLUMNS = {
@@ -182,9 +191,10 @@ class ResultWriter:
     def step(self, rec: StepRecord, events: List[SyncEvent]) -> None:
         """One finished step with its events: the events first, so a step line always has
         its events above it."""
+        extra = {} if rec.rank is None else {"rank": rec.rank}
         for ev in events:
             self._write({"type": "event", "scenario": rec.scenario, "path": rec.path,
-                         "pass": rec.pass_, **ev.to_dict()})
+                         "pass": rec.pass_, **extra, **ev.to_dict()})
         self._write({"type": "step", **rec.to_dict()})
         assert self._f is not None
         os.fsync(self._f.fileno())

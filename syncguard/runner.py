@@ -176,7 +176,7 @@ class DecodeLoop:
 
 
 # -- passes ----------------------------------------------------------------------------------
-class _DeviceTimer:
+class DeviceTimer:
     """Device time of a step from device events (CUDA or NPU); None elsewhere."""
 
     def __init__(self, target: Target) -> None:
@@ -221,7 +221,7 @@ def run_pass(sc: Scenario, path: str, target: Target, counted: bool,
     _seed(sc)
     loop = DecodeLoop(sc, path, target)
     records: List[StepRecord] = []
-    timer = _DeviceTimer(target)
+    timer = DeviceTimer(target)
     pass_ = "counted" if counted else "timed"
     guard: Optional[SyncGuard] = None
     step_events: List[SyncEvent] = []

@@ -65,10 +65,37 @@ def _allow_sites(args: argparse.Namespace) -> Tuple[Tuple[str, str], ...]:
     return out
 
 
+def gate(scenario: str, path: str, events: List[Any], budget: int, base: Any = None
+         ) -> Tuple[int, bool, List[Any], Dict[str, Dict[str, Any]]]:
+    """The verdict on one (scenario, path)'s events: hidden syncs outside warm-up against
+    ``budget``, or only new sites / higher counts than ``base`` (a Baseline) when given.
+    Returns (hidden syncs, failed, findings, sites grouped by site key)."""
+    from ..baseline import Finding, site_key
+
+    hidden = [e for e in events if not e.allowed and not e.warmup]
+    n = sum(e.count for e in hidden)
+    grouped: Dict[str, Dict[str, Any]] = {}
+    for e in hidden:
+        k = site_key(e)
+        g = grouped.setdefault(k, {"event": e, "count": 0, "steps": []})
+        g["count"] += e.count
+        if e.step not in g["steps"]:
+            g["steps"].append(e.step)
+    if base is not None:
+        over_sites = base.compare(scenario, path, grouped)
+        return n, bool(over_sites), over_sites, grouped
+    failed = n > budget
+    over_sites = [Finding(scenario, path, g["event"], g["count"],
+                          sorted(s for s in g["steps"] if s is not None),
+                          None, f"{n} hidden syncs, budget {budget}")
+                  for g in grouped.values()] if failed else []
+    return n, failed, over_sites, grouped
+
+
 def main(args: argparse.Namespace) -> int:
     from .. import runner, scenario
     from .._selftest import selftest
-    from ..baseline import Baseline, Finding, site_key
+    from ..baseline import Baseline, Finding
     from . import EXIT_OK, EXIT_OVER, UsageError, device_for_probe
     from .run import options
 
@@ -91,27 +118,10 @@ def main(args: argparse.Namespace) -> int:
             evs: List[Any] = []
             kw: Dict[str, Any] = {"on_event": evs.append, "allow_sites": allow_sites}
             runner.run_pass(sc, path, target, True, None, None, guard_kwargs=kw)
-            hidden = [e for e in evs if not e.allowed and not e.warmup]
-            n = sum(e.count for e in hidden)
             budget = args.max_syncs if args.max_syncs is not None else sc.max_syncs.get(path, 0)
-            grouped: Dict[str, Dict[str, Any]] = {}
-            for e in hidden:
-                k = site_key(e)
-                g = grouped.setdefault(k, {"event": e, "count": 0, "steps": []})
-                g["count"] += e.count
-                if e.step not in g["steps"]:
-                    g["steps"].append(e.step)
+            n, failed, over_sites, grouped = gate(sc.name, path, evs, budget, base)
             for k, g in grouped.items():
                 observed[f"{sc.name}|{path}|{k}"] = {"count": g["count"], "event": g["event"]}
-            if base is not None:
-                over_sites = base.compare(sc.name, path, grouped)
-                failed = bool(over_sites)
-            else:
-                failed = n > budget
-                over_sites = [Finding(sc.name, path, g["event"], g["count"],
-                                      sorted(s for s in g["steps"] if s is not None),
-                                      None, f"{n} hidden syncs, budget {budget}")
-                              for g in grouped.values()] if failed else []
             findings.extend(over_sites)
             totals.append((sc.name, path, n, budget, failed))
     if args.update_baseline:

@@ -1,0 +1,176 @@
+"""``syncguard exec``: run a user's program in-process under the guard, one result record per
+step (a ``--step`` function call or a ``syncguard.step()`` block), then reports and the gate.
+
+Modules: :mod:`.program` runs the program as ``python`` would, :mod:`.hooks` wraps ``--step``
+functions when their module is imported, :mod:`.session` records the steps.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import sys
+from typing import Any, Dict, List, Optional, Sequence, Tuple
+
+from .hooks import StepTarget
+
+
+@dataclasses.dataclass
+class ExecOptions:
+    """One ``exec`` run: the program, the ``--step`` targets, the gate and output options."""
+
+    program: Any  # program.Program
+    steps: Sequence[StepTarget] = ()
+    warmup: int = 0
+    max_syncs: Optional[int] = None
+    allow_sites: Sequence[Tuple[str, str]] = ()
+    fmt: str = "text"
+    output: Optional[str] = None
+    width: Optional[int] = None
+    rank: Optional[int] = None
+    argv: List[str] = dataclasses.field(default_factory=list)
+
+
+def rank_from_env(env: Optional[Dict[str, str]] = None) -> Optional[int]:
+    """This process's rank under torchrun (``RANK`` and ``WORLD_SIZE`` set), else None."""
+    env = os.environ if env is None else env
+    rank, world = env.get("RANK"), env.get("WORLD_SIZE")
+    if rank is None or world is None:
+        return None
+    try:
+        return int(rank)
+    except ValueError:
+        return None
+
+
+def result_name(rank: Optional[int]) -> str:
+    """``result.jsonl``, or ``result.rank<N>.jsonl`` for rank N."""
+    return "result.jsonl" if rank is None else f"result.rank{rank}.jsonl"
+
+
+def _exit_code(exc: SystemExit) -> int:
+    code = exc.code
+    if code is None:
+        return 0
+    if isinstance(code, int):
+        return code
+    print(code, file=sys.stderr)  # sys.exit("message"), as Python prints it
+    return 1
+
+
+def execute(opts: ExecOptions, target: Any, out: str) -> int:
+    """Run the program under the guard, write the results into ``out`` and return the exit
+    code (see :mod:`syncguard.cli.exec`)."""
+    from .. import steps as markers
+    from .._selftest import selftest
+    from ..cli import EXIT_INTERRUPTED, EXIT_OK, EXIT_OVER, EXIT_USAGE, UsageError
+    from ..results import ResultWriter, environment
+    from .hooks import StepHooks, static_missing
+    from .program import ProgramError, check, run, show_exception
+    from .session import ExecSession
+
+    program = opts.program
+    try:
+        check(program)
+    except ProgramError as exc:
+        raise UsageError(str(exc)) from None
+    for t in opts.steps:
+        why = static_missing(t)
+        if why is not None:
+            raise UsageError(f"--step {t.spec}: {why}")
+    if opts.max_syncs is None and opts.fmt != "text":
+        raise UsageError(f"--format {opts.fmt}: needs --max-syncs (the budget to gate on)")
+    selftest(None if target.kind == "cpu" else str(target.device))
+
+    path = os.path.join(out, result_name(opts.rank))
+    header = {
+        "env": environment(target.kind, target.name), "argv": opts.argv,
+        "options": {"steps": [t.spec for t in opts.steps], "warmup": opts.warmup,
+                    "max_syncs": opts.max_syncs, "device": target.kind},
+        "exec": {"program": program.target, "module": program.module, "args": program.args,
+                 "rank": opts.rank, "world_size": os.environ.get("WORLD_SIZE")},
+        "scenarios": {program.name: {"file": program.target, "steps": None,
+                                     "warmup": opts.warmup, "max_syncs": {}}},
+    }
+    writer = ResultWriter(path, header)
+    session = ExecSession(program.name, writer, target, warmup=opts.warmup,
+                          allow_sites=opts.allow_sites, rank=opts.rank,
+                          devices=("cpu",) if target.kind == "cpu" else ())
+    hooks = StepHooks(opts.steps)
+    code, interrupted = 0, False
+    prev = markers.set_recorder(session)
+    try:
+        with session:
+            hooks.install()
+            try:
+                run(program)
+            finally:
+                hooks.uninstall()
+    except SystemExit as exc:
+        code = _exit_code(exc)
+    except KeyboardInterrupt:
+        interrupted = True
+    except BaseException as exc:  # the program failed: its traceback, as a plain run shows
+        show_exception(exc)
+        code = 1
+    finally:
+        markers.set_recorder(prev)
+        session.finish(complete=not interrupted)
+        outside = [e for e in session.outside if not e.allowed]
+        if outside:
+            writer.note(outside_steps=sum(e.count for e in outside),
+                        sites=sorted({e.site for e in outside}))
+        writer.close(not interrupted, reason="interrupted" if interrupted else None,
+                     exit_code=code)
+    _report(opts, path, out, interrupted, outside)
+    step_errors = hooks.errors()
+    for line in step_errors:
+        print(f"syncguard: error: {line}", file=sys.stderr)
+    if interrupted:
+        return EXIT_INTERRUPTED
+    if code != 0:
+        return code
+    if step_errors:
+        return EXIT_USAGE
+    return EXIT_OVER if _gate(opts, session) else EXIT_OK
+
+
+def _report(opts: ExecOptions, path: str, out: str, interrupted: bool,
+            outside: List[Any]) -> None:
+    from rich.console import Console
+
+    from .. import results
+    from ..renderers import terminal, write_reports
+
+    err = Console(stderr=True, width=opts.width)
+    res = results.load(path)
+    terminal.render(res, err)
+    if opts.rank is None:
+        for p in write_reports(res, out):
+            err.print(f"Wrote {p}")
+    err.print(f"Wrote {path}")
+    if outside:
+        sites = ", ".join(sorted({e.site for e in outside})[:3])
+        err.print(f"{sum(e.count for e in outside)} hidden syncs outside every step (not "
+                  f"gated): {sites}")
+    if interrupted:
+        err.print(f"interrupted: kept {len(res.steps)} finished steps in {path}")
+
+
+def _gate(opts: ExecOptions, session: Any) -> bool:
+    """Gate each step name's hidden syncs on ``--max-syncs``; True when one is over."""
+    if opts.max_syncs is None:
+        return False
+    from ..ci import emit
+    from ..cli.check import gate
+
+    label = opts.program.name if opts.rank is None else f"{opts.program.name} [rank {opts.rank}]"
+    totals, findings = [], []
+    for name, tot in session.totals.items():
+        n, failed, over, _ = gate(label, name, tot.events, opts.max_syncs)
+        totals.append((label, name, n, opts.max_syncs, failed))
+        findings.extend(over)
+    emit(opts.fmt, totals, findings, opts.output)
+    if opts.output not in (None, "-") and os.path.exists(opts.output):
+        print(f"Wrote {opts.output}", file=sys.stderr)
+    return any(t[4] for t in totals)

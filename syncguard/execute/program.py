@@ -1,0 +1,121 @@
+"""Run a Python program in this process as ``python SCRIPT ARGS`` / ``python -m MODULE ARGS``
+would: ``sys.argv``, ``__main__`` and ``sys.path[0]`` as a plain run has them, restored after.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib.util
+import os
+import runpy
+import sys
+import traceback
+import types
+from typing import List, Optional
+
+_PKG_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
+_RUNPY = os.path.abspath(runpy.__file__)
+
+
+class ProgramError(ValueError):
+    """The program to run cannot be found: one line, exit code 2."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Program:
+    """What to run: a script path or a module name, and its arguments."""
+
+    target: str
+    args: List[str]
+    module: bool = False
+
+    @property
+    def name(self) -> str:
+        """A short label for reports: the script's file name or the module name."""
+        return self.target if self.module else os.path.basename(self.target)
+
+    @property
+    def argv(self) -> List[str]:
+        return [self.target, *self.args]
+
+
+def parse_command(program: List[str], module: Optional[List[str]]) -> Program:
+    """``[--] [python] SCRIPT ARGS``, ``[--] [python] -m MODULE ARGS`` or ``-m MODULE ARGS``."""
+    if module:
+        return Program(module[0], list(module[1:]), module=True)
+    words = list(program)
+    if words and words[0] == "--":
+        words = words[1:]
+    if words and os.path.basename(words[0]).startswith("python") and not words[0].endswith(
+            ".py"):
+        words = words[1:]
+    if words and words[0] == "-m":
+        if len(words) < 2:
+            raise ProgramError("-m: expected a module name")
+        return Program(words[1], words[2:], module=True)
+    if not words:
+        raise ProgramError("no program: give `-- python SCRIPT [ARGS]` or `-m MODULE [ARGS]`")
+    if words[0].startswith("-"):
+        raise ProgramError(f"{words[0]}: only `python SCRIPT` and `python -m MODULE` are "
+                           f"supported")
+    return Program(words[0], words[1:])
+
+
+def check(program: Program) -> None:
+    """Raise :class:`ProgramError` when the script or module does not exist."""
+    if program.module:
+        saved = sys.path[:]
+        sys.path.insert(0, os.getcwd())
+        try:
+            spec = importlib.util.find_spec(program.target)
+        except (ImportError, ValueError) as exc:
+            raise ProgramError(f"-m {program.target}: {exc}") from None
+        finally:
+            sys.path[:] = saved
+        if spec is None:
+            raise ProgramError(f"-m {program.target}: no module named {program.target!r}")
+    elif not os.path.isfile(program.target):
+        raise ProgramError(f"{program.target}: no such file")
+
+
+def run(program: Program) -> None:
+    """Run ``program`` here. What it raises (``SystemExit`` included) propagates; ``sys.argv``
+    and ``sys.path`` are restored afterwards."""
+    saved_argv, saved_path = sys.argv[:], sys.path[:]
+    try:
+        if program.module:
+            sys.argv = [program.target, *program.args]  # run_module puts the file in argv[0]
+            sys.path.insert(0, os.getcwd())
+            runpy.run_module(program.target, run_name="__main__", alter_sys=True)
+        else:
+            path = os.path.abspath(program.target)
+            sys.argv = [program.target, *program.args]
+            sys.path.insert(0, os.path.dirname(path))
+            runpy.run_path(path, run_name="__main__")
+    finally:
+        sys.argv[:] = saved_argv
+        sys.path[:] = saved_path
+
+
+def user_traceback(tb: Optional[types.TracebackType]) -> Optional[types.TracebackType]:
+    """``tb`` without syncguard's and runpy's frames (the runner, step wrappers,
+    interceptors): the traceback a plain run of the program would show."""
+    keep: List[types.TracebackType] = []
+    while tb is not None:
+        f = os.path.abspath(tb.tb_frame.f_code.co_filename)
+        if not (f.startswith(_PKG_DIR) or f == _RUNPY):
+            keep.append(tb)
+        tb = tb.tb_next
+    out: Optional[types.TracebackType] = None
+    for t in reversed(keep):
+        out = types.TracebackType(out, t.tb_frame, t.tb_lasti, t.tb_lineno)
+    return out
+
+
+def show_exception(exc: BaseException) -> None:
+    """Print ``exc`` as Python would for the program (through ``sys.excepthook``)."""
+    tb = user_traceback(exc.__traceback__)
+    try:
+        sys.excepthook(type(exc), exc, tb)
+    except Exception:  # a broken excepthook: fall back to the plain format
+        traceback.print_exception(type(exc), exc, tb)
