@@ -10,7 +10,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import sys
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from typing import Any, List, Mapping, Optional, Sequence, Tuple
 
 from .hooks import StepTarget
 
@@ -31,10 +31,10 @@ class ExecOptions:
     argv: List[str] = dataclasses.field(default_factory=list)
 
 
-def rank_from_env(env: Optional[Dict[str, str]] = None) -> Optional[int]:
+def rank_from_env(env: Optional[Mapping[str, str]] = None) -> Optional[int]:
     """This process's rank under torchrun (``RANK`` and ``WORLD_SIZE`` set), else None."""
-    env = os.environ if env is None else env
-    rank, world = env.get("RANK"), env.get("WORLD_SIZE")
+    e: Mapping[str, str] = os.environ if env is None else env
+    rank, world = e.get("RANK"), e.get("WORLD_SIZE")
     if rank is None or world is None:
         return None
     try:
@@ -66,7 +66,7 @@ def execute(opts: ExecOptions, target: Any, out: str) -> int:
     from ..cli import EXIT_INTERRUPTED, EXIT_OK, EXIT_OVER, EXIT_USAGE, UsageError
     from ..results import ResultWriter, environment
     from .hooks import StepHooks, static_missing
-    from .program import ProgramError, check, run, show_exception
+    from .program import ProgramError, check, program_path, run, show_exception
     from .session import ExecSession
 
     program = opts.program
@@ -74,10 +74,11 @@ def execute(opts: ExecOptions, target: Any, out: str) -> int:
         check(program)
     except ProgramError as exc:
         raise UsageError(str(exc)) from None
-    for t in opts.steps:
-        why = static_missing(t)
-        if why is not None:
-            raise UsageError(f"--step {t.spec}: {why}")
+    with program_path(program):
+        for t in opts.steps:
+            why = static_missing(t)
+            if why is not None:
+                raise UsageError(f"--step {t.spec}: {why}")
     if opts.max_syncs is None and opts.fmt != "text":
         raise UsageError(f"--format {opts.fmt}: needs --max-syncs (the budget to gate on)")
     selftest(None if target.kind == "cpu" else str(target.device))

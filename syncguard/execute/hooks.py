@@ -78,23 +78,46 @@ def static_missing(target: StepTarget) -> Optional[str]:
     except (OSError, SyntaxError, UnicodeDecodeError, ValueError):
         return None
     body: List[ast.stmt] = tree.body
-    for depth, name in enumerate(target.qualname.split(".")):
+    names = target.qualname.split(".")
+    for depth, name in enumerate(names):
         found: Optional[ast.stmt] = None
         for node in body:
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-                if node.name == name:
+                if node.name in (name, "__getattr__"):
                     found = node
-            elif isinstance(node, (ast.Import, ast.ImportFrom, ast.Assign, ast.AnnAssign,
-                                   ast.If, ast.Try, ast.With, ast.For, ast.While)):
-                return None  # bound dynamically (import, assignment, conditional): run to tell
+            elif _may_bind(node, name):
+                return None  # bound by an import, assignment or conditional: run to tell
         if found is None:
-            where = target.module if depth == 0 else ".".join(
-                [target.module] + target.qualname.split(".")[:depth])
+            where = ".".join([target.module] + names[:depth])
             return f"{where} has no attribute {name!r} ({path})"
-        if not isinstance(found, ast.ClassDef):
-            return None  # a function: whatever follows is an attribute set at run time
+        if not isinstance(found, ast.ClassDef) or found.name != name or found.decorator_list:
+            return None  # set at run time, or a class a decorator may change
+        if found.bases and depth == len(names) - 1:
+            return None
+        if found.bases:
+            # an inherited method cannot be told from this file alone
+            if not any(isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))
+                       and n.name == names[depth + 1] for n in found.body):
+                return None
         body = found.body
     return None
+
+
+def _may_bind(node: ast.stmt, name: str) -> bool:
+    """Whether ``node`` (not a def or class) may bind ``name`` at module or class level."""
+    for sub in ast.walk(node):
+        if isinstance(sub, ast.alias) and (sub.name == "*" or (
+                sub.asname or sub.name.split(".")[0]) == name):
+            return True
+        if isinstance(sub, ast.Name) and isinstance(sub.ctx, ast.Store) and sub.id == name:
+            return True
+        if isinstance(sub, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and (
+                sub.name == name):
+            return True
+        if isinstance(sub, ast.Call) and isinstance(sub.func, ast.Name) and sub.func.id in (
+                "setattr", "globals", "exec"):
+            return True
+    return False
 
 
 class _Installed:
@@ -182,7 +205,9 @@ class StepHooks:
         elif isinstance(raw, classmethod):
             new = classmethod(wrap_step(raw.__func__, t.label))  # type: ignore[arg-type]
         elif getattr(raw, "__syncguard_step__", None) is not None:
-            return  # already a step
+            if had_own:
+                return  # already a step
+            new = wrap_step(raw.__wrapped__, t.label)  # a base class's step, renamed here
         elif callable(raw):
             new = wrap_step(raw, t.label)
         else:

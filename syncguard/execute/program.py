@@ -4,6 +4,7 @@ would: ``sys.argv``, ``__main__`` and ``sys.path[0]`` as a plain run has them, r
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import importlib.util
 import os
@@ -11,7 +12,7 @@ import runpy
 import sys
 import traceback
 import types
-from typing import List, Optional
+from typing import Iterator, List, Optional
 
 _PKG_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
 _RUNPY = os.path.abspath(runpy.__file__)
@@ -78,6 +79,24 @@ def check(program: Program) -> None:
         raise ProgramError(f"{program.target}: no such file")
 
 
+def path0(program: Program) -> str:
+    """``sys.path[0]`` of a plain run: the script's folder, or the working folder for -m."""
+    if program.module:
+        return os.getcwd()
+    return os.path.dirname(os.path.abspath(program.target))
+
+
+@contextlib.contextmanager
+def program_path(program: Program) -> Iterator[None]:
+    """``sys.path`` as the program will see it at start, for a block."""
+    saved = sys.path[:]
+    sys.path.insert(0, path0(program))
+    try:
+        yield
+    finally:
+        sys.path[:] = saved
+
+
 def run(program: Program) -> None:
     """Run ``program`` here. What it raises (``SystemExit`` included) propagates; ``sys.argv``
     and ``sys.path`` are restored afterwards."""
@@ -85,12 +104,12 @@ def run(program: Program) -> None:
     try:
         if program.module:
             sys.argv = [program.target, *program.args]  # run_module puts the file in argv[0]
-            sys.path.insert(0, os.getcwd())
+            sys.path.insert(0, path0(program))
             runpy.run_module(program.target, run_name="__main__", alter_sys=True)
         else:
             path = os.path.abspath(program.target)
             sys.argv = [program.target, *program.args]
-            sys.path.insert(0, os.path.dirname(path))
+            sys.path.insert(0, path0(program))
             runpy.run_path(path, run_name="__main__")
     finally:
         sys.argv[:] = saved_argv
@@ -103,7 +122,8 @@ def user_traceback(tb: Optional[types.TracebackType]) -> Optional[types.Tracebac
     keep: List[types.TracebackType] = []
     while tb is not None:
         f = os.path.abspath(tb.tb_frame.f_code.co_filename)
-        if not (f.startswith(_PKG_DIR) or f == _RUNPY):
+        if not (f.startswith(_PKG_DIR) or f == _RUNPY
+                or tb.tb_frame.f_code.co_filename == "<frozen runpy>"):
             keep.append(tb)
         tb = tb.tb_next
     out: Optional[types.TracebackType] = None
@@ -115,6 +135,7 @@ def user_traceback(tb: Optional[types.TracebackType]) -> Optional[types.Tracebac
 def show_exception(exc: BaseException) -> None:
     """Print ``exc`` as Python would for the program (through ``sys.excepthook``)."""
     tb = user_traceback(exc.__traceback__)
+    exc = exc.with_traceback(tb)  # the default hook prints the exception's own traceback
     try:
         sys.excepthook(type(exc), exc, tb)
     except Exception:  # a broken excepthook: fall back to the plain format
