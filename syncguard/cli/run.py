@@ -39,6 +39,9 @@ def add_common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--paths", "--path", dest="paths", action=_AppendPaths, default=None,
                    metavar="PATH", help="sampling path(s): legacy, flag, flag-recompute "
                    "(repeat or comma-separate; default: the scenario's)")
+    p.add_argument("--subject", dest="subjects", action="append", default=[],
+                   metavar="MODULE:OBJ", help="also drive this subject (your sampler; see "
+                   "syncguard.subjects): MODULE:OBJ or a registered name (repeatable)")
     p.add_argument("--steps", type=int, default=None, help="override the steps per scenario")
     p.add_argument("--warmup", type=int, default=None, help="override the warm-up steps")
 
@@ -72,20 +75,28 @@ def crosscheck(scenarios: Sequence[Any], opts: Any, out: str) -> int:
     return subprocess.run(cmd).returncode
 
 
-def parse_paths(raw: Optional[List[str]], flag: str = "--paths") -> Optional[List[str]]:
-    from ..scenario import PATHS
+def parse_paths(raw: Optional[List[str]], flag: str = "--paths",
+                subjects: Optional[List[str]] = None) -> Optional[List[str]]:
+    """``--paths`` (comma-separated, repeatable) then ``--subject``: registered subject names
+    or ``MODULE:OBJ``, each loaded once here so a bad one fails before any run."""
+    from .. import subjects as registry
     from . import UsageError
 
-    if not raw:
+    if not raw and not subjects:
         return None
     out: List[str] = []
-    for chunk in raw:
-        for p in chunk.split(","):
-            p = p.strip()
-            if p not in PATHS:
-                raise UsageError(f"{flag}: unknown path {p!r}; valid: {', '.join(PATHS)}")
-            if p not in out:
-                out.append(p)
+    named = [(flag, p.strip()) for chunk in raw or [] for p in chunk.split(",")]
+    named += [("--subject", s.strip()) for s in subjects or []]
+    for where, p in named:
+        if not registry.known(p):
+            raise UsageError(f"{where}: unknown path {p!r}; valid: "
+                             f"{', '.join(registry.registered())}, or MODULE:OBJ")
+        try:
+            registry.load(p, where)
+        except registry.SubjectError as exc:
+            raise UsageError(str(exc)) from None
+        if p not in out:
+            out.append(p)
     return out
 
 
@@ -99,7 +110,8 @@ def options(args: argparse.Namespace, counted: bool = True, timed: bool = True):
         raise UsageError(f"--warmup: must be >= 0, got {args.warmup}")
     if args.steps is not None and args.warmup is not None and args.warmup >= args.steps:
         raise UsageError(f"--warmup: must be < --steps ({args.steps}), got {args.warmup}")
-    paths = parse_paths(args.paths, getattr(args, "paths_flag", "--paths"))
+    paths = parse_paths(args.paths, getattr(args, "paths_flag", "--paths"),
+                        getattr(args, "subjects", None))
     return RunOptions(device=args.device, paths=paths, steps=args.steps,
                       warmup=args.warmup, counted=counted, timed=timed)
 
