@@ -287,6 +287,8 @@ class RunOptions:
     warmup: Optional[int] = None
     counted: bool = True
     timed: bool = True
+    #: the path ratios are taken against (None: each scenario's first path)
+    baseline: Optional[str] = None
 
 
 def prepare(scenarios: List[Scenario], opts: RunOptions) -> List[Scenario]:

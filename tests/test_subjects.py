@@ -71,3 +71,26 @@ def test_user_subject_via_check(capsys):
 def test_bad_subject_is_usage_error(capsys):
     assert main(["check", "--device", "sim", "--subject", "no_such_pkg_x:S"]) == 2
     assert "--subject" in capsys.readouterr().err
+
+
+def test_ratio_baseline_is_a_parameter(tmp_path, capsys):
+    from syncguard.renderers import analysis
+
+    out = str(tmp_path / "o")
+    small = os.path.join(os.path.dirname(__file__), "data", "scenarios", "small.toml")
+    assert main(["run", small, "--device", "sim", "--subject", USER, "--paths", "flag",
+                 "--out", out, "--ratio-base", "topk-sync"]) == 0
+    res = results.load(os.path.join(out, "result.jsonl"))
+    by = {r["path"]: r for r in analysis.summary(res).to_dict("records")}
+    assert by["topk-sync"]["baseline"] == "topk-sync" and by["topk-sync"]["ratio_vs_legacy"] == 1
+    by = {r["path"]: r for r in analysis.summary(res, baseline="nope").to_dict("records")}
+    assert by["flag"]["baseline"] == "flag" and by["flag"]["ratio_vs_legacy"] == 1
+    assert "x topk-sync" in capsys.readouterr().out  # the verdict names the baseline
+
+
+def test_entry_point_subjects_are_registered(monkeypatch):
+    monkeypatch.setattr(subjects, "_entry_points",
+                        lambda: {"mine": USER, "legacy": "elsewhere:Other"})
+    reg = subjects.registered()
+    assert reg["mine"] == USER and reg["legacy"] == subjects.BUILTIN["legacy"]
+    assert subjects.label("mine", subjects.load("mine")) == "mine"

@@ -52,6 +52,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="report folder (default: reports/<time>-<device>)")
     p.add_argument("--force", action="store_true", help="overwrite existing report files")
     p.add_argument("--no-timed", action="store_true", help="skip the timed pass")
+    p.add_argument("--ratio-base", default=None, metavar="PATH",
+                   help="the path latency ratios are taken against (default: each "
+                   "scenario's first path, legacy in the built-in case study)")
     p.add_argument("--width", type=int, default=None, help="terminal width for the tables")
     p.add_argument("--crosscheck", action="store_true",
                    help="also count the counted pass with the runtime's own mechanism (CUDA "
@@ -113,7 +116,8 @@ def options(args: argparse.Namespace, counted: bool = True, timed: bool = True):
     paths = parse_paths(args.paths, getattr(args, "paths_flag", "--paths"),
                         getattr(args, "subjects", None))
     return RunOptions(device=args.device, paths=paths, steps=args.steps,
-                      warmup=args.warmup, counted=counted, timed=timed)
+                      warmup=args.warmup, counted=counted, timed=timed,
+                      baseline=getattr(args, "ratio_base", None))
 
 
 REPORT_FILES = ("result.jsonl", "result.json", "steps.csv", "events.csv", "report.md",

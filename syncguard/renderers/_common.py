@@ -216,8 +216,9 @@ def verdicts(summary_df: pd.DataFrame, sites_df: pd.DataFrame, max_sites: int = 
                 if show_wait and not is_missing(wait):
                     text += f", the host waiting {float(wait):.1f} us per step in them"
             ratio = r["ratio_vs_legacy"]
-            if r["path"] != BASELINE and not is_missing(ratio):
-                text += f", mean latency {float(ratio):.2f}x {BASELINE}"
+            base_path = r.get("baseline") or BASELINE
+            if r["path"] != base_path and not is_missing(ratio):
+                text += f", mean latency {float(ratio):.2f}x {base_path}"
                 saved = r["saved_per_token_us"]
                 if not is_missing(saved):
                     verb = "saves" if float(saved) >= 0 else "costs"
