@@ -211,15 +211,16 @@ def parse(text: str, file: str = "<memory>") -> Scenario:
     key = "subjects" if "subjects" in data else "paths"
     if "subjects" in data and "paths" in data:
         f.fail("paths", "give either subjects or paths, not both")
+    word = key[:-1]
     paths = f.get(key, (list,), list(PATHS))
     if not paths:
-        f.fail(key, f"needs at least one subject; valid: {', '.join(PATHS)}")
+        f.fail(key, f"needs at least one {word}; valid: {', '.join(PATHS)}")
     for i, p in enumerate(paths):
         if not isinstance(p, str) or not _known_subject(p):
-            f.fail(f"{key}[{i}]", f"unknown subject {p!r}; valid: {', '.join(PATHS)}, a "
+            f.fail(f"{key}[{i}]", f"unknown {word} {p!r}; valid: {', '.join(PATHS)}, a "
                    f"registered subject, or MODULE:OBJ")
         if p in paths[:i]:
-            f.fail(f"{key}[{i}]", f"duplicate subject {p!r}")
+            f.fail(f"{key}[{i}]", f"duplicate {word} {p!r}")
     lg = _Fields(file, "logits", f.get("logits", (dict,), {}))
     scale = lg.get("scale", (float,), 3.0, lo=0.0)
     workload = lg.get("workload", (int,), 0, lo=0, hi=16384)

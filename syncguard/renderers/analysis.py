@@ -205,11 +205,12 @@ def summary(result: RunResult, baseline: Optional[str] = None) -> pd.DataFrame:
                                             if r.sync_wait_us is not None]),
                 "branches": branch_counts(counted or timed),
             })
-    asked = baseline or (result.header.get("options") or {}).get("baseline")
+    asked: Optional[str] = baseline or (result.header.get("options") or {}).get("baseline")
     base_path: Dict[str, str] = {}
     for r in rows:  # the baseline asked for where the scenario has it, else its first path
         sc_paths = [x["path"] for x in rows if x["scenario"] == r["scenario"]]
-        base_path[r["scenario"]] = asked if asked in sc_paths else sc_paths[0]
+        base_path[r["scenario"]] = asked if asked is not None and asked in sc_paths else (
+            sc_paths[0])
     base: Dict[str, float] = {r["scenario"]: r["mean_ms"] for r in rows
                               if r["path"] == base_path[r["scenario"]]}
     for r in rows:
