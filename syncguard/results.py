@@ -23,11 +23,12 @@ import io
 import json
 import os
 import platform
+import re
 import socket
 import subprocess
 import sys
 import time
-from typing import IO, TYPE_CHECKING, Any, Dict, Iterable, List, Optional
+from typing import IO, TYPE_CHECKING, Any, Dict, Iterable, List, Optional, Tuple
 
 from .events import SyncEvent
 
@@ -305,9 +306,49 @@ def _load_document(path: str, f: IO[str]) -> RunResult:
                      path)
 
 
+def rank_files(folder: str) -> List[Tuple[int, str]]:
+    """``(rank, path)`` of the per-rank results ``result.rank<N>.jsonl`` in ``folder``."""
+    out = []
+    for name in os.listdir(folder):
+        m = re.fullmatch(r"result\.rank(\d+)\.jsonl", name)
+        if m:
+            out.append((int(m.group(1)), os.path.join(folder, name)))
+    return sorted(out)
+
+
+def merge_ranks(parts: List[Tuple[int, RunResult]], source: str) -> RunResult:
+    """One result from per-rank results: each rank's scenarios become ``<name> [rank N]``
+    (so every table gets a row per rank), steps and events keep their ``rank``."""
+    steps: List[StepRecord] = []
+    events: List[Dict[str, Any]] = []
+    notes: List[Dict[str, Any]] = []
+    for rank, res in parts:
+        steps += [dataclasses.replace(s, scenario=f"{s.scenario} [rank {rank}]", rank=rank)
+                  for s in res.steps]
+        events += [{**e, "scenario": f"{e.get('scenario')} [rank {rank}]", "rank": rank}
+                   for e in res.events]
+        notes += [{**n, "rank": rank} for n in res.notes]
+    header = dict(parts[0][1].header)
+    header["ranks"] = [r for r, _ in parts]
+    complete = all(res.complete for _, res in parts)
+    footer = {"type": "footer", "complete": complete}
+    return RunResult(header, steps, events, footer, notes, source)
+
+
 def load(path: str) -> RunResult:
-    """Read a result: the streamed ``result.jsonl`` (complete or interrupted, line by line) or
-    the ``result.json`` document written from it. Raises :class:`ResultError`."""
+    """Read a result: the streamed ``result.jsonl`` (complete or interrupted, line by line),
+    the ``result.json`` document written from it, or a folder holding either, or one
+    ``result.rank<N>.jsonl`` per rank (merged: :func:`merge_ranks`). Raises
+    :class:`ResultError`."""
+    if os.path.isdir(path):
+        ranks = rank_files(path)
+        if ranks:
+            return merge_ranks([(r, load(p)) for r, p in ranks], path)
+        for name in ("result.jsonl", "result.json"):
+            if os.path.isfile(os.path.join(path, name)):
+                return load(os.path.join(path, name))
+        raise ResultError(f"{path}: no result.jsonl, result.json or result.rank<N>.jsonl in "
+                          f"this folder")
     try:
         f = open(path, encoding="utf-8")
     except OSError as exc:

@@ -192,3 +192,28 @@ def test_subprocess_run(tmp_path):
     assert p.returncode == 1, p.stderr
     assert "decoded 3 tokens, argv=['--steps', '3']" in p.stdout
     assert _per_step(out) == {0: 0, 1: 0, 2: 2}
+
+
+def test_two_ranks_on_gloo(tmp_path, capsys):
+    """torchrun, 2 ranks on gloo: one result per rank, merged with a rank column by show and
+    check; the gate fails on the rank that syncs (and the rank's own exec exits 1)."""
+    out = str(tmp_path / "ranks")
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    p = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone",
+                        "--nproc-per-node", "2", "-m", "syncguard", "exec", "--device", "sim",
+                        "--out", out, "--max-syncs", "0", "--", "python", "dist_demo.py"],
+                       cwd=HERE, capture_output=True, text=True, env=env, timeout=600)
+    assert p.returncode != 0  # rank 1 is over budget, so torchrun reports a failed child
+    assert sorted(os.listdir(out)) == ["result.rank0.jsonl", "result.rank1.jsonl"]
+    merged = results.load(out)
+    assert sorted({(s.rank, s.scenario) for s in merged.steps}) == [
+        (0, "dist_demo.py [rank 0]"), (1, "dist_demo.py [rank 1]")]
+    assert {(s.rank, s.step): s.syncs for s in merged.steps if s.syncs} == {(1, 2): 1}
+    assert list(merged.steps_df()["rank"].unique()) == [0, 1]
+    assert main(["show", out, "--width", "140"]) == 0
+    shown = capsys.readouterr().out
+    assert "dist_demo.py [rank 0]" in shown and "dist_demo.py [rank 1]" in shown
+    assert main(["check", out, "--max-syncs", "0"]) == 1
+    text = capsys.readouterr().out
+    assert "OK    dist_demo.py [rank 0]" in text and "FAIL  dist_demo.py [rank 1]" in text
+    assert main(["check", out, "--max-syncs", "1"]) == 0

@@ -4,7 +4,10 @@ Runs the guard's self-test first (so "0 syncs" never means "the detector was off
 each scenario on each path under the guard. The budget per path is --max-syncs when given,
 else the scenario's [expect] max_syncs for that path, else 0; with --baseline, only new sites
 or higher counts than the baseline fail. Exit 0 within budget, 1 over (each site listed as
-file:line with counts), 2 usage or bad input, 3 internal error."""
+file:line with counts), 2 usage or bad input, 3 internal error.
+
+Given result files or folders instead of scenarios (a `syncguard exec` run, a folder of
+per-rank results), it gates what they recorded: each rank on its own."""
 
 from __future__ import annotations
 
@@ -21,7 +24,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     from .run import add_common
 
     add_common(p)
-    p.add_argument("--max-syncs", type=int, default=None,
+    p.add_argument("--max-syncs", type=int, default=None,  # also for RESULT folders
                    help="hidden syncs allowed per scenario and path (default: the scenario's "
                    "[expect] max_syncs, else 0)")
     p.add_argument("--baseline", default=None, help="fail only on new sites or higher counts "
@@ -103,6 +106,10 @@ def main(args: argparse.Namespace) -> int:
         raise UsageError(f"--max-syncs: must be >= 0, got {args.max_syncs}")
     if args.format in ("sarif", "junit") and args.output is None:
         args.output = "-"
+    from ..execute.recorded import check_results, is_result_path
+
+    if args.scenarios and all(is_result_path(p) for p in args.scenarios):
+        return check_results(args, args.scenarios)  # recorded results (exec, ranks)
     opts = options(args, counted=True, timed=False)
     scenarios = runner.prepare(scenario.resolve(args.scenarios), opts)
     target = runner.resolve_target(opts.device)

@@ -145,10 +145,14 @@ def _report(opts: ExecOptions, path: str, out: str, interrupted: bool,
 
     err = Console(stderr=True, width=opts.width)
     res = results.load(path)
-    terminal.render(res, err)
     if opts.rank is None:
+        terminal.render(res, err)
         for p in write_reports(res, out):
             err.print(f"Wrote {p}")
+    else:  # ranks print at once: one line each; `syncguard show OUT` merges them
+        hidden = sum(s.syncs for s in res.steps if not s.warmup)
+        err.print(f"rank {opts.rank}: {hidden} hidden syncs in {len(res.steps)} steps; "
+                  f"`syncguard show {out}` merges the ranks")
     err.print(f"Wrote {path}")
     if outside:
         sites = ", ".join(sorted({e.site for e in outside})[:3])
