@@ -38,6 +38,8 @@ from __future__ import annotations
 
 import dataclasses
 import importlib
+import os
+import sys
 from typing import Any, Dict, List, Mapping, Optional, Protocol, Sequence
 
 GROUP = "syncguard.subjects"
@@ -127,6 +129,12 @@ def _import(spec: str, what: str) -> Any:
     mod_name, _, qual = spec.partition(":")
     try:
         obj: Any = importlib.import_module(mod_name)
+    except ModuleNotFoundError as exc:
+        # as `python -m` would: a module in the working folder (appended: never shadowing)
+        if exc.name != mod_name.split(".")[0] or os.getcwd() in sys.path:
+            raise SubjectError(f"{what}: cannot import {mod_name}: {exc}") from None
+        sys.path.append(os.getcwd())
+        return _import(spec, what)
     except ImportError as exc:
         raise SubjectError(f"{what}: cannot import {mod_name}: {exc}") from None
     for part in qual.split("."):
