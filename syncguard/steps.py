@@ -71,26 +71,17 @@ def _leave(rec: Optional[StepRecorder], name: str) -> None:
         rec.end(name)
 
 
-class step:  # noqa: N801 - used like a function: ``with syncguard.step():``
-    """Mark one decode step: ``with syncguard.step():``, ``with syncguard.step("decode"):``,
-    ``@syncguard.step`` or ``@syncguard.step("decode")``.
-
-    Costs one global read when syncguard is not running. ``name`` labels the step in reports
-    (default ``"step"``; the function's qualified name for a decorator)."""
+class _Marker:
+    """An active marker (a recorder is installed): opens the outermost step."""
 
     __slots__ = ("name", "_rec", "_in")
 
-    def __new__(cls, name: Any = None) -> Any:
-        if callable(name):  # bare @syncguard.step
-            return wrap_step(name, getattr(name, "__qualname__", "step"))
-        return super().__new__(cls)
-
-    def __init__(self, name: Optional[str] = None) -> None:
+    def __init__(self, name: Optional[str]) -> None:
         self.name = name or "step"
         self._rec: Optional[StepRecorder] = None
         self._in = False
 
-    def __enter__(self) -> step:
+    def __enter__(self) -> _Marker:
         if _RECORDER is not None:
             self._rec = _enter(self.name)
             self._in = True
@@ -103,6 +94,36 @@ class step:  # noqa: N801 - used like a function: ``with syncguard.step():``
 
     def __call__(self, fn: F) -> F:
         return wrap_step(fn, self.name if self.name != "step" else fn.__qualname__)
+
+
+class _Idle(_Marker):
+    """syncguard is not running: entering and leaving do nothing."""
+
+    __slots__ = ()
+
+    def __enter__(self) -> _Marker:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        return None
+
+
+def step(name: Any = None) -> Any:
+    """Mark one decode step: ``with syncguard.step():``, ``with syncguard.step("decode"):``,
+    ``@syncguard.step`` or ``@syncguard.step("decode")``.
+
+    Costs one global read and a small object when syncguard is not running (well under a
+    microsecond; ``benchmarks/bench_exec.py``). ``name`` labels the step in reports (default
+    ``"step"``; the function's qualified name for a bare decorator). A decorated function is
+    a step whenever syncguard runs, whether or not it ran at decoration time."""
+    if callable(name):  # bare @syncguard.step
+        return wrap_step(name, getattr(name, "__qualname__", "step"))
+    if _RECORDER is None:
+        return _IDLE if name is None else _Idle(name)
+    return _Marker(name)
+
+
+_IDLE = _Idle(None)
 
 
 def wrap_step(fn: F, name: str) -> F:

@@ -43,6 +43,18 @@ def test_markers_do_nothing_without_syncguard():
 
     assert f(1) == 2 and f.__name__ == "f" and f.__wrapped__(1) == 2
 
+    @syncguard.step("decode")  # decorated while syncguard is not running ...
+    def g():
+        return 3
+
+    rec = Recorder()
+    prev = steps.set_recorder(rec)
+    try:
+        assert g() == 3  # ... is a step once it runs
+    finally:
+        steps.set_recorder(prev)
+    assert rec.calls == [("begin", "decode"), ("end", "decode")]
+
 
 def test_marker_forms_and_nesting(rec):
     @syncguard.step

@@ -8,7 +8,6 @@ import argparse
 
 import torch
 import torch_npu  # noqa: F401  (real on a 910B; syncguard's stand-in under --device sim)
-
 from tinylm import TinyLM
 
 

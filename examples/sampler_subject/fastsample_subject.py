@@ -6,9 +6,9 @@
 """
 
 import torch
+from fastsample import sample
 
 import syncguard
-from fastsample import sample
 from syncguard.subjects import Sampled
 
 SETUP = "batch bookkeeping: request parameters copied to the device when the batch changes"
