@@ -1,8 +1,10 @@
 """A syncguard subject wrapping fastsample.sample (see syncguard.subjects):
 
     cd examples/sampler_subject
-    syncguard run ../../scenarios/steady.toml --device sim --subject fastsample_subject:FastSampleSubject
-    syncguard check ../../scenarios/steady.toml --device sim --subject fastsample_subject:FastSampleSubject
+    syncguard run ../../scenarios/steady.toml --device sim \
+        --subject fastsample_subject:FastSampleSubject
+    syncguard check ../../scenarios/steady.toml --device sim \
+        --subject fastsample_subject:FastSampleSubject
 """
 
 import torch
