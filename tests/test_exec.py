@@ -217,3 +217,18 @@ def test_two_ranks_on_gloo(tmp_path, capsys):
     text = capsys.readouterr().out
     assert "OK    dist_demo.py [rank 0]" in text and "FAIL  dist_demo.py [rank 1]" in text
     assert main(["check", out, "--max-syncs", "1"]) == 0
+
+
+def test_formats_and_rank_env(demo, tmp_path, capsys):
+    from syncguard.execute import rank_from_env, result_name
+
+    assert rank_from_env({"RANK": "3", "WORLD_SIZE": "4"}) == 3
+    assert rank_from_env({"RANK": "3"}) is None and rank_from_env({}) is None
+    assert result_name(1) == "result.rank1.jsonl" and result_name(None) == "result.jsonl"
+    rc, _ = _exec(tmp_path, "script", ["--step", STEP, "--max-syncs", "0", "--format",
+                                       "github"])
+    assert rc == 1
+    out = capsys.readouterr().out
+    assert "::error file=" in out and f"line={_line('five')}" in out
+    rc, _ = _exec(tmp_path, "script", ["--format", "sarif"])
+    assert rc == 2 and "needs --max-syncs" in capsys.readouterr().err
