@@ -4,8 +4,8 @@ A marker does nothing (one global read and a ``None`` test) unless a step record
 which ``syncguard exec`` installs for the program it runs. Nested and recursive steps, on any
 thread, belong to the outermost one: only the outermost opens and closes a step.
 
-The recorder is any object with ``begin(name) -> None`` and ``end(name) -> None``; at most one
-is active per process (:func:`set_recorder`). ``syncguard exec --step MODULE:QUALNAME`` wraps
+The recorder is any object with ``begin(name) -> None`` and ``end(name) -> None`` (and
+optionally ``abort(name)``, for a step Ctrl-C left unfinished); at most one is active per process (:func:`set_recorder`). ``syncguard exec --step MODULE:QUALNAME`` wraps
 the named function with the same machinery (:func:`wrap_step`).
 """
 
@@ -63,12 +63,18 @@ def _enter(name: str) -> Optional[StepRecorder]:
     return None
 
 
-def _leave(rec: Optional[StepRecorder], name: str) -> None:
+def _leave(rec: Optional[StepRecorder], name: str, exc: Optional[type] = None) -> None:
+    """Close a step; one left by Ctrl-C (KeyboardInterrupt) did not finish: the recorder's
+    ``abort(name)`` is called instead of ``end`` when it has one."""
     global _DEPTH
     with _LOCK:
         _DEPTH = max(0, _DEPTH - 1)
     if rec is not None:
-        rec.end(name)
+        abort = getattr(rec, "abort", None)
+        if abort is not None and exc is not None and issubclass(exc, KeyboardInterrupt):
+            abort(name)
+        else:
+            rec.end(name)
 
 
 class _Marker:
@@ -87,10 +93,10 @@ class _Marker:
             self._in = True
         return self
 
-    def __exit__(self, *exc: Any) -> None:
+    def __exit__(self, exc_type: Any, *exc: Any) -> None:
         if self._in:
             rec, self._rec, self._in = self._rec, None, False
-            _leave(rec, self.name)
+            _leave(rec, self.name, exc_type)
 
     def __call__(self, fn: F) -> F:
         return wrap_step(fn, self.name if self.name != "step" else fn.__qualname__)
@@ -136,9 +142,12 @@ def wrap_step(fn: F, name: str) -> F:
             return fn(*args, **kwargs)
         rec = _enter(name)
         try:
-            return fn(*args, **kwargs)
-        finally:
-            _leave(rec, name)
+            out = fn(*args, **kwargs)
+        except BaseException as exc:
+            _leave(rec, name, type(exc))
+            raise
+        _leave(rec, name)
+        return out
 
     stepped.__syncguard_step__ = name  # type: ignore[attr-defined]
     return stepped  # type: ignore[return-value]

@@ -133,6 +133,15 @@ def test_ctrl_c_keeps_finished_steps(demo, tmp_path, form, capsys):
     assert "interrupted: kept 6 finished steps" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("markers", [False, True])
+def test_ctrl_c_inside_a_step_drops_only_that_step(demo, tmp_path, markers):
+    opts = [] if markers else ["--step", STEP]
+    args = ["--interrupt-in-step", "5"] + (["--markers"] if markers else [])
+    rc, out = _exec(tmp_path, "script", opts, args)
+    assert rc == 130
+    assert _per_step(out) == {0: 0, 1: 0, 2: 2, 3: 1, 4: 0}  # step 5 never finished
+
+
 def test_missing_attribute_fails_before_start(demo, tmp_path, capsys):
     rc, out = _exec(tmp_path, "script", ["--step", "loopdemo.engine:Engine.nope"])
     assert rc == 2

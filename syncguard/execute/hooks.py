@@ -92,7 +92,7 @@ def static_missing(target: StepTarget) -> Optional[str]:
             return f"{where} has no attribute {name!r} ({path})"
         if not isinstance(found, ast.ClassDef) or found.name != name or found.decorator_list:
             return None  # set at run time, or a class a decorator may change
-        if found.bases and depth == len(names) - 1:
+        if found.keywords or depth == len(names) - 1:  # a metaclass; or the class itself
             return None
         if found.bases:
             # an inherited method cannot be told from this file alone

@@ -91,6 +91,14 @@ class ExecSession:
             evs, self._buf, self._open = self._buf, [], None
             self._record(name, i, i < self.warmup, evs, latency_ms, self._timer.elapsed(dev))
 
+    def abort(self, name: str) -> None:
+        """The step was left by Ctrl-C: not a finished step, nothing is recorded for it."""
+        with self._lock:
+            if self._open is not None:
+                self._open[4].__exit__(None, None, None)
+                self._timer.stop(self._open[3])
+                self._open, self._buf = None, []
+
     def _record(self, name: str, i: int, warm: bool, evs: List[SyncEvent],
                 latency_ms: Optional[float], device_ms: Optional[float]) -> None:
         if warm:

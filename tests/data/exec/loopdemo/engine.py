@@ -5,6 +5,7 @@ tokens back once, as engines do (``--readback`` allows it). ``fixed=True`` remov
 ones. Lines the tests look for carry a ``# sync:`` comment.
 """
 
+import signal
 import threading
 
 import torch
@@ -15,6 +16,7 @@ class Engine:
         self.device = torch.device(device)
         self.fixed = fixed
         self.state = torch.zeros(4, device=self.device)
+        self.interrupt_at = None  # Ctrl-C in the middle of this step
 
     def step(self, i, depth=0):
         logits = self.state + i
@@ -30,6 +32,8 @@ class Engine:
                 t.join()
             if i == 5:
                 _ = logits.tolist()  # sync: five
+        if i == self.interrupt_at:
+            signal.raise_signal(signal.SIGINT)
         if depth == 0:
             self.state = self.state + 1
             if i == 1:

@@ -18,9 +18,11 @@ def main(argv=None):
     p.add_argument("--fail-at", type=int, default=None)
     p.add_argument("--exit", type=int, default=None)
     p.add_argument("--interrupt-at", type=int, default=None)
+    p.add_argument("--interrupt-in-step", type=int, default=None)
     p.add_argument("--device", default="npu")
     a = p.parse_args(argv)
     engine = Engine(a.device, fixed=a.fixed)
+    engine.interrupt_at = a.interrupt_in_step
     tokens = []
     for i in range(a.steps):
         if a.interrupt_at == i:

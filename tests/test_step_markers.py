@@ -146,6 +146,9 @@ def test_hook_errors(hookmod):
     assert "has no attribute 'nope'" in (static_missing(missing) or "")
     assert static_missing(parse_step(f"{hookmod}:Runner.execute")) is None
     assert static_missing(parse_step(f"{hookmod}:os")) is None  # bound by an import
+    assert static_missing(parse_step(f"{hookmod}:Sub")) is None  # a class: calls are steps
+    assert static_missing(parse_step(f"{hookmod}:Sub.execute")) is None  # inherited
+    assert "no attribute 'nope'" in (static_missing(parse_step(f"{hookmod}:nope")) or "")
     hooks = StepHooks([parse_step(f"{hookmod}:Runner.nope"), parse_step("sg_never:f")])
     hooks.install()
     try:
