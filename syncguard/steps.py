@@ -5,8 +5,9 @@ which ``syncguard exec`` installs for the program it runs. Nested and recursive 
 thread, belong to the outermost one: only the outermost opens and closes a step.
 
 The recorder is any object with ``begin(name) -> None`` and ``end(name) -> None`` (and
-optionally ``abort(name)``, for a step Ctrl-C left unfinished); at most one is active per process (:func:`set_recorder`). ``syncguard exec --step MODULE:QUALNAME`` wraps
-the named function with the same machinery (:func:`wrap_step`).
+optionally ``abort(name)``, for a step Ctrl-C left unfinished); at most one is active per
+process (:func:`set_recorder`). ``syncguard exec --step MODULE:QUALNAME`` wraps the named
+function with the same machinery (:func:`wrap_step`).
 """
 
 from __future__ import annotations
