@@ -241,3 +241,14 @@ def test_formats_and_rank_env(demo, tmp_path, capsys):
     assert "::error file=" in out and f"line={_line('five')}" in out
     rc, _ = _exec(tmp_path, "script", ["--format", "sarif"])
     assert rc == 2 and "needs --max-syncs" in capsys.readouterr().err
+
+
+def test_check_gates_a_recorded_exec_run_with_a_baseline(demo, tmp_path, capsys):
+    _, out = _exec(tmp_path, "script", ["--step", STEP])
+    base = str(tmp_path / "base.json")
+    assert main(["check", out, "--update-baseline", base]) == 0
+    assert main(["check", out, "--baseline", base]) == 0  # nothing new since the baseline
+    assert main(["check", out, "--max-syncs", "3"]) == 1
+    assert main(["check", out, "--max-syncs", "4"]) == 0
+    capsys.readouterr()
+    assert main(["check", str(tmp_path / "missing"), "--max-syncs", "0"]) == 2

@@ -157,3 +157,42 @@ def test_hook_errors(hookmod):
         hooks.uninstall()
     errs = hooks.errors()
     assert len(errs) == 2 and "no attribute 'nope'" in errs[0] and "never imported" in errs[1]
+
+
+def test_session_writes_device_time_one_step_late(tmp_path):
+    """On a real device each record waits for its step's end event: written one step late
+    (no stall of the program's overlap), and the last one when the run finishes."""
+    from syncguard.execute.session import ExecSession
+    from syncguard.results import ResultWriter, load
+
+    class FakeTimer:
+        def __init__(self):
+            self.n = 0
+
+        def start(self):
+            self.n += 1
+            return self.n
+
+        def stop(self, h):
+            pass
+
+        def elapsed(self, h):
+            return float(h)
+
+    class Target:
+        kind, exhaustive = "cpu", False
+
+    path = str(tmp_path / "r.jsonl")
+    writer = ResultWriter(path, {})
+    session = ExecSession("prog", writer, Target())
+    session._timer = FakeTimer()
+    written = []
+    with session:
+        for _ in range(3):
+            session.begin("s")
+            session.end("s")
+            written.append(len(load(path).steps))
+    session.finish()
+    writer.close(True)
+    assert written == [0, 1, 2]
+    assert [(s.step, s.device_ms) for s in load(path).steps] == [(0, 1.0), (1, 2.0), (2, 3.0)]

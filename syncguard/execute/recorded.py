@@ -8,7 +8,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from typing import Any, List, Sequence
+from typing import Any, Dict, List, Sequence
 
 
 def is_result_path(p: str) -> bool:
@@ -27,6 +27,7 @@ def check_results(args: argparse.Namespace, paths: Sequence[str]) -> int:
     base = Baseline.load(args.baseline) if args.baseline else None
     totals: List[Any] = []
     findings: List[Any] = []
+    observed: Dict[str, Dict[str, Any]] = {}
     for p in paths:
         res = results.load(p)
         recorded = (res.header.get("options") or {}).get("max_syncs")
@@ -39,9 +40,15 @@ def check_results(args: argparse.Namespace, paths: Sequence[str]) -> int:
                 "scenario", "path", "pass", "rank")})
                 for e in res.events if e.get("scenario") == sc and e.get("path") == path
                 and e.get("pass") in ("counted", "exec")]
-            n, failed, over, _ = gate(sc, path, evs, budget, base)
+            n, failed, over, grouped = gate(sc, path, evs, budget, base)
+            for k, g in grouped.items():
+                observed[f"{sc}|{path}|{k}"] = {"count": g["count"], "event": g["event"]}
             totals.append((sc, path, n, budget, failed))
             findings.extend(over)
+    if args.update_baseline:
+        Baseline.from_observed(observed).save(args.update_baseline)
+        print(f"Wrote {args.update_baseline} ({len(observed)} sites)", file=sys.stderr)
+        return EXIT_OK
     emit(args.format, totals, findings, args.output, baseline=args.baseline)
     if args.output not in (None, "-") and os.path.exists(args.output):
         print(f"Wrote {args.output}", file=sys.stderr)

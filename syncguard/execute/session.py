@@ -49,6 +49,7 @@ class ExecSession:
         self._next: Dict[str, int] = {}
         self._open: Optional[Tuple[str, int, float, Any, Any]] = None
         self._buf: List[SyncEvent] = []
+        self._pending: Optional[Tuple[str, int, List[SyncEvent], float, Any]] = None
         self.outside: List[SyncEvent] = []
         self.totals: Dict[str, StepTotals] = {}
         self._timer = DeviceTimer(target)
@@ -89,6 +90,20 @@ class ExecSession:
             latency_ms = (time.perf_counter() - t0) * 1e3
             cm.__exit__(None, None, None)
             evs, self._buf, self._open = self._buf, [], None
+            self._flush()
+            if dev is None:
+                self._record(name, i, i < self.warmup, evs, latency_ms, None)
+            else:
+                # Device time needs the step's end event complete. Waiting for it now would
+                # stall the program's host-device overlap every step; so the record is
+                # written one step late, when the event has (almost surely) completed.
+                self._pending = (name, i, evs, latency_ms, dev)
+
+    def _flush(self) -> None:
+        """Write the step held back for its device time (waits for its end event)."""
+        if self._pending is not None:
+            name, i, evs, latency_ms, dev = self._pending
+            self._pending = None
             self._record(name, i, i < self.warmup, evs, latency_ms, self._timer.elapsed(dev))
 
     def abort(self, name: str) -> None:
@@ -126,6 +141,7 @@ class ExecSession:
             if self._open is not None:  # the program ended inside a step: not a finished step
                 self._open[4].__exit__(None, None, None)
                 self._open = None
+            self._flush()
             if not self._next and complete:
                 evs = [dataclasses.replace(e, step=0) for e in self.outside]
                 self.outside = []
