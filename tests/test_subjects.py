@@ -85,7 +85,9 @@ def test_ratio_baseline_is_a_parameter(tmp_path, capsys):
     assert by["topk-sync"]["baseline"] == "topk-sync" and by["topk-sync"]["ratio_vs_legacy"] == 1
     by = {r["path"]: r for r in analysis.summary(res, baseline="nope").to_dict("records")}
     assert by["flag"]["baseline"] == "flag" and by["flag"]["ratio_vs_legacy"] == 1
-    assert "x topk-sync" in capsys.readouterr().out  # the verdict names the baseline
+    text = capsys.readouterr().out
+    assert "x topk-sync" in text  # the verdict names the baseline
+    assert "/topk-sync" in text  # and so does the ratio column's header
 
 
 def test_entry_point_subjects_are_registered(monkeypatch):

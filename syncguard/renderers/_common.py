@@ -20,8 +20,8 @@ LEGEND: Tuple[Tuple[str, str], ...] = (
     ("allowed/step", "allowed syncs per step (e.g. the token readback), counted pass"),
     ("p50/p90/p99/mean", "host time per step up to its token readback, in ms (timed pass "
                          "without interceptors, warm-up steps excluded)"),
-    ("ratio", "mean latency / legacy's mean latency in the same scenario (< 1 is faster)"),
-    ("saved", "(legacy mean - this path's mean) latency, in microseconds per token"),
+    ("ratio", "mean latency / the baseline's mean latency in the same scenario (< 1 is faster)"),
+    ("saved", "(baseline mean - this path's mean) latency, in microseconds per token"),
     ("steps", "step indices as ranges, e.g. 2-4, 7; warm-up steps are marked w"),
 )
 

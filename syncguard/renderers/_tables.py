@@ -67,7 +67,9 @@ _SUMMARY = [
 
 
 def summary_tbl(sm: pd.DataFrame) -> Tbl:
-    headers = ["scenario", "path"] + [h for h, *_ in _SUMMARY] + ["branches"]
+    base = analysis.baseline_label(sm)
+    headers = ["scenario", "path"] + [h.replace("vs legacy", f"vs {base}")
+                                      for h, *_ in _SUMMARY] + ["branches"]
     has_dev = bool(len(sm)) and sm["device_ms_mean"].notna().any()
     if has_dev:
         headers.insert(len(_SUMMARY) + 2, "device ms")

@@ -222,6 +222,14 @@ def summary(result: RunResult, baseline: Optional[str] = None) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=list(SUMMARY_COLUMNS))
 
 
+def baseline_label(summary_df: pd.DataFrame) -> str:
+    """The ratio columns' header: the baseline path's name when every scenario has the same
+    short one (``legacy`` in the case study), else ``base``."""
+    names = set(summary_df["baseline"]) if len(summary_df) else {BASELINE}
+    name = str(next(iter(names))) if len(names) == 1 else "base"
+    return name if len(name) <= 14 else "base"
+
+
 def per_step(result: RunResult, scenario: str) -> pd.DataFrame:
     """Steps of one scenario side by side, one row per step index.
 

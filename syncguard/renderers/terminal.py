@@ -88,7 +88,9 @@ def summary_table(summary_df: pd.DataFrame) -> Table:
     longest = max([len(str(s)) for s in summary_df["scenario"]] + [8])
     table.add_column("scenario", overflow="fold", min_width=min(longest, 14))
     table.add_column("path", no_wrap=True)
+    base = analysis.baseline_label(summary_df)
     for head, *_ in _SUMMARY_COLS:
+        head = head.replace("/legacy", f"/{base}")
         table.add_column(head, justify="right", no_wrap=True)
     first = True
     for scenario in dict.fromkeys(summary_df["scenario"]):
