@@ -167,6 +167,27 @@ def test_bad_program_and_step_spec(demo, tmp_path, capsys):
     assert "expected MODULE:QUALNAME" in capsys.readouterr().err
 
 
+def test_step_in_the_program_itself_is_refused_before_start(demo, tmp_path, capsys):
+    for form, mod in (("script", "decode"), ("module", "loopdemo.run"), ("script", "__main__")):
+        rc, _ = _exec(tmp_path, form, ["--step", f"{mod}:main"])
+        assert rc == 2
+        cap = capsys.readouterr()
+        assert "decoded" not in cap.out and "is the program itself" in cap.err
+
+
+def test_command_forms():
+    from syncguard.execute.program import Program, ProgramError, parse_command
+
+    assert parse_command(["--", "python", "a.py", "-x"], None) == Program("a.py", ["-x"])
+    assert parse_command(["a.py"], None) == Program("a.py", [])
+    assert parse_command(["--", "python3", "-m", "pkg.m", "--y"], None) == Program(
+        "pkg.m", ["--y"], module=True)
+    assert parse_command([], ["pkg.m", "1"]) == Program("pkg.m", ["1"], module=True)
+    for bad in ([], ["--"], ["python", "-c", "print(1)"], ["python", "-m"]):
+        with pytest.raises(ProgramError):
+            parse_command(bad, None)
+
+
 def test_report_files_not_overwritten_without_force(demo, tmp_path, capsys):
     out = str(tmp_path / "o")
     args = ["exec", "--device", "sim", "--out", out, "--", "python", "decode.py", "--steps", "1"]
@@ -252,3 +273,26 @@ def test_check_gates_a_recorded_exec_run_with_a_baseline(demo, tmp_path, capsys)
     assert main(["check", out, "--max-syncs", "4"]) == 0
     capsys.readouterr()
     assert main(["check", str(tmp_path / "missing"), "--max-syncs", "0"]) == 2
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
+def test_forked_child_does_not_write_into_the_parents_result(tmp_path, monkeypatch):
+    prog = tmp_path / "forky.py"
+    prog.write_text(
+        "import os\nimport torch\nimport syncguard\n\n"
+        "x = torch.ones(2, device='npu')\n"
+        "for i in range(3):\n"
+        "    with syncguard.step('decode'):\n"
+        "        x.sum().item()\n"
+        "    if i == 1:\n"
+        "        pid = os.fork()\n"
+        "        if pid == 0:\n"
+        "            with syncguard.step('child'):\n"
+        "                x.sum().item()\n"
+        "            os._exit(0)\n"
+        "        os.waitpid(pid, 0)\n")
+    monkeypatch.chdir(tmp_path)
+    out = str(tmp_path / "o")
+    assert main(["exec", "--device", "sim", "--out", out, "--", "python", str(prog)]) == 0
+    res = results.load(os.path.join(out, "result.jsonl"))
+    assert [(s.path, s.step, s.syncs) for s in res.steps] == [("decode", i, 1) for i in range(3)]

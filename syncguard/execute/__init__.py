@@ -74,6 +74,13 @@ def execute(opts: ExecOptions, target: Any, out: str) -> int:
         check(program)
     except ProgramError as exc:
         raise UsageError(str(exc)) from None
+    own = {"__main__", program.target if program.module else os.path.splitext(
+        os.path.basename(program.target))[0]}
+    for t in opts.steps:
+        if t.module in own:
+            raise UsageError(f"--step {t.spec}: {t.module} is the program itself, which runs as "
+                             f"__main__; mark the step in it with `with syncguard.step():` (or "
+                             f"@syncguard.step), or name a function of a module it imports")
     with program_path(program):
         for t in opts.steps:
             why = static_missing(t)

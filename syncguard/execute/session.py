@@ -4,6 +4,7 @@ record per finished step, streamed to the result file as it finishes."""
 from __future__ import annotations
 
 import dataclasses
+import os
 import threading
 import time
 from typing import Any, Dict, List, Optional, Sequence, Tuple
@@ -46,6 +47,7 @@ class ExecSession:
         self.program, self.writer, self.target = program, writer, target
         self.warmup, self.rank = warmup, rank
         self._lock = threading.RLock()
+        self._pid = os.getpid()
         self._next: Dict[str, int] = {}
         self._open: Optional[Tuple[str, int, float, Any, Any]] = None
         self._buf: List[SyncEvent] = []
@@ -73,6 +75,8 @@ class ExecSession:
             (self._buf if self._open is not None else self.outside).append(ev)
 
     def begin(self, name: str) -> None:
+        if os.getpid() != self._pid:  # a forked child: the result file is the parent's
+            return
         with self._lock:
             i = self._next.get(name, 0)
             self._next[name] = i + 1
@@ -82,6 +86,8 @@ class ExecSession:
             self._open = (name, i, time.perf_counter(), self._timer.start(), cm)
 
     def end(self, name: str) -> None:
+        if os.getpid() != self._pid:
+            return
         with self._lock:
             if self._open is None:
                 return
