@@ -173,6 +173,10 @@ def test_step_in_the_program_itself_is_refused_before_start(demo, tmp_path, caps
         assert rc == 2
         cap = capsys.readouterr()
         assert "decoded" not in cap.out and "is the program itself" in cap.err
+    # `-m PKG` runs PKG.__main__: the package itself is an ordinary import
+    out = str(tmp_path / "pkg")
+    assert main(["exec", "--device", "sim", "--out", out, "--step", STEP, "-m", "loopdemo"]) == 0
+    assert _per_step(out) == {0: 0, 1: 0, 2: 2, 3: 1, 4: 0, 5: 1, 6: 0, 7: 0}
 
 
 def test_command_forms():

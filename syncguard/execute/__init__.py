@@ -8,6 +8,7 @@ functions when their module is imported, :mod:`.session` records the steps.
 from __future__ import annotations
 
 import dataclasses
+import importlib.util
 import os
 import sys
 from typing import Any, List, Mapping, Optional, Sequence, Tuple
@@ -74,8 +75,7 @@ def execute(opts: ExecOptions, target: Any, out: str) -> int:
         check(program)
     except ProgramError as exc:
         raise UsageError(str(exc)) from None
-    own = {"__main__", program.target if program.module else os.path.splitext(
-        os.path.basename(program.target))[0]}
+    own = {"__main__", own_module(program)}
     for t in opts.steps:
         if t.module in own:
             raise UsageError(f"--step {t.spec}: {t.module} is the program itself, which runs as "
@@ -141,6 +141,23 @@ def execute(opts: ExecOptions, target: Any, out: str) -> int:
     if step_errors:
         return EXIT_USAGE
     return EXIT_OVER if _gate(opts, session) else EXIT_OK
+
+
+def own_module(program: Any) -> str:
+    """The module name the program's code would have if imported: the script's stem, the
+    ``-m`` module, or ``PKG.__main__`` for ``-m PKG``."""
+    if not program.module:
+        return os.path.splitext(os.path.basename(program.target))[0]
+    from .program import program_path
+
+    with program_path(program):
+        try:
+            spec = importlib.util.find_spec(program.target)
+        except (ImportError, ValueError):
+            spec = None
+    if spec is not None and spec.submodule_search_locations is not None:
+        return f"{program.target}.__main__"
+    return str(program.target)
 
 
 def _report(opts: ExecOptions, path: str, out: str, interrupted: bool,
