@@ -109,6 +109,7 @@ STEP_COLUMNS = {
     "eligible": "host flag npu_top_k_top_p_eligible at this step",
     "sync_wait_us": "host time spent inside this step's hidden syncs (us, counted pass)",
     "rank": "distributed rank that wrote the step (empty outside torchrun)",
+    "labels": "the subject's free-form per-step labels, as a JSON object (e.g. branch)",
 }
 
 EVENT_COLUMNS = {
@@ -239,8 +240,13 @@ class RunResult:
         import pandas as pd
 
         cols = list(STEP_COLUMNS)
-        return pd.DataFrame([{k: r.to_dict()[k] for k in cols} for r in self.steps],
-                            columns=cols)
+        rows = []
+        for r in self.steps:
+            d = r.to_dict()
+            d["labels"] = None if r.labels is None else json.dumps(r.labels, sort_keys=True,
+                                                                   default=str)
+            rows.append({k: d[k] for k in cols})
+        return pd.DataFrame(rows, columns=cols)
 
     def events_df(self) -> pd.DataFrame:
         """One row per sync event; columns in :data:`EVENT_COLUMNS` (plus ``lineno`` and

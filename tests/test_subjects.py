@@ -56,6 +56,10 @@ def test_user_subject_via_run(tmp_path, capsys):
     # the user's sampler reads the top-k bound back once per step: 6 steps, warm-up 1
     assert [s.syncs for s in mine] == [1] * 6
     assert all(s.labels and s.labels["k"] == 20 for s in mine)  # max top_k (r-0, r-1: 20)
+    import pandas as pd
+
+    csv = pd.read_csv(os.path.join(out, "steps.csv"))
+    assert set(csv[csv["path"] == "topk-sync"]["labels"]) == {'{"k": 20}'}
     assert {os.path.basename(e["filename"]) for e in res.events
             if e["path"] == "topk-sync" and not e["allowed"]} == {"topk_subject.py"}
 
