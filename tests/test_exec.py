@@ -167,16 +167,44 @@ def test_bad_program_and_step_spec(demo, tmp_path, capsys):
     assert "expected MODULE:QUALNAME" in capsys.readouterr().err
 
 
-def test_step_in_the_program_itself_is_refused_before_start(demo, tmp_path, capsys):
-    for form, mod in (("script", "decode"), ("module", "loopdemo.run"), ("script", "__main__")):
-        rc, _ = _exec(tmp_path, form, ["--step", f"{mod}:main"])
-        assert rc == 2
-        cap = capsys.readouterr()
-        assert "decoded" not in cap.out and "is the program itself" in cap.err
+@pytest.mark.parametrize("spec,args,name", [
+    ("selfloop:decode_step", [], "decode_step"),
+    ("__main__:Loop.run_one", ["--static"], "Loop.run_one"),
+])
+def test_step_in_the_script_itself(demo, tmp_path, spec, args, name):
+    out = str(tmp_path / "o")
+    rc = main(["exec", "--device", "sim", "--out", out, "--step", spec, "--", "python",
+               "selfloop.py", *args])
+    assert rc == 0
+    res = results.load(os.path.join(out, "result.jsonl"))
+    assert {s.path for s in res.steps} == {name}
+    assert _per_step(out) == {0: 0, 1: 0, 2: 2, 3: 1, 4: 0, 5: 1}
+
+
+def test_step_in_the_module_itself(demo, tmp_path):
+    rc, out = _exec(tmp_path, "module", ["--step", "loopdemo.run:main"], ["--steps", "4"])
+    assert rc == 0
+    # the whole of main() is one step: engine steps 2 and 3, and the final readback
+    assert _per_step(out) == {0: 4}
     # `-m PKG` runs PKG.__main__: the package itself is an ordinary import
     out = str(tmp_path / "pkg")
     assert main(["exec", "--device", "sim", "--out", out, "--step", STEP, "-m", "loopdemo"]) == 0
     assert _per_step(out) == {0: 0, 1: 0, 2: 2, 3: 1, 4: 0, 5: 1, 6: 0, 7: 0}
+
+
+def test_script_step_errors_and_traceback(demo, tmp_path, capsys):
+    out = str(tmp_path / "o")
+    base = ["exec", "--device", "sim", "--out", out, "--force"]
+    assert main(base + ["--step", "selfloop:nope", "--", "python", "selfloop.py"]) == 2
+    assert "has no attribute 'nope'" in capsys.readouterr().err
+    rc = main(base + ["--step", "selfloop:decode_step", "--", "python", "selfloop.py",
+                      "--fail"])
+    assert rc == 1
+    err = capsys.readouterr().err
+    tb = err[err.index("Traceback"):err.index("ValueError: selfloop failed")]
+    line = next(i for i, t in enumerate(open(os.path.join(HERE, "selfloop.py")), 1)
+                if "raise ValueError" in t)
+    assert f'selfloop.py", line {line}, in <module>' in tb and "syncguard" not in tb
 
 
 def test_command_forms():

@@ -67,6 +67,7 @@ def execute(opts: ExecOptions, target: Any, out: str) -> int:
     from ..cli import EXIT_INTERRUPTED, EXIT_OK, EXIT_OVER, EXIT_USAGE, UsageError
     from ..results import ResultWriter, environment
     from .hooks import StepHooks, static_missing
+    from .mainhook import main_source
     from .program import ProgramError, check, program_path, run, show_exception
     from .session import ExecSession
 
@@ -76,14 +77,15 @@ def execute(opts: ExecOptions, target: Any, out: str) -> int:
     except ProgramError as exc:
         raise UsageError(str(exc)) from None
     own = {"__main__", own_module(program)}
-    for t in opts.steps:
-        if t.module in own:
-            raise UsageError(f"--step {t.spec}: {t.module} is the program itself, which runs as "
-                             f"__main__; mark the step in it with `with syncguard.step():` (or "
-                             f"@syncguard.step), or name a function of a module it imports")
     with program_path(program):
+        main_file = main_source(program.target, program.module)
         for t in opts.steps:
-            why = static_missing(t)
+            if t.module in own:  # the program's own code, which runs as __main__
+                if main_file is None:
+                    raise UsageError(f"--step {t.spec}: the program's code is not a Python "
+                                     f"source file; mark the step with syncguard.step()")
+                t.module = "__main__"
+            why = static_missing(t, main_file if t.module == "__main__" else None)
             if why is not None:
                 raise UsageError(f"--step {t.spec}: {why}")
     if opts.max_syncs is None and opts.fmt != "text":
@@ -111,7 +113,7 @@ def execute(opts: ExecOptions, target: Any, out: str) -> int:
         with session:
             hooks.install()
             try:
-                run(program)
+                run(program, hooks.main_names(), hooks.module_ready)
             finally:
                 hooks.uninstall()
     except SystemExit as exc:

@@ -64,12 +64,12 @@ def _module_file(name: str) -> Optional[str]:
     return origin if origin and origin.endswith(".py") else None
 
 
-def static_missing(target: StepTarget) -> Optional[str]:
-    """Why ``target`` is certainly missing, read from its module's source without running it
-    (None when it is there, or when only running the module can tell)."""
-    if target.module in sys.modules:
+def static_missing(target: StepTarget, source: Optional[str] = None) -> Optional[str]:
+    """Why ``target`` is certainly missing, read from its module's source (or ``source``, a
+    file) without running it (None when it is there, or when only running it can tell)."""
+    if source is None and target.module in sys.modules:
         return None
-    path = _module_file(target.module)
+    path = source or _module_file(target.module)
     if path is None:
         return None
     try:
@@ -145,6 +145,10 @@ class StepHooks:
         self._finder: Optional[_PostImportFinder] = None
         self._lock = threading.RLock()
 
+    def main_names(self) -> List[str]:
+        """First names of the targets in the program's own code (``__main__``)."""
+        return sorted({t.qualname.split(".")[0] for t in self.targets if t.module == "__main__"})
+
     def pending(self) -> Dict[str, List[StepTarget]]:
         out: Dict[str, List[StepTarget]] = {}
         for t in self.targets:
@@ -154,6 +158,8 @@ class StepHooks:
 
     def install(self) -> None:
         for name in list(self.pending()):
+            if name == "__main__":  # the program's own code: bound by .mainhook as it runs
+                continue
             mod = sys.modules.get(name)
             if mod is not None:
                 self.module_ready(mod)
@@ -220,9 +226,15 @@ class StepHooks:
         """One line per target that was never installed: attribute missing, or its module
         never imported by the program."""
         out = [t.error for t in self.targets if t.error]
-        out += [f"--step {t.spec}: module {t.module} was never imported by the program, so "
-                f"no call of {t.qualname} was seen"
-                for t in self.targets if not t.installed and t.error is None]
+        for t in self.targets:
+            if t.installed or t.error is not None:
+                continue
+            if t.module == "__main__":
+                out.append(f"--step {t.spec}: the program never defined "
+                           f"{t.qualname.split('.')[0]} at its top level")
+            else:
+                out.append(f"--step {t.spec}: module {t.module} was never imported by the "
+                           f"program, so no call of {t.qualname} was seen")
         return out
 
 

@@ -12,7 +12,7 @@ import runpy
 import sys
 import traceback
 import types
-from typing import Iterator, List, Optional
+from typing import Any, Callable, Iterator, List, Optional, Sequence
 
 _PKG_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
 _RUNPY = os.path.abspath(runpy.__file__)
@@ -97,12 +97,21 @@ def program_path(program: Program) -> Iterator[None]:
         sys.path[:] = saved
 
 
-def run(program: Program) -> None:
+def run(program: Program, main_names: Sequence[str] = (),
+        on_main_bind: Optional[Callable[[types.ModuleType], Any]] = None) -> None:
     """Run ``program`` here. What it raises (``SystemExit`` included) propagates; ``sys.argv``
-    and ``sys.path`` are restored afterwards."""
+    and ``sys.path`` are restored afterwards. With ``main_names``, the program's own code is
+    compiled so that ``on_main_bind(__main__)`` runs after each of those names is bound
+    (:mod:`.mainhook`)."""
+    from .mainhook import run_bound
+
     saved_argv, saved_path = sys.argv[:], sys.path[:]
     try:
-        if program.module:
+        if main_names and on_main_bind is not None:
+            sys.argv = [program.target, *program.args]
+            sys.path.insert(0, path0(program))
+            run_bound(program.target, program.module, main_names, on_main_bind)
+        elif program.module:
             sys.argv = [program.target, *program.args]  # run_module puts the file in argv[0]
             sys.path.insert(0, path0(program))
             runpy.run_module(program.target, run_name="__main__", alter_sys=True)
