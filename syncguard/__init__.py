@@ -18,12 +18,13 @@ if TYPE_CHECKING:  # pragma: no cover
     from ._selftest import SelfTestError, selftest
     from .events import KINDS, Frame, HostSyncError, SyncEvent
     from .guard import StepCount, SyncGuard
+    from .steps import step
 
 __version__ = "0.1.0"
 
 __all__ = [
     "KINDS", "Frame", "HostSyncError", "SelfTestError", "StepCount", "SyncEvent", "SyncGuard",
-    "allow", "selftest", "simulated_device", "__version__",
+    "allow", "selftest", "simulated_device", "step", "__version__",
 ]
 
 #: public name -> (submodule, attribute), imported on first access
@@ -37,6 +38,7 @@ _LAZY: Dict[str, Tuple[str, str]] = {
     "SyncGuard": (".guard", "SyncGuard"),
     "SelfTestError": ("._selftest", "SelfTestError"),
     "selftest": ("._selftest", "selftest"),
+    "step": (".steps", "step"),
 }
 
 

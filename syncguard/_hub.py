@@ -30,7 +30,8 @@ _PKG_DIR = os.path.dirname(os.path.abspath(__file__))
 # syncguard's own machinery is never "the user's line"; its subjects (sampling, scenarios) are.
 _INTERNAL_DIRS = tuple(
     os.path.join(_PKG_DIR, p) for p in ("_hub.py", "intercept.py", "guard.py", "opmodel.py",
-                                         "_selftest.py", "sim" + os.sep, "pytest_plugin.py")
+                                         "_selftest.py", "sim" + os.sep, "pytest_plugin.py",
+                                         "steps.py", "execute" + os.sep)
 )
 
 # The standard library (minus the site-packages folders that may live under it).

@@ -25,7 +25,8 @@ if TYPE_CHECKING:  # pragma: no cover
 
 #: Known sampling paths, in display order.
 PATH_ORDER: Tuple[str, ...] = ("legacy", "flag", "flag-recompute")
-#: The path every ratio is taken against.
+#: The path ratios are taken against when a scenario has it and no other is asked for (the
+#: first path in :data:`PATH_ORDER`); see :func:`summary`.
 BASELINE = "legacy"
 #: Relative latency move that :func:`compare` marks as changed.
 LATENCY_THRESHOLD = 0.05
@@ -48,8 +49,10 @@ SUMMARY_COLUMNS: Dict[str, str] = {
     "sync_wait_us_mean": "host time inside hidden syncs per step, mean (us, counted pass, "
                          "warm-up excluded; NaN where not recorded)",
     "branches": "sampler branches taken over non-warm-up steps, e.g. 'fused 18, generic 2'",
-    "ratio_vs_legacy": "mean_ms / legacy's mean_ms in the same scenario (NaN without legacy)",
-    "saved_per_token_us": "(legacy mean_ms - mean_ms) in microseconds per token (step)",
+    "ratio_vs_legacy": "mean_ms / the baseline path's mean_ms in the same scenario (the name "
+                       "is historical: the baseline is the first path unless one is given)",
+    "saved_per_token_us": "(baseline mean_ms - mean_ms) in microseconds per token (step)",
+    "baseline": "the path ratios are taken against (default: the scenario's first path)",
 }
 
 SITES_COLUMNS: Dict[str, str] = {
@@ -138,10 +141,15 @@ def _mean(values: Sequence[float]) -> float:
     return sum(values) / len(values) if values else _nan()
 
 
+#: pass name -> the record passes that serve as it: an ``exec`` record (the program ran
+#: once, under the guard) is both the counted and the timed pass
+_PASSES = {"counted": ("counted", "exec"), "timed": ("timed", "exec")}
+
+
 def _records(result: RunResult, scenario: str, path: str, pass_: str,
              warmup: Optional[bool] = False) -> List[StepRecord]:
     return [s for s in result.steps
-            if s.scenario == scenario and s.path == path and s.pass_ == pass_
+            if s.scenario == scenario and s.path == path and s.pass_ in _PASSES[pass_]
             and (warmup is None or bool(s.warmup) == warmup)]
 
 
@@ -156,10 +164,12 @@ def _hidden_events(result: RunResult, include_warmup: bool = False) -> List[Dict
             if not e.get("allowed") and (include_warmup or not e.get("warmup"))]
 
 
-def summary(result: RunResult) -> pd.DataFrame:
+def summary(result: RunResult, baseline: Optional[str] = None) -> pd.DataFrame:
     """One row per (scenario, path); columns and units in :data:`SUMMARY_COLUMNS`.
 
-    Rows are in scenario file order, paths in :func:`ordered_paths` order.
+    Rows are in scenario file order, paths in :func:`ordered_paths` order. Ratios are taken
+    against ``baseline`` (else the run's ``options.baseline``, else each scenario's first
+    path: ``legacy`` in the built-in case study).
     """
     import pandas as pd
 
@@ -195,14 +205,29 @@ def summary(result: RunResult) -> pd.DataFrame:
                                             if r.sync_wait_us is not None]),
                 "branches": branch_counts(counted or timed),
             })
+    asked: Optional[str] = baseline or (result.header.get("options") or {}).get("baseline")
+    base_path: Dict[str, str] = {}
+    for r in rows:  # the baseline asked for where the scenario has it, else its first path
+        sc_paths = [x["path"] for x in rows if x["scenario"] == r["scenario"]]
+        base_path[r["scenario"]] = asked if asked is not None and asked in sc_paths else (
+            sc_paths[0])
     base: Dict[str, float] = {r["scenario"]: r["mean_ms"] for r in rows
-                              if r["path"] == BASELINE}
+                              if r["path"] == base_path[r["scenario"]]}
     for r in rows:
+        r["baseline"] = base_path[r["scenario"]]
         b = base.get(r["scenario"], _nan())
         ok = not is_missing(b) and not is_missing(r["mean_ms"])
         r["ratio_vs_legacy"] = r["mean_ms"] / b if ok and b != 0 else _nan()
         r["saved_per_token_us"] = (b - r["mean_ms"]) * 1000.0 if ok else _nan()
     return pd.DataFrame(rows, columns=list(SUMMARY_COLUMNS))
+
+
+def baseline_label(summary_df: pd.DataFrame) -> str:
+    """The ratio columns' header: the baseline path's name when every scenario has the same
+    short one (``legacy`` in the case study), else ``base``."""
+    names = set(summary_df["baseline"]) if len(summary_df) else {BASELINE}
+    name = str(next(iter(names))) if len(names) == 1 else "base"
+    return name if len(name) <= 14 else "base"
 
 
 def per_step(result: RunResult, scenario: str) -> pd.DataFrame:
@@ -228,8 +253,8 @@ def per_step(result: RunResult, scenario: str) -> pd.DataFrame:
         batch: Any = _nan()
         warm = False
         for path in paths:
-            c = by.get((step, path, "counted"))
-            t = by.get((step, path, "timed"))
+            c = by.get((step, path, "counted")) or by.get((step, path, "exec"))
+            t = by.get((step, path, "timed")) or by.get((step, path, "exec"))
             any_rec = c or t
             if any_rec is not None:
                 if is_missing(batch):

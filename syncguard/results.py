@@ -23,11 +23,12 @@ import io
 import json
 import os
 import platform
+import re
 import socket
 import subprocess
 import sys
 import time
-from typing import IO, TYPE_CHECKING, Any, Dict, Iterable, List, Optional
+from typing import IO, TYPE_CHECKING, Any, Dict, Iterable, List, Optional, Tuple
 
 from .events import SyncEvent
 
@@ -54,6 +55,12 @@ class StepRecord:
     ``npu_top_k_top_p_eligible`` at this step. ``tokens``: the sampled ids.
     ``sync_wait_us``: time the host spent inside this step's hidden syncs (microseconds,
     counted pass; 0.0 without hidden syncs; None on the timed pass).
+    ``labels``: free-form per-step facts a subject reports (e.g. ``{"branch": "fused"}``).
+    ``rank``: the distributed rank that wrote the step (None outside torchrun).
+
+    ``pass_`` is ``"exec"`` for ``syncguard exec``: the program ran once, under the guard, so
+    the record is both counted and timed; ``scenario`` is then the program and ``path`` the
+    step's name.
     """
 
     scenario: str
@@ -70,6 +77,8 @@ class StepRecord:
     eligible: Optional[bool] = None
     tokens: Optional[List[int]] = None
     sync_wait_us: Optional[float] = None
+    labels: Optional[Dict[str, Any]] = None
+    rank: Optional[int] = None
 
     def to_dict(self) -> Dict[str, Any]:
         d = dataclasses.asdict(self)
@@ -99,6 +108,8 @@ STEP_COLUMNS = {
     "device_ms": "device time of the step from device events (ms; real devices only)",
     "eligible": "host flag npu_top_k_top_p_eligible at this step",
     "sync_wait_us": "host time spent inside this step's hidden syncs (us, counted pass)",
+    "rank": "distributed rank that wrote the step (empty outside torchrun)",
+    "labels": "the subject's free-form per-step labels, as a JSON object (e.g. branch)",
 }
 
 EVENT_COLUMNS = {
@@ -182,9 +193,10 @@ class ResultWriter:
     def step(self, rec: StepRecord, events: List[SyncEvent]) -> None:
         """One finished step with its events: the events first, so a step line always has
         its events above it."""
+        extra = {} if rec.rank is None else {"rank": rec.rank}
         for ev in events:
             self._write({"type": "event", "scenario": rec.scenario, "path": rec.path,
-                         "pass": rec.pass_, **ev.to_dict()})
+                         "pass": rec.pass_, **extra, **ev.to_dict()})
         self._write({"type": "step", **rec.to_dict()})
         assert self._f is not None
         os.fsync(self._f.fileno())
@@ -228,8 +240,13 @@ class RunResult:
         import pandas as pd
 
         cols = list(STEP_COLUMNS)
-        return pd.DataFrame([{k: r.to_dict()[k] for k in cols} for r in self.steps],
-                            columns=cols)
+        rows = []
+        for r in self.steps:
+            d = r.to_dict()
+            d["labels"] = None if r.labels is None else json.dumps(r.labels, sort_keys=True,
+                                                                   default=str)
+            rows.append({k: d[k] for k in cols})
+        return pd.DataFrame(rows, columns=cols)
 
     def events_df(self) -> pd.DataFrame:
         """One row per sync event; columns in :data:`EVENT_COLUMNS` (plus ``lineno`` and
@@ -295,9 +312,49 @@ def _load_document(path: str, f: IO[str]) -> RunResult:
                      path)
 
 
+def rank_files(folder: str) -> List[Tuple[int, str]]:
+    """``(rank, path)`` of the per-rank results ``result.rank<N>.jsonl`` in ``folder``."""
+    out = []
+    for name in os.listdir(folder):
+        m = re.fullmatch(r"result\.rank(\d+)\.jsonl", name)
+        if m:
+            out.append((int(m.group(1)), os.path.join(folder, name)))
+    return sorted(out)
+
+
+def merge_ranks(parts: List[Tuple[int, RunResult]], source: str) -> RunResult:
+    """One result from per-rank results: each rank's scenarios become ``<name> [rank N]``
+    (so every table gets a row per rank), steps and events keep their ``rank``."""
+    steps: List[StepRecord] = []
+    events: List[Dict[str, Any]] = []
+    notes: List[Dict[str, Any]] = []
+    for rank, res in parts:
+        steps += [dataclasses.replace(s, scenario=f"{s.scenario} [rank {rank}]", rank=rank)
+                  for s in res.steps]
+        events += [{**e, "scenario": f"{e.get('scenario')} [rank {rank}]", "rank": rank}
+                   for e in res.events]
+        notes += [{**n, "rank": rank} for n in res.notes]
+    header = dict(parts[0][1].header)
+    header["ranks"] = [r for r, _ in parts]
+    complete = all(res.complete for _, res in parts)
+    footer = {"type": "footer", "complete": complete}
+    return RunResult(header, steps, events, footer, notes, source)
+
+
 def load(path: str) -> RunResult:
-    """Read a result: the streamed ``result.jsonl`` (complete or interrupted, line by line) or
-    the ``result.json`` document written from it. Raises :class:`ResultError`."""
+    """Read a result: the streamed ``result.jsonl`` (complete or interrupted, line by line),
+    the ``result.json`` document written from it, or a folder holding either, or one
+    ``result.rank<N>.jsonl`` per rank (merged: :func:`merge_ranks`). Raises
+    :class:`ResultError`."""
+    if os.path.isdir(path):
+        ranks = rank_files(path)
+        if ranks:
+            return merge_ranks([(r, load(p)) for r, p in ranks], path)
+        for name in ("result.jsonl", "result.json"):
+            if os.path.isfile(os.path.join(path, name)):
+                return load(os.path.join(path, name))
+        raise ResultError(f"{path}: no result.jsonl, result.json or result.rank<N>.jsonl in "
+                          f"this folder")
     try:
         f = open(path, encoding="utf-8")
     except OSError as exc:

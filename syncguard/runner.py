@@ -15,7 +15,7 @@ from .devices import DEVICES, DeviceError
 from .events import SyncEvent
 from .guard import SyncGuard
 from .results import ResultWriter, StepRecord, environment, scenario_record
-from .scenario import RequestSpec, Scenario
+from .scenario import Scenario
 
 READBACK = "engine token readback (the one intended sync per step)"
 
@@ -97,34 +97,33 @@ def resolve_target(kind: str = "auto") -> Target:
 
 # -- one decode loop ------------------------------------------------------------------------
 class DecodeLoop:
-    """A scenario's decode loop on one path: joins and leaves, per-(request, step) logits,
-    sampling, and the engine's token readback at the end of each step."""
+    """A scenario's decode loop driving one subject (:mod:`syncguard.subjects`): joins and
+    leaves, per-(request, step) logits, sampling, and the engine's token readback at the end
+    of each step. ``path`` names the subject (a registered name or ``MODULE:OBJ``)."""
 
-    def __init__(self, scenario: Scenario, path: str, target: Target) -> None:
-        from .sampling import SamplingBatchInfo, SamplingParams, SamplingRequest
+    def __init__(self, scenario: Scenario, path: str, target: Target,
+                 subject: Optional[Any] = None) -> None:
+        from . import subjects
 
         self.sc, self.path, self.target = scenario, path, target
-        self._SBI, self._SP, self._SR = SamplingBatchInfo, SamplingParams, SamplingRequest
+        self.subject = subject if subject is not None else subjects.load(path)
+        self.name = subjects.label(path, self.subject)
         dev = target.device
         all_reqs = list(scenario.requests) + [r for e in scenario.events for r in e.join]
         self.slot = {r.id: i for i, r in enumerate(all_reqs)}
         dtype = getattr(torch, scenario.dtype)
+        ctx = subjects.SubjectContext(dev, target.torch_npu, scenario.deterministic,
+                                      scenario.seed)
         with allow("setup: logits bank and workload"):
             g = torch.Generator().manual_seed(scenario.seed)
             bank = torch.randn(len(all_reqs), scenario.vocab_size, generator=g)
             self.bank = (bank * scenario.logits_scale).to(dtype).to(dev)
             n = scenario.workload
             self.work = (torch.randn(n, n, generator=g) / max(n, 1) ** 0.5).to(dev) if n else None
-            self.batch = self._build(list(scenario.requests))
+            self.state = self.subject.build(list(scenario.requests), ctx)
             self.live: List[str] = [r.id for r in scenario.requests]
             self.start: Dict[str, int] = {r.id: 0 for r in scenario.requests}
             self._refresh(0)
-
-    def _build(self, specs: List[RequestSpec]) -> Any:
-        reqs = [self._SR(rid=r.id, params=self._SP(temperature=r.temperature, top_p=r.top_p,
-                                                     top_k=r.top_k, min_p=r.min_p, seed=r.seed))
-                for r in specs]
-        return self._SBI.build(reqs, self.target.device, deterministic=self.sc.deterministic)
 
     def _stage(self, values: List[int]) -> torch.Tensor:
         from .sampling import HostStager
@@ -143,11 +142,11 @@ class DecodeLoop:
             if ev.finish:
                 gone = set(ev.finish)
                 keep = [i for i, r in enumerate(self.live) if r not in gone]
-                self.batch.filter(keep, recompute_flags=self.path == "flag-recompute")
+                self.state = self.subject.finish(self.state, keep)
                 self.live = [self.live[i] for i in keep]
                 changed = True
             if ev.join:
-                self.batch.merge(self._build(list(ev.join)))
+                self.state = self.subject.join(self.state, list(ev.join))
                 for r in ev.join:
                     self.live.append(r.id)
                     self.start[r.id] = step
@@ -159,8 +158,10 @@ class DecodeLoop:
         rows = torch.index_select(self.bank, 0, self.slots)
         return torch.roll(rows, shifts=(step * 7919) % self.sc.vocab_size, dims=1).contiguous()
 
-    def run_step(self, step: int) -> Tuple[List[int], str]:
-        from .sampling import sample
+    def run_step(self, step: int) -> Tuple[List[int], Dict[str, Any]]:
+        """One step: events, logits, the subject's sampling, the token readback (allowed).
+        Returns the tokens and the subject's labels."""
+        from .subjects import as_sampled
 
         self.apply_events(step)
         logits = self.logits(step)
@@ -168,16 +169,15 @@ class DecodeLoop:
             y = self.work
             for _ in range(4):
                 y = torch.tanh(y @ self.work)
-        res = sample(logits, self.batch, self.path, self.positions,
-                     torch_npu=self.target.torch_npu)
+        res = as_sampled(self.subject.sample(self.state, logits, self.positions))
         with allow(READBACK):
             tokens = res.ids.tolist()
         self.positions.add_(1)
-        return tokens, res.branch
+        return tokens, dict(res.labels)
 
 
 # -- passes ----------------------------------------------------------------------------------
-class _DeviceTimer:
+class DeviceTimer:
     """Device time of a step from device events (CUDA or NPU); None elsewhere."""
 
     def __init__(self, target: Target) -> None:
@@ -222,7 +222,7 @@ def run_pass(sc: Scenario, path: str, target: Target, counted: bool,
     _seed(sc)
     loop = DecodeLoop(sc, path, target)
     records: List[StepRecord] = []
-    timer = _DeviceTimer(target)
+    timer = DeviceTimer(target)
     pass_ = "counted" if counted else "timed"
     guard: Optional[SyncGuard] = None
     step_events: List[SyncEvent] = []
@@ -245,22 +245,25 @@ def run_pass(sc: Scenario, path: str, target: Target, counted: bool,
             h = timer.start()
             if guard is not None:
                 with guard.step(step):
-                    tokens, branch = loop.run_step(step)
+                    tokens, labels = loop.run_step(step)
             else:
-                tokens, branch = loop.run_step(step)
+                tokens, labels = loop.run_step(step)
             timer.stop(h)
             now = time.perf_counter()
             evs = list(step_events)
             step_events.clear()
+            eligible = labels.get("eligible")
             rec = StepRecord(
-                scenario=sc.name, path=path, pass_=pass_, step=step, warmup=step < sc.warmup,
-                batch_size=len(tokens), branch=branch,
+                scenario=sc.name, path=loop.name, pass_=pass_, step=step,
+                warmup=step < sc.warmup, batch_size=len(tokens),
+                branch=str(labels.get("branch", "")),
                 syncs=sum(e.count for e in evs if not e.allowed),
                 allowed=sum(e.count for e in evs if e.allowed),
                 latency_ms=(now - t_prev) * 1e3, device_ms=timer.elapsed(h),
-                eligible=bool(loop.batch.npu_top_k_top_p_eligible), tokens=tokens,
+                eligible=None if eligible is None else bool(eligible), tokens=tokens,
                 sync_wait_us=(sum(e.wait_us or 0.0 for e in evs if not e.allowed)
                               if counted else None),
+                labels=labels or None,
             )
             if collect:
                 records.append(rec)
@@ -286,6 +289,8 @@ class RunOptions:
     warmup: Optional[int] = None
     counted: bool = True
     timed: bool = True
+    #: the path ratios are taken against (None: each scenario's first path)
+    baseline: Optional[str] = None
 
 
 def prepare(scenarios: List[Scenario], opts: RunOptions) -> List[Scenario]:

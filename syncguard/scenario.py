@@ -207,14 +207,20 @@ def parse(text: str, file: str = "<memory>") -> Scenario:
         f.fail("warmup", f"must be < steps ({steps}), got {warmup}")
     seed = f.get("seed", (int,), 0, lo=0)
     deterministic = f.get("deterministic", (bool,), False)
-    paths = f.get("paths", (list,), list(PATHS))
+    # ``subjects`` (any registered subject or MODULE:OBJ) or the older ``paths``
+    key = "subjects" if "subjects" in data else "paths"
+    if "subjects" in data and "paths" in data:
+        f.fail("paths", "give either subjects or paths, not both")
+    word = key[:-1]
+    paths = f.get(key, (list,), list(PATHS))
     if not paths:
-        f.fail("paths", f"needs at least one path; valid: {', '.join(PATHS)}")
+        f.fail(key, f"needs at least one {word}; valid: {', '.join(PATHS)}")
     for i, p in enumerate(paths):
-        if p not in PATHS:
-            f.fail(f"paths[{i}]", f"unknown path {p!r}; valid: {', '.join(PATHS)}")
+        if not isinstance(p, str) or not _known_subject(p):
+            f.fail(f"{key}[{i}]", f"unknown {word} {p!r}; valid: {', '.join(PATHS)}, a "
+                   f"registered subject, or MODULE:OBJ")
         if p in paths[:i]:
-            f.fail(f"paths[{i}]", f"duplicate path {p!r}")
+            f.fail(f"{key}[{i}]", f"duplicate {word} {p!r}")
     lg = _Fields(file, "logits", f.get("logits", (dict,), {}))
     scale = lg.get("scale", (float,), 3.0, lo=0.0)
     workload = lg.get("workload", (int,), 0, lo=0, hi=16384)
@@ -267,9 +273,9 @@ def parse(text: str, file: str = "<memory>") -> Scenario:
     ex.done()
     max_syncs: Dict[str, int] = {}
     for p, v in max_syncs_raw.items():
-        if p not in PATHS:
+        if p not in PATHS and p not in paths:
             raise ScenarioError(f"{file}: expect.max_syncs.{p}: unknown path; valid: "
-                                f"{', '.join(PATHS)}")
+                                f"{', '.join(dict.fromkeys([*PATHS, *paths]))}")
         if not isinstance(v, int) or isinstance(v, bool) or v < 0:
             raise ScenarioError(f"{file}: expect.max_syncs.{p}: must be an int >= 0, got {v!r}")
         max_syncs[p] = v
@@ -277,6 +283,14 @@ def parse(text: str, file: str = "<memory>") -> Scenario:
     return Scenario(name, description, vocab, dtype, steps, warmup, seed, deterministic,
                     tuple(paths), scale, workload, tuple(requests), tuple(events), max_syncs,
                     file, text)
+
+
+def _known_subject(name: str) -> bool:
+    if name in PATHS:
+        return True
+    from .subjects import known  # torch-free: names and entry points only
+
+    return known(name)
 
 
 def load(path: str) -> Scenario:

@@ -205,13 +205,17 @@ def test_summary_numbers(result: RunResult) -> None:
     assert row[("mixed", "flag")]["saved_per_token_us"] == pytest.approx(1000.0)
 
 
-def test_summary_without_legacy_has_nan_ratio(result: RunResult) -> None:
+def test_summary_without_legacy_takes_the_first_path_as_baseline(result: RunResult) -> None:
+    # the baseline is a parameter (issue 13): without legacy, each scenario's first path
     only_flag = RunResult(result.header, [s for s in result.steps if s.path == "flag"],
                           [e for e in result.events if e["path"] == "flag"], result.footer)
     sm = analysis.summary(only_flag)
-    assert list(sm["path"]) == ["flag", "flag"]
-    assert sm["ratio_vs_legacy"].isna().all()
-    assert sm["saved_per_token_us"].isna().all()
+    assert list(sm["path"]) == ["flag", "flag"] and list(sm["baseline"]) == ["flag", "flag"]
+    assert list(sm["ratio_vs_legacy"]) == [1.0, 1.0]
+    assert list(sm["saved_per_token_us"]) == [0.0, 0.0]
+    sm = analysis.summary(result, baseline="flag")
+    row = {(r["scenario"], r["path"]): r for r in sm.to_dict("records")}
+    assert row[("mixed", "legacy")]["ratio_vs_legacy"] == pytest.approx(2.0)
 
 
 def test_per_step_wide(result: RunResult) -> None:

@@ -17,13 +17,14 @@ class UsageError(Exception):
 
 def _parser() -> argparse.ArgumentParser:
     from . import calibrate, check, compare, run, show
+    from . import exec as exec_cmd
 
     p = argparse.ArgumentParser(
         prog="syncguard",
         description="Count, attribute and gate hidden host-device syncs in decode loops.",
     )
     sub = p.add_subparsers(dest="command", metavar="COMMAND")
-    for mod in (run, show, compare, check, calibrate):
+    for mod in (run, exec_cmd, show, compare, check, calibrate):
         sp = sub.add_parser(mod.NAME, help=mod.HELP, description=mod.__doc__,
                             formatter_class=argparse.RawDescriptionHelpFormatter)
         mod.add_arguments(sp)

@@ -4,7 +4,10 @@ Runs the guard's self-test first (so "0 syncs" never means "the detector was off
 each scenario on each path under the guard. The budget per path is --max-syncs when given,
 else the scenario's [expect] max_syncs for that path, else 0; with --baseline, only new sites
 or higher counts than the baseline fail. Exit 0 within budget, 1 over (each site listed as
-file:line with counts), 2 usage or bad input, 3 internal error."""
+file:line with counts), 2 usage or bad input, 3 internal error.
+
+Given result files or folders instead of scenarios (a `syncguard exec` run, a folder of
+per-rank results), it gates what they recorded: each rank on its own."""
 
 from __future__ import annotations
 
@@ -21,7 +24,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     from .run import add_common
 
     add_common(p)
-    p.add_argument("--max-syncs", type=int, default=None,
+    p.add_argument("--max-syncs", type=int, default=None,  # also for RESULT folders
                    help="hidden syncs allowed per scenario and path (default: the scenario's "
                    "[expect] max_syncs, else 0)")
     p.add_argument("--baseline", default=None, help="fail only on new sites or higher counts "
@@ -63,14 +66,18 @@ def main(args: argparse.Namespace) -> int:
     from .. import runner, scenario
     from .._selftest import selftest
     from ..baseline import Baseline
-    from ..gate import Tally, Verdict, baseline_from, judge
-    from . import EXIT_OK, EXIT_OVER, UsageError, device_for_probe
+    from ..gate import Tally, Verdict, judge
+    from . import UsageError, device_for_probe
     from .run import options
 
     if args.max_syncs is not None and args.max_syncs < 0:
         raise UsageError(f"--max-syncs: must be >= 0, got {args.max_syncs}")
     if args.format in ("sarif", "junit") and args.output is None:
         args.output = "-"
+    from ..execute.recorded import check_results, is_result_path
+
+    if args.scenarios and all(is_result_path(p) for p in args.scenarios):
+        return check_results(args, args.scenarios)  # recorded results (exec, ranks)
     opts = options(args, counted=True, timed=False)
     scenarios = runner.prepare(scenario.resolve(args.scenarios), opts)
     target = runner.resolve_target(opts.device)
@@ -87,16 +94,23 @@ def main(args: argparse.Namespace) -> int:
             budget = args.max_syncs if args.max_syncs is not None else sc.max_syncs.get(path, 0)
             verdicts.append(judge(tally, max_syncs=budget, baseline=base, scenario=sc.name,
                                   path=path))
+    return finish(args, verdicts)
+
+
+def finish(args: argparse.Namespace, verdicts: List[Any]) -> int:
+    """Write ``--update-baseline`` (exit 0) or emit ``verdicts`` in ``--format``; the exit
+    code of ``check`` (also for recorded results)."""
+    from ..gate import baseline_from
+    from ..renderers.ci import emit
+    from . import EXIT_OK, EXIT_OVER
+
     if args.update_baseline:
         new = baseline_from(verdicts)
         new.save(args.update_baseline)
         print(f"Wrote {args.update_baseline} ({len(new)} sites)", file=sys.stderr)
         return EXIT_OK
-    from ..renderers.ci import emit
-
-    totals = [v.total for v in verdicts]
-    findings = [f for v in verdicts for f in v.findings]
-    emit(args.format, totals, findings, args.output, baseline=args.baseline)
+    emit(args.format, [v.total for v in verdicts], [f for v in verdicts for f in v.findings],
+         args.output, baseline=args.baseline)
     if args.output not in (None, "-") and os.path.exists(args.output):
         print(f"Wrote {args.output}", file=sys.stderr)
     return EXIT_OVER if any(v.failed for v in verdicts) else EXIT_OK

@@ -39,6 +39,9 @@ def add_common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--paths", "--path", dest="paths", action=_AppendPaths, default=None,
                    metavar="PATH", help="sampling path(s): legacy, flag, flag-recompute "
                    "(repeat or comma-separate; default: the scenario's)")
+    p.add_argument("--subject", dest="subjects", action="append", default=[],
+                   metavar="MODULE:OBJ", help="also drive this subject (your sampler; see "
+                   "syncguard.subjects): MODULE:OBJ or a registered name (repeatable)")
     p.add_argument("--steps", type=int, default=None, help="override the steps per scenario")
     p.add_argument("--warmup", type=int, default=None, help="override the warm-up steps")
 
@@ -49,6 +52,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="report folder (default: reports/<time>-<device>)")
     p.add_argument("--force", action="store_true", help="overwrite existing report files")
     p.add_argument("--no-timed", action="store_true", help="skip the timed pass")
+    p.add_argument("--ratio-base", default=None, metavar="PATH",
+                   help="the path latency ratios are taken against (default: each "
+                   "scenario's first path, legacy in the built-in case study)")
     p.add_argument("--width", type=int, default=None, help="terminal width for the tables")
     p.add_argument("--crosscheck", action="store_true",
                    help="also count the counted pass with the runtime's own mechanism (CUDA "
@@ -72,20 +78,28 @@ def crosscheck(scenarios: Sequence[Any], opts: Any, out: str) -> int:
     return subprocess.run(cmd).returncode
 
 
-def parse_paths(raw: Optional[List[str]], flag: str = "--paths") -> Optional[List[str]]:
-    from ..scenario import PATHS
+def parse_paths(raw: Optional[List[str]], flag: str = "--paths",
+                subjects: Optional[List[str]] = None) -> Optional[List[str]]:
+    """``--paths`` (comma-separated, repeatable) then ``--subject``: registered subject names
+    or ``MODULE:OBJ``, each loaded once here so a bad one fails before any run."""
+    from .. import subjects as registry
     from . import UsageError
 
-    if not raw:
+    if not raw and not subjects:
         return None
     out: List[str] = []
-    for chunk in raw:
-        for p in chunk.split(","):
-            p = p.strip()
-            if p not in PATHS:
-                raise UsageError(f"{flag}: unknown path {p!r}; valid: {', '.join(PATHS)}")
-            if p not in out:
-                out.append(p)
+    named = [(flag, p.strip()) for chunk in raw or [] for p in chunk.split(",")]
+    named += [("--subject", s.strip()) for s in subjects or []]
+    for where, p in named:
+        if not registry.known(p):
+            raise UsageError(f"{where}: unknown path {p!r}; valid: "
+                             f"{', '.join(registry.registered())}, or MODULE:OBJ")
+        try:
+            registry.load(p, where)
+        except registry.SubjectError as exc:
+            raise UsageError(str(exc)) from None
+        if p not in out:
+            out.append(p)
     return out
 
 
@@ -99,9 +113,11 @@ def options(args: argparse.Namespace, counted: bool = True, timed: bool = True):
         raise UsageError(f"--warmup: must be >= 0, got {args.warmup}")
     if args.steps is not None and args.warmup is not None and args.warmup >= args.steps:
         raise UsageError(f"--warmup: must be < --steps ({args.steps}), got {args.warmup}")
-    paths = parse_paths(args.paths, getattr(args, "paths_flag", "--paths"))
+    paths = parse_paths(args.paths, getattr(args, "paths_flag", "--paths"),
+                        getattr(args, "subjects", None))
     return RunOptions(device=args.device, paths=paths, steps=args.steps,
-                      warmup=args.warmup, counted=counted, timed=timed)
+                      warmup=args.warmup, counted=counted, timed=timed,
+                      baseline=getattr(args, "ratio_base", None))
 
 
 REPORT_FILES = ("result.jsonl", "result.json", "steps.csv", "events.csv", "report.md",

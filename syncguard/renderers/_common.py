@@ -20,8 +20,8 @@ LEGEND: Tuple[Tuple[str, str], ...] = (
     ("allowed/step", "allowed syncs per step (e.g. the token readback), counted pass"),
     ("p50/p90/p99/mean", "host time per step up to its token readback, in ms (timed pass "
                          "without interceptors, warm-up steps excluded)"),
-    ("ratio", "mean latency / legacy's mean latency in the same scenario (< 1 is faster)"),
-    ("saved", "(legacy mean - this path's mean) latency, in microseconds per token"),
+    ("ratio", "mean latency / the baseline's mean latency in the same scenario (< 1 is faster)"),
+    ("saved", "(baseline mean - this path's mean) latency, in microseconds per token"),
     ("steps", "step indices as ranges, e.g. 2-4, 7; warm-up steps are marked w"),
 )
 
@@ -216,8 +216,9 @@ def verdicts(summary_df: pd.DataFrame, sites_df: pd.DataFrame, max_sites: int = 
                 if show_wait and not is_missing(wait):
                     text += f", the host waiting {float(wait):.1f} us per step in them"
             ratio = r["ratio_vs_legacy"]
-            if r["path"] != BASELINE and not is_missing(ratio):
-                text += f", mean latency {float(ratio):.2f}x {BASELINE}"
+            base_path = r.get("baseline") or BASELINE
+            if r["path"] != base_path and not is_missing(ratio):
+                text += f", mean latency {float(ratio):.2f}x {base_path}"
                 saved = r["saved_per_token_us"]
                 if not is_missing(saved):
                     verb = "saves" if float(saved) >= 0 else "costs"

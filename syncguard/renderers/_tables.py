@@ -167,8 +167,11 @@ _SUMMARY: List[Tuple[str, str, str, Callable[[Any], str], bool]] = [
 def summary_tbl(sm: pd.DataFrame, *, branches: bool = True) -> Table:
     """One row per (scenario, path) of :func:`analysis.summary`, one section per scenario;
     the best and worst value of each coloured column within a scenario are marked."""
+    base = analysis.baseline_label(sm)  # the ratio's baseline: the first path unless chosen
     cols = [Column("scenario", "scenario", group=True), Column("path", "path")]
-    cols += [Column(k, h, "r", short) for k, h, short, _, _ in _SUMMARY]
+    cols += [Column(k, h.replace("vs legacy", f"vs {base}"),
+                    "r", short.replace("/legacy", f"/{base}"))
+             for k, h, short, _, _ in _SUMMARY]
     has_dev = bool(len(sm)) and sm["device_ms_mean"].notna().any()
     if has_dev:
         cols.append(Column("device_ms_mean", "device ms", "r", "device\nms"))

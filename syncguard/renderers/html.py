@@ -134,9 +134,9 @@ def plot_figure(result: RunResult, scenario: str) -> Any:
     for s in result.steps:
         if s.scenario != scenario or s.warmup:
             continue
-        if s.pass_ == "timed" and not is_missing(s.latency_ms):
+        if s.pass_ in ("timed", "exec") and not is_missing(s.latency_ms):
             lat[s.path].append((s.step, float(s.latency_ms)))  # type: ignore[arg-type]
-        elif s.pass_ == "counted":
+        if s.pass_ in ("counted", "exec"):
             syn[s.path].append((s.step, s.syncs))
     n = max(len(paths), 1)
     with matplotlib.rc_context({"font.size": 9}):

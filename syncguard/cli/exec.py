@@ -1,0 +1,120 @@
+"""Run your own program under the guard: `syncguard exec [OPTIONS] -- python SCRIPT [ARGS]`
+or `syncguard exec [OPTIONS] -m MODULE [ARGS]`.
+
+The program runs in this process with sys.argv, __main__ and sys.path[0] as a plain run has
+them. Each call of a --step function (or each `with syncguard.step():` block) is one step; with
+neither, the whole program is one step. Every finished step is streamed to OUT/result.jsonl
+(OUT/result.rank<N>.jsonl under torchrun); `syncguard show` and `compare` read it.
+
+Exit code: the program's own when it fails (its traceback shown as a plain run shows it);
+else 2 when a --step never matched (missing module or attribute), 1 when a step name has
+more hidden syncs than --max-syncs, 0 otherwise; 130 on Ctrl-C, after writing the reports."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from typing import Any, Tuple
+
+NAME = "exec"
+HELP = "run your own program under the guard (per-step syncs, reports, CI gate)"
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    from ..devices import DEVICES
+
+    p.add_argument("--step", action="append", default=[], metavar="MODULE:QUALNAME",
+                   help="each call of this function or method is one step, e.g. "
+                   "sglang.srt.managers.scheduler:Scheduler.run_batch (repeatable)")
+    p.add_argument("--device", default="auto", choices=DEVICES,
+                   help="auto (npu if torch_npu works, else cuda if available, else sim), sim "
+                   "(simulated npu + torch_npu stand-in set up before the program starts), "
+                   "npu, cuda, or cpu (CPU tensors counted as device-resident)")
+    p.add_argument("--warmup", type=int, default=0,
+                   help="the first N steps of each step name are kept but not counted")
+    p.add_argument("--max-syncs", type=int, default=None,
+                   help="hidden syncs allowed per step name over the run (default: no gate)")
+    p.add_argument("--allow", action="append", default=[], metavar="SITE",
+                   help="allow hidden syncs at this call site (file.py:line, pkg.mod:function or "
+                   "function; repeatable). Added to [tool.syncguard] allow of --config")
+    p.add_argument("--config", default=None, metavar="PYPROJECT",
+                   help="pyproject.toml whose [tool.syncguard] allow list applies (default: "
+                   "./pyproject.toml when present)")
+    p.add_argument("--out", default=None, help="report folder (default: reports/<time>-exec)")
+    p.add_argument("--force", action="store_true", help="overwrite existing report files")
+    p.add_argument("--format", default="text", choices=("text", "github", "sarif", "junit"),
+                   help="gate output: text (default), github, sarif, junit")
+    p.add_argument("--output", "-o", default=None,
+                   help="file for --format sarif/junit (default: stdout)")
+    p.add_argument("--width", type=int, default=None, help="terminal width for the tables")
+    p.add_argument("-m", dest="module", nargs=argparse.REMAINDER, default=None,
+                   metavar="MODULE [ARGS]", help="run a module as `python -m MODULE ARGS`")
+    p.add_argument("program", nargs=argparse.REMAINDER, metavar="-- python SCRIPT [ARGS]",
+                   help="the program and its arguments")
+
+
+def _target(kind: str) -> Any:
+    """``auto`` here also takes a visible GPU: exec runs the user's code as it is."""
+    from ..runner import resolve_target
+
+    if kind == "auto":
+        t = resolve_target("auto")
+        if t.kind == "sim":
+            import torch
+
+            if torch.cuda.is_available():
+                return resolve_target("cuda")
+        return t
+    return resolve_target(kind)
+
+
+def _out_dir(args: argparse.Namespace, device: str, files: Tuple[str, ...]) -> str:
+    from . import UsageError
+
+    out = args.out
+    if out is None:
+        run_id = os.environ.get("TORCHELASTIC_RUN_ID")
+        stamp = f"exec-{run_id}" if run_id else time.strftime("%Y%m%d-%H%M%S") + "-exec"
+        out = os.path.join("reports", f"{stamp}-{device}")
+    out = os.path.abspath(out)  # the program may chdir
+    if os.path.exists(out) and not os.path.isdir(out):
+        raise UsageError(f"--out: {out} exists and is not a folder")
+    clash = [f for f in files if os.path.exists(os.path.join(out, f))]
+    if clash and not args.force:
+        raise UsageError(f"{os.path.join(out, clash[0])} exists; pass --force to overwrite "
+                         f"or choose another --out")
+    os.makedirs(out, exist_ok=True)
+    return out
+
+
+def main(args: argparse.Namespace) -> int:
+    from ..execute import ExecOptions, execute, rank_from_env, result_name
+    from ..execute.hooks import StepSpecError, parse_step
+    from ..execute.program import ProgramError, parse_command
+    from . import UsageError, report_width
+    from .check import _allow_sites
+    from .run import REPORT_FILES
+
+    for flag, v in (("--warmup", args.warmup), ("--max-syncs", args.max_syncs)):
+        if v is not None and v < 0:
+            raise UsageError(f"{flag}: must be >= 0, got {v}")
+    try:
+        program = parse_command(args.program or [], args.module)
+        steps = [parse_step(s) for s in args.step]
+    except (ProgramError, StepSpecError) as exc:
+        raise UsageError(str(exc)) from None
+    if args.format in ("sarif", "junit") and args.output is None:
+        args.output = "-"
+    if args.output not in (None, "-"):
+        args.output = os.path.abspath(args.output)
+    rank = rank_from_env()
+    target = _target(args.device)  # the simulated device exists before the program starts
+    files = (result_name(rank),) if rank is not None else REPORT_FILES
+    out = _out_dir(args, target.kind, files)
+    opts = ExecOptions(program=program, steps=steps, warmup=args.warmup,
+                       max_syncs=args.max_syncs, allow_sites=_allow_sites(args),
+                       fmt=args.format, output=args.output, width=report_width(args.width),
+                       rank=rank, argv=sys.argv[1:])
+    return execute(opts, target, out)

@@ -1,0 +1,205 @@
+"""``syncguard exec``: run a user's program in-process under the guard, one result record per
+step (a ``--step`` function call or a ``syncguard.step()`` block), then reports and the gate.
+
+Modules: :mod:`.program` runs the program as ``python`` would, :mod:`.hooks` wraps ``--step``
+functions when their module is imported, :mod:`.session` records the steps.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib.util
+import os
+import sys
+from typing import Any, List, Mapping, Optional, Sequence, Tuple
+
+from .hooks import StepTarget
+
+
+@dataclasses.dataclass
+class ExecOptions:
+    """One ``exec`` run: the program, the ``--step`` targets, the gate and output options."""
+
+    program: Any  # program.Program
+    steps: Sequence[StepTarget] = ()
+    warmup: int = 0
+    max_syncs: Optional[int] = None
+    allow_sites: Sequence[Tuple[str, str]] = ()
+    fmt: str = "text"
+    output: Optional[str] = None
+    width: Optional[int] = None
+    rank: Optional[int] = None
+    argv: List[str] = dataclasses.field(default_factory=list)
+
+
+def rank_from_env(env: Optional[Mapping[str, str]] = None) -> Optional[int]:
+    """This process's rank under torchrun (``RANK`` and ``WORLD_SIZE`` set), else None."""
+    e: Mapping[str, str] = os.environ if env is None else env
+    rank, world = e.get("RANK"), e.get("WORLD_SIZE")
+    if rank is None or world is None:
+        return None
+    try:
+        return int(rank)
+    except ValueError:
+        return None
+
+
+def result_name(rank: Optional[int]) -> str:
+    """``result.jsonl``, or ``result.rank<N>.jsonl`` for rank N."""
+    return "result.jsonl" if rank is None else f"result.rank{rank}.jsonl"
+
+
+def _exit_code(exc: SystemExit) -> int:
+    code = exc.code
+    if code is None:
+        return 0
+    if isinstance(code, int):
+        return code
+    print(code, file=sys.stderr)  # sys.exit("message"), as Python prints it
+    return 1
+
+
+def execute(opts: ExecOptions, target: Any, out: str) -> int:
+    """Run the program under the guard, write the results into ``out`` and return the exit
+    code (see :mod:`syncguard.cli.exec`)."""
+    from .. import steps as markers
+    from .._selftest import selftest
+    from ..cli import EXIT_INTERRUPTED, EXIT_OK, EXIT_OVER, EXIT_USAGE, UsageError
+    from ..results import ResultWriter, environment
+    from .hooks import StepHooks, static_missing
+    from .mainhook import main_source
+    from .program import ProgramError, check, program_path, run, show_exception
+    from .session import ExecSession
+
+    program = opts.program
+    try:
+        check(program)
+    except ProgramError as exc:
+        raise UsageError(str(exc)) from None
+    own = {"__main__", own_module(program)}
+    with program_path(program):
+        main_file = main_source(program.target, program.module)
+        for t in opts.steps:
+            if t.module in own:  # the program's own code, which runs as __main__
+                if main_file is None:
+                    raise UsageError(f"--step {t.spec}: the program's code is not a Python "
+                                     f"source file; mark the step with syncguard.step()")
+                t.module = "__main__"
+            why = static_missing(t, main_file if t.module == "__main__" else None)
+            if why is not None:
+                raise UsageError(f"--step {t.spec}: {why}")
+    if opts.max_syncs is None and opts.fmt != "text":
+        raise UsageError(f"--format {opts.fmt}: needs --max-syncs (the budget to gate on)")
+    selftest(None if target.kind == "cpu" else str(target.device))
+
+    path = os.path.join(out, result_name(opts.rank))
+    header = {
+        "env": environment(target.kind, target.name), "argv": opts.argv,
+        "options": {"steps": [t.spec for t in opts.steps], "warmup": opts.warmup,
+                    "max_syncs": opts.max_syncs, "device": target.kind},
+        "exec": {"program": program.target, "module": program.module, "args": program.args,
+                 "rank": opts.rank, "world_size": os.environ.get("WORLD_SIZE")},
+        "scenarios": {program.name: {"file": program.target, "steps": None,
+                                     "warmup": opts.warmup, "max_syncs": {}}},
+    }
+    writer = ResultWriter(path, header)
+    session = ExecSession(program.name, writer, target, warmup=opts.warmup,
+                          allow_sites=opts.allow_sites, rank=opts.rank,
+                          devices=("cpu",) if target.kind == "cpu" else ())
+    hooks = StepHooks(opts.steps)
+    code, interrupted = 0, False
+    prev = markers.set_recorder(session)
+    try:
+        with session:
+            hooks.install()
+            try:
+                run(program, hooks.main_names(), hooks.module_ready)
+            finally:
+                hooks.uninstall()
+    except SystemExit as exc:
+        code = _exit_code(exc)
+    except KeyboardInterrupt:
+        interrupted = True
+    except BaseException as exc:  # the program failed: its traceback, as a plain run shows
+        show_exception(exc)
+        code = 1
+    finally:
+        markers.set_recorder(prev)
+        session.finish(complete=not interrupted)
+        outside = [e for e in session.outside if not e.allowed]
+        if outside:
+            writer.note(outside_steps=sum(e.count for e in outside),
+                        sites=sorted({e.site for e in outside}))
+        writer.close(not interrupted, reason="interrupted" if interrupted else None,
+                     exit_code=code)
+    _report(opts, path, out, interrupted, outside)
+    step_errors = hooks.errors()
+    for line in step_errors:
+        print(f"syncguard: error: {line}", file=sys.stderr)
+    if interrupted:
+        return EXIT_INTERRUPTED
+    if code != 0:
+        return code
+    if step_errors:
+        return EXIT_USAGE
+    return EXIT_OVER if _gate(opts, session) else EXIT_OK
+
+
+def own_module(program: Any) -> str:
+    """The module name the program's code would have if imported: the script's stem, the
+    ``-m`` module, or ``PKG.__main__`` for ``-m PKG``."""
+    if not program.module:
+        return os.path.splitext(os.path.basename(program.target))[0]
+    from .program import program_path
+
+    with program_path(program):
+        try:
+            spec = importlib.util.find_spec(program.target)
+        except (ImportError, ValueError):
+            spec = None
+    if spec is not None and spec.submodule_search_locations is not None:
+        return f"{program.target}.__main__"
+    return str(program.target)
+
+
+def _report(opts: ExecOptions, path: str, out: str, interrupted: bool,
+            outside: List[Any]) -> None:
+    from rich.console import Console
+
+    from .. import results
+    from ..renderers import terminal, write_reports
+
+    err = Console(stderr=True, width=opts.width)
+    res = results.load(path)
+    if opts.rank is None:
+        terminal.render(res, err)
+        for p in write_reports(res, out):
+            err.print(f"Wrote {p}")
+    else:  # ranks print at once: one line each; `syncguard show OUT` merges them
+        hidden = sum(s.syncs for s in res.steps if not s.warmup)
+        err.print(f"rank {opts.rank}: {hidden} hidden syncs in {len(res.steps)} steps; "
+                  f"`syncguard show {out}` merges the ranks")
+    err.print(f"Wrote {path}")
+    if outside:
+        sites = ", ".join(sorted({e.site for e in outside})[:3])
+        err.print(f"{sum(e.count for e in outside)} hidden syncs outside every step (not "
+                  f"gated): {sites}")
+    if interrupted:
+        err.print(f"interrupted: kept {len(res.steps)} finished steps in {path}")
+
+
+def _gate(opts: ExecOptions, session: Any) -> bool:
+    """Gate each step name's hidden syncs on ``--max-syncs``; True when one is over."""
+    if opts.max_syncs is None:
+        return False
+    from ..gate import judge
+    from ..renderers.ci import emit
+
+    label = opts.program.name if opts.rank is None else f"{opts.program.name} [rank {opts.rank}]"
+    verdicts = [judge(tot.events, max_syncs=opts.max_syncs, scenario=label, path=name)
+                for name, tot in session.totals.items()]
+    emit(opts.fmt, [v.total for v in verdicts], [f for v in verdicts for f in v.findings],
+         opts.output)
+    if opts.output not in (None, "-") and os.path.exists(opts.output):
+        print(f"Wrote {opts.output}", file=sys.stderr)
+    return any(v.failed for v in verdicts)

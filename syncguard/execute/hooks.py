@@ -1,0 +1,283 @@
+"""``--step MODULE:QUALNAME``: wrap a named function or method as a step, at once when its
+module is imported already, else right after the module's body runs (a post-import hook on
+``sys.meta_path``), before any ``from module import name`` can capture the original."""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+import importlib.machinery
+import inspect
+import sys
+import threading
+import types
+from typing import Any, Dict, List, Optional, Sequence
+
+from ..steps import wrap_step
+
+
+class StepSpecError(ValueError):
+    """A ``--step`` that cannot work: one line, exit code 2."""
+
+
+@dataclasses.dataclass
+class StepTarget:
+    """One ``--step``: module, qualified name within it, and what happened to it."""
+
+    spec: str
+    module: str
+    qualname: str
+    installed: bool = False
+    error: Optional[str] = None
+
+    @property
+    def label(self) -> str:
+        return self.qualname
+
+
+def parse_step(spec: str) -> StepTarget:
+    """``pkg.mod:Class.method`` -> a :class:`StepTarget`; raises :class:`StepSpecError`."""
+    mod, sep, qual = spec.partition(":")
+    names = qual.split(".")
+    if not sep or not mod or not all(n.isidentifier() for n in names) or not all(
+            p.isidentifier() for p in mod.split(".")):
+        raise StepSpecError(f"--step {spec!r}: expected MODULE:QUALNAME, e.g. "
+                            f"sglang.srt.managers.scheduler:Scheduler.run_batch")
+    return StepTarget(spec, mod, qual)
+
+
+def _module_file(name: str) -> Optional[str]:
+    """The source file of module ``name``, found without importing anything (None when it
+    is not on sys.path now, or not a plain source file)."""
+    parts = name.split(".")
+    path: Optional[List[str]] = None
+    spec = None
+    for i in range(len(parts)):
+        try:
+            spec = importlib.machinery.PathFinder.find_spec(".".join(parts[: i + 1]), path)
+        except (ImportError, ValueError):
+            return None
+        if spec is None:
+            return None
+        path = list(spec.submodule_search_locations or [])
+    origin = getattr(spec, "origin", None)
+    return origin if origin and origin.endswith(".py") else None
+
+
+def static_missing(target: StepTarget, source: Optional[str] = None) -> Optional[str]:
+    """Why ``target`` is certainly missing, read from its module's source (or ``source``, a
+    file) without running it (None when it is there, or when only running it can tell)."""
+    if source is None and target.module in sys.modules:
+        return None
+    path = source or _module_file(target.module)
+    if path is None:
+        return None
+    try:
+        with open(path, encoding="utf-8") as f:
+            tree = ast.parse(f.read(), path)
+    except (OSError, SyntaxError, UnicodeDecodeError, ValueError):
+        return None
+    body: List[ast.stmt] = tree.body
+    names = target.qualname.split(".")
+    for depth, name in enumerate(names):
+        found: Optional[ast.stmt] = None
+        for node in body:
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                if node.name in (name, "__getattr__"):
+                    found = node
+            elif _may_bind(node, name):
+                return None  # bound by an import, assignment or conditional: run to tell
+        if found is None:
+            where = ".".join([target.module] + names[:depth])
+            return f"{where} has no attribute {name!r} ({path})"
+        if not isinstance(found, ast.ClassDef) or found.name != name or found.decorator_list:
+            return None  # set at run time, or a class a decorator may change
+        if found.keywords or depth == len(names) - 1:  # a metaclass; or the class itself
+            return None
+        if found.bases:
+            # an inherited method cannot be told from this file alone
+            if not any(isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))
+                       and n.name == names[depth + 1] for n in found.body):
+                return None
+        body = found.body
+    return None
+
+
+def _may_bind(node: ast.stmt, name: str) -> bool:
+    """Whether ``node`` (not a def or class) may bind ``name`` at module or class level."""
+    for sub in ast.walk(node):
+        if isinstance(sub, ast.alias) and (sub.name == "*" or (
+                sub.asname or sub.name.split(".")[0]) == name):
+            return True
+        if isinstance(sub, ast.Name) and isinstance(sub.ctx, ast.Store) and sub.id == name:
+            return True
+        if isinstance(sub, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and (
+                sub.name == name):
+            return True
+        if isinstance(sub, ast.Call) and isinstance(sub.func, ast.Name) and sub.func.id in (
+                "setattr", "globals", "exec"):
+            return True
+    return False
+
+
+class _Installed:
+    """One patched attribute, to restore exactly."""
+
+    def __init__(self, owner: Any, name: str, had_own: bool, original: Any) -> None:
+        self.owner, self.name, self.had_own, self.original = owner, name, had_own, original
+
+    def restore(self) -> None:
+        if self.had_own:
+            setattr(self.owner, self.name, self.original)
+        else:
+            try:
+                delattr(self.owner, self.name)
+            except AttributeError:
+                pass
+
+
+class StepHooks:
+    """Owns the ``--step`` wrappers: installs them (now or on import) and removes them."""
+
+    def __init__(self, targets: Sequence[StepTarget]) -> None:
+        self.targets = list(targets)
+        self._patched: List[_Installed] = []
+        self._finder: Optional[_PostImportFinder] = None
+        self._lock = threading.RLock()
+
+    def main_names(self) -> List[str]:
+        """First names of the targets in the program's own code (``__main__``)."""
+        return sorted({t.qualname.split(".")[0] for t in self.targets if t.module == "__main__"})
+
+    def pending(self) -> Dict[str, List[StepTarget]]:
+        out: Dict[str, List[StepTarget]] = {}
+        for t in self.targets:
+            if not t.installed and t.error is None:
+                out.setdefault(t.module, []).append(t)
+        return out
+
+    def install(self) -> None:
+        for name in list(self.pending()):
+            if name == "__main__":  # the program's own code: bound by .mainhook as it runs
+                continue
+            mod = sys.modules.get(name)
+            if mod is not None:
+                self.module_ready(mod)
+        if self.pending():
+            self._finder = _PostImportFinder(self)
+            sys.meta_path.insert(0, self._finder)
+
+    def uninstall(self) -> None:
+        with self._lock:
+            if self._finder is not None:
+                try:
+                    sys.meta_path.remove(self._finder)
+                except ValueError:
+                    pass
+                self._finder = None
+            while self._patched:
+                self._patched.pop().restore()
+
+    def module_ready(self, mod: types.ModuleType) -> None:
+        """Wrap every pending target of ``mod`` (called right after its body ran)."""
+        with self._lock:
+            for t in self.pending().get(mod.__name__, []):
+                try:
+                    self._patch(mod, t)
+                    t.installed = True
+                except StepSpecError as exc:
+                    t.error = str(exc)
+
+    def _patch(self, mod: types.ModuleType, t: StepTarget) -> None:
+        names = t.qualname.split(".")
+        owner: Any = mod
+        for i, n in enumerate(names[:-1]):
+            try:
+                owner = getattr(owner, n)
+            except AttributeError:
+                raise StepSpecError(f"--step {t.spec}: {'.'.join([t.module] + names[:i])} has "
+                                    f"no attribute {n!r}") from None
+        last = names[-1]
+        try:
+            raw = inspect.getattr_static(owner, last)
+        except AttributeError:
+            raise StepSpecError(f"--step {t.spec}: {'.'.join([t.module] + names[:-1])} has no "
+                                f"attribute {last!r}") from None
+        # an inherited method is patched on the named class only, and deleted afterwards
+        had_own = not isinstance(owner, type) or last in owner.__dict__
+        original = raw
+        if isinstance(raw, staticmethod):
+            new: Any = staticmethod(wrap_step(raw.__func__, t.label))
+        elif isinstance(raw, classmethod):
+            new = classmethod(wrap_step(raw.__func__, t.label))  # type: ignore[arg-type]
+        elif getattr(raw, "__syncguard_step__", None) is not None:
+            if had_own:
+                return  # already a step
+            new = wrap_step(raw.__wrapped__, t.label)  # a base class's step, renamed here
+        elif callable(raw):
+            new = wrap_step(raw, t.label)
+        else:
+            raise StepSpecError(f"--step {t.spec}: {type(raw).__name__} is not a function or "
+                                f"method")
+        setattr(owner, last, new)
+        self._patched.append(_Installed(owner, last, had_own, original))
+
+    def errors(self) -> List[str]:
+        """One line per target that was never installed: attribute missing, or its module
+        never imported by the program."""
+        out = [t.error for t in self.targets if t.error]
+        for t in self.targets:
+            if t.installed or t.error is not None:
+                continue
+            if t.module == "__main__":
+                out.append(f"--step {t.spec}: the program never defined "
+                           f"{t.qualname.split('.')[0]} at its top level")
+            else:
+                out.append(f"--step {t.spec}: module {t.module} was never imported by the "
+                           f"program, so no call of {t.qualname} was seen")
+        return out
+
+
+class _PostImportFinder:
+    """A ``sys.meta_path`` finder that finds nothing itself: for a watched module it asks the
+    other finders, then has the module's loader call back once the body ran."""
+
+    def __init__(self, hooks: StepHooks) -> None:
+        self.hooks = hooks
+        self._busy = threading.local()
+
+    def find_spec(self, fullname: str, path: Any = None, target: Any = None) -> Any:
+        if fullname not in self.hooks.pending() or getattr(self._busy, "on", False):
+            return None
+        self._busy.on = True
+        try:
+            spec = None
+            for finder in sys.meta_path:
+                if finder is self or not hasattr(finder, "find_spec"):
+                    continue
+                spec = finder.find_spec(fullname, path, target)
+                if spec is not None:
+                    break
+        except (ImportError, ValueError):
+            return None
+        finally:
+            self._busy.on = False
+        loader = getattr(spec, "loader", None) if spec is not None else None
+        if loader is None or isinstance(loader, type) or not hasattr(loader, "exec_module"):
+            return spec  # shared or odd loaders: the module is patched at the end instead
+        orig_exec = loader.exec_module
+        hooks = self.hooks
+
+        def exec_module(module: types.ModuleType) -> None:
+            try:
+                orig_exec(module)
+            finally:
+                try:
+                    del loader.exec_module  # back to the class's method
+                except AttributeError:
+                    pass
+            hooks.module_ready(module)
+
+        loader.exec_module = exec_module
+        return spec
+

@@ -1,0 +1,151 @@
+"""Run a Python program in this process as ``python SCRIPT ARGS`` / ``python -m MODULE ARGS``
+would: ``sys.argv``, ``__main__`` and ``sys.path[0]`` as a plain run has them, restored after.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import importlib.util
+import os
+import runpy
+import sys
+import traceback
+import types
+from typing import Any, Callable, Iterator, List, Optional, Sequence
+
+_PKG_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
+_RUNPY = os.path.abspath(runpy.__file__)
+
+
+class ProgramError(ValueError):
+    """The program to run cannot be found: one line, exit code 2."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Program:
+    """What to run: a script path or a module name, and its arguments."""
+
+    target: str
+    args: List[str]
+    module: bool = False
+
+    @property
+    def name(self) -> str:
+        """A short label for reports: the script's file name or the module name."""
+        return self.target if self.module else os.path.basename(self.target)
+
+    @property
+    def argv(self) -> List[str]:
+        return [self.target, *self.args]
+
+
+def parse_command(program: List[str], module: Optional[List[str]]) -> Program:
+    """``[--] [python] SCRIPT ARGS``, ``[--] [python] -m MODULE ARGS`` or ``-m MODULE ARGS``."""
+    if module:
+        return Program(module[0], list(module[1:]), module=True)
+    words = list(program)
+    if words and words[0] == "--":
+        words = words[1:]
+    if words and os.path.basename(words[0]).startswith("python") and not words[0].endswith(
+            ".py"):
+        words = words[1:]
+    if words and words[0] == "-m":
+        if len(words) < 2:
+            raise ProgramError("-m: expected a module name")
+        return Program(words[1], words[2:], module=True)
+    if not words:
+        raise ProgramError("no program: give `-- python SCRIPT [ARGS]` or `-m MODULE [ARGS]`")
+    if words[0].startswith("-"):
+        raise ProgramError(f"{words[0]}: only `python SCRIPT` and `python -m MODULE` are "
+                           f"supported")
+    return Program(words[0], words[1:])
+
+
+def check(program: Program) -> None:
+    """Raise :class:`ProgramError` when the script or module does not exist."""
+    if program.module:
+        saved = sys.path[:]
+        sys.path.insert(0, os.getcwd())
+        try:
+            spec = importlib.util.find_spec(program.target)
+        except (ImportError, ValueError) as exc:
+            raise ProgramError(f"-m {program.target}: {exc}") from None
+        finally:
+            sys.path[:] = saved
+        if spec is None:
+            raise ProgramError(f"-m {program.target}: no module named {program.target!r}")
+    elif not os.path.isfile(program.target):
+        raise ProgramError(f"{program.target}: no such file")
+
+
+def path0(program: Program) -> str:
+    """``sys.path[0]`` of a plain run: the script's folder, or the working folder for -m."""
+    if program.module:
+        return os.getcwd()
+    return os.path.dirname(os.path.abspath(program.target))
+
+
+@contextlib.contextmanager
+def program_path(program: Program) -> Iterator[None]:
+    """``sys.path`` as the program will see it at start, for a block."""
+    saved = sys.path[:]
+    sys.path.insert(0, path0(program))
+    try:
+        yield
+    finally:
+        sys.path[:] = saved
+
+
+def run(program: Program, main_names: Sequence[str] = (),
+        on_main_bind: Optional[Callable[[types.ModuleType], Any]] = None) -> None:
+    """Run ``program`` here. What it raises (``SystemExit`` included) propagates; ``sys.argv``
+    and ``sys.path`` are restored afterwards. With ``main_names``, the program's own code is
+    compiled so that ``on_main_bind(__main__)`` runs after each of those names is bound
+    (:mod:`.mainhook`)."""
+    from .mainhook import run_bound
+
+    saved_argv, saved_path = sys.argv[:], sys.path[:]
+    try:
+        if main_names and on_main_bind is not None:
+            sys.argv = [program.target, *program.args]
+            sys.path.insert(0, path0(program))
+            run_bound(program.target, program.module, main_names, on_main_bind)
+        elif program.module:
+            sys.argv = [program.target, *program.args]  # run_module puts the file in argv[0]
+            sys.path.insert(0, path0(program))
+            runpy.run_module(program.target, run_name="__main__", alter_sys=True)
+        else:
+            path = os.path.abspath(program.target)
+            sys.argv = [program.target, *program.args]
+            sys.path.insert(0, path0(program))
+            runpy.run_path(path, run_name="__main__")
+    finally:
+        sys.argv[:] = saved_argv
+        sys.path[:] = saved_path
+
+
+def user_traceback(tb: Optional[types.TracebackType]) -> Optional[types.TracebackType]:
+    """``tb`` without syncguard's and runpy's frames (the runner, step wrappers,
+    interceptors): the traceback a plain run of the program would show."""
+    keep: List[types.TracebackType] = []
+    while tb is not None:
+        f = os.path.abspath(tb.tb_frame.f_code.co_filename)
+        if not (f.startswith(_PKG_DIR) or f == _RUNPY
+                or tb.tb_frame.f_code.co_filename == "<frozen runpy>"):
+            keep.append(tb)
+        tb = tb.tb_next
+    out: Optional[types.TracebackType] = None
+    for t in reversed(keep):
+        out = types.TracebackType(out, t.tb_frame, t.tb_lasti, t.tb_lineno)
+    return out
+
+
+def show_exception(exc: BaseException) -> None:
+    """Print ``exc`` as Python would for the program (through ``sys.excepthook``)."""
+    tb = user_traceback(exc.__traceback__)
+    exc = exc.with_traceback(tb)  # the default hook prints the exception's own traceback
+    try:
+        sys.excepthook(type(exc), exc, tb)
+    except Exception:  # a broken excepthook: fall back to the plain format
+        traceback.print_exception(type(exc), exc, tb)

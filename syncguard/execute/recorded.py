@@ -1,0 +1,40 @@
+"""``syncguard check RESULT|FOLDER``: gate recorded results (an ``exec`` run, a folder of
+per-rank results) instead of running scenarios. Each (scenario, path) is gated on its own;
+with several ranks each rank is its own scenario (``<name> [rank N]``), so the gate fails
+when any rank is over budget and names that rank."""
+
+from __future__ import annotations
+
+import argparse
+import os
+from typing import List, Sequence
+
+
+def is_result_path(p: str) -> bool:
+    """A result file or a folder of results (not a scenario name or file)."""
+    return os.path.isdir(p) or (p.endswith((".jsonl", ".json")) and os.path.isfile(p))
+
+
+def check_results(args: argparse.Namespace, paths: Sequence[str]) -> int:
+    from .. import results
+    from ..baseline import Baseline
+    from ..cli.check import finish
+    from ..events import SyncEvent
+    from ..gate import Verdict, judge
+
+    base = Baseline.load(args.baseline) if args.baseline else None
+    verdicts: List[Verdict] = []
+    for p in paths:
+        res = results.load(p)
+        recorded = (res.header.get("options") or {}).get("max_syncs")
+        budget = args.max_syncs if args.max_syncs is not None else (
+            recorded if isinstance(recorded, int) else 0)
+        keys = list(dict.fromkeys((s.scenario, s.path) for s in res.steps
+                                  if s.pass_ in ("counted", "exec")))
+        for sc, path in keys:
+            evs = [SyncEvent.from_dict({k: v for k, v in e.items() if k not in (
+                "scenario", "path", "pass", "rank")})
+                for e in res.events if e.get("scenario") == sc and e.get("path") == path
+                and e.get("pass") in ("counted", "exec")]
+            verdicts.append(judge(evs, max_syncs=budget, baseline=base, scenario=sc, path=path))
+    return finish(args, verdicts)

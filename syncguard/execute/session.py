@@ -1,0 +1,159 @@
+"""The step recorder of ``syncguard exec``: one guard over the whole program, one result
+record per finished step, streamed to the result file as it finishes."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import threading
+import time
+from typing import Any, Dict, List, Optional, Sequence, Tuple
+
+from ..events import SyncEvent
+from ..guard import SyncGuard
+from ..results import ResultWriter, StepRecord
+
+#: ``pass`` of exec step records: the program ran once, under the guard, so each record is
+#: both the counted and the timed pass (host latency includes the interceptors' cost).
+EXEC_PASS = "exec"
+#: the step name when the program marks no step: the whole program is one step
+PROGRAM_STEP = "program"
+
+
+@dataclasses.dataclass
+class StepTotals:
+    """Hidden syncs per step name (warm-up excluded), and the events behind them."""
+
+    name: str
+    steps: int = 0
+    syncs: int = 0
+    events: List[SyncEvent] = dataclasses.field(default_factory=list)
+
+
+class ExecSession:
+    """Owns the guard, the step counters and the result writer of one ``exec`` run.
+
+    ``begin``/``end`` are called by :mod:`syncguard.steps` for each outermost step (any
+    thread). Steps are numbered per step name from 0; the first ``warmup`` steps of each name
+    are kept but not counted. Syncs outside every step are kept apart (:attr:`outside`); when
+    the program has no step at all, the whole run becomes one step named ``program``.
+    """
+
+    def __init__(self, program: str, writer: ResultWriter, target: Any, warmup: int = 0,
+                 allow_sites: Sequence[Tuple[str, str]] = (), rank: Optional[int] = None,
+                 devices: Sequence[str] = ()) -> None:
+        from ..runner import DeviceTimer
+
+        self.program, self.writer, self.target = program, writer, target
+        self.warmup, self.rank = warmup, rank
+        self._lock = threading.RLock()
+        self._pid = os.getpid()
+        self._next: Dict[str, int] = {}
+        self._open: Optional[Tuple[str, int, float, Any, Any]] = None
+        self._buf: List[SyncEvent] = []
+        self._pending: Optional[Tuple[str, int, List[SyncEvent], float, Any]] = None
+        self.outside: List[SyncEvent] = []
+        self.totals: Dict[str, StepTotals] = {}
+        self._timer = DeviceTimer(target)
+        self._t_start = 0.0
+        self.guard = SyncGuard(warmup=0, on_event=self._on_event, keep_events=False,
+                               allow_sites=allow_sites, exhaustive=target.exhaustive,
+                               devices=devices)
+
+    # -- lifetime ------------------------------------------------------------------------
+    def __enter__(self) -> ExecSession:
+        self.guard.__enter__()
+        self._t_start = time.perf_counter()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.guard.__exit__(None, None, None)
+
+    # -- events and steps ------------------------------------------------------------------
+    def _on_event(self, ev: SyncEvent) -> None:
+        with self._lock:
+            (self._buf if self._open is not None else self.outside).append(ev)
+
+    def begin(self, name: str) -> None:
+        if os.getpid() != self._pid:  # a forked child: the result file is the parent's
+            return
+        with self._lock:
+            i = self._next.get(name, 0)
+            self._next[name] = i + 1
+            cm = self.guard.step(i)
+            cm.__enter__()
+            self._buf = []
+            self._open = (name, i, time.perf_counter(), self._timer.start(), cm)
+
+    def end(self, name: str) -> None:
+        if os.getpid() != self._pid:
+            return
+        with self._lock:
+            if self._open is None:
+                return
+            name, i, t0, dev, cm = self._open
+            self._timer.stop(dev)
+            latency_ms = (time.perf_counter() - t0) * 1e3
+            cm.__exit__(None, None, None)
+            evs, self._buf, self._open = self._buf, [], None
+            self._flush()
+            if dev is None:
+                self._record(name, i, i < self.warmup, evs, latency_ms, None)
+            else:
+                # Device time needs the step's end event complete. Waiting for it now would
+                # stall the program's host-device overlap every step; so the record is
+                # written one step late, when the event has (almost surely) completed.
+                self._pending = (name, i, evs, latency_ms, dev)
+
+    def _flush(self) -> None:
+        """Write the step held back for its device time (waits for its end event)."""
+        if self._pending is not None:
+            name, i, evs, latency_ms, dev = self._pending
+            self._pending = None
+            self._record(name, i, i < self.warmup, evs, latency_ms, self._timer.elapsed(dev))
+
+    def abort(self, name: str) -> None:
+        """The step was left by Ctrl-C: not a finished step, nothing is recorded for it."""
+        with self._lock:
+            if self._open is not None:
+                self._open[4].__exit__(None, None, None)
+                self._timer.stop(self._open[3])
+                self._open, self._buf = None, []
+
+    def _record(self, name: str, i: int, warm: bool, evs: List[SyncEvent],
+                latency_ms: Optional[float], device_ms: Optional[float]) -> None:
+        if warm:
+            evs = [dataclasses.replace(e, warmup=True) for e in evs]
+        hidden = [e for e in evs if not e.allowed]
+        rec = StepRecord(
+            scenario=self.program, path=name, pass_=EXEC_PASS, step=i, warmup=warm,
+            batch_size=0, branch="", syncs=sum(e.count for e in hidden),
+            allowed=sum(e.count for e in evs if e.allowed), latency_ms=latency_ms,
+            device_ms=device_ms, sync_wait_us=sum(e.wait_us or 0.0 for e in hidden),
+            rank=self.rank,
+        )
+        tot = self.totals.setdefault(name, StepTotals(name))
+        tot.steps += 1
+        if not warm:
+            tot.syncs += rec.syncs
+            tot.events.extend(hidden)
+        self.writer.step(rec, evs)
+
+    def finish(self, complete: bool = True) -> None:
+        """After the program: with no step at all, the whole program is step 0 of
+        ``program`` (its syncs were all outside steps until now), unless it did not finish
+        (``complete=False``: Ctrl-C). Call with the guard off."""
+        with self._lock:
+            if self._open is not None:  # the program ended inside a step: not a finished step
+                self._open[4].__exit__(None, None, None)
+                self._open = None
+            self._flush()
+            if not self._next and complete:
+                evs = [dataclasses.replace(e, step=0) for e in self.outside]
+                self.outside = []
+                self._next[PROGRAM_STEP] = 1
+                self._record(PROGRAM_STEP, 0, False, evs,
+                             (time.perf_counter() - self._t_start) * 1e3, None)
+
+    def step_names(self) -> List[str]:
+        return list(self._next)

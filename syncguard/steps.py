@@ -1,0 +1,154 @@
+"""Step markers: ``with syncguard.step():`` or ``@syncguard.step`` around one decode step.
+
+A marker does nothing (one global read and a ``None`` test) unless a step recorder is active,
+which ``syncguard exec`` installs for the program it runs. Nested and recursive steps, on any
+thread, belong to the outermost one: only the outermost opens and closes a step.
+
+The recorder is any object with ``begin(name) -> None`` and ``end(name) -> None`` (and
+optionally ``abort(name)``, for a step Ctrl-C left unfinished); at most one is active per
+process (:func:`set_recorder`). ``syncguard exec --step MODULE:QUALNAME`` wraps the named
+function with the same machinery (:func:`wrap_step`).
+"""
+
+from __future__ import annotations
+
+import functools
+import threading
+from typing import Any, Callable, Optional, Protocol, TypeVar
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+class StepRecorder(Protocol):
+    """Receives step boundaries. ``begin``/``end`` are called for the outermost step only."""
+
+    def begin(self, name: str) -> None: ...
+
+    def end(self, name: str) -> None: ...
+
+
+_RECORDER: Optional[StepRecorder] = None
+_LOCK = threading.Lock()
+_DEPTH = 0  # open steps, all threads together: a step is process-wide, like the guard's index
+
+
+def set_recorder(recorder: Optional[StepRecorder]) -> Optional[StepRecorder]:
+    """Install ``recorder`` (None removes it); returns the previous one."""
+    global _RECORDER, _DEPTH
+    with _LOCK:
+        prev, _RECORDER = _RECORDER, recorder
+        _DEPTH = 0
+    return prev
+
+
+def active() -> bool:
+    """Whether a step recorder is installed (``syncguard exec`` is running this program)."""
+    return _RECORDER is not None
+
+
+def _enter(name: str) -> Optional[StepRecorder]:
+    global _DEPTH
+    rec = _RECORDER
+    if rec is None:
+        return None
+    with _LOCK:
+        _DEPTH += 1
+        outer = _DEPTH == 1
+    if outer:
+        try:
+            rec.begin(name)
+        except BaseException:
+            _leave(None, name)
+            raise
+        return rec
+    return None
+
+
+def _leave(rec: Optional[StepRecorder], name: str, exc: Optional[type] = None) -> None:
+    """Close a step; one left by Ctrl-C (KeyboardInterrupt) did not finish: the recorder's
+    ``abort(name)`` is called instead of ``end`` when it has one."""
+    global _DEPTH
+    with _LOCK:
+        _DEPTH = max(0, _DEPTH - 1)
+    if rec is not None:
+        abort = getattr(rec, "abort", None)
+        if abort is not None and exc is not None and issubclass(exc, KeyboardInterrupt):
+            abort(name)
+        else:
+            rec.end(name)
+
+
+class _Marker:
+    """An active marker (a recorder is installed): opens the outermost step."""
+
+    __slots__ = ("name", "_rec", "_in")
+
+    def __init__(self, name: Optional[str]) -> None:
+        self.name = name or "step"
+        self._rec: Optional[StepRecorder] = None
+        self._in = False
+
+    def __enter__(self) -> _Marker:
+        if _RECORDER is not None:
+            self._rec = _enter(self.name)
+            self._in = True
+        return self
+
+    def __exit__(self, exc_type: Any, *exc: Any) -> None:
+        if self._in:
+            rec, self._rec, self._in = self._rec, None, False
+            _leave(rec, self.name, exc_type)
+
+    def __call__(self, fn: F) -> F:
+        return wrap_step(fn, self.name if self.name != "step" else fn.__qualname__)
+
+
+class _Idle(_Marker):
+    """syncguard is not running: entering and leaving do nothing."""
+
+    __slots__ = ()
+
+    def __enter__(self) -> _Marker:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        return None
+
+
+def step(name: Any = None) -> Any:
+    """Mark one decode step: ``with syncguard.step():``, ``with syncguard.step("decode"):``,
+    ``@syncguard.step`` or ``@syncguard.step("decode")``.
+
+    Costs one global read and a small object when syncguard is not running (well under a
+    microsecond; ``benchmarks/bench_exec.py``). ``name`` labels the step in reports (default
+    ``"step"``; the function's qualified name for a bare decorator). A decorated function is
+    a step whenever syncguard runs, whether or not it ran at decoration time."""
+    if callable(name):  # bare @syncguard.step
+        return wrap_step(name, getattr(name, "__qualname__", "step"))
+    if _RECORDER is None:
+        return _IDLE if name is None else _Idle(name)
+    return _Marker(name)
+
+
+_IDLE = _Idle(None)
+
+
+def wrap_step(fn: F, name: str) -> F:
+    """``fn`` wrapped so that each outermost call is one step named ``name`` (a plain call
+    when no recorder is active). Keeps ``__wrapped__``, name and docstring."""
+
+    @functools.wraps(fn)
+    def stepped(*args: Any, **kwargs: Any) -> Any:
+        if _RECORDER is None:
+            return fn(*args, **kwargs)
+        rec = _enter(name)
+        try:
+            out = fn(*args, **kwargs)
+        except BaseException as exc:
+            _leave(rec, name, type(exc))
+            raise
+        _leave(rec, name)
+        return out
+
+    stepped.__syncguard_step__ = name  # type: ignore[attr-defined]
+    return stepped  # type: ignore[return-value]

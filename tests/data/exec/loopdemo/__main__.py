@@ -1,0 +1,5 @@
+"""`python -m loopdemo ARGS`: the same loop as loopdemo.run."""
+
+from loopdemo.run import main
+
+main()

@@ -1,0 +1,330 @@
+"""``syncguard exec``: a decode loop with known syncs (two in step 2, one on a worker thread in
+step 3, one in step 5), run in both forms on the simulated device."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from typing import Dict, Iterator, List, Tuple
+
+import pytest
+
+from syncguard import results
+from syncguard.cli import main
+
+HERE = os.path.join(os.path.dirname(__file__), "data", "exec")
+ENGINE = os.path.join(HERE, "loopdemo", "engine.py")
+STEP = "loopdemo.engine:Engine.step"
+
+
+def _line(tag: str) -> int:
+    with open(ENGINE) as f:
+        for i, line in enumerate(f, 1):
+            if f"# sync: {tag}" in line:
+                return i
+    raise AssertionError(tag)
+
+
+@pytest.fixture
+def demo(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """Run from the demo's folder; forget its modules afterwards (each run imports afresh)."""
+    monkeypatch.chdir(HERE)
+    yield
+    for name in [m for m in sys.modules if m == "loopdemo" or m.startswith("loopdemo.")]:
+        del sys.modules[name]
+
+
+def _forms(prog_args: List[str]) -> Dict[str, List[str]]:
+    return {"script": ["--", "python", "decode.py", *prog_args],
+            "module": ["-m", "loopdemo.run", *prog_args]}
+
+
+def _exec(tmp_path, form: str, opts: List[str], prog_args: List[str] = ()) -> Tuple[int, str]:
+    out = str(tmp_path / "out")
+    argv = ["exec", "--device", "sim", "--out", out, "--force", *opts]
+    rc = main(argv + _forms(list(prog_args))[form])
+    return rc, out
+
+
+def _per_step(out: str, name: str = "result.jsonl") -> Dict[int, int]:
+    res = results.load(os.path.join(out, name))
+    return {s.step: s.syncs for s in res.steps}
+
+
+@pytest.mark.parametrize("form", ["script", "module"])
+def test_exact_counts_and_lines(demo, tmp_path, form, capsys):
+    rc, out = _exec(tmp_path, form, ["--step", STEP])
+    assert rc == 0
+    assert "decoded 8 tokens" in capsys.readouterr().out  # the program ran, its stdout intact
+    assert _per_step(out) == {0: 0, 1: 0, 2: 2, 3: 1, 4: 0, 5: 1, 6: 0, 7: 0}
+    res = results.load(os.path.join(out, "result.jsonl"))
+    assert {s.path for s in res.steps} == {"Engine.step"}
+    assert res.complete and all(s.pass_ == "exec" for s in res.steps)
+    sites = {(e["step"], os.path.basename(e["filename"]), e["lineno"], e["thread"])
+             for e in res.events if not e["allowed"]}
+    assert sites == {
+        (2, "engine.py", _line("two-a"), "MainThread"),
+        (2, "engine.py", _line("two-b"), "MainThread"),
+        (3, "engine.py", _line("worker"), "sampler-worker"),
+        (5, "engine.py", _line("five"), "MainThread"),
+    }
+    # the final readback of the loop is outside every step: noted, not a step
+    assert [n.get("outside_steps") for n in res.notes] == [1]
+
+
+@pytest.mark.parametrize("form", ["script", "module"])
+def test_max_syncs_gate(demo, tmp_path, form, capsys):
+    rc, _ = _exec(tmp_path, form, ["--step", STEP, "--max-syncs", "0"])
+    assert rc == 1
+    text = capsys.readouterr().out
+    assert f"engine.py:{_line('two-a')}" in text
+    rc, out = _exec(tmp_path, form, ["--step", STEP, "--max-syncs", "0"], ["--fixed"])
+    assert rc == 0
+    assert set(_per_step(out).values()) == {0}
+
+
+def test_markers_and_warmup(demo, tmp_path):
+    rc, out = _exec(tmp_path, "script", ["--warmup", "3"], ["--markers"])
+    assert rc == 0
+    res = results.load(os.path.join(out, "result.jsonl"))
+    assert {s.path for s in res.steps} == {"decode"}
+    assert [(s.step, s.warmup, s.syncs) for s in res.steps if s.syncs] == [
+        (2, True, 2), (3, False, 1), (5, False, 1)]
+    # warm-up steps 0-2 are not counted: two hidden syncs left
+    assert _exec(tmp_path, "script", ["--warmup", "3", "--max-syncs", "2"], ["--markers"])[0] == 0
+    assert _exec(tmp_path, "script", ["--warmup", "3", "--max-syncs", "1"], ["--markers"])[0] == 1
+
+
+def test_whole_program_is_one_step(demo, tmp_path):
+    rc, out = _exec(tmp_path, "module", [])
+    assert rc == 0
+    res = results.load(os.path.join(out, "result.jsonl"))
+    assert [(s.path, s.step, s.syncs) for s in res.steps] == [("program", 0, 5)]
+    assert not res.notes
+
+
+@pytest.mark.parametrize("form", ["script", "module"])
+def test_program_exit_code_wins(demo, tmp_path, form):
+    rc, out = _exec(tmp_path, form, ["--step", STEP, "--max-syncs", "0"], ["--exit", "7"])
+    assert rc == 7
+    assert len(_per_step(out)) == 8
+
+
+@pytest.mark.parametrize("form", ["script", "module"])
+def test_program_traceback_is_the_programs(demo, tmp_path, form, capsys):
+    rc, out = _exec(tmp_path, form, ["--step", STEP], ["--fail-at", "3"])
+    assert rc == 1
+    err = capsys.readouterr().err
+    assert "RuntimeError: engine failed at step 3" in err
+    tb = err[err.index("Traceback"):err.index("RuntimeError: engine failed")]
+    assert "run.py" in tb and "syncguard" not in tb and "runpy" not in tb
+    assert sorted(_per_step(out)) == [0, 1, 2, 3]  # every finished step kept
+
+
+@pytest.mark.parametrize("form", ["script", "module"])
+def test_ctrl_c_keeps_finished_steps(demo, tmp_path, form, capsys):
+    rc, out = _exec(tmp_path, form, ["--step", STEP], ["--interrupt-at", "6"])
+    assert rc == 130
+    res = results.load(os.path.join(out, "result.jsonl"))
+    assert not res.complete
+    assert {s.step: s.syncs for s in res.steps} == {0: 0, 1: 0, 2: 2, 3: 1, 4: 0, 5: 1}
+    assert os.path.exists(os.path.join(out, "report.md"))
+    assert "interrupted: kept 6 finished steps" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("markers", [False, True])
+def test_ctrl_c_inside_a_step_drops_only_that_step(demo, tmp_path, markers):
+    opts = [] if markers else ["--step", STEP]
+    args = ["--interrupt-in-step", "5"] + (["--markers"] if markers else [])
+    rc, out = _exec(tmp_path, "script", opts, args)
+    assert rc == 130
+    assert _per_step(out) == {0: 0, 1: 0, 2: 2, 3: 1, 4: 0}  # step 5 never finished
+
+
+def test_missing_attribute_fails_before_start(demo, tmp_path, capsys):
+    rc, out = _exec(tmp_path, "script", ["--step", "loopdemo.engine:Engine.nope"])
+    assert rc == 2
+    err = capsys.readouterr()
+    assert "decoded" not in err.out  # the program never started
+    assert err.err.count("\n") == 1 and "has no attribute 'nope'" in err.err
+
+
+def test_missing_module_reported_after_the_run(demo, tmp_path, capsys):
+    rc, out = _exec(tmp_path, "script", ["--step", "loopdemo.absent:step"])
+    assert rc == 2
+    cap = capsys.readouterr()
+    assert "decoded 8 tokens" in cap.out
+    assert "--step loopdemo.absent:step: module loopdemo.absent was never imported" in cap.err
+
+
+def test_bad_program_and_step_spec(demo, tmp_path, capsys):
+    assert main(["exec", "--device", "sim", "--out", str(tmp_path), "--", "python",
+                 "nope.py"]) == 2
+    assert "nope.py: no such file" in capsys.readouterr().err
+    assert main(["exec", "--device", "sim", "--out", str(tmp_path), "-m", "no_such_mod"]) == 2
+    assert main(["exec", "--step", "noqualname", "--", "python", "decode.py"]) == 2
+    assert "expected MODULE:QUALNAME" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("spec,args,name", [
+    ("selfloop:decode_step", [], "decode_step"),
+    ("__main__:Loop.run_one", ["--static"], "Loop.run_one"),
+])
+def test_step_in_the_script_itself(demo, tmp_path, spec, args, name):
+    out = str(tmp_path / "o")
+    rc = main(["exec", "--device", "sim", "--out", out, "--step", spec, "--", "python",
+               "selfloop.py", *args])
+    assert rc == 0
+    res = results.load(os.path.join(out, "result.jsonl"))
+    assert {s.path for s in res.steps} == {name}
+    assert _per_step(out) == {0: 0, 1: 0, 2: 2, 3: 1, 4: 0, 5: 1}
+
+
+def test_step_in_the_module_itself(demo, tmp_path):
+    rc, out = _exec(tmp_path, "module", ["--step", "loopdemo.run:main"], ["--steps", "4"])
+    assert rc == 0
+    # the whole of main() is one step: engine steps 2 and 3, and the final readback
+    assert _per_step(out) == {0: 4}
+    # `-m PKG` runs PKG.__main__: the package itself is an ordinary import
+    out = str(tmp_path / "pkg")
+    assert main(["exec", "--device", "sim", "--out", out, "--step", STEP, "-m", "loopdemo"]) == 0
+    assert _per_step(out) == {0: 0, 1: 0, 2: 2, 3: 1, 4: 0, 5: 1, 6: 0, 7: 0}
+
+
+def test_script_step_errors_and_traceback(demo, tmp_path, capsys):
+    out = str(tmp_path / "o")
+    base = ["exec", "--device", "sim", "--out", out, "--force"]
+    assert main(base + ["--step", "selfloop:nope", "--", "python", "selfloop.py"]) == 2
+    assert "has no attribute 'nope'" in capsys.readouterr().err
+    rc = main(base + ["--step", "selfloop:decode_step", "--", "python", "selfloop.py",
+                      "--fail"])
+    assert rc == 1
+    err = capsys.readouterr().err
+    tb = err[err.index("Traceback"):err.index("ValueError: selfloop failed")]
+    line = next(i for i, t in enumerate(open(os.path.join(HERE, "selfloop.py")), 1)
+                if "raise ValueError" in t)
+    assert f'selfloop.py", line {line}, in <module>' in tb and "syncguard" not in tb
+
+
+def test_command_forms():
+    from syncguard.execute.program import Program, ProgramError, parse_command
+
+    assert parse_command(["--", "python", "a.py", "-x"], None) == Program("a.py", ["-x"])
+    assert parse_command(["a.py"], None) == Program("a.py", [])
+    assert parse_command(["--", "python3", "-m", "pkg.m", "--y"], None) == Program(
+        "pkg.m", ["--y"], module=True)
+    assert parse_command([], ["pkg.m", "1"]) == Program("pkg.m", ["1"], module=True)
+    for bad in ([], ["--"], ["python", "-c", "print(1)"], ["python", "-m"]):
+        with pytest.raises(ProgramError):
+            parse_command(bad, None)
+
+
+def test_report_files_not_overwritten_without_force(demo, tmp_path, capsys):
+    out = str(tmp_path / "o")
+    args = ["exec", "--device", "sim", "--out", out, "--", "python", "decode.py", "--steps", "1"]
+    assert main(args) == 0
+    assert main(args) == 2
+    assert "pass --force" in capsys.readouterr().err
+
+
+def test_show_and_compare_read_exec_results(demo, tmp_path, capsys):
+    _, a = _exec(tmp_path, "script", ["--step", STEP])
+    capsys.readouterr()
+    assert main(["show", os.path.join(a, "result.jsonl"), "--width", "120"]) == 0
+    shown = capsys.readouterr().out
+    assert "Engine.step" in shown and f"engine.py:{_line('five')}" in shown
+    b = str(tmp_path / "fixed")
+    assert main(["exec", "--device", "sim", "--out", b, "--step", STEP, "--", "python",
+                 "decode.py", "--fixed"]) == 0
+    capsys.readouterr()
+    assert main(["compare", os.path.join(a, "result.jsonl"),
+                 os.path.join(b, "result.jsonl"), "--width", "120"]) == 0
+    assert "Engine.step" in capsys.readouterr().out
+
+
+def test_subprocess_run(tmp_path):
+    """One real `syncguard exec` process: argv, exit code and files as a user sees them."""
+    out = str(tmp_path / "o")
+    env = {**os.environ, "COLUMNS": "120"}
+    p = subprocess.run([sys.executable, "-m", "syncguard", "exec", "--device", "sim", "--out",
+                        out, "--step", STEP, "--max-syncs", "0", "--", "python", "decode.py",
+                        "--steps", "3"], cwd=HERE, capture_output=True, text=True, env=env,
+                       timeout=300)
+    assert p.returncode == 1, p.stderr
+    assert "decoded 3 tokens, argv=['--steps', '3']" in p.stdout
+    assert _per_step(out) == {0: 0, 1: 0, 2: 2}
+
+
+def test_two_ranks_on_gloo(tmp_path, capsys):
+    """torchrun, 2 ranks on gloo: one result per rank, merged with a rank column by show and
+    check; the gate fails on the rank that syncs (and the rank's own exec exits 1)."""
+    out = str(tmp_path / "ranks")
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    p = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone",
+                        "--nproc-per-node", "2", "-m", "syncguard", "exec", "--device", "sim",
+                        "--out", out, "--max-syncs", "0", "--", "python", "dist_demo.py"],
+                       cwd=HERE, capture_output=True, text=True, env=env, timeout=600)
+    assert p.returncode != 0  # rank 1 is over budget, so torchrun reports a failed child
+    assert sorted(os.listdir(out)) == ["result.rank0.jsonl", "result.rank1.jsonl"]
+    merged = results.load(out)
+    assert sorted({(s.rank, s.scenario) for s in merged.steps}) == [
+        (0, "dist_demo.py [rank 0]"), (1, "dist_demo.py [rank 1]")]
+    assert {(s.rank, s.step): s.syncs for s in merged.steps if s.syncs} == {(1, 2): 1}
+    assert list(merged.steps_df()["rank"].unique()) == [0, 1]
+    assert main(["show", out, "--width", "140"]) == 0
+    shown = capsys.readouterr().out
+    assert "dist_demo.py [rank 0]" in shown and "dist_demo.py [rank 1]" in shown
+    assert main(["check", out, "--max-syncs", "0"]) == 1
+    text = capsys.readouterr().out
+    assert "OK    dist_demo.py [rank 0]" in text and "FAIL  dist_demo.py [rank 1]" in text
+    assert main(["check", out, "--max-syncs", "1"]) == 0
+
+
+def test_formats_and_rank_env(demo, tmp_path, capsys):
+    from syncguard.execute import rank_from_env, result_name
+
+    assert rank_from_env({"RANK": "3", "WORLD_SIZE": "4"}) == 3
+    assert rank_from_env({"RANK": "3"}) is None and rank_from_env({}) is None
+    assert result_name(1) == "result.rank1.jsonl" and result_name(None) == "result.jsonl"
+    rc, _ = _exec(tmp_path, "script", ["--step", STEP, "--max-syncs", "0", "--format",
+                                       "github"])
+    assert rc == 1
+    out = capsys.readouterr().out
+    assert "::error file=" in out and f"line={_line('five')}" in out
+    rc, _ = _exec(tmp_path, "script", ["--format", "sarif"])
+    assert rc == 2 and "needs --max-syncs" in capsys.readouterr().err
+
+
+def test_check_gates_a_recorded_exec_run_with_a_baseline(demo, tmp_path, capsys):
+    _, out = _exec(tmp_path, "script", ["--step", STEP])
+    base = str(tmp_path / "base.json")
+    assert main(["check", out, "--update-baseline", base]) == 0
+    assert main(["check", out, "--baseline", base]) == 0  # nothing new since the baseline
+    assert main(["check", out, "--max-syncs", "3"]) == 1
+    assert main(["check", out, "--max-syncs", "4"]) == 0
+    capsys.readouterr()
+    assert main(["check", str(tmp_path / "missing"), "--max-syncs", "0"]) == 2
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
+def test_forked_child_does_not_write_into_the_parents_result(tmp_path, monkeypatch):
+    prog = tmp_path / "forky.py"
+    prog.write_text(
+        "import os\nimport torch\nimport syncguard\n\n"
+        "x = torch.ones(2, device='npu')\n"
+        "for i in range(3):\n"
+        "    with syncguard.step('decode'):\n"
+        "        x.sum().item()\n"
+        "    if i == 1:\n"
+        "        pid = os.fork()\n"
+        "        if pid == 0:\n"
+        "            with syncguard.step('child'):\n"
+        "                x.sum().item()\n"
+        "            os._exit(0)\n"
+        "        os.waitpid(pid, 0)\n")
+    monkeypatch.chdir(tmp_path)
+    out = str(tmp_path / "o")
+    assert main(["exec", "--device", "sim", "--out", out, "--", "python", str(prog)]) == 0
+    res = results.load(os.path.join(out, "result.jsonl"))
+    assert [(s.path, s.step, s.syncs) for s in res.steps] == [("decode", i, 1) for i in range(3)]

@@ -1,0 +1,102 @@
+"""Subjects: the built-in paths through the subject protocol give the tokens, branches and
+counts recorded before the refactor; a user subject runs through ``--subject``."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+
+from syncguard import results, runner, scenario, subjects
+from syncguard.cli import main
+
+GOLDEN = os.path.join(os.path.dirname(__file__), "data", "golden", "subjects_before.json")
+USER = "subjects_demo.topk_subject:TopKSubject"  # tests/ is on sys.path
+
+
+def _golden():
+    with open(GOLDEN) as f:
+        return json.load(f)
+
+
+@pytest.mark.parametrize("key", sorted(_golden()))
+def test_builtin_paths_unchanged(key):
+    name, path = key.split("|")
+    sc = scenario.resolve([name])[0]
+    sc = sc.with_steps(min(sc.steps, 12))
+    recs = runner.run_pass(sc, path, runner.resolve_target("sim"), True)
+    got = [[r.step, r.tokens, r.branch, r.eligible, r.syncs, r.allowed] for r in recs]
+    assert got == _golden()[key]
+    assert all(r.labels == {"branch": r.branch, "eligible": r.eligible} for r in recs)
+
+
+def test_registry():
+    reg = subjects.registered()
+    assert list(reg)[:3] == ["legacy", "flag", "flag-recompute"]
+    assert subjects.known("legacy") and subjects.known("pkg.mod:Obj")
+    assert not subjects.known("nope")
+    with pytest.raises(subjects.SubjectError, match="unknown subject 'nope'"):
+        subjects.load("nope", "--subject")
+    with pytest.raises(subjects.SubjectError, match="cannot import"):
+        subjects.load("no_such_pkg_x:Obj", "--subject")
+    with pytest.raises(subjects.SubjectError, match="not a subject"):
+        subjects.load("os:getcwd", "--subject")
+
+
+def test_user_subject_via_run(tmp_path, capsys):
+    out = str(tmp_path / "o")
+    rc = main(["run", os.path.join(os.path.dirname(__file__), "data", "scenarios", "small.toml"),
+               "--device", "sim", "--subject", USER, "--paths", "flag", "--out", out,
+               "--no-timed"])
+    assert rc == 0, capsys.readouterr().err
+    res = results.load(os.path.join(out, "result.jsonl"))
+    assert res.paths == ["flag", "topk-sync"]
+    mine = [s for s in res.steps if s.path == "topk-sync"]
+    # the user's sampler reads the top-k bound back once per step: 6 steps, warm-up 1
+    assert [s.syncs for s in mine] == [1] * 6
+    assert all(s.labels and s.labels["k"] == 20 for s in mine)  # max top_k (r-0, r-1: 20)
+    import pandas as pd
+
+    csv = pd.read_csv(os.path.join(out, "steps.csv"))
+    assert set(csv[csv["path"] == "topk-sync"]["labels"]) == {'{"k": 20}'}
+    assert {os.path.basename(e["filename"]) for e in res.events
+            if e["path"] == "topk-sync" and not e["allowed"]} == {"topk_subject.py"}
+
+
+def test_user_subject_via_check(capsys):
+    small = os.path.join(os.path.dirname(__file__), "data", "scenarios", "small.toml")
+    assert main(["check", small, "--device", "sim", "--subject", USER]) == 1
+    assert "topk_subject.py" in capsys.readouterr().out
+    assert main(["check", small, "--device", "sim", "--subject", USER,
+                 "--max-syncs", "5"]) == 0
+
+
+def test_bad_subject_is_usage_error(capsys):
+    assert main(["check", "--device", "sim", "--subject", "no_such_pkg_x:S"]) == 2
+    assert "--subject" in capsys.readouterr().err
+
+
+def test_ratio_baseline_is_a_parameter(tmp_path, capsys):
+    from syncguard.renderers import analysis
+
+    out = str(tmp_path / "o")
+    small = os.path.join(os.path.dirname(__file__), "data", "scenarios", "small.toml")
+    assert main(["run", small, "--device", "sim", "--subject", USER, "--paths", "flag",
+                 "--out", out, "--ratio-base", "topk-sync"]) == 0
+    res = results.load(os.path.join(out, "result.jsonl"))
+    by = {r["path"]: r for r in analysis.summary(res).to_dict("records")}
+    assert by["topk-sync"]["baseline"] == "topk-sync" and by["topk-sync"]["ratio_vs_legacy"] == 1
+    by = {r["path"]: r for r in analysis.summary(res, baseline="nope").to_dict("records")}
+    assert by["flag"]["baseline"] == "flag" and by["flag"]["ratio_vs_legacy"] == 1
+    text = capsys.readouterr().out
+    assert "x topk-sync" in text  # the verdict names the baseline
+    assert "/topk-sync" in text  # and so does the ratio column's header
+
+
+def test_entry_point_subjects_are_registered(monkeypatch):
+    monkeypatch.setattr(subjects, "_entry_points",
+                        lambda: {"mine": USER, "legacy": "elsewhere:Other"})
+    reg = subjects.registered()
+    assert reg["mine"] == USER and reg["legacy"] == subjects.BUILTIN["legacy"]
+    assert subjects.label("mine", subjects.load("mine")) == "mine"
