@@ -9,6 +9,7 @@ from typing import Any, Callable, Dict, List, Optional, Tuple
 
 import torch
 
+from . import _signals
 from ._hub import allow
 from .devices import DEVICES, DeviceError
 from .events import SyncEvent
@@ -272,7 +273,8 @@ def run_pass(sc: Scenario, path: str, target: Target, counted: bool,
             t_prev = time.perf_counter()
     finally:
         if guard is not None:
-            guard.__exit__(None, None, None)
+            with _signals.deferred():  # a second Ctrl-C/SIGTERM must not leave interceptors
+                guard.__exit__(None, None, None)
     return records
 
 
@@ -324,5 +326,6 @@ def run(scenarios: List[Scenario], opts: RunOptions, result_path: str,
                     run_pass(sc, path, target, False, writer, progress, collect=False)
         complete = True
     finally:
-        writer.close(complete, reason=None if complete else "interrupted")
+        with _signals.deferred():  # the footer line is written whole
+            writer.close(complete, reason=None if complete else "interrupted")
     return result_path

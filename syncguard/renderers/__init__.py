@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional
 
+from .._atomic import atomic_open
 from . import analysis
 from . import csv as _csv_mod
 from . import html as _html_mod
@@ -78,7 +79,7 @@ def write(result: RunResult, path: str, fmt: Optional[str] = None, **options: An
         raise ValueError(f"unknown format {fmt!r}; known: {', '.join(RENDERERS)}")
     parent = os.path.dirname(os.path.abspath(path))
     os.makedirs(parent, exist_ok=True)
-    with open(path, "w", encoding="utf-8", newline="") as f:
+    with atomic_open(path, newline="") as f:  # temp file + rename; never via a symlink
         if fmt == "json":  # streamed: a long run's document is never held as one string
             result.write_json(f)
             f.write("\n")

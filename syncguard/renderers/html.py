@@ -8,10 +8,10 @@ text from the result is escaped with :func:`html.escape`.
 
 from __future__ import annotations
 
-import html as _html
 import io
 from typing import TYPE_CHECKING, Any, Dict, List, Optional
 
+from .._escape import html_text
 from . import _tables, analysis
 from ._common import LEGEND, environment_parts, note_texts, status_text, timed_on_hardware, verdicts
 from .analysis import is_missing
@@ -52,8 +52,8 @@ dl.legend dd{margin:0 0 .4em 1.5em;color:#57606a}
 
 
 def esc(s: object) -> str:
-    """HTML-escaped text (quotes included)."""
-    return _html.escape(str(s), quote=True)
+    """HTML-escaped text (quotes included), control characters visible."""
+    return html_text(s)
 
 
 def table(t: _tables.Tbl) -> str:

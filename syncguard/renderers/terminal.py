@@ -10,6 +10,7 @@ from __future__ import annotations
 import io
 from typing import TYPE_CHECKING, Any, Dict, List, Optional, Sequence
 
+from .._escape import terminal as _safe
 from . import analysis
 from ._common import (
     LEGEND,
@@ -42,7 +43,7 @@ WORST = "bold red"
 def _t(value: Any, style: str = "") -> Text:
     from rich.text import Text
 
-    return Text(str(value), style=style)
+    return Text(_safe(value), style=style)  # data never moves the cursor or adds a line
 
 
 def _table(title: str, **kw: Any) -> Table:
@@ -117,7 +118,7 @@ def per_step_table(result: RunResult, scenario: str, head: int = 5, tail: int = 
     table.add_column("step", justify="right", no_wrap=True)
     table.add_column("batch", justify="right", no_wrap=True)
     for p in paths:
-        table.add_column(f"{p}\nbranch", overflow="fold")
+        table.add_column(f"{_safe(p)}\nbranch", overflow="fold")
         table.add_column("syncs", justify="right", no_wrap=True)
         table.add_column("ms", justify="right", no_wrap=True)
     recs = df.to_dict("records")
@@ -151,16 +152,16 @@ def sites_table(sites_df: pd.DataFrame, allowed: bool = False,
         if i:
             table.add_section()
         where = _t(r["scenario"])
-        where.append("\n" + "\n".join(str(r["path"]).split(", ")))
+        where.append("\n" + "\n".join(_safe(r["path"]).split(", ")))
         site = _t(short_site(r["site"], base))
         if r["function"]:
-            site.append("\n" + str(r["function"]), "dim")
+            site.append("\n" + _safe(r["function"]), "dim")
         api = _t(r["api"])
         if r["op"]:
-            api.append("\n" + str(r["op"]), "dim")
-        api.append("\n" + str(r["kind"]), "dim")
+            api.append("\n" + _safe(r["op"]), "dim")
+        api.append("\n" + _safe(r["kind"]), "dim")
         if allowed and r["reason"]:
-            api.append(f" ({r['reason']})", "dim")
+            api.append(f" ({_safe(r['reason'])})", "dim")
         table.add_row(where, site, api, _t(r["count"], "" if allowed else WORST),
                       _t(r["steps"]))
     return table
@@ -204,7 +205,7 @@ def print_report(result: RunResult, console: Console, *, steps: bool = True,
         for scenario, sentence in verdicts(sm, st, code="", base=base,
                                        show_wait=timed_on_hardware(result)):
             line = _t(f"{scenario}: ", "bold")
-            line.append(sentence)
+            line.append(_safe(sentence))
             console.print(line)
         console.print()
     if steps:
