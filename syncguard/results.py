@@ -364,9 +364,6 @@ def _check_header(where: str, header: Any) -> Dict[str, Any]:
     if header.get("schema") != SCHEMA:
         raise ResultError(f"{where}: header.schema: {json.dumps(header.get('schema'))[:40]} "
                           f"is not {SCHEMA}")
-    for key in ("env", "environment", "scenarios", "options"):
-        if header.get(key) is not None and not isinstance(header[key], dict):
-            raise ResultError(f"{where}: header.{key}: must be a JSON object")
     return header
 
 

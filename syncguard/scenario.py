@@ -417,7 +417,8 @@ def builtin_paths() -> List[str]:
 
 
 def resolve(names: List[str]) -> List[Scenario]:
-    """Scenario files, or names of built-in scenarios (``steady`` for scenarios/steady.toml)."""
+    """Scenario files, or names of built-in scenarios (``steady`` for scenarios/steady.toml),
+    checked against the resource limits (:func:`check_resources`)."""
     if not names:
         return [load(p) for p in builtin_paths()]
     out = []
@@ -437,4 +438,5 @@ def resolve(names: List[str]) -> List[Scenario]:
             raise ScenarioError(f"{s.file}: name: {s.name!r} is also the name of "
                                 f"{names_seen[s.name]}")
         names_seen[s.name] = s.file
+    check_resources(out)  # refuse before anything is allocated or written
     return out

@@ -188,7 +188,6 @@ def main(args: argparse.Namespace) -> int:
 
     opts = options(args, timed=not args.no_timed)
     scenarios = runner.prepare(scenario.resolve(args.scenarios), opts)
-    scenario.check_resources(scenarios)  # refuse before anything is allocated or written
     interval = progress_interval()
     target = runner.resolve_target(opts.device)  # fail early, before any file is written
     opts.device = target.kind
