@@ -109,6 +109,12 @@ def md_code(s: Any) -> str:
     return f"{fence}{pad}{t}{pad}{fence}"
 
 
+def plot_text(s: Any) -> str:
+    """Text for a matplotlib title or legend: controls visible, ``$`` escaped so data never
+    switches on mathtext (a malformed formula would fail the plot)."""
+    return terminal(s).replace("$", "\\$")
+
+
 def html_text(s: Any) -> str:
     """HTML text: special characters (quotes included) entity-escaped, controls visible."""
     return _html.escape(terminal(s), quote=True)

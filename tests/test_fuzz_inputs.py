@@ -257,7 +257,8 @@ def test_malformed_files_in_a_real_process(tmp_path: Path) -> None:
 
 # -- seeded random mutations: exit 0 or 2, never 3 --------------------------------------------
 _ODD: List[Any] = [None, "x", "", -1, 0, 1.5, 2 ** 70, True, [], {}, [1, "a"], {"a": None},
-                   "\x1b[2J", "`<img src=x onerror=alert(1)>`", "a\n::error::x", 1e300]
+                   "\x1b[2J", "`<img src=x onerror=alert(1)>`", "a\n::error::x", 1e300,
+                   "$\\frac{$", "a$x$b", "[bold red]x[/]", "=cmd|' /c calc'!A0"]
 
 
 def _valid_result_objs() -> List[Dict[str, Any]]:

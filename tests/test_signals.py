@@ -64,6 +64,7 @@ def test_sigterm_in_run_writes_reports_and_exits_143(tmp_path: Path,
                                                      monkeypatch: pytest.MonkeyPatch) -> None:
     # the conftest fixture then checks that every interceptor was uninstalled
     sent = _send_at_step(monkeypatch, signal.SIGTERM, 2)
+    before = signal.getsignal(signal.SIGTERM)
     out = tmp_path / "out"
     rc, stdout, err = cli(capsys, "run", SMALL, "--device", "sim", "--out", str(out),
                           "--no-timed", "--width", "200")
@@ -76,7 +77,7 @@ def test_sigterm_in_run_writes_reports_and_exits_143(tmp_path: Path,
     res = results.load(str(out / "result.jsonl"))
     assert not res.complete and len(res.steps) == 2
     assert "INTERRUPTED" in stdout
-    assert signal.getsignal(signal.SIGTERM) == signal.SIG_DFL  # handler removed again
+    assert signal.getsignal(signal.SIGTERM) == before  # handler removed again
 
 
 @posix
@@ -137,6 +138,7 @@ def test_second_ctrl_c_while_writing_reports_leaves_every_report_whole(
         return str(real_html(*a, **k))
 
     monkeypatch.setitem(renderers.RENDERERS, "html", html_then_ctrl_c)
+    before = signal.getsignal(signal.SIGINT)
     out = tmp_path / "out"
     rc, _, err = cli(capsys, "run", SMALL, "--device", "sim", "--out", str(out), "--no-timed")
     assert rc == EXIT_INTERRUPTED, err
@@ -144,7 +146,7 @@ def test_second_ctrl_c_while_writing_reports_leaves_every_report_whole(
         assert (out / name).stat().st_size > 0, name
     assert "</html>" in (out / "report.html").read_text(encoding="utf-8")
     json.loads((out / "result.json").read_text(encoding="utf-8"))
-    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    assert signal.getsignal(signal.SIGINT) == before
 
 
 @posix

@@ -192,6 +192,16 @@ def test_show_in_the_terminal_prints_no_control_characters(tmp_path: Path,
     assert "m\\x1b[31m.py" in out
 
 
+def test_html_plots_show_dollar_signs_literally(tmp_path: Path,
+                                                capsys: pytest.CaptureFixture) -> None:
+    pytest.importorskip("matplotlib")
+    res = write_result(tmp_path / "r.jsonl", scenario="s$\\frac{$", path_name="p$\\sqrt{$")
+    rc, _, err = cli(capsys, "show", str(res), "-o", str(tmp_path / "r.html"))
+    assert rc == EXIT_OK, err
+    html = (tmp_path / "r.html").read_text(encoding="utf-8")
+    assert "<svg" in html and "Plot failed" not in html
+
+
 # -- never through a symlink; atomic -------------------------------------------------------
 @pytest.mark.skipif(os.name == "nt", reason="symbolic links need POSIX")
 def test_run_force_replaces_links_in_out_and_writes_nothing_outside(

@@ -11,7 +11,7 @@ from __future__ import annotations
 import io
 from typing import TYPE_CHECKING, Any, Dict, List, Optional
 
-from .._escape import html_text
+from .._escape import html_text, plot_text
 from . import _tables, analysis
 from ._common import LEGEND, environment_parts, note_texts, status_text, timed_on_hardware, verdicts
 from .analysis import is_missing
@@ -105,15 +105,18 @@ def plot_figure(result: RunResult, scenario: str) -> Any:
             ls, lw = styles[i % len(styles)], max(2.4 - 0.6 * i, 1.0)
             if lat[p]:
                 xs, ys = zip(*sorted(lat[p]))
-                ax1.plot(xs, ys, marker=".", linestyle=ls, linewidth=lw, label=p)
+                ax1.plot(xs, ys, marker=".", linestyle=ls, linewidth=lw,
+                         label=plot_text(p))
             if syn[p]:
                 xs, ys = zip(*sorted(syn[p]))
-                ax2.step(xs, ys, where="mid", linestyle=ls, linewidth=lw, label=p)
+                ax2.step(xs, ys, where="mid", linestyle=ls, linewidth=lw,
+                         label=plot_text(p))
         ax1.set_ylabel("latency per step (ms)")
-        ax1.set_title(f"{scenario}: latency, timed pass (warm-up excluded)", loc="left")
+        ax1.set_title(f"{plot_text(scenario)}: latency, timed pass (warm-up excluded)",
+                      loc="left")
         ax2.set_ylabel("hidden syncs per step")
         ax2.set_xlabel("step")
-        ax2.set_title(f"{scenario}: hidden syncs, counted pass (warm-up excluded)",
+        ax2.set_title(f"{plot_text(scenario)}: hidden syncs, counted pass (warm-up excluded)",
                       loc="left")
         ax2.yaxis.get_major_locator().set_params(integer=True)
         top = max([y for p in paths for _, y in syn[p]] + [1])
