@@ -296,3 +296,34 @@ def test_random_mutations_never_crash_a_renderer(seed: int, tmp_path: Path,
         if rc == EXIT_USAGE:
             _one_line(cap.err, p, f"seed {seed}")
         assert "\x1b" not in cap.out
+
+
+# -- configs: pyproject.toml's [tool.syncguard] ------------------------------------------------
+CONFIGS: List[Tuple[str, bytes]] = [
+    ("latin-1", b'[tool.syncguard]\nallow = ["caf\xe9.py:1"]\n'),
+    ("nested deep", b"[tool.syncguard]\nx = " + b"[" * 100_000 + b"]" * 100_000 + b"\n"),
+    ("tool not a table", b"tool = 3\n"),
+    ("syncguard not a table", b"[tool]\nsyncguard = 3\n"),
+    ("unknown key", b"[tool.syncguard]\nalow = []\n"),
+    ("allow entry int", b"[tool.syncguard]\nallow = [1]\n"),
+    ("not toml", b"[tool.syncguard\n"),
+]
+
+
+@pytest.mark.parametrize("what,content", CONFIGS, ids=[w for w, _ in CONFIGS])
+def test_malformed_config_is_exit_2_with_one_line(what: str, content: bytes, tmp_path: Path,
+                                                  capsys: pytest.CaptureFixture) -> None:
+    from syncguard.config import load_tool_table
+
+    p = tmp_path / "pyproject.toml"
+    p.write_bytes(content)
+    try:
+        load_tool_table(str(p))  # the loader the plugin and check share
+    except ValueError as exc:
+        assert str(p) in str(exc) and "\n" not in str(exc)
+    small = str(Path(__file__).parent / "data" / "scenarios" / "small.toml")
+    capsys.readouterr()
+    rc = main(["check", small, "--device", "sim", "--path", "flag", "--config", str(p)])
+    cap = capsys.readouterr()
+    assert rc == EXIT_USAGE, (what, cap.err)
+    _one_line(cap.err, p, what)
