@@ -316,7 +316,7 @@ def run(scenarios: List[Scenario], opts: RunOptions, result_path: str,
                       for s in scenarios},
     }
     writer = ResultWriter(result_path, header)
-    complete = False
+    complete, reason = False, "interrupted"
     try:
         for sc in scenarios:
             for path in paths_for(sc, opts):
@@ -325,7 +325,10 @@ def run(scenarios: List[Scenario], opts: RunOptions, result_path: str,
                 if opts.timed:
                     run_pass(sc, path, target, False, writer, progress, collect=False)
         complete = True
+    except _signals.Terminated:
+        reason = "terminated"
+        raise
     finally:
         with _signals.deferred():  # the footer line is written whole
-            writer.close(complete, reason=None if complete else "interrupted")
+            writer.close(complete, reason=None if complete else reason)
     return result_path

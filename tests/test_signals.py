@@ -76,6 +76,7 @@ def test_sigterm_in_run_writes_reports_and_exits_143(tmp_path: Path,
         assert (out / name).stat().st_size > 0, name
     res = results.load(str(out / "result.jsonl"))
     assert not res.complete and len(res.steps) == 2
+    assert res.footer is not None and res.footer["reason"] == "terminated"
     assert "INTERRUPTED" in stdout
     assert signal.getsignal(signal.SIGTERM) == before  # handler removed again
 
@@ -233,3 +234,26 @@ def test_bad_progress_interval_is_exit_2(tmp_path: Path, capsys: pytest.CaptureF
     monkeypatch.setenv("SYNCGUARD_PROGRESS_SECONDS", "soon")
     rc, _, err = cli(capsys, "run", SMALL, "--device", "sim", "--out", str(tmp_path / "o"))
     assert rc == 2 and "SYNCGUARD_PROGRESS_SECONDS" in err and len(err.splitlines()) == 1
+
+
+@posix
+def test_ctrl_c_while_the_guard_exits_still_uninstalls_the_interceptors(
+        tmp_path: Path, capsys: pytest.CaptureFixture, monkeypatch: pytest.MonkeyPatch) -> None:
+    from syncguard._hub import HUB
+    from syncguard.guard import SyncGuard
+    from syncguard.intercept import PATCHER
+
+    real_exit = SyncGuard.__exit__
+    sent: List[bool] = []
+
+    def exit_after_ctrl_c(self: Any, *exc: Any) -> Any:
+        if not sent:
+            sent.append(True)
+            os.kill(os.getpid(), signal.SIGINT)  # lands before the interceptors are removed
+        return real_exit(self, *exc)
+
+    monkeypatch.setattr(SyncGuard, "__exit__", exit_after_ctrl_c)
+    rc, _, err = cli(capsys, "run", SMALL, "--device", "sim", "--out", str(tmp_path / "o"),
+                     "--steps", "2", "--warmup", "0", "--no-timed", "--paths", "flag")
+    assert sent and rc == EXIT_INTERRUPTED, err
+    assert PATCHER.users == 0 and not PATCHER.installed and not HUB.guards
