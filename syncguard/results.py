@@ -284,30 +284,37 @@ class RunResult:
 
 
 # -- loading: every field the reports read is checked -----------------------------------------
+_MISSING = object()
 _INT_MAX = 2 ** 53  # beyond this a count or index is no longer exact in pandas/JSON tools
 
 
 def _is_int(v: Any) -> bool:
-    return isinstance(v, int) and not isinstance(v, bool) and 0 <= v <= _INT_MAX
+    return type(v) is int and 0 <= v <= _INT_MAX
 
 
 def _is_num(v: Any) -> bool:
-    return (isinstance(v, (int, float)) and not isinstance(v, bool)
-            and math.isfinite(v) and abs(v) <= 1e300)
+    t = type(v)
+    return (t is float and math.isfinite(v) and abs(v) <= 1e300) or (
+        t is int and abs(v) <= _INT_MAX)
 
 
 def _is_str(v: Any) -> bool:
-    return isinstance(v, str) and len(v) <= 4096
+    return type(v) is str and len(v) <= 4096
+
+
+def _is_ints(v: Any) -> bool:
+    # C-level passes over a step's tokens: a 60k-step result loads without a Python loop each
+    return type(v) is list and (not v or (set(map(type, v)) == {int} and min(v) >= 0
+                                          and max(v) <= _INT_MAX))
 
 
 _CHECKS = {
     "int": (_is_int, "an integer >= 0"),
     "num": (_is_num, "a finite number"),
     "str": (_is_str, "a string (at most 4096 characters)"),
-    "bool": (lambda v: isinstance(v, bool), "true or false"),
-    "ints": (lambda v: isinstance(v, list) and all(_is_int(x) for x in v),
-             "a list of integers >= 0"),
-    "list": (lambda v: isinstance(v, list), "a list"),
+    "bool": (lambda v: type(v) is bool, "true or false"),
+    "ints": (_is_ints, "a list of integers >= 0"),
+    "list": (lambda v: type(v) is list, "a list"),
 }
 
 #: field -> (check, required, None allowed)
@@ -333,20 +340,28 @@ _EVENT_FIELDS: Dict[str, Tuple[str, bool, bool]] = {
 }
 
 
+def _compile(fields: Dict[str, Tuple[str, bool, bool]]) -> List[Tuple[str, Any, bool, bool]]:
+    return [(k, _CHECKS[c][0], req, null) for k, (c, req, null) in fields.items()]
+
+
+_COMPILED: Dict[int, List[Tuple[str, Any, bool, bool]]] = {}
+
+
 def _check_fields(where: str, what: str, obj: Any,
                   fields: Dict[str, Tuple[str, bool, bool]]) -> Dict[str, Any]:
     if not isinstance(obj, dict):
         raise ResultError(f"{where}: {what} must be a JSON object, got {type(obj).__name__}")
-    for key, (check, required, nullable) in fields.items():
-        if key not in obj:
+    spec = _COMPILED.get(id(fields))
+    if spec is None:
+        spec = _COMPILED[id(fields)] = _compile(fields)
+    get = obj.get
+    for key, ok, required, nullable in spec:
+        v = get(key, _MISSING)
+        if v is _MISSING:
             if required:
                 raise ResultError(f"{where}: {what}.{key}: missing")
-            continue
-        v = obj[key]
-        if v is None and nullable:
-            continue
-        ok, want = _CHECKS[check]
-        if not ok(v):
+        elif not ok(v) and not (v is None and nullable):
+            want = _CHECKS[fields[key][0]][1]
             shown = json.dumps(v)[:60] if not isinstance(v, float) else repr(v)
             raise ResultError(f"{where}: {what}.{key}: must be {want}"
                               f"{' or null' if nullable else ''}, got {shown}")
