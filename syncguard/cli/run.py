@@ -178,6 +178,12 @@ class PlainProgress:
             pass
 
 
+def _how(stop: BaseException) -> str:
+    from .._signals import Terminated
+
+    return "terminated (SIGTERM)" if isinstance(stop, Terminated) else "interrupted"
+
+
 def main(args: argparse.Namespace) -> int:
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
@@ -212,10 +218,8 @@ def main(args: argparse.Namespace) -> int:
             runner.run(scenarios, opts, result_path, progress, argv=sys.argv[1:])
         except KeyboardInterrupt as exc:  # Ctrl-C, or SIGTERM (_signals.Terminated)
             stop = exc
-    how = "interrupted"
     if stop is not None and not os.path.exists(result_path):
-        how = "terminated (SIGTERM)" if isinstance(stop, _signals.Terminated) else how
-        print(f"syncguard: {how} before the first step was written", file=sys.stderr)
+        print(f"syncguard: {_how(stop)} before the first step was written", file=sys.stderr)
         return _signals.exit_code(stop)
     # A second Ctrl-C (or a SIGTERM) while the reports are written waits for them: every
     # report is complete (each written atomically) and result.json is never missing.
@@ -224,14 +228,12 @@ def main(args: argparse.Namespace) -> int:
         written = write_reports(res, out)
     if late and stop is None:
         stop = KeyboardInterrupt() if late[0] == signal.SIGINT else _signals.Terminated(late[0])
-    if stop is not None:
-        how = "terminated (SIGTERM)" if isinstance(stop, _signals.Terminated) else how
     terminal.render(res, stdout_console(args.width))
     for path in written:
         print(f"Wrote {path}", file=sys.stderr)
     print(f"Wrote {result_path}", file=sys.stderr)
     if stop is not None:
-        print(f"syncguard: {how}: kept {len(res.steps)} finished steps in {result_path}",
+        print(f"syncguard: {_how(stop)}: kept {len(res.steps)} finished steps in {result_path}",
               file=sys.stderr)
         return _signals.exit_code(stop)
     if args.crosscheck:
