@@ -1,51 +1,129 @@
-"""Defer Ctrl-C (and a Python SIGTERM handler) while process-global state is swapped.
+"""Signals: SIGTERM handled like Ctrl-C, stop requests code cannot swallow, and stretches of
+work a signal must not cut in half.
 
-A KeyboardInterrupt is raised between any two bytecodes; landing between a ``setattr`` on
-``torch.Tensor`` and the bookkeeping that records it would leave a patch behind for the rest
-of the process. Inside :func:`deferred`, SIGINT (and SIGTERM, when a Python handler is set) are
-recorded instead of handled, and handled by their original handler on the way out.
+- :func:`stop_on_signals` (the CLI wraps every command in it): SIGINT raises
+  KeyboardInterrupt and SIGTERM (what ``timeout``, job schedulers and CI send) raises
+  :class:`Terminated`, a KeyboardInterrupt, so the ``try``/``finally`` blocks that clean up
+  after Ctrl-C (interceptors uninstalled, the result file closed, reports written) run for
+  both. Each signal is also recorded: if the exception lands in a ``__del__``, a weakref
+  callback or code that catches ``BaseException``, it is lost, so the runners call
+  :func:`check` at every step boundary and a run still stops within one step.
+- :func:`deferred` holds SIGINT and SIGTERM back while a block runs (swapping patches on
+  ``torch.Tensor``, closing the result file, writing reports) and delivers them when it ends:
+  a KeyboardInterrupt between a ``setattr`` and the bookkeeping that records it would leave a
+  patch behind for the rest of the process.
+
+Signal handlers can only be set from the main thread; elsewhere all of this is a no-op.
 """
 
 from __future__ import annotations
 
 import contextlib
+import os
 import signal
-import sys
 import threading
-from typing import Any, Dict, Iterator, List
+from typing import Any, Dict, Iterator, List, Optional
 
-_DEFERRABLE = tuple(s for s in (signal.SIGINT, getattr(signal, "SIGTERM", None)) if s is not None)
+_HANDLED = tuple(s for s in (getattr(signal, "SIGINT", None), getattr(signal, "SIGTERM", None))
+                 if s is not None)
+_SIGTERM = int(getattr(signal, "SIGTERM", 15))
+
+_requested: Optional[int] = None  # a stop signal received inside stop_on_signals()
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM received: handled as an interrupt; ``exit_code`` is 128 + the signal number."""
+
+    def __init__(self, signum: int = _SIGTERM) -> None:
+        super().__init__(f"terminated by signal {signum}")
+        self.signum = signum
+
+    @property
+    def exit_code(self) -> int:
+        return 128 + self.signum
+
+
+def exit_code(exc: BaseException) -> int:
+    """128 + the signal number for :class:`Terminated`, else 130 (SIGINT)."""
+    return exc.exit_code if isinstance(exc, Terminated) else 130
+
+
+def _main_thread() -> bool:
+    return threading.current_thread() is threading.main_thread()
+
+
+def _interrupt_for(signum: int) -> KeyboardInterrupt:
+    return Terminated(signum) if signum == _SIGTERM else KeyboardInterrupt()
+
+
+def _on_stop_signal(signum: int, frame: Any) -> None:
+    global _requested
+    _requested = signum
+    raise _interrupt_for(signum)
+
+
+def requested() -> Optional[int]:
+    """The stop signal received inside :func:`stop_on_signals`, else None."""
+    return _requested
+
+
+def check() -> None:
+    """Raise the stop (KeyboardInterrupt or :class:`Terminated`) if one was requested, even
+    when its first raise was swallowed; call at step boundaries."""
+    if _requested is not None:
+        raise _interrupt_for(_requested)
 
 
 @contextlib.contextmanager
-def deferred() -> Iterator[List[int]]:
-    """Run the block with SIGINT/SIGTERM deferred (main thread only: elsewhere Python delivers
-    no signal to the running code, so nothing needs deferring). Nestable. Yields the list of
-    signals received so far: a block that acquires something can release it again when a
-    signal is pending, since the handler's KeyboardInterrupt comes as the block ends."""
-    pending: List[int] = []
-    if threading.current_thread() is not threading.main_thread():
-        yield pending
+def stop_on_signals() -> Iterator[None]:
+    """While the block runs, SIGINT raises KeyboardInterrupt and SIGTERM :class:`Terminated`,
+    and both are recorded for :func:`check`."""
+    global _requested
+    if not _main_thread():
+        yield
         return
-    saved: Dict[int, Any] = {}
-
-    def record(signum: int, frame: Any) -> None:
-        pending.append(signum)
-
+    old = {s: signal.signal(s, _on_stop_signal) for s in _HANDLED}
+    _requested = None
     try:
-        for s in _DEFERRABLE:
-            h = signal.getsignal(s)
-            if callable(h):  # a Python-level handler (default_int_handler included)
-                saved[s] = h
-                signal.signal(s, record)
-    except (ValueError, OSError):  # pragma: no cover - an embedding that forbids it
-        pass
-    try:
-        yield pending
+        yield
     finally:
-        for s, h in saved.items():
+        for s, h in old.items():
             signal.signal(s, h)
-        for s in dict.fromkeys(pending):  # each deferred signal once, in arrival order
-            h = saved.get(s)
-            if callable(h):
-                h(s, sys._getframe(0))
+        _requested = None
+
+
+@contextlib.contextmanager
+def deferred(deliver: bool = True) -> Iterator[List[int]]:
+    """Hold SIGINT and SIGTERM back while the block runs; yields the list of signals received
+    so far (a block that acquires something can release it again when one is pending).
+    Nestable.
+
+    With ``deliver`` (default) each held signal is delivered once, in arrival order, when the
+    block ends, to the handler that was in place before (Ctrl-C raises KeyboardInterrupt as
+    usual); without, the caller reads the list and decides."""
+    got: List[int] = []
+    if not _main_thread():
+        yield got
+        return
+
+    def hold(signum: int, frame: Any) -> None:
+        got.append(signum)
+
+    old: Dict[int, Any] = {}
+    try:
+        for s in _HANDLED:
+            old[s] = signal.signal(s, hold)
+        yield got
+    finally:
+        for s, h in old.items():
+            signal.signal(s, h)
+    if deliver:
+        for s in dict.fromkeys(got):
+            _deliver(s, old.get(s))
+
+
+def _deliver(signum: int, handler: Any) -> None:
+    if callable(handler):
+        handler(signum, None)
+    elif handler == signal.SIG_DFL:
+        os.kill(os.getpid(), signum)

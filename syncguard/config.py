@@ -27,7 +27,16 @@ def load_tool_table(path: str) -> Dict[str, Any]:
         raise ValueError(f"{path}: cannot read: {exc.strerror}") from None
     except tomllib.TOMLDecodeError as exc:
         raise ValueError(f"{path}: not valid TOML: {exc}") from None
-    table = data.get("tool", {}).get("syncguard", {})
+    except UnicodeDecodeError as exc:
+        raise ValueError(f"{path}: not UTF-8 text (byte 0x{exc.object[exc.start]:02x} at offset "
+                         f"{exc.start})") from None
+    except RecursionError:
+        raise ValueError(f"{path}: arrays or tables nested too deeply for the TOML reader"
+                         ) from None
+    tool = data.get("tool", {})
+    if not isinstance(tool, dict):
+        raise ValueError(f"{path}: tool: must be a table")
+    table = tool.get("syncguard", {})
     if not isinstance(table, dict):
         raise ValueError(f"{path}: [tool.syncguard] must be a table")
     unknown = sorted(set(table) - set(KEYS))

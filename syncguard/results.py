@@ -12,6 +12,10 @@ A result file (``result.jsonl``) is one JSON object per line:
 
 Each line is flushed as it is written, so an interrupted run keeps every finished step and
 :func:`load` reads a partial file (a torn last line is ignored).
+
+A result file is untrusted input: :func:`load` checks the type of every field the reports use
+and raises :class:`ResultError` (one line naming the file, the line and the field) for anything
+else; a file written by a newer syncguard gives a :class:`ResultWarning`.
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ import getpass
 import hashlib
 import io
 import json
+import math
 import os
 import platform
 import re
@@ -28,6 +33,7 @@ import socket
 import subprocess
 import sys
 import time
+import warnings
 from typing import IO, TYPE_CHECKING, Any, Dict, Iterable, List, Optional, Tuple
 
 from .events import SyncEvent
@@ -40,6 +46,10 @@ SCHEMA = 1
 
 class ResultError(ValueError):
     """A result file that cannot be read."""
+
+
+class ResultWarning(UserWarning):
+    """A result file that loads but may be read wrongly (written by a newer syncguard)."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -181,8 +191,9 @@ class ResultWriter:
 
     def __init__(self, path: str, header: Dict[str, Any]) -> None:
         self.path = path
-        os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-        self._f: Optional[IO[str]] = open(path, "w", encoding="utf-8")
+        from ._atomic import open_stream
+
+        self._f: Optional[IO[str]] = open_stream(path)  # never through a symlink at path
         self._write({"type": "header", "schema": SCHEMA, "created": time.time(), **header})
 
     def _write(self, obj: Dict[str, Any]) -> None:
@@ -288,6 +299,127 @@ class RunResult:
         return buf.getvalue()
 
 
+# -- loading: every field the reports read is checked -----------------------------------------
+_MISSING = object()
+_INT_MAX = 2 ** 53  # beyond this a count or index is no longer exact in pandas/JSON tools
+
+
+def _is_int(v: Any) -> bool:
+    return type(v) is int and 0 <= v <= _INT_MAX
+
+
+def _is_num(v: Any) -> bool:
+    t = type(v)
+    return (t is float and math.isfinite(v) and abs(v) <= 1e300) or (
+        t is int and abs(v) <= _INT_MAX)
+
+
+def _is_str(v: Any) -> bool:
+    return type(v) is str and len(v) <= 4096
+
+
+def _is_ints(v: Any) -> bool:
+    # C-level passes over a step's tokens: a 60k-step result loads without a Python loop each
+    return type(v) is list and (not v or (set(map(type, v)) == {int} and min(v) >= 0
+                                          and max(v) <= _INT_MAX))
+
+
+_CHECKS = {
+    "int": (_is_int, "an integer >= 0"),
+    "num": (_is_num, "a finite number"),
+    "str": (_is_str, "a string (at most 4096 characters)"),
+    "bool": (lambda v: type(v) is bool, "true or false"),
+    "ints": (_is_ints, "a list of integers >= 0"),
+    "list": (lambda v: type(v) is list, "a list"),
+}
+
+#: field -> (check, required, None allowed)
+_STEP_FIELDS: Dict[str, Tuple[str, bool, bool]] = {
+    "scenario": ("str", True, False), "path": ("str", True, False),
+    "pass": ("str", True, False), "step": ("int", True, False),
+    "warmup": ("bool", True, False), "batch_size": ("int", True, False),
+    "branch": ("str", True, False), "syncs": ("int", True, False),
+    "allowed": ("int", True, False), "latency_ms": ("num", True, True),
+    "device_ms": ("num", False, True), "eligible": ("bool", False, True),
+    "tokens": ("ints", False, True), "sync_wait_us": ("num", False, True),
+}
+_EVENT_FIELDS: Dict[str, Tuple[str, bool, bool]] = {
+    "scenario": ("str", True, False), "path": ("str", True, False),
+    "pass": ("str", False, True), "kind": ("str", False, True), "api": ("str", False, True),
+    "op": ("str", False, True), "filename": ("str", False, True),
+    "lineno": ("int", False, True), "function": ("str", False, True),
+    "stack": ("list", False, True), "step": ("int", False, True),
+    "thread": ("str", False, True), "allowed": ("bool", False, True),
+    "reason": ("str", False, True), "warmup": ("bool", False, True),
+    "count": ("int", False, True), "device": ("str", False, True),
+    "source": ("str", False, True), "wait_us": ("num", False, True),
+}
+
+
+def _compile(fields: Dict[str, Tuple[str, bool, bool]]) -> List[Tuple[str, Any, bool, bool]]:
+    return [(k, _CHECKS[c][0], req, null) for k, (c, req, null) in fields.items()]
+
+
+_COMPILED: Dict[int, List[Tuple[str, Any, bool, bool]]] = {}
+
+
+def _check_fields(where: str, what: str, obj: Any,
+                  fields: Dict[str, Tuple[str, bool, bool]]) -> Dict[str, Any]:
+    if not isinstance(obj, dict):
+        raise ResultError(f"{where}: {what} must be a JSON object, got {type(obj).__name__}")
+    spec = _COMPILED.get(id(fields))
+    if spec is None:
+        spec = _COMPILED[id(fields)] = _compile(fields)
+    get = obj.get
+    for key, ok, required, nullable in spec:
+        v = get(key, _MISSING)
+        if v is _MISSING:
+            if required:
+                raise ResultError(f"{where}: {what}.{key}: missing")
+        elif not ok(v) and not (v is None and nullable):
+            want = _CHECKS[fields[key][0]][1]
+            shown = json.dumps(v)[:60] if not isinstance(v, float) else repr(v)
+            raise ResultError(f"{where}: {what}.{key}: must be {want}"
+                              f"{' or null' if nullable else ''}, got {shown}")
+    return obj
+
+
+def _step(where: str, obj: Any) -> StepRecord:
+    d = _check_fields(where, "step", obj, _STEP_FIELDS)
+    return StepRecord.from_dict(d)
+
+
+def _check_header(where: str, header: Any) -> Dict[str, Any]:
+    if not isinstance(header, dict):
+        raise ResultError(f"{where}: header: must be a JSON object: not a syncguard result")
+    if header.get("schema") != SCHEMA:
+        raise ResultError(f"{where}: header.schema: {json.dumps(header.get('schema'))[:40]} "
+                          f"is not {SCHEMA}")
+    return header
+
+
+def _version_tuple(v: Any) -> Optional[Tuple[int, ...]]:
+    m = re.match(r"(\d+(?:\.\d+)*)", str(v)) if isinstance(v, str) else None
+    return tuple(int(x) for x in m.group(1).split(".")[:4]) if m else None
+
+
+def _warn_if_newer(path: str, header: Dict[str, Any]) -> None:
+    """A :class:`ResultWarning` when the file names a newer syncguard than this one."""
+    from . import __version__
+
+    env = header.get("env")
+    theirs = header.get("syncguard") or (env.get("syncguard") if isinstance(env, dict) else None)
+    a, b = _version_tuple(theirs), _version_tuple(__version__)
+    if a is None or b is None:
+        return
+    n = max(len(a), len(b))
+    if a + (0,) * (n - len(a)) > b + (0,) * (n - len(b)):
+        warnings.warn(ResultWarning(
+            f"{path}: written by syncguard {str(theirs)[:40]}, newer than this one "
+            f"({__version__}); fields it added are ignored: upgrade syncguard to read it "
+            f"fully"), stacklevel=3)
+
+
 def _load_document(path: str, f: IO[str]) -> RunResult:
     """A ``result.json`` document (:meth:`RunResult.write_json`)."""
     try:
@@ -297,19 +429,24 @@ def _load_document(path: str, f: IO[str]) -> RunResult:
     header = doc.get("header") if isinstance(doc, dict) else None
     if not isinstance(header, dict):
         raise ResultError(f"{path}: header: missing: not a syncguard result")
-    if header.get("schema") != SCHEMA:
-        raise ResultError(f"{path}: header.schema {header.get('schema')!r} is not {SCHEMA}")
-    steps: List[StepRecord] = []
-    for i, d in enumerate(doc.get("steps") or []):
-        try:
-            steps.append(StepRecord.from_dict(d))
-        except (KeyError, TypeError, AttributeError) as exc:
-            raise ResultError(f"{path}: steps[{i}]: missing or bad field: {exc}") from None
-    events = doc.get("events") or []
-    if not all(isinstance(e, dict) for e in events):
-        raise ResultError(f"{path}: events: every event must be a JSON object")
-    return RunResult(header, steps, events, doc.get("footer"), list(doc.get("notes") or []),
-                     path)
+    _check_header(path, header)
+    parts = {}
+    for key in ("steps", "events", "notes"):
+        parts[key] = doc.get(key)
+        if parts[key] is None:
+            parts[key] = []
+        if not isinstance(parts[key], list):
+            raise ResultError(f"{path}: {key}: must be a JSON array")
+    steps = [_step(f"{path}: steps[{i}]", d) for i, d in enumerate(parts["steps"])]
+    events = [_check_fields(f"{path}: events[{i}]", "event", e, _EVENT_FIELDS)
+              for i, e in enumerate(parts["events"])]
+    for i, n in enumerate(parts["notes"]):
+        if not isinstance(n, dict):
+            raise ResultError(f"{path}: notes[{i}]: must be a JSON object")
+    footer = doc.get("footer")
+    if footer is not None and not isinstance(footer, dict):
+        raise ResultError(f"{path}: footer: must be a JSON object or null")
+    return RunResult(header, steps, events, footer, list(parts["notes"]), path)
 
 
 def rank_files(folder: str) -> List[Tuple[int, str]]:
@@ -345,7 +482,8 @@ def load(path: str) -> RunResult:
     """Read a result: the streamed ``result.jsonl`` (complete or interrupted, line by line),
     the ``result.json`` document written from it, or a folder holding either, or one
     ``result.rank<N>.jsonl`` per rank (merged: :func:`merge_ranks`). Raises
-    :class:`ResultError`."""
+    :class:`ResultError` (one line naming the file and field) for anything that is not a
+    syncguard result; warns (:class:`ResultWarning`) when a newer syncguard wrote it."""
     if os.path.isdir(path):
         ranks = rank_files(path)
         if ranks:
@@ -356,15 +494,34 @@ def load(path: str) -> RunResult:
         raise ResultError(f"{path}: no result.jsonl, result.json or result.rank<N>.jsonl in "
                           f"this folder")
     try:
-        f = open(path, encoding="utf-8")
+        f = open(path, "rb")
     except OSError as exc:
         raise ResultError(f"{path}: cannot read: {exc.strerror}") from None
     with f:
-        if f.read(len(_DOC_START)) == _DOC_START:
-            f.seek(0)
-            return _load_document(path, f)
+        start = f.read(4)
+        if start[:2] in (b"\xff\xfe", b"\xfe\xff") or (len(start) >= 2 and (
+                start[0] == 0 or start[1] == 0)):
+            raise ResultError(f"{path}: UTF-16 or binary data: not a syncguard result "
+                              f"(result files are UTF-8 JSON)")
         f.seek(0)
-        return _load_lines(path, f)
+        text = io.TextIOWrapper(f, encoding="utf-8-sig")
+        try:
+            if text.read(len(_DOC_START)) == _DOC_START:
+                text.seek(0)
+                res = _load_document(path, text)
+            else:
+                text.seek(0)
+                res = _load_lines(path, text)
+        except UnicodeDecodeError as exc:
+            raise ResultError(f"{path}: not UTF-8 text (byte 0x{exc.object[exc.start]:02x}): "
+                              f"not a syncguard result") from None
+        except RecursionError:
+            raise ResultError(f"{path}: JSON nested too deeply: not a syncguard result"
+                              ) from None
+        except MemoryError:
+            raise ResultError(f"{path}: too large to load") from None
+    _warn_if_newer(path, res.header)
+    return res
 
 
 _DOC_START = '{"header": '
@@ -391,17 +548,11 @@ def _load_lines(path: str, f: IO[str]) -> RunResult:
             raise ResultError(f"{path}:{i}: not a syncguard result line (a JSON object)")
         t = obj.pop("type", None)
         if t == "header":
-            if obj.get("schema") != SCHEMA:
-                raise ResultError(f"{path}: schema {obj.get('schema')!r} is not {SCHEMA}")
-            header = {"type": "header", **obj}
+            header = _check_header(f"{path}:{i}", {"type": "header", **obj})
         elif t == "step":
-            try:
-                steps.append(StepRecord.from_dict(obj))
-            except (KeyError, TypeError) as exc:
-                raise ResultError(f"{path}:{i}: step line is missing or has a bad field: "
-                                  f"{exc}") from None
+            steps.append(_step(f"{path}:{i}", obj))
         elif t == "event":
-            events.append(obj)
+            events.append(_check_fields(f"{path}:{i}", "event", obj, _EVENT_FIELDS))
         elif t == "footer":
             footer = {"type": "footer", **obj}
         elif t == "note":

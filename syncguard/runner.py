@@ -9,7 +9,7 @@ from typing import Any, Callable, Dict, List, Optional, Tuple
 
 import torch
 
-from . import _stop
+from . import _signals
 from ._hub import allow
 from .devices import DEVICES, DeviceError
 from .events import SyncEvent
@@ -271,13 +271,14 @@ def run_pass(sc: Scenario, path: str, target: Target, counted: bool,
                 writer.step(rec, evs)
             if progress is not None:
                 progress(sc.name, path, pass_, step + 1, sc.steps)
-            _stop.check()  # a Ctrl-C the sampler swallowed still ends the run here
+            _signals.check()  # a Ctrl-C the sampler swallowed still ends the run here
             # the next step's latency starts here: syncguard's own writing (fsync) and
             # progress drawing are not the decode loop's time
             t_prev = time.perf_counter()
     finally:
         if guard is not None:
-            guard.__exit__(None, None, None)
+            with _signals.deferred():  # a second Ctrl-C/SIGTERM must not leave interceptors
+                guard.__exit__(None, None, None)
     return records
 
 
@@ -321,7 +322,7 @@ def run(scenarios: List[Scenario], opts: RunOptions, result_path: str,
                       for s in scenarios},
     }
     writer = ResultWriter(result_path, header)
-    complete = False
+    complete, reason = False, "interrupted"
     try:
         for sc in scenarios:
             for path in paths_for(sc, opts):
@@ -330,6 +331,10 @@ def run(scenarios: List[Scenario], opts: RunOptions, result_path: str,
                 if opts.timed:
                     run_pass(sc, path, target, False, writer, progress, collect=False)
         complete = True
+    except _signals.Terminated:
+        reason = "terminated"
+        raise
     finally:
-        writer.close(complete, reason=None if complete else "interrupted")
+        with _signals.deferred():  # the footer line is written whole
+            writer.close(complete, reason=None if complete else reason)
     return result_path

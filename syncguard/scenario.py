@@ -2,7 +2,7 @@
 
 Schema (every key is checked; unknown keys are errors)::
 
-    name = "steady"                 # required, unique
+    name = "steady"                 # required, unique; letters, digits, _ . + - (<= 64)
     description = "..."
     vocab_size = 32000              # >= 2
     dtype = "float32"               # float32 | float16 | bfloat16
@@ -13,15 +13,16 @@ Schema (every key is checked; unknown keys are errors)::
     paths = ["legacy", "flag"]      # optional: default all paths
 
     [logits]
-    scale = 3.0                     # logits = scale * N(0, 1), fixed per (request, step)
+    scale = 3.0                     # logits = scale * N(0, 1), fixed per (request, step);
+                                    # scale / temperature must stay finite in dtype
     workload = 0                    # N: an N x N matmul per step stands in for the forward
 
     [[requests]]                    # the batch at step 0
-    id = "r"                        # unique
+    id = "r"                        # unique; the same characters as name
     count = 8                       # optional: r-0 .. r-7 with the same parameters
     temperature = 0.7
     top_p = 0.9
-    top_k = 20                      # -1 = no top-k
+    top_k = 20                      # -1 = no top-k, else 1 .. 2**30
     min_p = 0.0
     seed = 123                      # optional (deterministic runs)
 
@@ -32,6 +33,10 @@ Schema (every key is checked; unknown keys are errors)::
 
     [expect]
     max_syncs = { flag = 0 }        # hidden syncs allowed per path (whole counted pass)
+
+Before a run, :func:`check_resources` estimates the memory (requests x vocabulary) and the work
+per step (``logits.workload``) and refuses scenarios beyond the limits
+(``SYNCGUARD_MAX_MEMORY_GB``, ``SYNCGUARD_MAX_STEP_GFLOP``).
 """
 
 from __future__ import annotations
@@ -48,8 +53,22 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover
     import tomli as tomllib
 
+from ._escape import name_problem, terminal
+
 PATHS: Tuple[str, ...] = ("legacy", "flag", "flag-recompute")
 DTYPES = ("float32", "float16", "bfloat16")
+#: Largest finite value of each dtype: ``scale`` x :data:`LOGIT_SIGMAS` / temperature must
+#: stay below it, or the logits are inf and sampling fails.
+DTYPE_MAX = {"float32": 3.4028234663852886e38, "float16": 65504.0,
+             "bfloat16": 3.3895313892515355e38}
+DTYPE_BYTES = {"float32": 4, "float16": 2, "bfloat16": 2}
+#: The largest |N(0, 1)| draw a logits bank is assumed to hold (a 1e10-value bank reaches ~6.5).
+LOGIT_SIGMAS = 8.0
+#: Greedy below this temperature (syncguard.sampling.params.GREEDY_TEMPERATURE_EPS).
+_GREEDY_EPS = 1e-6
+TOP_K_MAX = 1 << 30
+#: Scenario files larger than this are refused before parsing (bytes).
+MAX_FILE_BYTES = 1 << 20
 
 
 def _builtin_dir() -> str:
@@ -108,6 +127,33 @@ class Scenario:
     @property
     def sha256(self) -> str:
         return hashlib.sha256(self.text.encode()).hexdigest()
+
+    @property
+    def peak_batch(self) -> int:
+        """The most requests in the batch at any step."""
+        live = peak = len(self.requests)
+        for step in sorted({e.step for e in self.events}):
+            for e in self.events_at(step):
+                live += len(e.join) - len(e.finish)
+                peak = max(peak, live)
+        return peak
+
+    @property
+    def memory_bytes(self) -> int:
+        """Estimated peak memory of one pass (bytes): the logits bank (every request's row,
+        float32 then ``dtype``) plus the sampler's working tensors for the peak batch (about
+        a dozen float32/int64 copies of batch x vocabulary) and the workload matrices."""
+        rows = len(self.requests) + sum(len(e.join) for e in self.events)
+        bank = rows * self.vocab_size * (4 + DTYPE_BYTES[self.dtype])
+        work = self.peak_batch * self.vocab_size * 64
+        return bank + work + 3 * 4 * self.workload ** 2
+
+    @property
+    def flops_per_step(self) -> float:
+        """Estimated work per step (floating-point operations): the workload's four N x N
+        matmuls (2 N^3 each) plus sorting and scanning the peak batch's logits."""
+        n, bv = self.workload, self.peak_batch * self.vocab_size
+        return 8.0 * n ** 3 + 40.0 * bv * max(1.0, math.log2(self.vocab_size))
 
     def events_at(self, step: int) -> List[EventSpec]:
         return [e for e in self.events if e.step == step]
@@ -171,12 +217,13 @@ class _Fields:
 def _request(file: str, where: str, table: Any) -> List[RequestSpec]:
     f = _Fields(file, where, table)
     rid = f.get("id", (str,))
-    if not rid:
-        f.fail("id", "must not be empty")
+    bad = name_problem(rid)
+    if bad:
+        f.fail("id", bad)
     count = f.get("count", (int,), 1, lo=1, hi=4096)
     temperature = f.get("temperature", (float,), 1.0, lo=0.0)
     top_p = f.get("top_p", (float,), 1.0, lo=0.0, hi=1.0, lo_open=True)
-    top_k = f.get("top_k", (int,), -1)
+    top_k = f.get("top_k", (int,), -1, hi=TOP_K_MAX)
     if top_k != -1 and top_k < 1:
         f.fail("top_k", f"must be -1 (no top-k) or >= 1, got {top_k}")
     min_p = f.get("min_p", (float,), 0.0, lo=0.0, hi=1.0)
@@ -192,10 +239,14 @@ def parse(text: str, file: str = "<memory>") -> Scenario:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise ScenarioError(f"{file}: not valid TOML: {exc}") from None
+    except RecursionError:
+        raise ScenarioError(f"{file}: not a scenario: arrays or tables nested too deeply "
+                            f"for the TOML reader") from None
     f = _Fields(file, "", data)
     name = f.get("name", (str,))
-    if not name:
-        f.fail("name", "must not be empty")
+    bad = name_problem(name)
+    if bad:
+        f.fail("name", bad)
     description = f.get("description", (str,), "")
     vocab = f.get("vocab_size", (int,), lo=2, hi=1 << 22)
     dtype = f.get("dtype", (str,), "float32")
@@ -280,6 +331,7 @@ def parse(text: str, file: str = "<memory>") -> Scenario:
             raise ScenarioError(f"{file}: expect.max_syncs.{p}: must be an int >= 0, got {v!r}")
         max_syncs[p] = v
     f.done()
+    _check_logit_range(file, dtype, scale, requests + [r for e in events for r in e.join])
     return Scenario(name, description, vocab, dtype, steps, warmup, seed, deterministic,
                     tuple(paths), scale, workload, tuple(requests), tuple(events), max_syncs,
                     file, text)
@@ -293,14 +345,80 @@ def _known_subject(name: str) -> bool:
     return known(name)
 
 
+def _check_logit_range(file: str, dtype: str, scale: float, reqs: List[RequestSpec]) -> None:
+    """Refuse a scale whose logits / temperature overflow ``dtype`` (inf logits make the
+    sampler's probabilities NaN)."""
+    hot = [r for r in reqs if r.temperature >= _GREEDY_EPS]
+    if not hot:
+        return
+    coldest = min(hot, key=lambda r: r.temperature)
+    top = scale * LOGIT_SIGMAS / coldest.temperature
+    if top >= DTYPE_MAX[dtype]:
+        raise ScenarioError(
+            f"{file}: logits.scale: {scale:g} overflows {dtype}: logits up to "
+            f"{LOGIT_SIGMAS:g} x scale / temperature ({coldest.temperature:g} for request "
+            f"{coldest.id!r}) must stay below {DTYPE_MAX[dtype]:g}; lower scale, raise the "
+            f"temperature or use float32")
+
+
 def load(path: str) -> Scenario:
-    """Load a scenario file. Raises :class:`ScenarioError` (unreadable, malformed)."""
+    """Load a scenario file (UTF-8 TOML). Raises :class:`ScenarioError` (unreadable, not UTF-8,
+    too large, malformed)."""
     try:
-        with open(path, encoding="utf-8") as fh:
-            text = fh.read()
+        with open(path, "rb") as fh:
+            raw = fh.read(MAX_FILE_BYTES + 1)
     except OSError as exc:
         raise ScenarioError(f"{path}: cannot read: {exc.strerror}") from None
+    if len(raw) > MAX_FILE_BYTES:
+        raise ScenarioError(f"{path}: larger than {MAX_FILE_BYTES >> 20} MiB: not a scenario "
+                            f"file")
+    try:
+        text = raw.decode("utf-8-sig")  # a leading BOM is dropped
+    except UnicodeDecodeError as exc:
+        raise ScenarioError(f"{path}: not UTF-8 text (byte 0x{raw[exc.start]:02x} at offset "
+                            f"{exc.start}); save the scenario as UTF-8") from None
     return parse(text, path)
+
+
+#: Environment variables that raise (or lower) the resource limits, and their defaults.
+MEMORY_ENV, MEMORY_DEFAULT_GB = "SYNCGUARD_MAX_MEMORY_GB", 16.0
+WORK_ENV, WORK_DEFAULT_GFLOP = "SYNCGUARD_MAX_STEP_GFLOP", 200.0
+
+
+def _limit(env: str, default: float) -> float:
+    raw = os.environ.get(env)
+    if raw is None or not raw.strip():
+        return default
+    try:
+        v = float(raw)
+    except ValueError:
+        v = float("nan")
+    if not (math.isfinite(v) and v > 0):
+        raise ScenarioError(f"{env}: must be a number > 0, got {terminal(repr(raw))}")
+    return v
+
+
+def check_resources(scenarios: List[Scenario]) -> None:
+    """Refuse, before anything is allocated, a scenario whose estimated memory
+    (:attr:`Scenario.memory_bytes`) or work per step (:attr:`Scenario.flops_per_step`) is
+    beyond the limits: ``SYNCGUARD_MAX_MEMORY_GB`` (default 16 GB) and
+    ``SYNCGUARD_MAX_STEP_GFLOP`` (default 200 GFLOP, tens of seconds per step on a CPU).
+    Raises :class:`ScenarioError` naming the field, the estimate and how to raise the limit."""
+    mem_gb = _limit(MEMORY_ENV, MEMORY_DEFAULT_GB)
+    work_gflop = _limit(WORK_ENV, WORK_DEFAULT_GFLOP)
+    for sc in scenarios:
+        need_gb = sc.memory_bytes / 1e9
+        if need_gb > mem_gb:
+            raise ScenarioError(
+                f"{sc.file}: requests x vocab_size: needs about {need_gb:.1f} GB ("
+                f"{sc.peak_batch} requests in the batch, {sc.vocab_size} vocabulary), over the "
+                f"{mem_gb:g} GB limit; set {MEMORY_ENV} to raise it on purpose")
+        need = sc.flops_per_step / 1e9
+        if need > work_gflop:
+            raise ScenarioError(
+                f"{sc.file}: logits.workload: about {need:.0f} GFLOP per step (workload "
+                f"{sc.workload}, batch {sc.peak_batch} x vocabulary {sc.vocab_size}), over the "
+                f"{work_gflop:g} GFLOP limit; set {WORK_ENV} to raise it on purpose")
 
 
 def builtin_paths() -> List[str]:
@@ -313,7 +431,8 @@ def builtin_paths() -> List[str]:
 
 
 def resolve(names: List[str]) -> List[Scenario]:
-    """Scenario files, or names of built-in scenarios (``steady`` for scenarios/steady.toml)."""
+    """Scenario files, or names of built-in scenarios (``steady`` for scenarios/steady.toml),
+    checked against the resource limits (:func:`check_resources`)."""
     if not names:
         return [load(p) for p in builtin_paths()]
     out = []
@@ -333,4 +452,5 @@ def resolve(names: List[str]) -> List[Scenario]:
             raise ScenarioError(f"{s.file}: name: {s.name!r} is also the name of "
                                 f"{names_seen[s.name]}")
         names_seen[s.name] = s.file
+    check_resources(out)  # refuse before anything is allocated or written
     return out

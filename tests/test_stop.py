@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from syncguard import _stop, results, runner
+from syncguard import _signals, results, runner
 from syncguard.scenario import load as load_scenario
 
 LONG = str(Path(__file__).parent / "data" / "scenarios" / "long.toml")
@@ -33,16 +33,27 @@ def test_swallowed_interrupt_still_stops_the_run_at_the_next_step(tmp_path: Path
         if step == 3:
             _swallowed_sigint()
 
-    with _stop.handling_interrupts():
+    with _signals.stop_on_signals():
         with pytest.raises(KeyboardInterrupt):
             runner.run_pass(sc, "legacy", target, True, writer, progress, collect=False)
     writer.close(False, reason="interrupted")
     assert seen == [1, 2, 3]  # stopped right after the step that was running
     assert len(results.load(str(out)).steps) == 3
-    assert _stop.requested() is None  # the request does not outlive the block
+    assert _signals.requested() is None  # the request does not outlive the block
+
+
+def test_swallowed_sigterm_is_raised_again_as_terminated() -> None:
+    with _signals.stop_on_signals():
+        try:
+            os.kill(os.getpid(), signal.SIGTERM)
+        except KeyboardInterrupt:
+            pass
+        with pytest.raises(_signals.Terminated) as exc:
+            _signals.check()
+    assert exc.value.exit_code == 143
 
 
 def test_without_a_request_check_is_a_no_op() -> None:
-    with _stop.handling_interrupts():
-        _stop.check()
+    with _signals.stop_on_signals():
+        _signals.check()
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler

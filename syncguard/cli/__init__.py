@@ -1,14 +1,19 @@
 """The ``syncguard`` command. Exit codes are API: 0 clean, 1 syncs over budget, 2 usage or
-bad input, 3 internal error (130 when interrupted)."""
+bad input, 3 internal error; 130 when interrupted (Ctrl-C), 143 when terminated (SIGTERM),
+141 when the reader of stdout went away (``syncguard show X | head``)."""
 
 from __future__ import annotations
 
 import argparse
 import os
 import sys
-from typing import List, Optional
+import warnings
+from typing import Any, List, Optional
+
+from .._escape import one_line
 
 EXIT_OK, EXIT_OVER, EXIT_USAGE, EXIT_INTERNAL, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
+EXIT_TERMINATED, EXIT_BROKEN_PIPE = 143, 141
 
 
 class UsageError(Exception):
@@ -61,8 +66,51 @@ def report_width(width: Optional[int]) -> Optional[int]:
     return None if sys.stdout.isatty() else 160
 
 
+def stdout_console(width: Optional[int] = None) -> Any:
+    """A rich Console on stdout for reports (``width`` as :func:`report_width`). When the
+    reader goes away it raises BrokenPipeError, which :func:`main` turns into a quiet exit
+    (rich's own handling exits 1, the code for "over budget")."""
+    from rich.console import Console
+
+    class _Console(Console):
+        def on_broken_pipe(self) -> None:
+            self.quiet = True
+            raise BrokenPipeError
+
+    return _Console(width=report_width(width))
+
+
 def error(msg: str) -> None:
-    print(f"syncguard: error: {msg}", file=sys.stderr)
+    """One line on stderr: control characters and newlines in ``msg`` (from untrusted files)
+    are shown as escapes."""
+    print(f"syncguard: error: {one_line(msg)}", file=sys.stderr)
+
+
+def warning(msg: str) -> None:
+    print(f"syncguard: warning: {one_line(msg)}", file=sys.stderr)
+
+
+def _show_warning(message: Any, category: Any, filename: str, lineno: int,
+                  file: Any = None, line: Optional[str] = None) -> None:
+    from ..results import ResultWarning
+
+    if isinstance(category, type) and issubclass(category, ResultWarning):
+        warning(str(message))
+    else:
+        _ORIGINAL_SHOWWARNING(message, category, filename, lineno, file, line)
+
+
+_ORIGINAL_SHOWWARNING = warnings.showwarning
+
+
+def _quiet_stdout() -> None:
+    """The reader of stdout went away: send what Python still flushes at exit to devnull
+    (else it prints "Exception ignored ... BrokenPipeError")."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError, AttributeError):  # no real file descriptor (tests)
+        pass
 
 
 def main(argv: Optional[List[str]] = None) -> int:
@@ -75,16 +123,18 @@ def main(argv: Optional[List[str]] = None) -> int:
     if not getattr(args, "command", None):
         parser.print_help(sys.stderr)
         return EXIT_USAGE
-    from .._stop import handling_interrupts
+    from .. import _signals
     from ..baseline import BaselineError
     from ..devices import DeviceError
     from ..events import SelfTestError
     from ..opmodel import OpModelError
-    from ..results import ResultError
+    from ..results import ResultError, ResultWarning
     from ..scenario import ScenarioError
 
     try:
-        with handling_interrupts():
+        with warnings.catch_warnings(), _signals.stop_on_signals():
+            warnings.simplefilter("always", ResultWarning)
+            warnings.showwarning = _show_warning  # restored by catch_warnings
             return int(args._main(args))
     except (UsageError, ScenarioError, DeviceError, ResultError, OpModelError,
             BaselineError) as exc:
@@ -93,9 +143,12 @@ def main(argv: Optional[List[str]] = None) -> int:
     except SelfTestError as exc:
         error(str(exc))
         return EXIT_INTERNAL
-    except KeyboardInterrupt:
-        error("interrupted")
-        return EXIT_INTERRUPTED
+    except BrokenPipeError:  # `syncguard show X | head`: not an error, and not "over budget"
+        _quiet_stdout()
+        return EXIT_BROKEN_PIPE
+    except KeyboardInterrupt as exc:  # Ctrl-C, or SIGTERM (_signals.Terminated)
+        error("terminated (SIGTERM)" if isinstance(exc, _signals.Terminated) else "interrupted")
+        return _signals.exit_code(exc)
     except Exception as exc:  # an internal error: say so, keep the traceback on request
         if os.environ.get("SYNCGUARD_DEBUG"):
             raise

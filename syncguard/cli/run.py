@@ -4,15 +4,21 @@ With no scenario, runs the built-in scenarios (scenarios/*.toml) on the best dev
 NPU when torch_npu works, else the simulated one. For each scenario and path: a counted pass
 under the guard, then a timed pass without interceptors. Every finished step is streamed to
 OUT/result.jsonl, so an interrupted run keeps what it finished (render it with
-`syncguard show OUT/result.jsonl`)."""
+`syncguard show OUT/result.jsonl`).
+
+When stderr is not a terminal (CI logs), a plain progress line goes to stderr every few
+seconds (SYNCGUARD_PROGRESS_SECONDS, default 5). Ctrl-C or SIGTERM stops the run: the reports
+are still written from the finished steps, then the exit code is 130 (143 for SIGTERM). Report
+files are written atomically and never through a symbolic link already in OUT."""
 
 from __future__ import annotations
 
 import argparse
 import os
+import signal
 import sys
 import time
-from typing import Any, List, Optional, Sequence
+from typing import IO, Any, Callable, List, Optional, Sequence
 
 NAME = "run"
 HELP = "run scenarios and write reports (the main job)"
@@ -130,7 +136,8 @@ def out_dir(args: argparse.Namespace, device: str) -> str:
     out = args.out or os.path.join("reports", time.strftime("%Y%m%d-%H%M%S") + f"-{device}")
     if os.path.exists(out) and not os.path.isdir(out):
         raise UsageError(f"--out: {out} exists and is not a folder")
-    clash = [f for f in REPORT_FILES if os.path.exists(os.path.join(out, f))]
+    # lexists: a symbolic link (even a dangling one) is a clash too; --force replaces the link
+    clash = [f for f in REPORT_FILES if os.path.lexists(os.path.join(out, f))]
     if clash and not args.force:
         raise UsageError(f"{os.path.join(out, clash[0])} exists; pass --force to overwrite "
                          f"or choose another --out")
@@ -138,16 +145,72 @@ def out_dir(args: argparse.Namespace, device: str) -> str:
     return out
 
 
+PROGRESS_ENV, PROGRESS_DEFAULT_S = "SYNCGUARD_PROGRESS_SECONDS", 5.0
+
+
+def progress_interval() -> float:
+    """Seconds between plain progress lines (``SYNCGUARD_PROGRESS_SECONDS``; 0: every step)."""
+    from . import UsageError
+
+    raw = os.environ.get(PROGRESS_ENV, "").strip()
+    if not raw:
+        return PROGRESS_DEFAULT_S
+    try:
+        v = float(raw)
+    except ValueError:
+        v = -1.0
+    if not v >= 0.0 or v == float("inf"):
+        raise UsageError(f"{PROGRESS_ENV}: must be a number of seconds >= 0, got {raw!r}")
+    return v
+
+
+class PlainProgress:
+    """Progress for logs: one plain line on ``stream`` at most every ``interval`` seconds,
+    naming the scenario, path, pass and step, the steps done of ``total`` and the rate since
+    the previous line (steps per second)."""
+
+    def __init__(self, total: int, interval: float, stream: IO[str],
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.total, self.interval, self.stream, self.clock = total, interval, stream, clock
+        self.done = 0
+        self._t = clock()
+        self._done_at_t = 0
+
+    def __call__(self, sc: str, path: str, pass_: str, step: int, n: int) -> None:
+        from .._escape import terminal
+
+        self.done += 1
+        now = self.clock()
+        if now - self._t < self.interval:
+            return
+        dt = max(now - self._t, 1e-9)
+        rate = (self.done - self._done_at_t) / dt
+        self._t, self._done_at_t = now, self.done
+        try:
+            print(f"syncguard: progress: {terminal(sc)} {terminal(path)} {pass_} step "
+                  f"{step}/{n}, {self.done}/{self.total} steps done, {rate:.1f} steps/s",
+                  file=self.stream, flush=True)
+        except (OSError, ValueError):  # a closed log must not stop the run
+            pass
+
+
+def _how(stop: BaseException) -> str:
+    from .._signals import Terminated
+
+    return "terminated (SIGTERM)" if isinstance(stop, Terminated) else "interrupted"
+
+
 def main(args: argparse.Namespace) -> int:
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
-    from .. import results, runner, scenario
+    from .. import _signals, results, runner, scenario
     from ..renderers import terminal, write_reports
-    from . import EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_OK, EXIT_OVER, report_width
+    from . import EXIT_INTERNAL, EXIT_OK, EXIT_OVER, stdout_console
 
     opts = options(args, timed=not args.no_timed)
     scenarios = runner.prepare(scenario.resolve(args.scenarios), opts)
+    interval = progress_interval()
     target = runner.resolve_target(opts.device)  # fail early, before any file is written
     opts.device = target.kind
     out = out_dir(args, target.kind)
@@ -155,30 +218,40 @@ def main(args: argparse.Namespace) -> int:
     err = Console(stderr=True)
     total = sum(s.steps * len(runner.paths_for(s, opts)) * (int(opts.counted) + int(opts.timed))
                 for s in scenarios)
-    interrupted = False
-    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-                  console=err, transient=True, disable=not err.is_terminal) as bar:
+    stop: Optional[KeyboardInterrupt] = None
+    plain = None if err.is_terminal else PlainProgress(total, interval, sys.stderr)
+    with Progress(TextColumn("{task.description}", markup=False), BarColumn(),
+                  MofNCompleteColumn(), console=err, transient=True,
+                  disable=not err.is_terminal) as bar:
         task = bar.add_task("running", total=total)
 
         def progress(sc: str, path: str, pass_: str, step: int, n: int) -> None:
             bar.update(task, advance=1, description=f"{sc} {path} {pass_}")
+            if plain is not None:
+                plain(sc, path, pass_, step, n)
 
         try:
             runner.run(scenarios, opts, result_path, progress, argv=sys.argv[1:])
-        except KeyboardInterrupt:
-            interrupted = True
-    if interrupted and not os.path.exists(result_path):
-        err.print("interrupted before the first step was written")
-        return EXIT_INTERRUPTED
-    res = results.load(result_path)
-    console = Console(width=report_width(args.width))
-    terminal.render(res, console)
-    for path in write_reports(res, out):
-        err.print(f"Wrote {path}")
-    err.print(f"Wrote {result_path}")
-    if interrupted:
-        err.print(f"interrupted: kept {len(res.steps)} finished steps in {result_path}")
-        return EXIT_INTERRUPTED
+        except KeyboardInterrupt as exc:  # Ctrl-C, or SIGTERM (_signals.Terminated)
+            stop = exc
+    if stop is not None and not os.path.exists(result_path):
+        print(f"syncguard: {_how(stop)} before the first step was written", file=sys.stderr)
+        return _signals.exit_code(stop)
+    # A second Ctrl-C (or a SIGTERM) while the reports are written waits for them: every
+    # report is complete (each written atomically) and result.json is never missing.
+    with _signals.deferred(deliver=False) as late:
+        res = results.load(result_path)
+        written = write_reports(res, out)
+    if late and stop is None:
+        stop = KeyboardInterrupt() if late[0] == signal.SIGINT else _signals.Terminated(late[0])
+    terminal.render(res, stdout_console(args.width))
+    for path in written:
+        print(f"Wrote {path}", file=sys.stderr)
+    print(f"Wrote {result_path}", file=sys.stderr)
+    if stop is not None:
+        print(f"syncguard: {_how(stop)}: kept {len(res.steps)} finished steps in {result_path}",
+              file=sys.stderr)
+        return _signals.exit_code(stop)
     if args.crosscheck:
         rc = crosscheck(scenarios, opts, out)
         if rc not in (0, 1):

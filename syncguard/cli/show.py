@@ -1,10 +1,13 @@
 """Render a result file (complete or interrupted) in the terminal, or write it as another
-format: the output file's extension picks the renderer (.md, .html, .json, .csv)."""
+format: the output file's extension picks the renderer (.md, .html, .json, .csv). The file is
+written atomically, and a symbolic link at --output is replaced (with --force), never followed.
+When the reader of stdout goes away (`syncguard show X | head`), show stops quietly (exit 141)."""
 
 from __future__ import annotations
 
 import argparse
 import os
+import sys
 
 NAME = "show"
 HELP = "render a result file"
@@ -19,15 +22,14 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    from rich.console import Console
-
     from .. import results
+    from .._atomic import write_text
     from ..renderers import renderer_for_path, terminal
-    from . import EXIT_OK, UsageError, report_width
+    from . import EXIT_OK, UsageError, stdout_console
 
     res = results.load(args.result)
     if args.output:
-        if os.path.exists(args.output) and not args.force:
+        if os.path.lexists(args.output) and not args.force:
             raise UsageError(f"{args.output} exists; pass --force to overwrite")
         try:
             render = renderer_for_path(args.output)
@@ -35,11 +37,10 @@ def main(args: argparse.Namespace) -> int:
             raise UsageError(f"--output: {exc}") from None
         text = render(res)
         try:
-            with open(args.output, "w", encoding="utf-8") as f:
-                f.write(text)
+            write_text(args.output, text)  # temp file + rename: never through a link
         except OSError as exc:
             raise UsageError(f"{args.output}: cannot write: {exc.strerror}") from None
-        Console(stderr=True).print(f"Wrote {args.output}")
+        print(f"Wrote {args.output}", file=sys.stderr)
         return EXIT_OK
-    terminal.render(res, Console(width=report_width(args.width)))
+    terminal.render(res, stdout_console(args.width))
     return EXIT_OK

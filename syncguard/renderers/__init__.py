@@ -14,6 +14,7 @@ import sys
 from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional
 
 from .. import analysis
+from .._atomic import atomic_open
 from ..analysis import compare, compare_paths, per_step, sites, summary
 from . import csv as _csv_mod
 from . import html as _html_mod
@@ -84,7 +85,7 @@ def write(result: RunResult, path: str, fmt: Optional[str] = None, **options: An
         raise ValueError(f"unknown format {fmt!r}; known: {', '.join(RENDERERS)}")
     parent = os.path.dirname(os.path.abspath(path))
     os.makedirs(parent, exist_ok=True)
-    with open(path, "w", encoding="utf-8", newline="") as f:
+    with atomic_open(path, newline="") as f:  # temp file + rename; never via a symlink
         if fmt == "json":  # streamed: a long run's document is never held as one string
             result.write_json(f)
             f.write("\n")

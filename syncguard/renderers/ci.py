@@ -14,6 +14,8 @@ import xml.etree.ElementTree as ET
 from typing import IO, Any, Dict, List, Optional, Sequence, Tuple
 from urllib.parse import quote
 
+from .. import _escape
+from .._atomic import atomic_open
 from ..baseline import Finding, display_path, site_key
 from ..events import KINDS
 from ..events import site_line as _site_line
@@ -121,23 +123,24 @@ def render_text(totals: Sequence[Total], findings: Sequence[Finding],
             limit = f"{len(sites)} site{'s' if len(sites) != 1 else ''} new or above the baseline"
         else:
             limit = "none new or above the baseline"
-        lines.append(f"{status:<4}  {scenario} [{path}]: {n} hidden syncs, {limit}")
+        lines.append(_escape.terminal(f"{status:<4}  {scenario} [{path}]: {n} hidden syncs, "
+                                      f"{limit}"))
         if bad:
             for f in sites:
                 why = f"  ({f.message})" if baseline else ""
-                lines.append(f"      {site_line(f)}{why}")
+                lines.append("      " + _escape.terminal(f"{site_line(f)}{why}"))
     return "\n".join(lines) + "\n"
 
 
 # ---------------------------------------------------------------------------- github
 def escape_data(s: str) -> str:
-    """Escape a workflow-command message (``%``, CR, LF)."""
-    return s.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+    """Escape a workflow-command message (:func:`syncguard._escape.gh_data`)."""
+    return _escape.gh_data(s)
 
 
 def escape_property(s: str) -> str:
-    """Escape a workflow-command property value (also ``:`` and ``,``)."""
-    return escape_data(s).replace(":", "%3A").replace(",", "%2C")
+    """Escape a workflow-command property value (:func:`syncguard._escape.gh_property`)."""
+    return _escape.gh_property(s)
 
 
 def annotation_message(f: Finding) -> str:
@@ -245,19 +248,20 @@ def render_junit(totals: Sequence[Total], findings: Sequence[Finding],
     suite = ET.SubElement(suites, "testsuite", name="syncguard check", tests=str(len(totals)),
                           failures=str(n_fail), errors="0", skipped="0", time="0")
     for scenario, path, n, budget, bad in totals:
-        case = ET.SubElement(suite, "testcase", classname=f"syncguard.{scenario}", name=path,
-                             time="0")
+        x = _escape.xml_text  # XML 1.0 cannot hold NUL, ESC...: made visible
+        case = ET.SubElement(suite, "testcase", classname=x(f"syncguard.{scenario}"),
+                             name=x(path), time="0")
         limit = f"baseline {baseline}" if baseline else f"budget {budget}"
         if bad:
             fails = by.get((scenario, path), [])
             fail = ET.SubElement(case, "failure", type="syncguard.HiddenSyncs",
-                                 message=f"{n} hidden syncs, {limit}")
+                                 message=x(f"{n} hidden syncs, {limit}"))
             body = [f"{n} hidden syncs, {limit}"]
             body += [site_line(f) + (f"  ({f.message})" if baseline else "") for f in fails]
-            fail.text = "\n".join(body) + "\n"
+            fail.text = x("\n".join(body) + "\n")
         else:
             out = ET.SubElement(case, "system-out")
-            out.text = f"{n} hidden syncs, {limit}\n"
+            out.text = x(f"{n} hidden syncs, {limit}\n")
     ET.indent(suites)
     buf = io.BytesIO()
     ET.ElementTree(suites).write(buf, encoding="utf-8", xml_declaration=True)
@@ -269,18 +273,20 @@ class _Output:
     def __init__(self, output: Optional[str]) -> None:
         self.path = None if output in (None, "-") else output
         self._f: Optional[IO[str]] = None
+        self._cm: Any = None
 
     def __enter__(self) -> IO[str]:
         if self.path is None:
             return sys.stdout
         parent = os.path.dirname(os.path.abspath(self.path))
         os.makedirs(parent, exist_ok=True)
-        self._f = open(self.path, "w", encoding="utf-8", newline="\n")
+        self._cm = atomic_open(self.path, newline="\n")  # temp file + rename, never via a link
+        self._f = self._cm.__enter__()
         return self._f
 
     def __exit__(self, *exc: Any) -> None:
         if self._f is not None:
-            self._f.close()
+            self._cm.__exit__(*exc)
 
 
 def render(fmt: str, totals: Sequence[Total], findings: Sequence[Finding],

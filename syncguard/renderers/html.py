@@ -8,11 +8,11 @@ text from the result is escaped with :func:`html.escape`.
 
 from __future__ import annotations
 
-import html as _html
 import io
 from typing import TYPE_CHECKING, Any, Dict, List, Optional, Tuple
 
 from .. import analysis
+from .._escape import html_text, plot_text
 from ..analysis import is_missing
 from . import _tables
 from ._common import LEGEND, environment_parts, note_texts, status_text, timed_on_hardware, verdicts
@@ -58,8 +58,8 @@ dl.legend dd{margin:0 0 .4em 1.5em;color:#57606a}
 
 
 def esc(s: object) -> str:
-    """HTML-escaped text (quotes included)."""
-    return _html.escape(str(s), quote=True)
+    """HTML-escaped text (quotes included), control characters visible."""
+    return html_text(s)
 
 
 #: how each style looks here, for the legend
@@ -153,7 +153,7 @@ def plot_figure(result: RunResult, scenario: str) -> Any:
             if lat[p]:
                 xs, ys = zip(*sorted(lat[p]))
                 ax1.plot(xs, ys, marker=marker, markersize=size, linestyle=ls,
-                         linewidth=max(2.0 - 0.4 * i, 1.0), color=color, label=p)
+                         linewidth=max(2.0 - 0.4 * i, 1.0), color=color, label=plot_text(p))
             ax = sync_axes[i] if i < len(sync_axes) else sync_axes[-1]
             if syn[p]:
                 xs, ys = zip(*sorted(syn[p]))
@@ -161,11 +161,11 @@ def plot_figure(result: RunResult, scenario: str) -> Any:
                 ax.plot(xs, ys, linestyle="none", marker=marker, markersize=4, color=color)
             ax.set_ylim(-0.1 * top, top * 1.25)
             ax.yaxis.set_major_locator(MaxNLocator(integer=True, nbins=3))
-            ax.set_ylabel(p, rotation=0, ha="right", va="center", color=color)
+            ax.set_ylabel(plot_text(p), rotation=0, ha="right", va="center", color=color)
         ax1.set_ylabel("latency per step (ms)")
-        ax1.set_title(f"{scenario}: latency, timed pass (warm-up excluded)", loc="left")
-        sync_axes[0].set_title(f"{scenario}: hidden syncs per step, counted pass, one panel "
-                               "per path (warm-up excluded)", loc="left")
+        ax1.set_title(f"{plot_text(scenario)}: latency, timed pass (warm-up excluded)", loc="left")
+        sync_axes[0].set_title(f"{plot_text(scenario)}: hidden syncs per step, counted pass, "
+                               "one panel per path (warm-up excluded)", loc="left")
         sync_axes[-1].set_xlabel("step")
         sync_axes[-1].xaxis.set_major_locator(MaxNLocator(integer=True))
         ax1.set_ylim(bottom=0)

@@ -7,10 +7,10 @@ cells, HTML special characters outside code spans.
 
 from __future__ import annotations
 
-import html as _html
 from typing import TYPE_CHECKING, List, Optional
 
 from .. import analysis
+from .._escape import html_text, md_code, md_text
 from . import _tables
 from ._common import LEGEND, environment_parts, note_texts, status_text, timed_on_hardware, verdicts
 
@@ -21,20 +21,13 @@ if TYPE_CHECKING:  # pragma: no cover
 
 
 def text(s: str) -> str:
-    """Plain Markdown text: HTML special characters, backslashes, ``*``, ``_``, `` ` ``,
-    ``[``, ``]`` and ``|`` escaped, newlines as spaces."""
-    s = _html.escape(str(s), quote=False).replace("\n", " ")
-    for ch in "\\`*_[]|":
-        s = s.replace(ch, "\\" + ch)
-    return s
+    """Plain Markdown text (:func:`syncguard._escape.md_text`)."""
+    return md_text(s)
 
 
 def code(s: str) -> str:
-    """A code span that survives backticks in ``s`` and sits safely in a table cell."""
-    s = str(s).replace("\n", " ").replace("|", "\\|")
-    fence = "``" if "`" in s else "`"
-    pad = " " if s.startswith("`") or s.endswith("`") else ""
-    return f"{fence}{pad}{s}{pad}{fence}"
+    """A code span ``s`` cannot break out of (:func:`syncguard._escape.md_code`)."""
+    return md_code(s)
 
 
 #: styles drawn in bold (Markdown has no colour): the bad ones, notable steps, changes;
@@ -119,7 +112,7 @@ def render(result: RunResult, *, title: str = "syncguard report", show_time: boo
         n_records = sum(1 for s in result.steps if s.scenario == scenario)
         steps = len(analysis.per_step(result, scenario))
         out += ["<details>",
-                f"<summary>{_html.escape(scenario)}: {steps} steps ({n_records} step records)"
+                f"<summary>{html_text(scenario)}: {steps} steps ({n_records} step records)"
                 "</summary>", "", table(t), "", "</details>", ""]
     out += [f"{hs} Legend", ""]
     out += [f"- **{text(k)}**: {text(v)}" for k, v in LEGEND]

@@ -11,6 +11,7 @@ import io
 from typing import TYPE_CHECKING, Any, Dict, List, Optional, Sequence, Tuple
 
 from .. import analysis
+from .._escape import terminal as _safe
 from . import _tables
 from ._common import (
     LEGEND,
@@ -43,7 +44,7 @@ WORST = STYLE_LOOK["worst"]
 def _t(value: Any, style: str = "") -> Text:
     from rich.text import Text
 
-    return Text(str(value), style=style)
+    return Text(_safe(value), style=style)  # data never moves the cursor or adds a line
 
 
 def _table(title: str, **kw: Any) -> Table:
@@ -66,10 +67,12 @@ def rich_table(t: _tables.Table) -> Table:
             unders[index[c.under]].append(i)
     for i in shown:
         c = t.columns[i]
+        # a header's own line breaks stay; data in it (a path's name) is made safe
+        head = "\n".join(_safe(part) for part in (c.short or c.header).split("\n"))
         if c.align == "r":
-            table.add_column(c.short or c.header, justify="right", no_wrap=True)
+            table.add_column(head, justify="right", no_wrap=True)
         else:
-            table.add_column(c.short or c.header, overflow="fold")
+            table.add_column(head, overflow="fold")
     for n, section in enumerate(t.sections):
         if n:
             table.add_section()
@@ -87,7 +90,7 @@ def rich_table(t: _tables.Table) -> Table:
                           STYLE_LOOK.get(cell.style, ""))
                 for j in unders[i]:
                     if row[j].text not in ("", "-"):
-                        text.append("\n" + row[j].text, "dim")
+                        text.append("\n" + _safe(row[j].text), "dim")
                 cells.append(text)
             table.add_row(*cells)
     return table
@@ -169,7 +172,7 @@ def print_report(result: RunResult, console: Console, *, steps: bool = True,
         for scenario, sentence in verdicts(sm, st, code="", base=base,
                                        show_wait=timed_on_hardware(result)):
             line = _t(f"{scenario}: ", "bold")
-            line.append(sentence)
+            line.append(_safe(sentence))
             console.print(line)
         console.print()
     if steps:

@@ -1,0 +1,120 @@
+"""Escaping of untrusted text for every output syncguard writes.
+
+Names, ids, file names and messages come from scenario files and result files, which may be
+crafted. Each output has its own rules, applied here and nowhere else:
+
+- :func:`terminal`: control characters (C0, DEL, C1) and bidirectional overrides shown as
+  visible escapes (``\\x1b``, ``\\n``, ``\\u202e``), so text never moves the cursor, starts a
+  line (a GitHub workflow command in a CI log) or recolours a terminal.
+- :func:`gh_data` / :func:`gh_property`: GitHub workflow-command escaping (``%``, CR, LF; also
+  ``:`` and ``,`` in properties).
+- :func:`xml_text`: characters XML 1.0 forbids replaced by visible escapes (JUnit).
+- :func:`md_text` / :func:`md_code`: Markdown text with HTML and Markdown syntax escaped, and
+  code spans that the text cannot close early.
+- :func:`one_line`: an error message as exactly one terminal line.
+
+Torch-free and dependency-free.
+"""
+
+from __future__ import annotations
+
+import html as _html
+import re
+from typing import Any, Optional
+
+#: Scenario names and request ids: letters, digits and ``_ . + -``, starting with a letter,
+#: digit or ``_``; at most :data:`NAME_MAX` characters.
+NAME_MAX = 64
+NAME_RE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.+-]*\Z")
+NAME_RULE = (f"letters, digits and _ . + - only (starting with a letter, digit or _), "
+             f"at most {NAME_MAX} characters")
+
+# C0 controls, DEL, C1 controls, and the Unicode bidi embeddings/overrides/isolates that can
+# reorder what a reader sees ("Trojan source"), plus the line/paragraph separators.
+_UNSAFE = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
+_NAMED = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
+
+
+def _visible(m: re.Match[str]) -> str:
+    ch = m.group(0)
+    if ch in _NAMED:
+        return _NAMED[ch]
+    o = ord(ch)
+    return f"\\x{o:02x}" if o < 0x100 else f"\\u{o:04x}"
+
+
+def name_problem(value: str) -> Optional[str]:
+    """Why ``value`` is not a safe scenario name or request id (None when it is)."""
+    if not value:
+        return "must not be empty"
+    if len(value) > NAME_MAX or not NAME_RE.match(value):
+        return f"must use {NAME_RULE}, got {terminal(repr(value)[:NAME_MAX * 2])}"
+    return None
+
+
+def terminal(s: Any) -> str:
+    """``s`` as text safe on a terminal or in a CI log: every control character (newlines
+    included) and bidi override replaced by a visible escape."""
+    return _UNSAFE.sub(_visible, str(s))
+
+
+def one_line(s: Any) -> str:
+    """An error or warning message as one terminal line (see :func:`terminal`)."""
+    return terminal(str(s).strip())
+
+
+def gh_data(s: Any) -> str:
+    """A GitHub workflow-command message: ``%``, CR and LF percent-encoded (the runner
+    decodes them), other control characters made visible."""
+    t = str(s).replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+    return terminal(t)
+
+
+def gh_property(s: Any) -> str:
+    """A GitHub workflow-command property value (``file=``, ``title=``): as
+    :func:`gh_data`, plus ``:`` and ``,``."""
+    return gh_data(s).replace(":", "%3A").replace(",", "%2C")
+
+
+# XML 1.0 Char: #x9 | #xA | #xD | [#x20-#xD7FF] | [#xE000-#xFFFD] | [#x10000-#x10FFFF]
+_XML_BAD = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]")
+
+
+def xml_text(s: Any) -> str:
+    """Text an XML 1.0 document may hold: forbidden characters (NUL, ESC, other C0 controls,
+    lone surrogates, U+FFFE/U+FFFF) replaced by visible escapes. The XML writer still escapes
+    ``<``, ``&`` and quotes."""
+    return _XML_BAD.sub(_visible, str(s))
+
+
+def md_text(s: Any) -> str:
+    """Plain Markdown text on one line: HTML special characters entity-escaped, Markdown
+    punctuation (``\\ ` * _ [ ] | ~``) backslash-escaped, control characters visible."""
+    t = terminal(str(s).replace("\r\n", " ").replace("\n", " ").replace("\r", " "))
+    t = _html.escape(t, quote=False)
+    for ch in "\\`*_[]|~":
+        t = t.replace(ch, "\\" + ch)
+    return t
+
+
+def md_code(s: Any) -> str:
+    """A Markdown code span holding ``s`` literally that ``s`` cannot close early: the fence is
+    one backtick longer than the longest backtick run in ``s``; ``|`` escaped for table cells;
+    newlines and control characters made visible. Raw HTML inside a code span is literal."""
+    t = terminal(str(s)).replace("|", "\\|")
+    longest = max((len(r) for r in re.findall("`+", t)), default=0)
+    fence = "`" * (longest + 1)
+    pad = " " if t.startswith("`") or t.endswith("`") or (t.startswith(" ") and
+                                                          t.endswith(" ")) else ""
+    return f"{fence}{pad}{t}{pad}{fence}"
+
+
+def plot_text(s: Any) -> str:
+    """Text for a matplotlib title or legend: controls visible, ``$`` escaped so data never
+    switches on mathtext (a malformed formula would fail the plot)."""
+    return terminal(s).replace("$", "\\$")
+
+
+def html_text(s: Any) -> str:
+    """HTML text: special characters (quotes included) entity-escaped, controls visible."""
+    return _html.escape(terminal(s), quote=True)
