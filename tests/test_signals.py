@@ -180,10 +180,26 @@ def _big_result(path: Path, sites: int = 3000) -> Path:
     return path
 
 
+def _many_scenarios(path: Path, n: int = 1500) -> Path:
+    lines = [{"type": "header", "schema": 1, "env": {"syncguard": "0.1.0", "device": "sim"}}]
+    for k in range(n):
+        for p in ("legacy", "flag"):
+            lines.append({"type": "step", "scenario": f"s{k}", "path": p, "pass": "counted",
+                          "step": 0, "warmup": False, "batch_size": 1, "branch": "simple",
+                          "syncs": 1 if p == "legacy" else 0, "allowed": 0,
+                          "latency_ms": 1.0})
+    path.write_text("".join(json.dumps(x) + "\n" for x in lines), encoding="utf-8")
+    return path
+
+
 @posix
-def test_broken_pipe_is_quiet_and_not_exit_1(tmp_path: Path) -> None:
-    res = _big_result(tmp_path / "r.jsonl")
-    proc = subprocess.Popen([sys.executable, "-m", "syncguard", "show", str(res)],
+@pytest.mark.parametrize("command", ["show", "compare"])
+def test_broken_pipe_is_quiet_and_not_exit_1(tmp_path: Path, command: str) -> None:
+    # big enough that the report outgrows the pipe's buffer before the reader goes away
+    res = _big_result(tmp_path / "r.jsonl") if command == "show" else _many_scenarios(
+        tmp_path / "r.jsonl")
+    args = [str(res)] if command == "show" else [str(res), str(res)]
+    proc = subprocess.Popen([sys.executable, "-m", "syncguard", command, *args],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=_env())
     assert proc.stdout is not None and proc.stderr is not None
     first = proc.stdout.readline()  # like `| head -1`

@@ -24,12 +24,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    from rich.console import Console
-
     from .. import results
     from ..analysis import compare, compare_paths
     from ..renderers import terminal
-    from . import EXIT_OK, UsageError, report_width
+    from . import EXIT_OK, UsageError, stdout_console
 
     if args.output is not None:
         if not args.output.lower().endswith((".md", ".markdown", ".html", ".htm", ".csv")):
@@ -38,7 +36,7 @@ def main(args: argparse.Namespace) -> int:
         if os.path.exists(args.output) and not args.force:
             raise UsageError(f"-o {args.output}: exists; use --force to overwrite it")
     a = results.load(args.a)
-    console = Console(width=report_width(args.width))
+    console = stdout_console(args.width)  # a closed pipe (`| head`) exits quietly
     if args.b is not None:
         if args.paths:
             raise UsageError("--paths: compare either two runs or two paths of one run")
@@ -64,9 +62,10 @@ def main(args: argparse.Namespace) -> int:
             text = html.render_compare(df, *labels, title=title)
         else:
             text = markdown.render_compare(df, *labels, title=title)
+        from .._atomic import write_text
+
         try:
-            with open(args.output, "w", encoding="utf-8", newline="") as f:
-                f.write(text)
+            write_text(args.output, text, newline="")  # atomic; never through a symlink
         except OSError as exc:
             raise UsageError(f"-o {args.output}: cannot write: {exc.strerror}") from None
         print(f"Wrote {args.output}", file=sys.stderr)
