@@ -8,6 +8,8 @@ A result file (``result.jsonl``) is one JSON object per line:
 - ``{"type": "step", ...}``: one finished step of one scenario and path (:class:`StepRecord`).
 - ``{"type": "event", ...}``: one host sync (:class:`syncguard.SyncEvent` fields plus
   ``scenario``, ``path`` and ``pass``).
+- ``{"type": "timeline", ...}``: the modeled device timeline of one counted step on the
+  simulated device (:mod:`syncguard.timeline`).
 - ``{"type": "footer", "complete": true, ...}``: written only when the run finished.
 
 Each line is flushed as it is written, so an interrupted run keeps every finished step and
@@ -54,6 +56,10 @@ class StepRecord:
     ``npu_top_k_top_p_eligible`` at this step. ``tokens``: the sampled ids.
     ``sync_wait_us``: time the host spent inside this step's hidden syncs (microseconds,
     counted pass; 0.0 without hidden syncs; None on the timed pass).
+    ``round``: the timed pass's round (it repeats the scenario, paths interleaved step by
+    step; None on the counted pass). ``modeled_ms``/``bubble_us``: the step's modeled latency
+    (ms) and device idle time (us) from the device timeline model (simulated device, counted
+    pass; None elsewhere; the profile is named in the header's ``timeline``).
     """
 
     scenario: str
@@ -70,6 +76,9 @@ class StepRecord:
     eligible: Optional[bool] = None
     tokens: Optional[List[int]] = None
     sync_wait_us: Optional[float] = None
+    round: Optional[int] = None
+    modeled_ms: Optional[float] = None
+    bubble_us: Optional[float] = None
 
     def to_dict(self) -> Dict[str, Any]:
         d = dataclasses.asdict(self)
@@ -99,6 +108,10 @@ STEP_COLUMNS = {
     "device_ms": "device time of the step from device events (ms; real devices only)",
     "eligible": "host flag npu_top_k_top_p_eligible at this step",
     "sync_wait_us": "host time spent inside this step's hidden syncs (us, counted pass)",
+    "round": "round of the timed pass (paths interleaved step by step; empty when counted)",
+    "modeled_ms": "modeled step latency on the header's device profile (ms; simulated "
+                  "device, counted pass)",
+    "bubble_us": "modeled device idle time in the step (us; same)",
 }
 
 EVENT_COLUMNS = {
@@ -189,6 +202,10 @@ class ResultWriter:
         assert self._f is not None
         os.fsync(self._f.fileno())
 
+    def timeline(self, fields: Dict[str, Any]) -> None:
+        """The modeled device timeline of one step (:mod:`syncguard.timeline`)."""
+        self._write({"type": "timeline", **fields})
+
     def note(self, **fields: Any) -> None:
         self._write({"type": "note", **fields})
 
@@ -210,6 +227,8 @@ class RunResult:
     footer: Optional[Dict[str, Any]]
     notes: List[Dict[str, Any]] = dataclasses.field(default_factory=list)
     source: str = ""
+    #: modeled device timeline per counted step (simulated device; syncguard.timeline)
+    timelines: List[Dict[str, Any]] = dataclasses.field(default_factory=list)
 
     @property
     def complete(self) -> bool:
@@ -262,6 +281,8 @@ class RunResult:
         seq(self.events)
         f.write(',\n"notes": [')
         seq(self.notes)
+        f.write(',\n"timelines": [')
+        seq(self.timelines)
         f.write(',\n"footer": ' + enc.encode(self.footer) + "}")
 
     def to_json(self) -> str:
@@ -292,7 +313,7 @@ def _load_document(path: str, f: IO[str]) -> RunResult:
     if not all(isinstance(e, dict) for e in events):
         raise ResultError(f"{path}: events: every event must be a JSON object")
     return RunResult(header, steps, events, doc.get("footer"), list(doc.get("notes") or []),
-                     path)
+                     path, list(doc.get("timelines") or []))
 
 
 def load(path: str) -> RunResult:
@@ -318,6 +339,7 @@ def _load_lines(path: str, f: IO[str]) -> RunResult:
     steps: List[StepRecord] = []
     events: List[Dict[str, Any]] = []
     notes: List[Dict[str, Any]] = []
+    timelines: List[Dict[str, Any]] = []
     footer = None
     torn: Optional[int] = None  # a line that did not parse: fine only if it is the last one
     for i, line in enumerate(f, 1):
@@ -349,6 +371,8 @@ def _load_lines(path: str, f: IO[str]) -> RunResult:
             footer = {"type": "footer", **obj}
         elif t == "note":
             notes.append({"type": "note", **obj})
+        elif t == "timeline":
+            timelines.append(obj)
     if header is None:
         raise ResultError(f"{path}: no header line: not a syncguard result")
-    return RunResult(header, steps, events, footer, notes, path)
+    return RunResult(header, steps, events, footer, notes, path, timelines)

@@ -284,6 +284,8 @@ class RunOptions:
     warmup: Optional[int] = None
     counted: bool = True
     timed: bool = True
+    repeat: Optional[int] = None  # timed rounds; None: as many as fit budget_s
+    budget_s: Optional[float] = None  # timed pass budget per scenario (s); None: default
 
 
 def prepare(scenarios: List[Scenario], opts: RunOptions) -> List[Scenario]:
@@ -301,7 +303,8 @@ def paths_for(sc: Scenario, opts: RunOptions) -> List[str]:
 
 def run(scenarios: List[Scenario], opts: RunOptions, result_path: str,
         progress: Optional[Progress] = None, argv: Optional[List[str]] = None) -> str:
-    """Run every scenario x path (counted pass, then timed pass), streaming to
+    """Run every scenario x path (counted passes, then the interleaved timed pass of all
+    paths, see :mod:`syncguard.timing`), streaming to
     ``result_path``. On KeyboardInterrupt the file is closed as incomplete and the
     interrupt re-raised; every finished step is already on disk."""
     target = resolve_target(opts.device)
@@ -320,8 +323,11 @@ def run(scenarios: List[Scenario], opts: RunOptions, result_path: str,
             for path in paths_for(sc, opts):
                 if opts.counted:
                     run_pass(sc, path, target, True, writer, progress, collect=False)
-                if opts.timed:
-                    run_pass(sc, path, target, False, writer, progress, collect=False)
+            if opts.timed:  # paths interleaved step by step, repeated (syncguard.timing)
+                from .timing import timed_pass
+
+                timed_pass(sc, paths_for(sc, opts), target, writer, progress, opts.repeat,
+                           opts.budget_s)
         complete = True
     finally:
         writer.close(complete, reason=None if complete else "interrupted")

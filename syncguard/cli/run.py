@@ -49,6 +49,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="report folder (default: reports/<time>-<device>)")
     p.add_argument("--force", action="store_true", help="overwrite existing report files")
     p.add_argument("--no-timed", action="store_true", help="skip the timed pass")
+    p.add_argument("--repeat", type=int, default=None, metavar="N",
+                   help="rounds of the timed pass (paths interleaved step by step, each round "
+                   "from fresh state); default: at least 3, more while they fit in --budget")
+    p.add_argument("--budget", type=float, default=None, metavar="SECONDS",
+                   help="time budget of the timed pass per scenario when --repeat is not "
+                   "given (default 20)")
     p.add_argument("--width", type=int, default=None, help="terminal width for the tables")
     p.add_argument("--crosscheck", action="store_true",
                    help="also count the counted pass with the runtime's own mechanism (CUDA "
@@ -100,8 +106,14 @@ def options(args: argparse.Namespace, counted: bool = True, timed: bool = True):
     if args.steps is not None and args.warmup is not None and args.warmup >= args.steps:
         raise UsageError(f"--warmup: must be < --steps ({args.steps}), got {args.warmup}")
     paths = parse_paths(args.paths, getattr(args, "paths_flag", "--paths"))
+    repeat, budget = getattr(args, "repeat", None), getattr(args, "budget", None)
+    if repeat is not None and repeat < 1:
+        raise UsageError(f"--repeat: must be >= 1, got {repeat}")
+    if budget is not None and not budget > 0:
+        raise UsageError(f"--budget: must be > 0 seconds, got {budget}")
     return RunOptions(device=args.device, paths=paths, steps=args.steps,
-                      warmup=args.warmup, counted=counted, timed=timed)
+                      warmup=args.warmup, counted=counted, timed=timed, repeat=repeat,
+                      budget_s=budget)
 
 
 REPORT_FILES = ("result.jsonl", "result.json", "steps.csv", "events.csv", "report.md",
@@ -137,8 +149,11 @@ def main(args: argparse.Namespace) -> int:
     out = out_dir(args, target.kind)
     result_path = os.path.join(out, "result.jsonl")
     err = Console(stderr=True)
-    total = sum(s.steps * len(runner.paths_for(s, opts)) * (int(opts.counted) + int(opts.timed))
-                for s in scenarios)
+    from ..timing import MIN_ROUNDS
+
+    rounds = opts.repeat or MIN_ROUNDS  # auto mode may add rounds: the bar then runs on
+    total = sum(s.steps * len(runner.paths_for(s, opts))
+                * (int(opts.counted) + int(opts.timed) * rounds) for s in scenarios)
     interrupted = False
     with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                   console=err, transient=True, disable=not err.is_terminal) as bar:

@@ -10,12 +10,13 @@ from ._common import (
     fmt_int,
     fmt_ms,
     fmt_ratio,
+    fmt_ratio_ci,
     fmt_syncs,
     fmt_us,
     short_site,
     step_label,
 )
-from .analysis import LATENCY_THRESHOLD, is_missing
+from .analysis import is_missing
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
@@ -58,27 +59,45 @@ _SUMMARY = [
     ("max", "syncs_max", fmt_int, True),
     ("allowed/step", "allowed_mean", fmt_syncs, False),
     ("p50 ms", "p50_ms", fmt_ms, True),
+    ("p50 95% CI", "p50_lo_ms", fmt_ms, False),
     ("p90 ms", "p90_ms", fmt_ms, True),
     ("p99 ms", "p99_ms", fmt_ms, True),
-    ("mean ms", "mean_ms", fmt_ms, True),
-    ("ratio vs legacy", "ratio_vs_legacy", fmt_ratio, True),
+    ("outliers", "outliers", fmt_int, False),
+    ("ratio vs legacy (95% CI)", "ratio_vs_legacy", fmt_ratio, True),
     ("saved us/token", "saved_per_token_us", fmt_us, False),
+]
+_MODELED = [
+    ("modeled ms", "modeled_ms", fmt_ms, True),
+    ("bubble us", "bubble_us", fmt_int, True),
 ]
 
 
+def _summary_text(r: Any, col: str, fmt: Any) -> str:
+    if col == "ratio_vs_legacy":
+        return fmt_ratio_ci(r[col], r.get("ratio_lo"), r.get("ratio_hi"))
+    if col == "p50_lo_ms":
+        return "-" if is_missing(r[col]) else f"{fmt_ms(r[col])}-{fmt_ms(r['p50_hi_ms'])}"
+    return str(fmt(r[col]))
+
+
 def summary_tbl(sm: pd.DataFrame) -> Tbl:
-    headers = ["scenario", "path"] + [h for h, *_ in _SUMMARY] + ["branches"]
+    cols = list(_SUMMARY)
+    profiles = [p for p in sm.get("profile", []) if p] if len(sm) else []
+    if profiles and sm["modeled_ms"].notna().any():
+        cols += [(f"{h} ({profiles[0]})", c, f, k) for h, c, f, k in _MODELED]
+    headers = ["scenario", "path"] + [h for h, *_ in cols] + ["branches"]
     has_dev = bool(len(sm)) and sm["device_ms_mean"].notna().any()
     if has_dev:
-        headers.insert(len(_SUMMARY) + 2, "device ms")
+        headers.insert(len(cols) + 2, "device ms")
     rows: List[Optional[List[Cell]]] = []
     for scenario in dict.fromkeys(sm["scenario"]):
         recs = sm[sm["scenario"] == scenario].to_dict("records")
         marks = {col: _marks([r[col] for r in recs]) if colour else [""] * len(recs)
-                 for _, col, _, colour in _SUMMARY}
+                 for _, col, _, colour in cols}
         for i, r in enumerate(recs):
             row = [Cell(str(scenario)), Cell(str(r["path"]))]
-            row += [Cell(fmt(r[col]), mark=marks[col][i]) for _, col, fmt, _ in _SUMMARY]
+            row += [Cell(_summary_text(r, col, fmt), mark=marks[col][i])
+                    for _, col, fmt, _ in cols]
             if has_dev:
                 row.append(Cell(fmt_ms(r["device_ms_mean"])))
             row.append(Cell(str(r["branches"])))
@@ -141,23 +160,25 @@ def per_step_tbl(result: RunResult, scenario: str, max_steps: int = 200, head: i
 
 def compare_tbl(df: pd.DataFrame, label_a: str = "A", label_b: str = "B") -> Tbl:
     headers = ["scenario", "path", f"syncs/step {label_a}", f"syncs/step {label_b}",
-               "delta", f"mean ms {label_a}", f"mean ms {label_b}", "ratio", "changed"]
+               "delta", f"p50 ms {label_a}", f"p50 ms {label_b}", "ratio (95% CI)",
+               f"outliers {label_a}/{label_b}", "changed"]
     rows: List[Optional[List[Cell]]] = []
     for r in df.to_dict("records"):
         # each cell marked on its own: fewer syncs is better, more is worse; the latency
-        # ratio only when it moved beyond the threshold the footer states
+        # ratio only when its interval excludes 1.0
         d = r["syncs_delta"]
         sync_mark = "" if is_missing(d) or d == 0 else ("worst" if d > 0 else "best")
-        ratio = r["latency_ratio"]
         lat_mark = ""
-        if not is_missing(ratio) and abs(float(ratio) - 1.0) > LATENCY_THRESHOLD:
-            lat_mark = "worst" if ratio > 1 else "best"
+        if r["latency_changed"]:
+            lat_mark = "worst" if r["latency_ratio"] > 1 else "best"
         row_mark = "worst" if "worst" in (sync_mark, lat_mark) else (
             "best" if r["changed"] else "")
         rows.append([Cell(str(r["scenario"])), Cell(str(r["path"])),
                      Cell(fmt_syncs(r["a_syncs_mean"])), Cell(fmt_syncs(r["b_syncs_mean"])),
                      Cell(fmt_syncs(r["syncs_delta"]), mark=sync_mark),
-                     Cell(fmt_ms(r["a_mean_ms"])), Cell(fmt_ms(r["b_mean_ms"])),
-                     Cell(fmt_ratio(r["latency_ratio"]), mark=lat_mark),
+                     Cell(fmt_ms(r["a_p50_ms"])), Cell(fmt_ms(r["b_p50_ms"])),
+                     Cell(fmt_ratio_ci(r["latency_ratio"], r["ratio_lo"], r["ratio_hi"]),
+                          mark=lat_mark),
+                     Cell(f"{fmt_int(r['a_outliers'])}/{fmt_int(r['b_outliers'])}"),
                      Cell("changed" if r["changed"] else "", mark=row_mark)])
-    return Tbl(headers, ["l", "l"] + ["r"] * 6 + ["l"], rows)
+    return Tbl(headers, ["l", "l"] + ["r"] * 7 + ["l"], rows)

@@ -16,6 +16,7 @@ from ._common import (
     fmt_int,
     fmt_ms,
     fmt_ratio,
+    fmt_ratio_ci,
     fmt_syncs,
     fmt_us,
     header_line,
@@ -76,10 +77,23 @@ _SUMMARY_COLS: List[tuple] = [
     ("p50\nms", "p50_ms", fmt_ms, True),
     ("p90\nms", "p90_ms", fmt_ms, True),
     ("p99\nms", "p99_ms", fmt_ms, True),
-    ("mean\nms", "mean_ms", fmt_ms, True),
-    ("ratio\n/legacy", "ratio_vs_legacy", fmt_ratio, True),
+    ("out", "outliers", fmt_int, False),
+    ("ratio /legacy\n(95% CI)", "ratio_vs_legacy", fmt_ratio, True),
     ("saved\nus/tok", "saved_per_token_us", fmt_us, False),
 ]
+#: Shown when the run has a modeled device timeline; the profile goes into the header.
+_MODELED_COLS: List[tuple] = [
+    ("modeled\nms", "modeled_ms", fmt_ms, True),
+    ("bubble\nus", "bubble_us", fmt_us, True),
+]
+
+
+def _cell(r: Dict[str, Any], col: str, fmt: Any) -> str:
+    if col == "ratio_vs_legacy":  # the ratio carries its interval
+        return fmt_ratio_ci(r[col], r.get("ratio_lo"), r.get("ratio_hi"))
+    if col == "bubble_us":
+        return fmt_int(r[col])
+    return str(fmt(r[col]))
 
 
 def summary_table(summary_df: pd.DataFrame) -> Table:
@@ -88,7 +102,11 @@ def summary_table(summary_df: pd.DataFrame) -> Table:
     longest = max([len(str(s)) for s in summary_df["scenario"]] + [8])
     table.add_column("scenario", overflow="fold", min_width=min(longest, 14))
     table.add_column("path", no_wrap=True)
-    for head, *_ in _SUMMARY_COLS:
+    cols = list(_SUMMARY_COLS)
+    profiles = [p for p in summary_df.get("profile", []) if p]
+    if profiles and summary_df["modeled_ms"].notna().any():
+        cols += [(f"{h}\n[{profiles[0]}]", c, f, k) for h, c, f, k in _MODELED_COLS]
+    for head, *_ in cols:
         table.add_column(head, justify="right", no_wrap=True)
     first = True
     for scenario in dict.fromkeys(summary_df["scenario"]):
@@ -97,12 +115,12 @@ def summary_table(summary_df: pd.DataFrame) -> Table:
             table.add_section()
         first = False
         styles: Dict[str, List[str]] = {}
-        for _, col, _, colour in _SUMMARY_COLS:
+        for _, col, _, colour in cols:
             styles[col] = _styles([r[col] for r in rows]) if colour else [""] * len(rows)
         for i, r in enumerate(rows):
             cells = [_t(scenario if i == 0 else ""), _t(r["path"])]
-            for _, col, fmt, _ in _SUMMARY_COLS:
-                cells.append(_t(fmt(r[col]), styles[col][i]))
+            for _, col, fmt, _ in cols:
+                cells.append(_t(_cell(r, col, fmt), styles[col][i]))
             table.add_row(*cells)
     return table
 
@@ -234,20 +252,25 @@ def compare_table(df: pd.DataFrame, label_a: str = "A", label_b: str = "B",
     table.add_column(f"syncs/step\n{label_a}", justify="right")
     table.add_column(f"syncs/step\n{label_b}", justify="right")
     table.add_column("syncs\ndelta", justify="right")
-    table.add_column(f"mean ms\n{label_a}", justify="right")
-    table.add_column(f"mean ms\n{label_b}", justify="right")
-    table.add_column("latency\nratio", justify="right")
+    table.add_column(f"p50 ms\n{label_a}", justify="right")
+    table.add_column(f"p50 ms\n{label_b}", justify="right")
+    table.add_column("latency ratio\n(95% CI)", justify="right")
+    table.add_column(f"outliers\n{label_a}/{label_b}", justify="right")
     table.add_column("changed", justify="center")
     for r in df.to_dict("records"):
         style = ""
         if r["changed"]:
             worse = (not is_missing(r["syncs_delta"]) and r["syncs_delta"] > 0) or (
-                not is_missing(r["latency_ratio"]) and r["latency_ratio"] > 1)
+                r["latency_changed"] and r["latency_ratio"] > 1)
             style = WORST if worse else BEST
+        lat_style = "" if not r["latency_changed"] else (
+            WORST if r["latency_ratio"] > 1 else BEST)
         table.add_row(_t(r["scenario"]), _t(r["path"]), _t(fmt_syncs(r["a_syncs_mean"])),
                       _t(fmt_syncs(r["b_syncs_mean"])), _t(fmt_syncs(r["syncs_delta"]), style),
-                      _t(fmt_ms(r["a_mean_ms"])), _t(fmt_ms(r["b_mean_ms"])),
-                      _t(fmt_ratio(r["latency_ratio"]), style),
+                      _t(fmt_ms(r["a_p50_ms"])), _t(fmt_ms(r["b_p50_ms"])),
+                      _t(fmt_ratio_ci(r["latency_ratio"], r["ratio_lo"], r["ratio_hi"]),
+                         lat_style),
+                      _t(f"{fmt_int(r['a_outliers'])}/{fmt_int(r['b_outliers'])}"),
                       _t("*" if r["changed"] else "", style))
     return table
 
@@ -257,8 +280,8 @@ def print_compare(df: pd.DataFrame, console: Console, title: Optional[str] = Non
     """Print :func:`compare_table` and a one-line count of changed rows."""
     console.print(compare_table(df, label_a, label_b, title))
     n = int(df["changed"].sum()) if len(df) else 0
-    console.print(_t(f"{n} of {len(df)} rows changed (hidden syncs differ or mean latency "
-                     f"moved more than {analysis.LATENCY_THRESHOLD:.0%}; ratio = B / A)",
+    console.print(_t(f"{n} of {len(df)} rows changed (hidden syncs differ, or the 95% "
+                     f"interval of the median latency ratio B / A excludes 1.00x)",
                      WORST if n else BEST))
 
 
