@@ -59,7 +59,9 @@ class StepRecord:
     ``round``: the timed pass's round (it repeats the scenario, paths interleaved step by
     step; None on the counted pass). ``modeled_ms``/``bubble_us``: the step's modeled latency
     (ms) and device idle time (us) from the device timeline model (simulated device, counted
-    pass; None elsewhere; the profile is named in the header's ``timeline``).
+    pass; None elsewhere; the profile is named in the header's ``timeline``);
+    ``sync_cost_us``/``sync_bubble_us``: what the step's hidden syncs cost in that model (the
+    modeled latency and device idle minus a replay without them, us).
     """
 
     scenario: str
@@ -79,6 +81,8 @@ class StepRecord:
     round: Optional[int] = None
     modeled_ms: Optional[float] = None
     bubble_us: Optional[float] = None
+    sync_cost_us: Optional[float] = None
+    sync_bubble_us: Optional[float] = None
 
     def to_dict(self) -> Dict[str, Any]:
         d = dataclasses.asdict(self)
@@ -112,6 +116,9 @@ STEP_COLUMNS = {
     "modeled_ms": "modeled step latency on the header's device profile (ms; simulated "
                   "device, counted pass)",
     "bubble_us": "modeled device idle time in the step (us; same)",
+    "sync_cost_us": "modeled latency of the step's hidden syncs: modeled latency minus a "
+                    "replay without them (us; same)",
+    "sync_bubble_us": "modeled device idle caused by the step's hidden syncs (us; same)",
 }
 
 EVENT_COLUMNS = {

@@ -162,6 +162,10 @@ class DecodeLoop:
         from .sampling import sample
 
         self.apply_events(step)
+        if self.sc.forward_ms:  # exists only in the modeled timeline (syncguard.timeline)
+            from .timeline import device_work
+
+            device_work("forward (modeled)", self.sc.forward_ms)
         logits = self.logits(step)
         if self.work is not None:
             y = self.work
@@ -213,11 +217,13 @@ def _seed(sc: Scenario) -> None:
 
 def run_pass(sc: Scenario, path: str, target: Target, counted: bool,
              writer: Optional[ResultWriter] = None, progress: Optional[Progress] = None,
-             guard_kwargs: Optional[Dict[str, Any]] = None, collect: bool = True
-             ) -> List[StepRecord]:
+             guard_kwargs: Optional[Dict[str, Any]] = None, collect: bool = True,
+             profile: Any = None) -> List[StepRecord]:
     """One pass of ``sc`` on ``path``. Counted: under a :class:`SyncGuard` (its warm-up =
     the scenario's); timed: no interceptors at all. Each step is written as it finishes;
-    with ``collect=False`` nothing per step is kept in memory (long runs stay flat)."""
+    with ``collect=False`` nothing per step is kept in memory (long runs stay flat).
+    ``profile`` (a :class:`syncguard.timeline.Profile`): on a counted pass on the simulated
+    device, also model each step's device timeline (StepRecord.modeled_ms and friends)."""
     _seed(sc)
     loop = DecodeLoop(sc, path, target)
     records: List[StepRecord] = []
@@ -225,23 +231,34 @@ def run_pass(sc: Scenario, path: str, target: Target, counted: bool,
     pass_ = "counted" if counted else "timed"
     guard: Optional[SyncGuard] = None
     step_events: List[SyncEvent] = []
+    model = None
+    if counted and profile is not None and target.kind == "sim":
+        from .timeline import StepModel
+
+        model = StepModel(profile, target.device.type)
     if counted:
         kw = dict(guard_kwargs or {})
         user_cb = kw.pop("on_event", None)
 
         def on_event(ev: SyncEvent) -> None:
             step_events.append(ev)
+            if model is not None:
+                model.on_event(ev)
             if user_cb is not None:
                 user_cb(ev)
 
         kw.setdefault("exhaustive", target.exhaustive)
         guard = SyncGuard(warmup=sc.warmup, on_event=on_event, keep_events=False, **kw)
     try:
+        if model is not None:
+            model.__enter__()
         if guard is not None:
             guard.__enter__()
         t_prev = time.perf_counter()
         for step in range(sc.steps):
             h = timer.start()
+            if model is not None:
+                model.begin()
             if guard is not None:
                 with guard.step(step):
                     tokens, branch = loop.run_step(step)
@@ -251,6 +268,7 @@ def run_pass(sc: Scenario, path: str, target: Target, counted: bool,
             now = time.perf_counter()
             evs = list(step_events)
             step_events.clear()
+            cost, tl = model.end(step < sc.warmup) if model is not None else (None, None)
             rec = StepRecord(
                 scenario=sc.name, path=path, pass_=pass_, step=step, warmup=step < sc.warmup,
                 batch_size=len(tokens), branch=branch,
@@ -260,11 +278,14 @@ def run_pass(sc: Scenario, path: str, target: Target, counted: bool,
                 eligible=bool(loop.batch.npu_top_k_top_p_eligible), tokens=tokens,
                 sync_wait_us=(sum(e.wait_us or 0.0 for e in evs if not e.allowed)
                               if counted else None),
+                **(cost.record_fields() if cost is not None else {}),
             )
             if collect:
                 records.append(rec)
             if writer is not None:
                 writer.step(rec, evs)
+                if tl is not None:
+                    writer.timeline({"scenario": sc.name, "path": path, "step": step, **tl})
             if progress is not None:
                 progress(sc.name, path, pass_, step + 1, sc.steps)
             # the next step's latency starts here: syncguard's own writing (fsync) and
@@ -273,6 +294,8 @@ def run_pass(sc: Scenario, path: str, target: Target, counted: bool,
     finally:
         if guard is not None:
             guard.__exit__(None, None, None)
+        if model is not None:
+            model.__exit__(None, None, None)
     return records
 
 
@@ -284,6 +307,7 @@ class RunOptions:
     warmup: Optional[int] = None
     counted: bool = True
     timed: bool = True
+    profile: Optional[str] = None  # device profile of the modeled timeline (sim); None: 910b
     repeat: Optional[int] = None  # timed rounds; None: as many as fit budget_s
     budget_s: Optional[float] = None  # timed pass budget per scenario (s); None: default
 
@@ -309,12 +333,18 @@ def run(scenarios: List[Scenario], opts: RunOptions, result_path: str,
     interrupt re-raised; every finished step is already on disk."""
     target = resolve_target(opts.device)
     scenarios = prepare(scenarios, opts)
+    prof = None
+    if target.kind == "sim":
+        from .timeline import load_profile
+
+        prof = load_profile(opts.profile)
     header = {
         "env": environment(target.kind, target.name), "argv": argv or [],
         "options": dataclasses.asdict(opts),
         "scenarios": {s.name: {**scenario_record(s.file, s.text), "steps": s.steps,
                                "warmup": s.warmup, "max_syncs": s.max_syncs}
                       for s in scenarios},
+        **({"timeline": prof.header()} if prof is not None else {}),
     }
     writer = ResultWriter(result_path, header)
     complete = False
@@ -322,7 +352,8 @@ def run(scenarios: List[Scenario], opts: RunOptions, result_path: str,
         for sc in scenarios:
             for path in paths_for(sc, opts):
                 if opts.counted:
-                    run_pass(sc, path, target, True, writer, progress, collect=False)
+                    run_pass(sc, path, target, True, writer, progress, collect=False,
+                             profile=prof)
             if opts.timed:  # paths interleaved step by step, repeated (syncguard.timing)
                 from .timing import timed_pass
 

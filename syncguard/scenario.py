@@ -15,6 +15,8 @@ Schema (every key is checked; unknown keys are errors)::
     [logits]
     scale = 3.0                     # logits = scale * N(0, 1), fixed per (request, step)
     workload = 0                    # N: an N x N matmul per step stands in for the forward
+    forward_ms = 0.0                # modeled only: a forward pass of this device time before
+                                    # the sampler in the modeled timeline (simulated device)
 
     [[requests]]                    # the batch at step 0
     id = "r"                        # unique
@@ -104,6 +106,7 @@ class Scenario:
     max_syncs: Dict[str, int]
     file: str = "<memory>"
     text: str = ""
+    forward_ms: float = 0.0  # modeled forward pass (ms), syncguard.timeline; 0 = none
 
     @property
     def sha256(self) -> str:
@@ -218,6 +221,7 @@ def parse(text: str, file: str = "<memory>") -> Scenario:
     lg = _Fields(file, "logits", f.get("logits", (dict,), {}))
     scale = lg.get("scale", (float,), 3.0, lo=0.0)
     workload = lg.get("workload", (int,), 0, lo=0, hi=16384)
+    forward_ms = lg.get("forward_ms", (float,), 0.0, lo=0.0, hi=60_000.0)
     lg.done()
     raw_reqs = f.get("requests", (list,))
     requests: List[RequestSpec] = []
@@ -276,7 +280,7 @@ def parse(text: str, file: str = "<memory>") -> Scenario:
     f.done()
     return Scenario(name, description, vocab, dtype, steps, warmup, seed, deterministic,
                     tuple(paths), scale, workload, tuple(requests), tuple(events), max_syncs,
-                    file, text)
+                    file, text, forward_ms)
 
 
 def load(path: str) -> Scenario:

@@ -52,6 +52,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--repeat", type=int, default=None, metavar="N",
                    help="rounds of the timed pass (paths interleaved step by step, each round "
                    "from fresh state); default: at least 3, more while they fit in --budget")
+    p.add_argument("--profile", default=None, metavar="NAME|FILE",
+                   help="device profile of the modeled timeline on the simulated device: "
+                   "a shipped one (910b, h200; default 910b) or a profile JSON file")
     p.add_argument("--budget", type=float, default=None, metavar="SECONDS",
                    help="time budget of the timed pass per scenario when --repeat is not "
                    "given (default 20)")
@@ -111,9 +114,17 @@ def options(args: argparse.Namespace, counted: bool = True, timed: bool = True):
         raise UsageError(f"--repeat: must be >= 1, got {repeat}")
     if budget is not None and not budget > 0:
         raise UsageError(f"--budget: must be > 0 seconds, got {budget}")
+    profile = getattr(args, "profile", None)
+    if profile is not None:
+        from ..timeline import ProfileError, load_profile
+
+        try:
+            load_profile(profile)  # one clear line (exit 2) before anything runs
+        except ProfileError as exc:
+            raise UsageError(str(exc)) from None
     return RunOptions(device=args.device, paths=paths, steps=args.steps,
                       warmup=args.warmup, counted=counted, timed=timed, repeat=repeat,
-                      budget_s=budget)
+                      budget_s=budget, profile=profile)
 
 
 REPORT_FILES = ("result.jsonl", "result.json", "steps.csv", "events.csv", "report.md",

@@ -273,16 +273,12 @@ def _add_stats(result: RunResult, r: Dict[str, Any]) -> None:
 def _modeled_sync(result: RunResult, scenario: str, path: str, n_steps: int
                   ) -> Tuple[float, float]:
     """Per step means of the hidden syncs' modeled cost and device idle (NaN unmodeled)."""
-    cost = idle = 0.0
-    seen = False
-    for t in result.timelines:
-        if t.get("scenario") == scenario and t.get("path") == path and not t.get("warmup"):
-            seen = True
-            cost += float(t.get("hidden_cost_us") or 0.0)
-            idle += float(t.get("hidden_bubble_us") or 0.0)
-    if not seen or not n_steps:
+    counted = [x for x in _records(result, scenario, path, "counted")
+               if x.sync_cost_us is not None]
+    if not counted:
         return _nan(), _nan()
-    return cost / n_steps, idle / n_steps
+    return (_mean([float(x.sync_cost_us or 0.0) for x in counted]),
+            _mean([float(x.sync_bubble_us or 0.0) for x in counted]))
 
 
 def per_step(result: RunResult, scenario: str) -> pd.DataFrame:
