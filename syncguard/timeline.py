@@ -212,11 +212,19 @@ class Recorder:
         self.device_type = device_type
         self.thread = threading.get_ident()
         self.ops: List[Op] = []
-        self.pending: List[Any] = []
+        self.pending: List[Any] = []  # events reported before their op ran
+        self.unclaimed: List[Op] = []  # sync ops whose event has not come yet
 
     def on_event(self, ev: Any) -> None:
-        """A sync event of the guard: it belongs to the next host-read op."""
-        self.pending.append(ev)
+        """A sync event of the guard. The guard reports most reads after the call returns
+        (it times the wait), so an event belongs to the sync ops run since the previous
+        event; with none, to the next sync op."""
+        if self.unclaimed:
+            for op in self.unclaimed:
+                op.events.append(ev)
+            self.unclaimed = []
+        else:
+            self.pending.append(ev)
 
     def device_work(self, name: str, ms: float) -> None:
         """A modeled kernel of ``ms`` milliseconds (e.g. the forward pass, launched as one
@@ -224,7 +232,7 @@ class Recorder:
         self.ops.append(Op(name, self.p["forward_launch_us"], ms * 1000.0))
 
     def take(self) -> List[Op]:
-        ops, self.ops, self.pending = self.ops, [], []
+        ops, self.ops, self.pending, self.unclaimed = self.ops, [], [], []
         return ops
 
     def _duration(self, nbytes: float, flops: float, peak_tflops: float) -> float:
@@ -274,8 +282,11 @@ class Recorder:
                 flops = float(sum(t.numel() for t in outs))
                 peak = p["vector_tflops"]
             rec = Op(k.name, p["launch_us"], self._duration(nbytes, flops, peak), sync, shapes)
-        if sync and self.pending:
-            rec.events, self.pending = self.pending, []
+        if sync:
+            if self.pending:
+                rec.events, self.pending = self.pending, []
+            else:
+                self.unclaimed.append(rec)
         self.ops.append(rec)
 
 
