@@ -128,7 +128,7 @@ def options(args: argparse.Namespace, counted: bool = True, timed: bool = True):
 
 
 REPORT_FILES = ("result.jsonl", "result.json", "steps.csv", "events.csv", "report.md",
-                "report.html")
+                "report.html", "trace.json")
 
 
 def out_dir(args: argparse.Namespace, device: str) -> str:
