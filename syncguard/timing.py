@@ -27,9 +27,10 @@ StepFn = Callable[[int], Any]
 #: Default time budget (seconds) of the timed pass of one scenario when ``--repeat`` is not
 #: given: rounds are added while the next one is expected to fit.
 DEFAULT_BUDGET_S = 20.0
-#: Rounds when neither a count nor a budget says otherwise, and the most the budget adds.
-MIN_ROUNDS = 3
-MAX_ROUNDS = 20
+#: Without ``--repeat``: at least this many rounds, more while the next one is expected to
+#: fit in the budget, at most MAX_ROUNDS.
+MIN_ROUNDS = 1
+MAX_ROUNDS = 10
 
 
 @dataclasses.dataclass(frozen=True)

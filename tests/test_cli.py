@@ -71,7 +71,7 @@ def small_run(tmp_path_factory: pytest.TempPathFactory) -> Dict[str, Any]:
     so, se = io.StringIO(), io.StringIO()
     with contextlib.redirect_stdout(so), contextlib.redirect_stderr(se):
         rc = main(["run", SMALL, "--device", "sim", "--out", str(out), "--steps", str(STEPS),
-                   "--warmup", str(WARMUP), *WIDE])
+                   "--warmup", str(WARMUP), "--repeat", "3", *WIDE])
     return {"rc": rc, "out": out, "stdout": so.getvalue(), "stderr": se.getvalue(),
             "jsonl": str(out / "result.jsonl")}
 
@@ -109,7 +109,7 @@ def test_run_result_covers_every_path_pass_and_step(small_result: results.RunRes
     assert res.header["scenarios"][sc.name]["warmup"] == WARMUP
     for path in sc.paths:
         for pass_, rnd in [("counted", None)] + [("timed", r) for r in range(3)]:
-            # the timed pass repeats the scenario in rounds (at least 3 by default)
+            # the timed pass repeats the scenario in rounds (--repeat 3)
             recs = [s for s in res.steps if s.path == path and s.pass_ == pass_
                     and s.round == rnd]
             assert [s.step for s in recs] == list(range(STEPS)), (path, pass_)

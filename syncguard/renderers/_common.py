@@ -270,7 +270,10 @@ def _modeled_text(r: Dict[str, Any]) -> str:
     text = f"; modeled cost {float(cost):.0f} us per token on {prof}"
     if not is_missing(idle):
         text += f" (device idle {float(idle):.0f} us)"
-    return text + f", {pct:.1f}% of a {float(step):.1f} ms step"
+    text += f", {pct:.1f}% of a {float(step):.1f} ms step"
+    if pct < 2.0:
+        text += ", which is why throughput barely moves"
+    return text
 
 
 def step_label(step: Any, warmup: Any) -> str:
