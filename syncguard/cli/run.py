@@ -51,7 +51,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--no-timed", action="store_true", help="skip the timed pass")
     p.add_argument("--repeat", type=int, default=None, metavar="N",
                    help="rounds of the timed pass (paths interleaved step by step, each round "
-                   "from fresh state); default: as many as fit in --budget (at least 1, at most 10)")
+                   "from fresh state); default: as many as fit in --budget (1 to 10)")
     p.add_argument("--profile", default=None, metavar="NAME|FILE",
                    help="device profile of the modeled timeline on the simulated device: "
                    "a shipped one (910b, h200; default 910b) or a profile JSON file")
