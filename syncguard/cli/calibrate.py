@@ -12,6 +12,7 @@ import json
 import os
 import subprocess
 import sys
+from typing import Any
 
 NAME = "calibrate"
 HELP = "cross-check the catalogue against the native ground truth; write the op model"
@@ -22,13 +23,32 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--out", default=None, help="folder (default reports/calibration-<device>)")
     p.add_argument("--write-model", action="store_true",
                    help="also install the calibrated model as syncguard/opmodels/<backend>.json")
+    p.add_argument("--profile-out", default=None, metavar="FILE",
+                   help="also measure the modeled timeline's device parameters (launch cost, "
+                   "sync round trip, copy bandwidth, kernel time, matmul rates) and write a "
+                   "calibrated profile to FILE (use it with run --profile FILE); cuda or npu")
+    p.add_argument("--profile-base", default=None, metavar="NAME|FILE",
+                   help="profile whose values fill what is not measured (default: h200 on "
+                   "cuda, 910b on npu)")
+    p.add_argument("--profile-only", action="store_true",
+                   help="with --profile-out: measure the profile only, skip the catalogue")
 
 
 def main(args: argparse.Namespace) -> int:
     from ..runner import resolve_target
     from . import EXIT_INTERNAL, EXIT_OK, EXIT_OVER
 
-    resolve_target(args.device)  # one clear line (exit 2) when the device is missing
+    target = resolve_target(args.device)  # one clear line (exit 2) when the device is missing
+    if args.profile_out is not None or args.profile_only:
+        from . import UsageError
+
+        if args.profile_out is None:
+            raise UsageError("--profile-only: needs --profile-out FILE")
+        if target.kind not in ("cuda", "npu"):
+            raise UsageError("--profile-out: measures a real device: --device cuda or npu")
+        _write_profile(args, target)
+        if args.profile_only:
+            return EXIT_OK
     out = args.out or os.path.join("reports", f"calibration-{args.device}")
     proc = subprocess.run([sys.executable, "-m", "syncguard.calibration", "--device",
                            args.device, "--out", out], text=True)
@@ -58,3 +78,23 @@ def main(args: argparse.Namespace) -> int:
             json.dump(current, f, indent=2)
         print(f"Wrote {path}", file=sys.stderr)
     return EXIT_OK
+
+
+def _write_profile(args: argparse.Namespace, target: Any) -> None:
+    from ..calibration import measure_profile
+    from ..timeline import ProfileError, load_profile, parse_profile
+    from . import UsageError
+
+    try:
+        base = load_profile(args.profile_base or ("h200" if args.device == "cuda" else "910b"))
+    except ProfileError as exc:
+        raise UsageError(str(exc)) from None
+    doc = measure_profile(target.device, base)
+    parse_profile(doc, args.profile_out)  # what is written must load
+    try:
+        with open(args.profile_out, "w", encoding="utf-8") as f:
+            json.dump(doc, f, indent=1)
+    except OSError as exc:
+        raise UsageError(f"--profile-out {args.profile_out}: cannot write: {exc.strerror}") \
+            from None
+    print(f"Wrote {args.profile_out}", file=sys.stderr)
