@@ -155,14 +155,15 @@ _NO_KERNEL = frozenset({"empty", "empty_strided", "empty_like", "resize_", "set_
 @dataclasses.dataclass
 class Op:
     """One launch: ``host_us`` on the host thread, ``dev_us`` on the stream (0: no kernel),
-    ``sync`` when the host reads device data; ``shapes`` of its tensor inputs
-    (``"float32[8, 32000]"``); ``events`` the guard's events for a sync (site, allowed)."""
+    ``sync`` when the host reads device data; ``shapes``: (dtype, shape) of its tensor
+    inputs (:func:`shape_text` formats them); ``events`` the guard's events for a sync
+    (site, allowed)."""
 
     name: str
     host_us: float
     dev_us: float
     sync: bool = False
-    shapes: Tuple[str, ...] = ()
+    shapes: Sequence[Any] = ()
     events: List[Any] = dataclasses.field(default_factory=list)
 
 
@@ -186,19 +187,22 @@ class _OpKind:
 _KINDS: Dict[int, _OpKind] = {}
 
 
-def _nbytes(t: Any) -> int:
-    return int(t.numel()) * int(t.element_size())
+_COPIES = frozenset({"_copy_from", "_copy_from_and_resize", "_local_scalar_dense"})
+try:
+    from torch import Tensor as _Tensor
+except ImportError:  # pragma: no cover - torch is a dependency
+    _Tensor = object  # type: ignore[assignment,misc]
 
 
-def _tensors(xs: Sequence[Any]) -> List[Any]:
-    import torch
-
+def _tensors(xs: Any) -> List[Any]:
     out = []
     for x in xs:
-        if isinstance(x, torch.Tensor):
+        if isinstance(x, _Tensor):
             out.append(x)
-        elif isinstance(x, (list, tuple)):
-            out.extend(y for y in x if isinstance(y, torch.Tensor))
+        elif type(x) is list or type(x) is tuple:
+            for y in x:
+                if isinstance(y, _Tensor):
+                    out.append(y)
     return out
 
 
@@ -242,23 +246,25 @@ class Recorder:
         return self.p["kernel_us"] + work
 
     def on_op(self, op: Any, args: Tuple[Any, ...], kwargs: Dict[str, Any], out: Any) -> None:
-        """The observer (:data:`syncguard.sim.device.OP_OBSERVERS`)."""
+        """The observer (:data:`syncguard.sim.device.OP_OBSERVERS`). Kept lean: it runs for
+        every op of a counted pass (benchmarks/bench_timeline.py measures what it adds)."""
         if threading.get_ident() != self.thread:
             return
         k = _KINDS.get(id(op))
         if k is None:
             k = _KINDS[id(op)] = _OpKind(op)
-        ins = _tensors(args) + (_tensors(list(kwargs.values())) if kwargs else [])
-        shapes = tuple(f"{str(t.dtype)[6:]}{list(t.shape)}" for t in ins)
+        ins = _tensors(args)
+        if kwargs:
+            ins += _tensors(kwargs.values())
+        shapes = [(t.dtype, t.shape) for t in ins]  # formatted only for the trace
         p = self.p
-        sync = False
-        if k.classify is not None:
-            sync = k.classify(args, kwargs, self.device_type) is not None
+        sync = k.classify is not None and k.classify(args, kwargs, self.device_type) is not None
+        name = k.name
         if k.kind == VIEW:
-            rec = Op(k.name, p["view_us"], 0.0, sync, shapes)
-        elif k.name in ("_copy_from", "_copy_from_and_resize", "_local_scalar_dense"):
-            n = _nbytes(ins[0]) if ins else 0
-            dst_host = k.name == "_local_scalar_dense" or (
+            rec = Op(name, p["view_us"], 0.0, sync, shapes)  # type: ignore[arg-type]
+        elif name in _COPIES:
+            n = ins[0].nbytes if ins else 0
+            dst_host = name == "_local_scalar_dense" or (
                 len(ins) > 1 and ins[1].device.type == "cpu")
             src_host = bool(ins) and ins[0].device.type == "cpu"
             if src_host or dst_host:
@@ -266,28 +272,40 @@ class Recorder:
                 dev = p["copy_us"] + n / (bw * 1e3)
             else:  # device to device: read and write
                 dev = self._duration(2.0 * n, 0.0, p["vector_tflops"])
-            rec = Op(k.name, p["launch_us"], dev, sync, shapes)
+            rec = Op(name, p["launch_us"], dev, sync, shapes)  # type: ignore[arg-type]
         else:
-            outs = _tensors(out if isinstance(out, (list, tuple)) else [out])
-            nbytes = float(sum(_nbytes(t) for t in ins) + sum(_nbytes(t) for t in outs))
-            if k.name in _MATMUL and len(ins) >= 2:
+            outs = _tensors(out) if type(out) in (list, tuple) else (
+                [out] if isinstance(out, _Tensor) else [])
+            nbytes = 0
+            for t in ins:
+                nbytes += t.nbytes
+            numel = 0
+            for t in outs:
+                nbytes += t.nbytes
+                numel += t.numel()
+            if name in _MATMUL and len(ins) >= 2:
                 a, b = ins[-2], ins[-1]
-                m = a.numel() // max(a.shape[-1], 1) if a.dim() else 1
                 kk = a.shape[-1] if a.dim() else 1
+                m = a.numel() // max(kk, 1) if a.dim() else 1
                 n = b.shape[-1] if b.dim() > 1 else 1
                 flops = 2.0 * m * kk * n
-                half = a.dtype.itemsize <= 2
-                peak = p["matmul_tflops_16"] if half else p["matmul_tflops_32"]
+                peak = p["matmul_tflops_16"] if a.dtype.itemsize <= 2 else p["matmul_tflops_32"]
             else:
-                flops = float(sum(t.numel() for t in outs))
+                flops = float(numel)
                 peak = p["vector_tflops"]
-            rec = Op(k.name, p["launch_us"], self._duration(nbytes, flops, peak), sync, shapes)
+            rec = Op(name, p["launch_us"], self._duration(float(nbytes), flops, peak), sync,
+                     shapes)  # type: ignore[arg-type]
         if sync:
             if self.pending:
                 rec.events, self.pending = self.pending, []
             else:
                 self.unclaimed.append(rec)
         self.ops.append(rec)
+
+
+def shape_text(shapes: Sequence[Any]) -> List[str]:
+    """``[(torch.float32, torch.Size([8, 32000]))] -> ["float32[8, 32000]"]``."""
+    return [f"{str(d)[6:]}{list(sh)}" for d, sh in shapes]
 
 
 # -- replay -----------------------------------------------------------------------------------
@@ -336,48 +354,51 @@ def _site(events: List[Any]) -> Tuple[str, str, Optional[bool]]:
         str(getattr(e, "api", "") or ""), allowed
 
 
-def replay(ops: Sequence[Op], profile: Profile, skip_syncs: Optional[Set[int]] = None
-           ) -> Replay:
+def replay(ops: Sequence[Op], profile: Profile, skip_syncs: Optional[Set[int]] = None,
+           spans: bool = True) -> Replay:
     """Replay one step's ops from an idle pipeline (the previous step ended in its token
     readback, which drains the stream). Syncs at indices in ``skip_syncs`` are replayed as
-    ordinary launches (the counterfactual without them)."""
+    ordinary launches (the counterfactual without them). ``spans=False`` skips the per-op
+    spans (faster)."""
     p = profile.values
     submit, rtt = p["submit_us"], p["sync_rtt_us"]
-    skip = skip_syncs or set()
+    skip = skip_syncs or ()
     host = sub_free = dev_free = busy = 0.0
     open_sync: Optional[SyncMark] = None
     syncs: List[SyncMark] = []
-    spans: List[Tuple[str, float, float, Optional[float], Optional[float]]] = []
+    out: List[Tuple[str, float, float, Optional[float], Optional[float]]] = []
     for i, op in enumerate(ops):
         h0 = host
         host += op.host_us
         d0: Optional[float] = None
         d1: Optional[float] = None
-        if op.dev_us > 0.0:
+        dev = op.dev_us
+        if dev > 0.0:
             ready = host
             if submit > 0.0:
-                ready = max(host, sub_free) + submit
+                ready = (host if host > sub_free else sub_free) + submit
                 sub_free = ready
-            d0 = max(ready, dev_free)
+            d0 = ready if ready > dev_free else dev_free
             if open_sync is not None:
                 open_sync.bubble_us += d0 - dev_free
                 open_sync = None
-            d1 = d0 + op.dev_us
+            d1 = d0 + dev
             dev_free = d1
-            busy += op.dev_us
+            busy += dev
         if op.sync and i not in skip:
-            drain = max(dev_free, sub_free)
-            resume = max(host, drain) + rtt
+            drain = dev_free if dev_free > sub_free else sub_free
+            resume = (host if host > drain else drain) + rtt
             site, api, allowed = _site(op.events)
             mark = SyncMark(i, op.name, site, api, allowed, host, drain, resume, resume - host)
             syncs.append(mark)
             open_sync = mark  # two reads with no kernel between: the idle goes to the later
             host = resume
-        spans.append((op.name, h0, host, d0, d1))
-    latency = max(host, dev_free)
+        if spans:
+            out.append((op.name, h0, host, d0, d1))
+    latency = host if host > dev_free else dev_free
     if open_sync is not None:
         open_sync.bubble_us += latency - max(dev_free, open_sync.drain_us)
-    return Replay(latency, busy, latency - busy, syncs, spans)
+    return Replay(latency, busy, latency - busy, syncs, out)
 
 
 @dataclasses.dataclass
@@ -399,13 +420,14 @@ class StepCost:
                 "sync_bubble_us": self.sync_bubble_us}
 
 
-def model_step(ops: Sequence[Op], profile: Profile) -> StepCost:
-    """Replay ``ops`` with and without their hidden syncs (see :class:`StepCost`)."""
-    full = replay(ops, profile)
+def model_step(ops: Sequence[Op], profile: Profile, spans: bool = True) -> StepCost:
+    """Replay ``ops`` with and without their hidden syncs (see :class:`StepCost`);
+    ``spans`` as for :func:`replay`."""
+    full = replay(ops, profile, spans=spans)
     hidden = {m.index for m in full.syncs if m.hidden}
     if not hidden:
         return StepCost(full, 0.0, 0.0)
-    without = replay(ops, profile, hidden)
+    without = replay(ops, profile, hidden, spans=False)
     return StepCost(full, full.latency_us - without.latency_us,
                     full.bubble_us - without.bubble_us)
 
@@ -456,7 +478,8 @@ class StepModel:
         """The step's cost and its ``timeline`` result line (op spans for the first
         :data:`TRACE_STEPS` non-warm-up steps only)."""
         ops = self.rec.take()
-        cost = model_step(ops, self.profile)
+        keep = not warmup and self.kept < TRACE_STEPS
+        cost = model_step(ops, self.profile, spans=keep)
         r = cost.replay
         line: Dict[str, Any] = {
             "profile": self.profile.name, "warmup": warmup, "ops": len(ops),
@@ -464,8 +487,8 @@ class StepModel:
             "hidden_cost_us": cost.sync_cost_us, "hidden_bubble_us": cost.sync_bubble_us,
             "syncs": [dataclasses.asdict(m) for m in r.syncs],
         }
-        if not warmup and self.kept < TRACE_STEPS:
+        if keep:
             self.kept += 1
             line["spans"] = [[n, h0, h1, d0, d1] for n, h0, h1, d0, d1 in r.spans]
-            line["shapes"] = [list(o.shapes) for o in ops]
+            line["shapes"] = [shape_text(o.shapes) for o in ops]
         return cost, line
