@@ -109,6 +109,13 @@ def note_texts(result: RunResult) -> List[str]:
     if header_get(result.header, "device") == "sim":
         out.append("Simulated npu: latencies are CPU time on this host and do not carry over to "
                    "hardware; the sync counts and sites do.")
+        tl = result.header.get("timeline")
+        if isinstance(tl, dict) and tl.get("profile"):
+            out.append(f"Modeled columns (modeled ms, bubble us, modeled cost in the verdict) "
+                       f"come from the device timeline model on profile {tl['profile']} "
+                       f"({tl.get('device') or 'see the profile file'}): derived from the "
+                       f"recorded ops, not measured; each parameter's source is in the "
+                       f"profile file.")
     for n in result.notes:
         msg = n.get("message") or n.get("text")
         if not msg:
