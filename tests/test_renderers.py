@@ -650,3 +650,31 @@ def test_one_outlier_step_is_counted_not_reported_as_a_cost(tmp_path: Any) -> No
     assert "us per token" not in verdict
     assert re.search(r"flag: 0, measured p50 vs legacy: no measurable difference \(95% CI "
                      r"\d\.\d\d-\d\.\d\dx\)", " ".join(verdict.split())), verdict
+
+
+def test_modeled_columns_and_verdict(result: RunResult) -> None:
+    import dataclasses
+
+    steps = []
+    for s in result.steps:
+        if s.pass_ == "counted" and s.scenario == "uniform":
+            hidden = s.path == "legacy"
+            s = dataclasses.replace(s, modeled_ms=21.1 if hidden else 20.9,
+                                    bubble_us=275.0 if hidden else 85.0,
+                                    sync_cost_us=190.0 if hidden else 0.0,
+                                    sync_bubble_us=150.0 if hidden else 0.0)
+        steps.append(s)
+    header = dict(result.header, timeline={"profile": "910b", "device": "Ascend 910B"})
+    res = dataclasses.replace(result, steps=steps, header=header)
+    sm = analysis.summary(res).set_index(["scenario", "path"])
+    assert sm.loc[("uniform", "legacy"), "modeled_ms"] == pytest.approx(21.1)
+    assert sm.loc[("uniform", "legacy"), "modeled_sync_us"] == pytest.approx(190.0)
+    assert sm.loc[("uniform", "flag"), "profile"] == "910b"
+    assert math.isnan(sm.loc[("mixed", "legacy"), "modeled_ms"])
+    text = " ".join(terminal.render(res, width=200).split())
+    assert ("legacy: 1.00 hidden syncs per step at syncguard/sampling/sampler.py:"
+            f"{SAMPLER_LINE} (Tensor.__bool__); modeled cost 190 us per token on 910b (device "
+            "idle 150 us), 0.9% of a 21.1 ms step, which is why throughput barely moves") in text
+    assert "[910b]" in text  # the modeled columns name their profile
+    md = markdown.render(res)
+    assert "| modeled ms (910b) | bubble us (910b) |" in md

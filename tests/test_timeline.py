@@ -238,3 +238,27 @@ def test_forward_ms_adds_modeled_device_time() -> None:
         assert y.modeled_ms >= 20.0 + launch_ms
         assert y.modeled_ms - x.modeled_ms < 20.0
         assert y.bubble_us < x.bubble_us
+
+
+def test_check_gates_on_modeled_bubble_only_when_asked(capsys: pytest.CaptureFixture) -> None:
+    from syncguard.cli import EXIT_OK, EXIT_OVER, EXIT_USAGE, main
+
+    base = ["check", "steady", "--device", "sim", "--steps", "4", "--warmup", "1",
+            "--config", os.devnull]
+    # legacy's hidden read idles the device: over a 1 us budget, within a huge one
+    assert main([*base, "--path", "legacy", "--max-syncs", "100"]) == EXIT_OK
+    capsys.readouterr()
+    assert main([*base, "--path", "legacy", "--max-syncs", "100",
+                 "--max-bubble-us", "1"]) == EXIT_OVER
+    out = capsys.readouterr().out
+    assert "steady legacy: modeled device idle from hidden syncs" in out and "on 910b" in out
+    assert main([*base, "--path", "legacy", "--max-syncs", "100",
+                 "--max-bubble-us", "1e9"]) == EXIT_OK
+    # flag has no hidden read: no modeled idle from syncs, whatever the profile
+    assert main([*base, "--path", "flag", "--max-bubble-us", "0", "--profile", "h200"]) \
+        == EXIT_OK
+    capsys.readouterr()
+    assert main([*base, "--path", "flag", "--max-bubble-us", "-1"]) == EXIT_USAGE
+    assert main([*base, "--path", "flag", "--max-bubble-us", "1", "--profile",
+                 "nope"]) == EXIT_USAGE
+    assert "no such profile" in capsys.readouterr().err
