@@ -111,6 +111,9 @@ def sites_tbl(st: pd.DataFrame, allowed: bool, base: Optional[str] = None) -> Tb
     headers = ["scenario", "path", "site", "function", "API", "op", "kind", "count", "steps"]
     if allowed:
         headers.append("reason")
+    modeled = bool(len(sub)) and "modeled_stall_us" in sub and sub["modeled_stall_us"].notna().any()
+    if modeled:
+        headers += ["modeled stall us", "modeled device idle us"]
     rows: List[Optional[List[Cell]]] = []
     for r in sub.to_dict("records"):
         row = [Cell(r["scenario"]), Cell(r["path"]), Cell(short_site(r["site"], base), True),
@@ -120,8 +123,10 @@ def sites_tbl(st: pd.DataFrame, allowed: bool, base: Optional[str] = None) -> Tb
                Cell(r["steps"])]
         if allowed:
             row.append(Cell(r["reason"]))
+        if modeled:
+            row += [Cell(fmt_int(r["modeled_stall_us"])), Cell(fmt_int(r["modeled_bubble_us"]))]
         rows.append(row)
-    align = ["l"] * 7 + ["r", "l"] + (["l"] if allowed else [])
+    align = ["l"] * 7 + ["r", "l"] + (["l"] if allowed else []) + (["r", "r"] if modeled else [])
     return Tbl(headers, align, rows)
 
 

@@ -83,6 +83,10 @@ SITES_COLUMNS: Dict[str, str] = {
     "steps": "steps with a sync at this site as compact ranges, e.g. '2-4, 7'",
     "wait_us_mean": "mean time the host spent in the intercepted call (us): on a real device "
                     "the cost of this sync per occurrence; NaN when not timed",
+    "modeled_stall_us": "modeled host stall per occurrence, mean (us; host read to resume, "
+                        "simulated device with a device profile; NaN elsewhere)",
+    "modeled_bubble_us": "modeled device idle caused per occurrence, mean (us; from the "
+                         "stream's drain to the next kernel)",
 }
 
 COMPARE_COLUMNS: Dict[str, str] = {
@@ -401,9 +405,28 @@ def sites(result: RunResult, include_allowed: bool = True,
             "count": g["count"], "steps": step_ranges(g["steps"], max_parts),
             "wait_us_mean": (sum(g["waits"]) / len(g["waits"])) if g["waits"] else float("nan"),
         })
+    modeled = _modeled_sites(result)
+    for r in rows:
+        st, bu = modeled.get((r["scenario"], r["path"], r["site"]), ([], []))
+        r["modeled_stall_us"] = _mean(st)
+        r["modeled_bubble_us"] = _mean(bu)
     rows.sort(key=lambda r: (r["allowed"], scen_idx.get(r["scenario"], len(scen_idx)),
                              path_idx.get(r["path"], 0), -r["count"], r["site"], r["api"]))
     return pd.DataFrame(rows, columns=list(SITES_COLUMNS))
+
+
+def _modeled_sites(result: RunResult) -> Dict[Tuple[str, str, str], Tuple[List[float],
+                                                                            List[float]]]:
+    out: Dict[Tuple[str, str, str], Tuple[List[float], List[float]]] = {}
+    for t in result.timelines:
+        if t.get("warmup"):
+            continue
+        for m in t.get("syncs") or []:
+            key = (str(t.get("scenario")), str(t.get("path")), str(m.get("site")))
+            st, bu = out.setdefault(key, ([], []))
+            st.append(float(m.get("stall_us") or 0.0))
+            bu.append(float(m.get("bubble_us") or 0.0))
+    return out
 
 
 def merge_paths(sites_df: pd.DataFrame) -> pd.DataFrame:
@@ -414,7 +437,8 @@ def merge_paths(sites_df: pd.DataFrame) -> pd.DataFrame:
     if not len(sites_df):
         return sites_df.copy()
     # Timing differs between paths by nature: it does not keep two sites apart.
-    keys = [c for c in sites_df.columns if c not in ("path", "wait_us_mean")]
+    keys = [c for c in sites_df.columns if c not in ("path", "wait_us_mean", "modeled_stall_us",
+                                                     "modeled_bubble_us")]
     merged: Dict[Tuple[Any, ...], Dict[str, Any]] = {}
     for r in sites_df.to_dict("records"):
         k = tuple(r[c] for c in keys)

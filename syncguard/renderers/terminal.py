@@ -165,6 +165,9 @@ def sites_table(sites_df: pd.DataFrame, allowed: bool = False,
     table.add_column("API\nop, kind", overflow="fold")
     table.add_column("count", justify="right")
     table.add_column("steps", overflow="fold")
+    modeled = bool(len(sub)) and "modeled_stall_us" in sub and sub["modeled_stall_us"].notna().any()
+    if modeled:
+        table.add_column("modeled us\nstall/idle", justify="right")
     for i, r in enumerate(sub.to_dict("records")):
         if i:
             table.add_section()
@@ -179,8 +182,11 @@ def sites_table(sites_df: pd.DataFrame, allowed: bool = False,
         api.append("\n" + str(r["kind"]), "dim")
         if allowed and r["reason"]:
             api.append(f" ({r['reason']})", "dim")
-        table.add_row(where, site, api, _t(r["count"], "" if allowed else WORST),
-                      _t(r["steps"]))
+        cells = [where, site, api, _t(r["count"], "" if allowed else WORST), _t(r["steps"])]
+        if modeled:
+            cells.append(_t(f"{fmt_int(r['modeled_stall_us'])}/"
+                            f"{fmt_int(r['modeled_bubble_us'])}"))
+        table.add_row(*cells)
     return table
 
 
