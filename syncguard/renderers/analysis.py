@@ -291,8 +291,8 @@ def per_step(result: RunResult, scenario: str) -> pd.DataFrame:
     Columns: ``step``, ``batch_size``, ``warmup`` (bool), then for each path (in
     :func:`ordered_paths` order) ``<path>.branch`` (counted pass, else timed),
     ``<path>.syncs`` (hidden syncs, counted pass; NaN if none) and ``<path>.latency_ms``
-    (timed pass, ms; NaN if none); last ``notable`` (bool): branches differ between paths at
-    this step, or the step's pattern (branch and sync count of every path) differs from the
+    (timed pass, ms, the median over its rounds; NaN if none); last ``notable`` (bool):
+    branches differ between paths at this step, or the step's pattern (branch and sync count of every path) differs from the
     most common pattern of non-warm-up steps (a batch that only shrinks is not notable).
     Warm-up steps are included.
     """
@@ -300,7 +300,13 @@ def per_step(result: RunResult, scenario: str) -> pd.DataFrame:
 
     recs = [s for s in result.steps if s.scenario == scenario]
     paths = ordered_paths(s.path for s in recs)
-    by: Dict[Tuple[int, str, str], StepRecord] = {(s.step, s.path, s.pass_): s for s in recs}
+    # the first round's record stands for the step; its latency is the median over rounds
+    by: Dict[Tuple[int, str, str], StepRecord] = {(s.step, s.path, s.pass_): s
+                                                  for s in reversed(recs)}
+    lat_rounds: Dict[Tuple[int, str], List[float]] = {}
+    for s in recs:
+        if s.pass_ == "timed" and s.latency_ms is not None and not is_missing(s.latency_ms):
+            lat_rounds.setdefault((s.step, s.path), []).append(float(s.latency_ms))
     steps = sorted({s.step for s in recs})
     rows: List[Dict[str, Any]] = []
     for step in steps:
@@ -317,8 +323,7 @@ def per_step(result: RunResult, scenario: str) -> pd.DataFrame:
                 warm = warm or bool(any_rec.warmup)
             row[f"{path}.branch"] = any_rec.branch if any_rec is not None else ""
             row[f"{path}.syncs"] = c.syncs if c is not None else _nan()
-            row[f"{path}.latency_ms"] = (t.latency_ms if t is not None
-                                         and not is_missing(t.latency_ms) else _nan())
+            row[f"{path}.latency_ms"] = _percentile(lat_rounds.get((step, path), []), 50)
         row["batch_size"] = batch
         row["warmup"] = warm
         rows.append(row)
