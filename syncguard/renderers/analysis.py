@@ -293,8 +293,8 @@ def per_step(result: RunResult, scenario: str) -> pd.DataFrame:
     ``<path>.syncs`` (hidden syncs, counted pass; NaN if none) and ``<path>.latency_ms``
     (timed pass, ms, the median over its rounds; NaN if none); last ``notable`` (bool):
     branches differ between paths at this step, or the step's pattern (branch and sync
-    count of every path) differs from the most common pattern of non-warm-up steps (a batch that only shrinks is not notable).
-    Warm-up steps are included.
+    count of every path) differs from the most common pattern of non-warm-up steps (a batch
+    that only shrinks is not notable). Warm-up steps are included.
     """
     import pandas as pd
 
