@@ -675,6 +675,11 @@ def test_modeled_columns_and_verdict(result: RunResult) -> None:
     assert ("legacy: 1.00 hidden syncs per step at syncguard/sampling/sampler.py:"
             f"{SAMPLER_LINE} (Tensor.__bool__); modeled cost 190 us per token on 910b (device "
             "idle 150 us), 0.9% of a 21.1 ms step, which is why throughput barely moves") in text
+    # a larger share says no such thing
+    costly = [dataclasses.replace(s, sync_cost_us=500.0) if s.sync_cost_us else s
+              for s in steps]
+    text = " ".join(terminal.render(dataclasses.replace(res, steps=costly), width=200).split())
+    assert "2.4% of a 21.1 ms step; flag" in text and "barely moves" not in text
     assert "[910b]" in text  # the modeled columns name their profile
     md = markdown.render(res)
     assert "| modeled ms (910b) | bubble us (910b) |" in md

@@ -278,7 +278,7 @@ def _modeled_text(r: Dict[str, Any]) -> str:
     if not is_missing(idle):
         text += f" (device idle {float(idle):.0f} us)"
     text += f", {pct:.1f}% of a {float(step):.1f} ms step"
-    if pct < 2.0:
+    if pct < 1.0:
         text += ", which is why throughput barely moves"
     return text
 
