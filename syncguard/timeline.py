@@ -152,19 +152,29 @@ _NO_KERNEL = frozenset({"empty", "empty_strided", "empty_like", "resize_", "set_
                         "_has_compatible_shallow_copy_type", "_to_copy"})
 
 
-@dataclasses.dataclass
+_NO_EVENTS: List[Any] = []  # shared, never appended to: a sync op gets its own list
+
+
 class Op:
     """One launch: ``host_us`` on the host thread, ``dev_us`` on the stream (0: no kernel),
     ``sync`` when the host reads device data; ``shapes``: (dtype, shape) of its tensor
     inputs (:func:`shape_text` formats them); ``events`` the guard's events for a sync
-    (site, allowed)."""
+    (site, allowed). A slotted class: one is made per op of a counted pass."""
 
-    name: str
-    host_us: float
-    dev_us: float
-    sync: bool = False
-    shapes: Sequence[Any] = ()
-    events: List[Any] = dataclasses.field(default_factory=list)
+    __slots__ = ("name", "host_us", "dev_us", "sync", "shapes", "events")
+
+    def __init__(self, name: str, host_us: float, dev_us: float, sync: bool = False,
+                 shapes: Sequence[Any] = (), events: Optional[List[Any]] = None) -> None:
+        self.name = name
+        self.host_us = host_us
+        self.dev_us = dev_us
+        self.sync = sync
+        self.shapes = shapes
+        self.events: List[Any] = events if events is not None else _NO_EVENTS
+
+    def __repr__(self) -> str:
+        return (f"Op({self.name!r}, host_us={self.host_us}, dev_us={self.dev_us}, "
+                f"sync={self.sync})")
 
 
 class _OpKind:
@@ -218,6 +228,7 @@ class Recorder:
         self.ops: List[Op] = []
         self.pending: List[Any] = []  # events reported before their op ran
         self.unclaimed: List[Op] = []  # sync ops whose event has not come yet
+        self.keep_shapes = True  # keep (dtype, shape) per op (for the trace's steps)
 
     def on_event(self, ev: Any) -> None:
         """A sync event of the guard. The guard reports most reads after the call returns
@@ -256,7 +267,8 @@ class Recorder:
         ins = _tensors(args)
         if kwargs:
             ins += _tensors(kwargs.values())
-        shapes = [(t.dtype, t.shape) for t in ins]  # formatted only for the trace
+        # the sizes are read below for every op; kept per op only while a traced step runs
+        shapes = [(t.dtype, t.shape) for t in ins] if self.keep_shapes else ()
         p = self.p
         sync = k.classify is not None and k.classify(args, kwargs, self.device_type) is not None
         name = k.name
@@ -299,13 +311,25 @@ class Recorder:
             if self.pending:
                 rec.events, self.pending = self.pending, []
             else:
+                rec.events = []
                 self.unclaimed.append(rec)
         self.ops.append(rec)
 
 
+_SHAPE_TEXT: Dict[Any, str] = {}
+
+
 def shape_text(shapes: Sequence[Any]) -> List[str]:
     """``[(torch.float32, torch.Size([8, 32000]))] -> ["float32[8, 32000]"]``."""
-    return [f"{str(d)[6:]}{list(sh)}" for d, sh in shapes]
+    out = []
+    for key in shapes:
+        txt = _SHAPE_TEXT.get(key)
+        if txt is None:
+            if len(_SHAPE_TEXT) > 100_000:  # bounded: shapes of a run repeat
+                _SHAPE_TEXT.clear()
+            txt = _SHAPE_TEXT[key] = f"{str(key[0])[6:]}{list(key[1])}"
+        out.append(txt)
+    return out
 
 
 # -- replay -----------------------------------------------------------------------------------
@@ -473,6 +497,7 @@ class StepModel:
 
     def begin(self) -> None:
         self.rec.take()
+        self.rec.keep_shapes = self.kept < TRACE_STEPS
 
     def end(self, warmup: bool) -> Tuple[StepCost, Dict[str, Any]]:
         """The step's cost and its ``timeline`` result line (op spans for the first
