@@ -334,7 +334,7 @@ def run(scenarios: List[Scenario], opts: RunOptions, result_path: str,
     target = resolve_target(opts.device)
     scenarios = prepare(scenarios, opts)
     prof = None
-    if target.kind == "sim":
+    if target.kind == "sim" and opts.profile != "none":
         from .timeline import load_profile
 
         prof = load_profile(opts.profile)

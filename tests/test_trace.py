@@ -102,3 +102,14 @@ def test_measured_trace_without_a_timeline(run: results.RunResult) -> None:
     hidden = [e for e in syncs if e["args"]["hidden"]]
     assert len(hidden) == 4 and all(SAMPLER in e["args"]["site"] for e in hidden)
     assert all("unknown" in e["args"]["position"] for e in syncs)
+
+
+def test_profile_none_runs_without_a_model(tmp_path: Any) -> None:
+    out = tmp_path / "result.jsonl"
+    opts = runner.RunOptions(device="sim", paths=["legacy"], steps=2, warmup=0, timed=False,
+                             profile="none")
+    runner.run(scenario.resolve(["steady"]), opts, str(out))
+    res = results.load(str(out))
+    assert "timeline" not in res.header and not res.timelines
+    assert all(s.modeled_ms is None for s in res.steps)
+    assert "measured" in trace.build(res)["otherData"]["source"]

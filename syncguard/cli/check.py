@@ -90,6 +90,8 @@ def main(args: argparse.Namespace) -> int:
     target = runner.resolve_target(opts.device)
     prof = None
     if args.max_bubble_us is not None:
+        if opts.profile == "none":
+            raise UsageError("--max-bubble-us: needs a device profile, not --profile none")
         if target.kind != "sim":
             raise UsageError("--max-bubble-us: the modeled timeline exists on the simulated "
                              "device only (--device sim)")
