@@ -34,6 +34,7 @@ echo "== realistic scenario, legacy and flag, with per-step cross-check"
 timeout 150 python -m syncguard run realistic --device cuda --paths legacy,flag \
   --out "$OUT/run" --force --crosscheck --width 120 2>&1 | tee "$OUT/run.txt" \
   || { echo "FAIL: run --crosscheck"; status=1; }
+
 echo "== device profile for the modeled timeline (launch, sync round trip, bandwidth, matmul)"
 timeout 40 python -m syncguard calibrate --device cuda --profile-out "$OUT/profile-cuda.json" \
   --profile-only 2>&1 | tee "$OUT/profile.txt" || { echo "FAIL: profile"; status=1; }
