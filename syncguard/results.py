@@ -319,8 +319,36 @@ def _load_document(path: str, f: IO[str]) -> RunResult:
     events = doc.get("events") or []
     if not all(isinstance(e, dict) for e in events):
         raise ResultError(f"{path}: events: every event must be a JSON object")
+    tls = [_timeline(t, f"{path}: timelines[{i}]") for i, t in
+           enumerate(doc.get("timelines") or [])]
     return RunResult(header, steps, events, doc.get("footer"), list(doc.get("notes") or []),
-                     path, list(doc.get("timelines") or []))
+                     path, tls)
+
+
+def _timeline(obj: Any, where: str) -> Dict[str, Any]:
+    """A timeline line, checked enough that every reader can rely on its fields."""
+    if not isinstance(obj, dict):
+        raise ResultError(f"{where}: timeline: must be a JSON object")
+    for key in ("scenario", "path"):
+        if not isinstance(obj.get(key), str):
+            raise ResultError(f"{where}: timeline.{key}: missing or not a string")
+    if not isinstance(obj.get("step"), int):
+        raise ResultError(f"{where}: timeline.step: missing or not an integer")
+    for key in ("latency_us", "busy_us", "bubble_us"):
+        if not isinstance(obj.get(key), (int, float)):
+            raise ResultError(f"{where}: timeline.{key}: missing or not a number")
+    syncs = obj.get("syncs", [])
+    if not isinstance(syncs, list) or not all(
+            isinstance(m, dict) and isinstance(m.get("host_us"), (int, float))
+            and isinstance(m.get("drain_us"), (int, float)) for m in syncs):
+        raise ResultError(f"{where}: timeline.syncs: each sync needs numeric host_us and "
+                          f"drain_us")
+    spans = obj.get("spans", [])
+    if not isinstance(spans, list) or not all(isinstance(x, list) and len(x) == 5
+                                              for x in spans):
+        raise ResultError(f"{where}: timeline.spans: each span is [name, host_start, "
+                          f"host_end, dev_start, dev_end]")
+    return obj
 
 
 def load(path: str) -> RunResult:
@@ -379,7 +407,7 @@ def _load_lines(path: str, f: IO[str]) -> RunResult:
         elif t == "note":
             notes.append({"type": "note", **obj})
         elif t == "timeline":
-            timelines.append(obj)
+            timelines.append(_timeline(obj, f"{path}:{i}"))
     if header is None:
         raise ResultError(f"{path}: no header line: not a syncguard result")
     return RunResult(header, steps, events, footer, notes, path, timelines)

@@ -113,3 +113,24 @@ def test_profile_none_runs_without_a_model(tmp_path: Any) -> None:
     assert "timeline" not in res.header and not res.timelines
     assert all(s.modeled_ms is None for s in res.steps)
     assert "measured" in trace.build(res)["otherData"]["source"]
+
+
+def test_a_broken_timeline_line_is_one_clear_error(run: results.RunResult,
+                                                  tmp_path: Any) -> None:
+    src = run.source
+    lines = open(src, encoding="utf-8").read().splitlines()
+    i = next(k for k, ln in enumerate(lines) if '"type":"timeline"' in ln)
+    doc = json.loads(lines[i])
+    del doc["latency_us"]
+    lines[i] = json.dumps(doc)
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    with pytest.raises(results.ResultError, match=rf"bad\.jsonl:{i + 1}: timeline\.latency_us"):
+        results.load(str(bad))
+    # the whole-document form too
+    good = results.load(src)
+    text = good.to_json().replace('"latency_us"', '"latency_usX"', 1)
+    docf = tmp_path / "bad.json"
+    docf.write_text(text, encoding="utf-8")
+    with pytest.raises(results.ResultError, match=r"timelines\[0\]: timeline\.latency_us"):
+        results.load(str(docf))
