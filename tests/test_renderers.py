@@ -683,3 +683,24 @@ def test_modeled_columns_and_verdict(result: RunResult) -> None:
     assert "[910b]" in text  # the modeled columns name their profile
     md = markdown.render(res)
     assert "| modeled ms (910b) | bubble us (910b) |" in md
+
+
+def test_compare_marks_a_moved_modeled_latency(result: RunResult) -> None:
+    import dataclasses
+
+    def modeled(ms: float, profile: str = "910b") -> RunResult:
+        steps = [dataclasses.replace(s, modeled_ms=ms, bubble_us=1.0, sync_cost_us=0.0,
+                                     sync_bubble_us=0.0) if s.pass_ == "counted" else s
+                 for s in result.steps]
+        return dataclasses.replace(result, steps=steps,
+                                   header=dict(result.header, timeline={"profile": profile}))
+
+    same = analysis.compare(modeled(0.5), modeled(0.5))
+    assert not same["changed"].any() and not same["modeled_changed"].any()
+    moved = analysis.compare(modeled(0.5), modeled(0.51))
+    assert moved["modeled_changed"].all() and moved["changed"].all()
+    # another profile: not comparable, not a change by itself
+    other = analysis.compare(modeled(0.5), modeled(0.51, "h200"))
+    assert not other["modeled_changed"].any() and not other["changed"].any()
+    text = terminal.render_compare(moved, title="t", width=200)
+    assert "0.500/0.510" in text and "4 of 4 rows changed" in text

@@ -167,6 +167,10 @@ def compare_tbl(df: pd.DataFrame, label_a: str = "A", label_b: str = "B") -> Tbl
     headers = ["scenario", "path", f"syncs/step {label_a}", f"syncs/step {label_b}",
                "delta", f"p50 ms {label_a}", f"p50 ms {label_b}", "ratio (95% CI)",
                f"outliers {label_a}/{label_b}", "changed"]
+    modeled = bool(len(df)) and bool(df["a_modeled_ms"].notna().any()
+                                      or df["b_modeled_ms"].notna().any())
+    if modeled:
+        headers[-1:-1] = [f"modeled ms {label_a}", f"modeled ms {label_b}"]
     rows: List[Optional[List[Cell]]] = []
     for r in df.to_dict("records"):
         # each cell marked on its own: fewer syncs is better, more is worse; the latency
@@ -185,5 +189,8 @@ def compare_tbl(df: pd.DataFrame, label_a: str = "A", label_b: str = "B") -> Tbl
                      Cell(fmt_ratio_ci(r["latency_ratio"], r["ratio_lo"], r["ratio_hi"]),
                           mark=lat_mark),
                      Cell(f"{fmt_int(r['a_outliers'])}/{fmt_int(r['b_outliers'])}"),
+                     *([Cell(fmt_ms(r["a_modeled_ms"])),
+                        Cell(fmt_ms(r["b_modeled_ms"]),
+                             mark="note" if r["modeled_changed"] else "")] if modeled else []),
                      Cell("changed" if r["changed"] else "", mark=row_mark)])
-    return Tbl(headers, ["l", "l"] + ["r"] * 7 + ["l"], rows)
+    return Tbl(headers, ["l", "l"] + ["r"] * (len(headers) - 3) + ["l"], rows)

@@ -107,8 +107,10 @@ COMPARE_COLUMNS: Dict[str, str] = {
     "b_outliers": "same, side B",
     "a_modeled_ms": "modeled step latency, side A (ms; simulated device)",
     "b_modeled_ms": "same, side B",
-    "changed": "True where hidden syncs differ, the latency interval excludes 1.0, or a row "
-               "exists on one side only",
+    "modeled_changed": "True when both sides are modeled on the same profile and the modeled "
+                       "latency differs (it is deterministic: the launched ops changed)",
+    "changed": "True where hidden syncs differ, the latency interval excludes 1.0, the modeled "
+               "latency moved, or a row exists on one side only",
 }
 
 
@@ -472,6 +474,11 @@ def _compare_row(scenario: str, label: str, a: Optional[Dict[str, Any]],
     syncs_moved = is_missing(a_s) != is_missing(b_s) or (
         both_s and abs(float(a_s) - float(b_s)) > 1e-9)
     a_p, b_p = g(a, "p50_ms"), g(b, "p50_ms")
+    # the modeled latency is deterministic: any move on the same profile is a real change
+    a_mod, b_mod = g(a, "modeled_ms"), g(b, "modeled_ms")
+    modeled_moved = (not is_missing(a_mod) and not is_missing(b_mod)
+                     and g(a, "profile") == g(b, "profile")
+                     and abs(float(b_mod) - float(a_mod)) > 1e-9 * max(abs(float(a_mod)), 1.0))
     return {
         "scenario": scenario, "path": label,
         "a_syncs_mean": a_s, "b_syncs_mean": b_s,
@@ -483,9 +490,10 @@ def _compare_row(scenario: str, label: str, a: Optional[Dict[str, Any]],
         "latency_ratio": ratio.ratio, "ratio_lo": ratio.lo, "ratio_hi": ratio.hi,
         "latency_changed": bool(ratio.differs),
         "a_outliers": a_out, "b_outliers": b_out,
-        "a_modeled_ms": g(a, "modeled_ms"), "b_modeled_ms": g(b, "modeled_ms"),
+        "a_modeled_ms": a_mod, "b_modeled_ms": b_mod,
+        "modeled_changed": modeled_moved,
         "changed": a is None or b is None or syncs_moved or bool(ratio.differs)
-        or is_missing(a_ms) != is_missing(b_ms),
+        or is_missing(a_ms) != is_missing(b_ms) or modeled_moved,
     }
 
 

@@ -121,6 +121,6 @@ def render_compare(df: pd.DataFrame, label_a: str = "A", label_b: str = "B", *,
     return "\n".join([
         f"{'#' * heading_level} {text(title)}", "",
         f"A: {code(label_a)} · B: {code(label_b)} · {n} of {len(df)} rows changed "
-        f"(hidden syncs differ, or the 95% interval of the median latency ratio B / A "
-        f"excludes 1.00x)", "",
+        f"(hidden syncs differ, the modeled latency moved, or the 95% interval of the median "
+        f"latency ratio B / A excludes 1.00x)", "",
         table(_tables.compare_tbl(df, "A", "B")), ""])

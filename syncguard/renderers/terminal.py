@@ -262,6 +262,10 @@ def compare_table(df: pd.DataFrame, label_a: str = "A", label_b: str = "B",
     table.add_column(f"p50 ms\n{label_b}", justify="right")
     table.add_column("latency ratio\n(95% CI)", justify="right")
     table.add_column(f"outliers\n{label_a}/{label_b}", justify="right")
+    modeled = bool(len(df)) and bool(df["a_modeled_ms"].notna().any()
+                                      or df["b_modeled_ms"].notna().any())
+    if modeled:
+        table.add_column(f"modeled ms\n{label_a}/{label_b}", justify="right")
     table.add_column("changed", justify="center")
     for r in df.to_dict("records"):
         style = ""
@@ -277,6 +281,8 @@ def compare_table(df: pd.DataFrame, label_a: str = "A", label_b: str = "B",
                       _t(fmt_ratio_ci(r["latency_ratio"], r["ratio_lo"], r["ratio_hi"]),
                          lat_style),
                       _t(f"{fmt_int(r['a_outliers'])}/{fmt_int(r['b_outliers'])}"),
+                      *([_t(f"{fmt_ms(r['a_modeled_ms'])}/{fmt_ms(r['b_modeled_ms'])}",
+                            "yellow" if r["modeled_changed"] else "")] if modeled else []),
                       _t("*" if r["changed"] else "", style))
     return table
 
@@ -286,8 +292,9 @@ def print_compare(df: pd.DataFrame, console: Console, title: Optional[str] = Non
     """Print :func:`compare_table` and a one-line count of changed rows."""
     console.print(compare_table(df, label_a, label_b, title))
     n = int(df["changed"].sum()) if len(df) else 0
-    console.print(_t(f"{n} of {len(df)} rows changed (hidden syncs differ, or the 95% "
-                     f"interval of the median latency ratio B / A excludes 1.00x)",
+    console.print(_t(f"{n} of {len(df)} rows changed (hidden syncs differ, the modeled "
+                     f"latency moved, or the 95% interval of the median latency ratio B / A "
+                     f"excludes 1.00x)",
                      WORST if n else BEST))
 
 
