@@ -4,6 +4,7 @@ with no interceptors, streaming every finished step to a result file."""
 from __future__ import annotations
 
 import dataclasses
+import os
 import time
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
@@ -359,6 +360,11 @@ def run(scenarios: List[Scenario], opts: RunOptions, result_path: str,
 
                 timed_pass(sc, paths_for(sc, opts), target, writer, progress, opts.repeat,
                            opts.budget_s)
+            if opts.timed and target.kind in ("cuda", "npu", "cpu"):  # syncguard.trace
+                from .timing import profiled_pass
+
+                profiled_pass(sc, paths_for(sc, opts), target,
+                              os.path.dirname(os.path.abspath(result_path)))
         complete = True
     finally:
         writer.close(complete, reason=None if complete else "interrupted")

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import gc
+import os
 import time
 from typing import TYPE_CHECKING, Any, Callable, Dict, List, Mapping, Optional
 
@@ -161,3 +162,65 @@ def timed_pass(sc: Scenario, paths: List[str], target: Target,
             progress(sc.name, s.path, "timed", s.step + 1, sc.steps)
 
     return interleaved({p: factory(p) for p in paths}, sc.steps, rounds, budget_s, on_sample)
+
+
+#: Steps after the warm-up that :func:`profiled_pass` records per path.
+PROFILED_STEPS = 3
+#: Target kinds that get a profiler trace (the simulated device gets the modeled timeline).
+PROFILED_KINDS = ("cuda", "npu", "cpu")
+
+
+def profiler_file(out_dir: str, scenario: str, path: str) -> str:
+    """Where :func:`profiled_pass` writes a path's trace: ``profiler/<scenario>.<path>.json``
+    next to the result."""
+    return os.path.join(out_dir, "profiler", f"{scenario}.{path}.json")
+
+
+def profiled_pass(sc: Scenario, paths: List[str], target: Target, out_dir: str) -> List[str]:
+    """On a real device (and the CPU): after the timed pass, a few steps of each path under
+    ``torch.profiler`` (host ops; CUDA kernels on CUDA; on an NPU host ops only: torch_npu's
+    own profiler is not wired in), exported as Chrome traces that :mod:`syncguard.trace`
+    merges into ``trace.json``. Separate from the timed pass: profiling perturbs timing.
+    Returns the files written; a profiler that fails leaves a ``.txt`` saying why instead."""
+    import torch
+
+    from .runner import DecodeLoop
+
+    written: List[str] = []
+    try:
+        from torch.profiler import ProfilerActivity, profile
+    except ImportError as exc:  # pragma: no cover - torch >= 2.1 has it
+        return _profiler_failed(out_dir, sc.name, paths, f"torch.profiler: {exc}")
+    acts = [ProfilerActivity.CPU]
+    if target.kind == "cuda":
+        acts.append(ProfilerActivity.CUDA)
+    for path in paths:
+        file = profiler_file(out_dir, sc.name, path)
+        try:
+            torch.manual_seed(sc.seed)
+            loop = DecodeLoop(sc, path, target)
+            for step in range(min(sc.warmup, sc.steps)):
+                loop.run_step(step)
+            last = min(sc.steps, sc.warmup + PROFILED_STEPS)
+            with profile(activities=acts) as prof:
+                for step in range(sc.warmup, last):
+                    with torch.profiler.record_function(f"step {step}"):
+                        loop.run_step(step)
+            os.makedirs(os.path.dirname(file), exist_ok=True)
+            prof.export_chrome_trace(file)
+            written.append(file)
+        except Exception as exc:  # the run's results stand without a profiler trace
+            written += _profiler_failed(out_dir, sc.name, [path],
+                                        f"{type(exc).__name__}: {exc}")
+    return written
+
+
+def _profiler_failed(out_dir: str, scenario: str, paths: List[str], why: str) -> List[str]:
+    out = []
+    for path in paths:
+        file = profiler_file(out_dir, scenario, path)[:-5] + ".txt"
+        os.makedirs(os.path.dirname(file), exist_ok=True)
+        with open(file, "w", encoding="utf-8") as f:
+            f.write(f"no torch.profiler trace: {why}\n")
+        out.append(file)
+    return out

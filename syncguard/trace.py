@@ -16,12 +16,16 @@ says so and names the profile): steps are laid end to end, each starting from th
 pipeline the previous step's token readback left. On a real device without a profiler trace
 the host track holds the counted pass's steps end to end by their measured latency and each
 sync is a slice of its measured wait at the start of its step: its position inside the step
-is not known (``otherData.source`` says so).
+is not known (``otherData.source`` says so). Where :func:`syncguard.timing.profiled_pass`
+left a torch.profiler trace next to the result (``profiler/<scenario>.<path>.json``: real
+devices and the CPU), its events are merged in, their processes renumbered and named after
+the scenario and path.
 """
 
 from __future__ import annotations
 
 import json
+import os
 from typing import TYPE_CHECKING, Any, Dict, List, Tuple
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -113,12 +117,42 @@ def _measured(result: RunResult, pid: int, scenario: str, path: str) -> List[Dic
     return ev
 
 
+def _profiler(file: str, first_pid: int, label: str) -> List[Dict[str, Any]]:
+    """A torch.profiler Chrome trace's events with its processes renumbered from
+    ``first_pid`` (so they cannot collide with ours or another path's) and named after
+    ``label``; [] when the file cannot be read."""
+    try:
+        with open(file, encoding="utf-8") as f:
+            doc = json.load(f)
+    except (OSError, ValueError):
+        return []
+    raw = doc.get("traceEvents") if isinstance(doc, dict) else doc
+    if not isinstance(raw, list):
+        return []
+    pids: Dict[Any, int] = {}
+    out: List[Dict[str, Any]] = []
+    for e in raw:
+        if not isinstance(e, dict) or "ph" not in e:
+            continue
+        e = dict(e)
+        e["pid"] = pids.setdefault(e.get("pid"), first_pid + len(pids))
+        if e["ph"] == "M" and e.get("name") == "process_name":
+            e["args"] = {"name": f"{label}: torch.profiler "
+                                 f"{(e.get('args') or {}).get('name', '')}".rstrip()}
+        out.append(e)
+    for orig, pid in pids.items():
+        if not any(e["pid"] == pid and e.get("name") == "process_name" for e in out):
+            out.append(_meta(pid, 0, "process_name", f"{label}: torch.profiler {orig}"))
+    return out
+
+
 def build(result: RunResult) -> Dict[str, Any]:
     """The trace as a JSON-ready dict (``traceEvents``, ``displayTimeUnit``, ``otherData``)."""
     tl = result.header.get("timeline")
     profile = str(tl.get("profile")) if isinstance(tl, dict) else ""
     modeled = bool(profile) and bool(result.timelines)
     events: List[Dict[str, Any]] = []
+    profiled: List[str] = []
     for i, (scenario, path) in enumerate(_groups(result)):
         pid = i + 1
         events.append(_meta(pid, 0, "process_name", f"{scenario} / {path}"))
@@ -129,12 +163,28 @@ def build(result: RunResult) -> Dict[str, Any]:
         events.append(_meta(pid, SYNCS, "thread_name", "syncs (host read -> device drain)"))
         events += (_modeled(result, pid, scenario, path, profile) if modeled
                    else _measured(result, pid, scenario, path))
+        if result.source and not modeled:
+            from .timing import profiler_file
+
+            file = profiler_file(os.path.dirname(os.path.abspath(result.source)), scenario,
+                                 path)
+            if os.path.isfile(file):
+                got = _profiler(file, 1000 * (i + 1), f"{scenario} / {path}")
+                if got:
+                    profiled.append(os.path.relpath(file, os.path.dirname(
+                        os.path.abspath(result.source))))
+                    events += got
     source = (f"modeled timeline on device profile {profile} (syncguard.timeline): derived "
               f"from the recorded op stream, not measured" if modeled else
               "measured step latencies of the counted pass, laid end to end; sync positions "
               "within a step are not known")
+    if profiled:
+        source += ("; plus torch.profiler traces of a few steps per path (a separate pass "
+                   "after the timed one), their processes named '<scenario> / <path>: "
+                   "torch.profiler ...': " + ", ".join(profiled))
     return {"traceEvents": events, "displayTimeUnit": "ms",
             "otherData": {"source": source, "profile": profile or None,
+                          "profiler_traces": profiled,
                           "syncguard": result.header.get("env", {}).get("syncguard")}}
 
 

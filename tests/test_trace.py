@@ -134,3 +134,29 @@ def test_a_broken_timeline_line_is_one_clear_error(run: results.RunResult,
     docf.write_text(text, encoding="utf-8")
     with pytest.raises(results.ResultError, match=r"timelines\[0\]: timeline\.latency_us"):
         results.load(str(docf))
+
+
+def test_cpu_run_merges_a_torch_profiler_trace(tmp_path: Any) -> None:
+    # real devices (and the CPU target, which tests the plumbing) get a short profiled pass
+    # after the timed one; trace.json merges it, renumbered, next to the measured tracks
+    out = tmp_path / "result.jsonl"
+    opts = runner.RunOptions(device="cpu", paths=["legacy", "flag"], steps=4, warmup=1,
+                             repeat=1)
+    runner.run(scenario.resolve(["steady"]), opts, str(out))
+    res = results.load(str(out))
+    for path in ("legacy", "flag"):
+        assert (tmp_path / "profiler" / f"steady.{path}.json").is_file()
+    doc = json.loads(trace.render(res))
+    assert doc["otherData"]["profiler_traces"] == [
+        os.path.join("profiler", "steady.legacy.json"),
+        os.path.join("profiler", "steady.flag.json")]
+    procs = {e["pid"]: e["args"]["name"] for e in doc["traceEvents"]
+             if e["ph"] == "M" and e["name"] == "process_name"}
+    ours = {p for p, n in procs.items() if "torch.profiler" not in n}
+    theirs = {p: n for p, n in procs.items() if "torch.profiler" in n}
+    assert sorted(procs[p] for p in ours) == ["steady / flag", "steady / legacy"]
+    assert theirs and all(p >= 1000 for p in theirs) and not set(theirs) & ours
+    assert any(n.startswith("steady / legacy: torch.profiler") for n in theirs.values())
+    steps = [e for e in doc["traceEvents"] if e.get("ph") == "X" and e["pid"] in theirs
+             and e.get("name") == "step 2"]
+    assert len(steps) == 2  # the record_function of a profiled step, once per path
