@@ -28,8 +28,6 @@ PATH_ORDER: Tuple[str, ...] = ("legacy", "flag", "flag-recompute")
 #: The path ratios are taken against when a scenario has it and no other is asked for (the
 #: first path in :data:`PATH_ORDER`); see :func:`summary`.
 BASELINE = "legacy"
-#: Relative latency move that :func:`compare` marks as changed.
-LATENCY_THRESHOLD = 0.05
 
 SUMMARY_COLUMNS: Dict[str, str] = {
     "scenario": "scenario name",
@@ -49,9 +47,27 @@ SUMMARY_COLUMNS: Dict[str, str] = {
     "sync_wait_us_mean": "host time inside hidden syncs per step, mean (us, counted pass, "
                          "warm-up excluded; NaN where not recorded)",
     "branches": "sampler branches taken over non-warm-up steps, e.g. 'fused 18, generic 2'",
-    "ratio_vs_legacy": "mean_ms / the baseline path's mean_ms in the same scenario (the name "
-                       "is historical: the baseline is the first path unless one is given)",
-    "saved_per_token_us": "(baseline mean_ms - mean_ms) in microseconds per token (step)",
+    "ratio_vs_legacy": "median(this path) / median(baseline path) over timed steps paired by "
+                       "(round, step) in the same scenario (the name is historical: the "
+                       "baseline is the first path unless one is given)",
+    "saved_per_token_us": "(baseline p50_ms - p50_ms) in microseconds per token (step), only "
+                          "where the ratio's 95% interval excludes 1.0 (else NaN: not "
+                          "measurable)",
+    "p50_lo_ms": "95% confidence interval of p50_ms, lower bound (order statistics)",
+    "p50_hi_ms": "same, upper bound (ms)",
+    "ratio_lo": "95% interval of ratio_vs_legacy, lower bound (paired bootstrap, "
+                "syncguard.stats)",
+    "ratio_hi": "same, upper bound",
+    "pairs": "timed steps paired with the baseline's (count)",
+    "outliers": "timed steps beyond Tukey's fences (1.5 IQR; counted, not dropped)",
+    "rounds": "rounds of the timed pass (paths interleaved step by step)",
+    "modeled_ms": "modeled step latency on the run's device profile, mean (ms; simulated "
+                  "device, counted pass, warm-up excluded; NaN elsewhere)",
+    "bubble_us": "modeled device idle time per step, mean (us; same)",
+    "modeled_sync_us": "modeled cost of the hidden syncs per step, mean: the step's modeled "
+                       "latency minus the same ops replayed without them (us)",
+    "modeled_idle_sync_us": "device idle caused by hidden syncs per step, mean (us)",
+    "profile": "device profile of the modeled columns ('' when not modeled)",
     "baseline": "the path ratios are taken against (default: the scenario's first path)",
 }
 
@@ -70,6 +86,10 @@ SITES_COLUMNS: Dict[str, str] = {
     "steps": "steps with a sync at this site as compact ranges, e.g. '2-4, 7'",
     "wait_us_mean": "mean time the host spent in the intercepted call (us): on a real device "
                     "the cost of this sync per occurrence; NaN when not timed",
+    "modeled_stall_us": "modeled host stall per occurrence, mean (us; host read to resume, "
+                        "simulated device with a device profile; NaN elsewhere)",
+    "modeled_bubble_us": "modeled device idle caused per occurrence, mean (us; from the "
+                         "stream's drain to the next kernel)",
 }
 
 COMPARE_COLUMNS: Dict[str, str] = {
@@ -80,9 +100,20 @@ COMPARE_COLUMNS: Dict[str, str] = {
     "a_syncs_total": "hidden syncs in total, side A", "b_syncs_total": "same, side B",
     "a_mean_ms": "mean latency per step, side A (ms)", "b_mean_ms": "same, side B (ms)",
     "latency_delta_ms": "b_mean_ms - a_mean_ms (ms)",
-    "latency_ratio": "b_mean_ms / a_mean_ms",
-    "changed": "True where hidden syncs differ, the latency ratio moves beyond the threshold "
-               "(5%), or a row exists on one side only",
+    "a_p50_ms": "median latency per step, side A (ms)", "b_p50_ms": "same, side B (ms)",
+    "latency_ratio": "b_p50_ms / a_p50_ms",
+    "ratio_lo": "95% interval of latency_ratio, lower bound (bootstrap: paired by (round, "
+                "step) for two paths of one run, unpaired for two runs)",
+    "ratio_hi": "same, upper bound",
+    "latency_changed": "True when the latency interval excludes 1.0",
+    "a_outliers": "timed steps beyond Tukey's fences, side A (count)",
+    "b_outliers": "same, side B",
+    "a_modeled_ms": "modeled step latency, side A (ms; simulated device)",
+    "b_modeled_ms": "same, side B",
+    "modeled_changed": "True when both sides are modeled on the same profile and the modeled "
+                       "latency differs (it is deterministic: the launched ops changed)",
+    "changed": "True where hidden syncs differ, the latency interval excludes 1.0, the modeled "
+               "latency moved, or a row exists on one side only",
 }
 
 
@@ -211,14 +242,9 @@ def summary(result: RunResult, baseline: Optional[str] = None) -> pd.DataFrame:
         sc_paths = [x["path"] for x in rows if x["scenario"] == r["scenario"]]
         base_path[r["scenario"]] = asked if asked is not None and asked in sc_paths else (
             sc_paths[0])
-    base: Dict[str, float] = {r["scenario"]: r["mean_ms"] for r in rows
-                              if r["path"] == base_path[r["scenario"]]}
     for r in rows:
         r["baseline"] = base_path[r["scenario"]]
-        b = base.get(r["scenario"], _nan())
-        ok = not is_missing(b) and not is_missing(r["mean_ms"])
-        r["ratio_vs_legacy"] = r["mean_ms"] / b if ok and b != 0 else _nan()
-        r["saved_per_token_us"] = (b - r["mean_ms"]) * 1000.0 if ok else _nan()
+        _add_stats(result, r)
     return pd.DataFrame(rows, columns=list(SUMMARY_COLUMNS))
 
 
@@ -230,22 +256,85 @@ def baseline_label(summary_df: pd.DataFrame) -> str:
     return name if len(name) <= 14 else "base"
 
 
+def _timed_by_key(result: RunResult, scenario: str, path: str) -> Dict[Tuple[int, int], float]:
+    return {(int(r.round or 0), r.step): float(r.latency_ms)
+            for r in _records(result, scenario, path, "timed")
+            if r.latency_ms is not None and not is_missing(r.latency_ms)}
+
+
+def paired_latency(result: RunResult, scenario: str, path_a: str, path_b: str
+                   ) -> Tuple[List[float], List[float]]:
+    """Timed, non-warm-up latencies (ms) of two paths of one run paired by (round, step)."""
+    a = _timed_by_key(result, scenario, path_a)
+    b = _timed_by_key(result, scenario, path_b)
+    keys = sorted(set(a) & set(b))
+    return [a[k] for k in keys], [b[k] for k in keys]
+
+
+def _add_stats(result: RunResult, r: Dict[str, Any]) -> None:
+    """Confidence intervals, the paired ratio to the baseline path (``r["baseline"]``),
+    outliers and modeled columns."""
+    from . import stats
+
+    scenario, path, base_name = r["scenario"], r["path"], r["baseline"]
+    timed = _records(result, scenario, path, "timed")
+    lat = [float(x.latency_ms) for x in timed
+           if x.latency_ms is not None and not is_missing(x.latency_ms)]
+    m = stats.median_ci(lat)
+    r.update(p50_lo_ms=m.lo, p50_hi_ms=m.hi, outliers=m.outliers if lat else _nan(),
+             rounds=len({x.round for x in timed}) if timed else 0)
+    ratio = stats.Ratio(_nan(), _nan(), _nan(), 0)
+    if path == base_name:  # the baseline against itself: 1.00x by definition, no interval
+        ratio = stats.Ratio(1.0 if lat else _nan(), _nan(), _nan(), len(lat))
+    elif any(s.path == base_name and s.scenario == scenario for s in result.steps):
+        ratio = stats.paired_ratio(*paired_latency(result, scenario, base_name, path))
+    r.update(ratio_vs_legacy=ratio.ratio, ratio_lo=ratio.lo, ratio_hi=ratio.hi, pairs=ratio.n)
+    base = _percentile([float(x.latency_ms) for x in _records(result, scenario, base_name,
+                        "timed") if x.latency_ms is not None and not is_missing(x.latency_ms)],
+                       50)
+    r["saved_per_token_us"] = ((base - r["p50_ms"]) * 1000.0 if ratio.differs else _nan())
+    counted = _records(result, scenario, path, "counted")
+    r["modeled_ms"] = _mean([float(x.modeled_ms) for x in counted if x.modeled_ms is not None])
+    r["bubble_us"] = _mean([float(x.bubble_us) for x in counted if x.bubble_us is not None])
+    tl = result.header.get("timeline")
+    r["profile"] = str(tl.get("profile", "")) if isinstance(tl, dict) else ""
+    r["modeled_sync_us"], r["modeled_idle_sync_us"] = _modeled_sync(result, scenario, path,
+                                                                    len(counted))
+
+
+def _modeled_sync(result: RunResult, scenario: str, path: str, n_steps: int
+                  ) -> Tuple[float, float]:
+    """Per step means of the hidden syncs' modeled cost and device idle (NaN unmodeled)."""
+    counted = [x for x in _records(result, scenario, path, "counted")
+               if x.sync_cost_us is not None]
+    if not counted:
+        return _nan(), _nan()
+    return (_mean([float(x.sync_cost_us or 0.0) for x in counted]),
+            _mean([float(x.sync_bubble_us or 0.0) for x in counted]))
+
+
 def per_step(result: RunResult, scenario: str) -> pd.DataFrame:
     """Steps of one scenario side by side, one row per step index.
 
     Columns: ``step``, ``batch_size``, ``warmup`` (bool), then for each path (in
     :func:`ordered_paths` order) ``<path>.branch`` (counted pass, else timed),
     ``<path>.syncs`` (hidden syncs, counted pass; NaN if none) and ``<path>.latency_ms``
-    (timed pass, ms; NaN if none); last ``notable`` (bool): branches differ between paths at
-    this step, or the step's pattern (branch and sync count of every path) differs from the
-    most common pattern of non-warm-up steps (a batch that only shrinks is not notable).
-    Warm-up steps are included.
+    (timed pass, ms, the median over its rounds; NaN if none); last ``notable`` (bool):
+    branches differ between paths at this step, or the step's pattern (branch and sync
+    count of every path) differs from the most common pattern of non-warm-up steps (a batch
+    that only shrinks is not notable). Warm-up steps are included.
     """
     import pandas as pd
 
     recs = [s for s in result.steps if s.scenario == scenario]
     paths = ordered_paths(s.path for s in recs)
-    by: Dict[Tuple[int, str, str], StepRecord] = {(s.step, s.path, s.pass_): s for s in recs}
+    # the first round's record stands for the step; its latency is the median over rounds
+    by: Dict[Tuple[int, str, str], StepRecord] = {(s.step, s.path, s.pass_): s
+                                                  for s in reversed(recs)}
+    lat_rounds: Dict[Tuple[int, str], List[float]] = {}
+    for s in recs:
+        if s.pass_ == "timed" and s.latency_ms is not None and not is_missing(s.latency_ms):
+            lat_rounds.setdefault((s.step, s.path), []).append(float(s.latency_ms))
     steps = sorted({s.step for s in recs})
     rows: List[Dict[str, Any]] = []
     for step in steps:
@@ -262,8 +351,7 @@ def per_step(result: RunResult, scenario: str) -> pd.DataFrame:
                 warm = warm or bool(any_rec.warmup)
             row[f"{path}.branch"] = any_rec.branch if any_rec is not None else ""
             row[f"{path}.syncs"] = c.syncs if c is not None else _nan()
-            row[f"{path}.latency_ms"] = (t.latency_ms if t is not None
-                                         and not is_missing(t.latency_ms) else _nan())
+            row[f"{path}.latency_ms"] = _percentile(lat_rounds.get((step, path), []), 50)
         row["batch_size"] = batch
         row["warmup"] = warm
         rows.append(row)
@@ -350,9 +438,28 @@ def sites(result: RunResult, include_allowed: bool = True,
             "count": g["count"], "steps": step_ranges(g["steps"], max_parts),
             "wait_us_mean": (sum(g["waits"]) / len(g["waits"])) if g["waits"] else float("nan"),
         })
+    modeled = _modeled_sites(result)
+    for r in rows:
+        st, bu = modeled.get((r["scenario"], r["path"], r["site"]), ([], []))
+        r["modeled_stall_us"] = _mean(st)
+        r["modeled_bubble_us"] = _mean(bu)
     rows.sort(key=lambda r: (r["allowed"], scen_idx.get(r["scenario"], len(scen_idx)),
                              path_idx.get(r["path"], 0), -r["count"], r["site"], r["api"]))
     return pd.DataFrame(rows, columns=list(SITES_COLUMNS))
+
+
+def _modeled_sites(result: RunResult) -> Dict[Tuple[str, str, str], Tuple[List[float],
+                                                                            List[float]]]:
+    out: Dict[Tuple[str, str, str], Tuple[List[float], List[float]]] = {}
+    for t in result.timelines:
+        if t.get("warmup"):
+            continue
+        for m in t.get("syncs") or []:
+            key = (str(t.get("scenario")), str(t.get("path")), str(m.get("site")))
+            st, bu = out.setdefault(key, ([], []))
+            st.append(float(m.get("stall_us") or 0.0))
+            bu.append(float(m.get("bubble_us") or 0.0))
+    return out
 
 
 def merge_paths(sites_df: pd.DataFrame) -> pd.DataFrame:
@@ -363,7 +470,8 @@ def merge_paths(sites_df: pd.DataFrame) -> pd.DataFrame:
     if not len(sites_df):
         return sites_df.copy()
     # Timing differs between paths by nature: it does not keep two sites apart.
-    keys = [c for c in sites_df.columns if c not in ("path", "wait_us_mean")]
+    keys = [c for c in sites_df.columns if c not in ("path", "wait_us_mean", "modeled_stall_us",
+                                                     "modeled_bubble_us")]
     merged: Dict[Tuple[Any, ...], Dict[str, Any]] = {}
     for r in sites_df.to_dict("records"):
         k = tuple(r[c] for c in keys)
@@ -374,20 +482,14 @@ def merge_paths(sites_df: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(list(merged.values()), columns=list(sites_df.columns))
 
 
-def _changed(a_syncs: Any, b_syncs: Any, a_ms: Any, b_ms: Any, threshold: float) -> bool:
-    if is_missing(a_syncs) != is_missing(b_syncs) or is_missing(a_ms) != is_missing(b_ms):
-        return True
-    if not is_missing(a_syncs) and abs(float(a_syncs) - float(b_syncs)) > 1e-9:
-        return True
-    if not is_missing(a_ms):
-        if float(a_ms) == 0.0:
-            return float(b_ms) != 0.0
-        return abs(float(b_ms) / float(a_ms) - 1.0) > threshold
-    return False
+def _lat(result: RunResult, scenario: str, path: str) -> List[float]:
+    return [float(r.latency_ms) for r in _records(result, scenario, path, "timed")
+            if r.latency_ms is not None and not is_missing(r.latency_ms)]
 
 
 def _compare_row(scenario: str, label: str, a: Optional[Dict[str, Any]],
-                 b: Optional[Dict[str, Any]], threshold: float) -> Dict[str, Any]:
+                 b: Optional[Dict[str, Any]], ratio: Any, a_out: Any, b_out: Any
+                 ) -> Dict[str, Any]:
     def g(d: Optional[Dict[str, Any]], k: str) -> Any:
         return _nan() if d is None else d.get(k, _nan())
 
@@ -395,6 +497,14 @@ def _compare_row(scenario: str, label: str, a: Optional[Dict[str, Any]],
     a_ms, b_ms = g(a, "mean_ms"), g(b, "mean_ms")
     both_s = not is_missing(a_s) and not is_missing(b_s)
     both_ms = not is_missing(a_ms) and not is_missing(b_ms)
+    syncs_moved = is_missing(a_s) != is_missing(b_s) or (
+        both_s and abs(float(a_s) - float(b_s)) > 1e-9)
+    a_p, b_p = g(a, "p50_ms"), g(b, "p50_ms")
+    # the modeled latency is deterministic: any move on the same profile is a real change
+    a_mod, b_mod = g(a, "modeled_ms"), g(b, "modeled_ms")
+    modeled_moved = (not is_missing(a_mod) and not is_missing(b_mod)
+                     and g(a, "profile") == g(b, "profile")
+                     and abs(float(b_mod) - float(a_mod)) > 1e-9 * max(abs(float(a_mod)), 1.0))
     return {
         "scenario": scenario, "path": label,
         "a_syncs_mean": a_s, "b_syncs_mean": b_s,
@@ -402,19 +512,29 @@ def _compare_row(scenario: str, label: str, a: Optional[Dict[str, Any]],
         "a_syncs_total": g(a, "syncs_total"), "b_syncs_total": g(b, "syncs_total"),
         "a_mean_ms": a_ms, "b_mean_ms": b_ms,
         "latency_delta_ms": b_ms - a_ms if both_ms else _nan(),
-        "latency_ratio": b_ms / a_ms if both_ms and a_ms != 0 else _nan(),
-        "changed": a is None or b is None or _changed(a_s, b_s, a_ms, b_ms, threshold),
+        "a_p50_ms": a_p, "b_p50_ms": b_p,
+        "latency_ratio": ratio.ratio, "ratio_lo": ratio.lo, "ratio_hi": ratio.hi,
+        "latency_changed": bool(ratio.differs),
+        "a_outliers": a_out, "b_outliers": b_out,
+        "a_modeled_ms": a_mod, "b_modeled_ms": b_mod,
+        "modeled_changed": modeled_moved,
+        "changed": a is None or b is None or syncs_moved or bool(ratio.differs)
+        or is_missing(a_ms) != is_missing(b_ms) or modeled_moved,
     }
 
 
-def compare(a: RunResult, b: RunResult, threshold: float = LATENCY_THRESHOLD) -> pd.DataFrame:
+def compare(a: RunResult, b: RunResult) -> pd.DataFrame:
     """Two runs side by side, one row per (scenario, path) present in either.
 
-    Columns in :data:`COMPARE_COLUMNS` (``a_*`` from ``a``, ``b_*`` from ``b``); ``changed``
-    marks rows whose hidden syncs per step differ, whose latency ratio moves beyond
-    ``threshold`` (0.05 = 5%), or that exist in one run only.
+    Columns in :data:`COMPARE_COLUMNS` (``a_*`` from ``a``, ``b_*`` from ``b``). Latency is
+    compared as median(B)/median(A) with an unpaired bootstrap 95% interval (two runs were
+    made at different times: there is nothing to pair); ``changed`` marks rows whose hidden
+    syncs per step differ, whose latency interval excludes 1.0, or that exist in one run
+    only.
     """
     import pandas as pd
+
+    from . import stats
 
     sa = {(r["scenario"], r["path"]): r for r in summary(a).to_dict("records")}
     sb = {(r["scenario"], r["path"]): r for r in summary(b).to_dict("records")}
@@ -423,18 +543,24 @@ def compare(a: RunResult, b: RunResult, threshold: float = LATENCY_THRESHOLD) ->
     for s in scen:
         paths = ordered_paths([k[1] for k in sa if k[0] == s] + [k[1] for k in sb if k[0] == s])
         for p in paths:
-            rows.append(_compare_row(s, p, sa.get((s, p)), sb.get((s, p)), threshold))
+            la, lb = _lat(a, s, p), _lat(b, s, p)
+            ratio = stats.unpaired_ratio(la, lb)
+            rows.append(_compare_row(s, p, sa.get((s, p)), sb.get((s, p)), ratio,
+                                     stats.outlier_count(la), stats.outlier_count(lb)))
     return pd.DataFrame(rows, columns=list(COMPARE_COLUMNS))
 
 
-def compare_paths(result: RunResult, path_a: str = BASELINE, path_b: str = "flag",
-                  threshold: float = LATENCY_THRESHOLD) -> pd.DataFrame:
+def compare_paths(result: RunResult, path_a: str = BASELINE, path_b: str = "flag"
+                  ) -> pd.DataFrame:
     """Two paths of one run side by side, one row per scenario having either path.
 
     Same columns as :func:`compare`; ``a_*`` is ``path_a``, ``b_*`` is ``path_b`` and the
-    ``path`` column reads ``"path_a vs path_b"``.
+    ``path`` column reads ``"path_a vs path_b"``. Latency steps are paired by (round, step)
+    of the interleaved timed pass (paired bootstrap, :func:`syncguard.stats.paired_ratio`).
     """
     import pandas as pd
+
+    from . import stats
 
     sm = {(r["scenario"], r["path"]): r for r in summary(result).to_dict("records")}
     rows = []
@@ -442,5 +568,8 @@ def compare_paths(result: RunResult, path_a: str = BASELINE, path_b: str = "flag
         a, b = sm.get((s, path_a)), sm.get((s, path_b))
         if a is None and b is None:
             continue
-        rows.append(_compare_row(s, f"{path_a} vs {path_b}", a, b, threshold))
+        ratio = stats.paired_ratio(*paired_latency(result, s, path_a, path_b))
+        rows.append(_compare_row(s, f"{path_a} vs {path_b}", a, b, ratio,
+                                 stats.outlier_count(_lat(result, s, path_a)),
+                                 stats.outlier_count(_lat(result, s, path_b))))
     return pd.DataFrame(rows, columns=list(COMPARE_COLUMNS))

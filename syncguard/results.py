@@ -8,6 +8,8 @@ A result file (``result.jsonl``) is one JSON object per line:
 - ``{"type": "step", ...}``: one finished step of one scenario and path (:class:`StepRecord`).
 - ``{"type": "event", ...}``: one host sync (:class:`syncguard.SyncEvent` fields plus
   ``scenario``, ``path`` and ``pass``).
+- ``{"type": "timeline", ...}``: the modeled device timeline of one counted step on the
+  simulated device (:mod:`syncguard.timeline`).
 - ``{"type": "footer", "complete": true, ...}``: written only when the run finished.
 
 Each line is flushed as it is written, so an interrupted run keeps every finished step and
@@ -71,6 +73,12 @@ class StepRecord:
     ``pass_`` is ``"exec"`` for ``syncguard exec``: the program ran once, under the guard, so
     the record is both counted and timed; ``scenario`` is then the program and ``path`` the
     step's name.
+    ``round``: the timed pass's round (it repeats the scenario, paths interleaved step by
+    step; None on the counted pass). ``modeled_ms``/``bubble_us``: the step's modeled latency
+    (ms) and device idle time (us) from the device timeline model (simulated device, counted
+    pass; None elsewhere; the profile is named in the header's ``timeline``);
+    ``sync_cost_us``/``sync_bubble_us``: what the step's hidden syncs cost in that model (the
+    modeled latency and device idle minus a replay without them, us).
     """
 
     scenario: str
@@ -89,6 +97,11 @@ class StepRecord:
     sync_wait_us: Optional[float] = None
     labels: Optional[Dict[str, Any]] = None
     rank: Optional[int] = None
+    round: Optional[int] = None
+    modeled_ms: Optional[float] = None
+    bubble_us: Optional[float] = None
+    sync_cost_us: Optional[float] = None
+    sync_bubble_us: Optional[float] = None
 
     def to_dict(self) -> Dict[str, Any]:
         d = dataclasses.asdict(self)
@@ -120,6 +133,13 @@ STEP_COLUMNS = {
     "sync_wait_us": "host time spent inside this step's hidden syncs (us, counted pass)",
     "rank": "distributed rank that wrote the step (empty outside torchrun)",
     "labels": "the subject's free-form per-step labels, as a JSON object (e.g. branch)",
+    "round": "round of the timed pass (paths interleaved step by step; empty when counted)",
+    "modeled_ms": "modeled step latency on the header's device profile (ms; simulated "
+                  "device, counted pass)",
+    "bubble_us": "modeled device idle time in the step (us; same)",
+    "sync_cost_us": "modeled latency of the step's hidden syncs: modeled latency minus a "
+                    "replay without them (us; same)",
+    "sync_bubble_us": "modeled device idle caused by the step's hidden syncs (us; same)",
 }
 
 EVENT_COLUMNS = {
@@ -212,6 +232,10 @@ class ResultWriter:
         assert self._f is not None
         os.fsync(self._f.fileno())
 
+    def timeline(self, fields: Dict[str, Any]) -> None:
+        """The modeled device timeline of one step (:mod:`syncguard.timeline`)."""
+        self._write({"type": "timeline", **fields})
+
     def note(self, **fields: Any) -> None:
         self._write({"type": "note", **fields})
 
@@ -233,6 +257,8 @@ class RunResult:
     footer: Optional[Dict[str, Any]]
     notes: List[Dict[str, Any]] = dataclasses.field(default_factory=list)
     source: str = ""
+    #: modeled device timeline per counted step (simulated device; syncguard.timeline)
+    timelines: List[Dict[str, Any]] = dataclasses.field(default_factory=list)
 
     @property
     def complete(self) -> bool:
@@ -290,6 +316,8 @@ class RunResult:
         seq(self.events)
         f.write(',\n"notes": [')
         seq(self.notes)
+        f.write(',\n"timelines": [')
+        seq(self.timelines)
         f.write(',\n"footer": ' + enc.encode(self.footer) + "}")
 
     def to_json(self) -> str:
@@ -331,6 +359,7 @@ _CHECKS = {
     "bool": (lambda v: type(v) is bool, "true or false"),
     "ints": (_is_ints, "a list of integers >= 0"),
     "list": (lambda v: type(v) is list, "a list"),
+    "dict": (lambda v: type(v) is dict, "a JSON object"),
 }
 
 #: field -> (check, required, None allowed)
@@ -342,6 +371,10 @@ _STEP_FIELDS: Dict[str, Tuple[str, bool, bool]] = {
     "allowed": ("int", True, False), "latency_ms": ("num", True, True),
     "device_ms": ("num", False, True), "eligible": ("bool", False, True),
     "tokens": ("ints", False, True), "sync_wait_us": ("num", False, True),
+    "labels": ("dict", False, True), "rank": ("int", False, True),
+    "round": ("int", False, True), "modeled_ms": ("num", False, True),
+    "bubble_us": ("num", False, True), "sync_cost_us": ("num", False, True),
+    "sync_bubble_us": ("num", False, True),
 }
 _EVENT_FIELDS: Dict[str, Tuple[str, bool, bool]] = {
     "scenario": ("str", True, False), "path": ("str", True, False),
@@ -353,6 +386,7 @@ _EVENT_FIELDS: Dict[str, Tuple[str, bool, bool]] = {
     "reason": ("str", False, True), "warmup": ("bool", False, True),
     "count": ("int", False, True), "device": ("str", False, True),
     "source": ("str", False, True), "wait_us": ("num", False, True),
+    "rank": ("int", False, True),
 }
 
 
@@ -446,7 +480,11 @@ def _load_document(path: str, f: IO[str]) -> RunResult:
     footer = doc.get("footer")
     if footer is not None and not isinstance(footer, dict):
         raise ResultError(f"{path}: footer: must be a JSON object or null")
-    return RunResult(header, steps, events, footer, list(parts["notes"]), path)
+    timelines = doc.get("timelines") or []
+    if not isinstance(timelines, list):
+        raise ResultError(f"{path}: timelines: must be a JSON array")
+    tls = [_timeline(t, f"{path}: timelines[{i}]") for i, t in enumerate(timelines)]
+    return RunResult(header, steps, events, footer, list(parts["notes"]), path, tls)
 
 
 def rank_files(folder: str) -> List[Tuple[int, str]]:
@@ -475,7 +513,35 @@ def merge_ranks(parts: List[Tuple[int, RunResult]], source: str) -> RunResult:
     header["ranks"] = [r for r, _ in parts]
     complete = all(res.complete for _, res in parts)
     footer = {"type": "footer", "complete": complete}
-    return RunResult(header, steps, events, footer, notes, source)
+    timelines = [{**t, "scenario": f"{t.get('scenario')} [rank {rank}]", "rank": rank}
+                 for rank, res in parts for t in res.timelines]
+    return RunResult(header, steps, events, footer, notes, source, timelines)
+
+
+def _timeline(obj: Any, where: str) -> Dict[str, Any]:
+    """A timeline line, checked enough that every reader can rely on its fields."""
+    if not isinstance(obj, dict):
+        raise ResultError(f"{where}: timeline: must be a JSON object")
+    for key in ("scenario", "path"):
+        if not isinstance(obj.get(key), str):
+            raise ResultError(f"{where}: timeline.{key}: missing or not a string")
+    if not isinstance(obj.get("step"), int):
+        raise ResultError(f"{where}: timeline.step: missing or not an integer")
+    for key in ("latency_us", "busy_us", "bubble_us"):
+        if not isinstance(obj.get(key), (int, float)):
+            raise ResultError(f"{where}: timeline.{key}: missing or not a number")
+    syncs = obj.get("syncs", [])
+    if not isinstance(syncs, list) or not all(
+            isinstance(m, dict) and isinstance(m.get("host_us"), (int, float))
+            and isinstance(m.get("drain_us"), (int, float)) for m in syncs):
+        raise ResultError(f"{where}: timeline.syncs: each sync needs numeric host_us and "
+                          f"drain_us")
+    spans = obj.get("spans", [])
+    if not isinstance(spans, list) or not all(isinstance(x, list) and len(x) == 5
+                                              for x in spans):
+        raise ResultError(f"{where}: timeline.spans: each span is [name, host_start, "
+                          f"host_end, dev_start, dev_end]")
+    return obj
 
 
 def load(path: str) -> RunResult:
@@ -532,6 +598,7 @@ def _load_lines(path: str, f: IO[str]) -> RunResult:
     steps: List[StepRecord] = []
     events: List[Dict[str, Any]] = []
     notes: List[Dict[str, Any]] = []
+    timelines: List[Dict[str, Any]] = []
     footer = None
     torn: Optional[int] = None  # a line that did not parse: fine only if it is the last one
     for i, line in enumerate(f, 1):
@@ -557,6 +624,8 @@ def _load_lines(path: str, f: IO[str]) -> RunResult:
             footer = {"type": "footer", **obj}
         elif t == "note":
             notes.append({"type": "note", **obj})
+        elif t == "timeline":
+            timelines.append(_timeline(obj, f"{path}:{i}"))
     if header is None:
         raise ResultError(f"{path}: no header line: not a syncguard result")
-    return RunResult(header, steps, events, footer, notes, path)
+    return RunResult(header, steps, events, footer, notes, path, timelines)

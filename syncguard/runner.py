@@ -4,6 +4,7 @@ with no interceptors, streaming every finished step to a result file."""
 from __future__ import annotations
 
 import dataclasses
+import os
 import time
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
@@ -164,6 +165,10 @@ class DecodeLoop:
         from .subjects import as_sampled
 
         self.apply_events(step)
+        if self.sc.forward_ms:  # exists only in the modeled timeline (syncguard.timeline)
+            from .timeline import device_work
+
+            device_work("forward (modeled)", self.sc.forward_ms)
         logits = self.logits(step)
         if self.work is not None:
             y = self.work
@@ -214,11 +219,13 @@ def _seed(sc: Scenario) -> None:
 
 def run_pass(sc: Scenario, path: str, target: Target, counted: bool,
              writer: Optional[ResultWriter] = None, progress: Optional[Progress] = None,
-             guard_kwargs: Optional[Dict[str, Any]] = None, collect: bool = True
-             ) -> List[StepRecord]:
+             guard_kwargs: Optional[Dict[str, Any]] = None, collect: bool = True,
+             profile: Any = None) -> List[StepRecord]:
     """One pass of ``sc`` on ``path``. Counted: under a :class:`SyncGuard` (its warm-up =
     the scenario's); timed: no interceptors at all. Each step is written as it finishes;
-    with ``collect=False`` nothing per step is kept in memory (long runs stay flat)."""
+    with ``collect=False`` nothing per step is kept in memory (long runs stay flat).
+    ``profile`` (a :class:`syncguard.timeline.Profile`): on a counted pass on the simulated
+    device, also model each step's device timeline (StepRecord.modeled_ms and friends)."""
     _seed(sc)
     loop = DecodeLoop(sc, path, target)
     records: List[StepRecord] = []
@@ -226,23 +233,34 @@ def run_pass(sc: Scenario, path: str, target: Target, counted: bool,
     pass_ = "counted" if counted else "timed"
     guard: Optional[SyncGuard] = None
     step_events: List[SyncEvent] = []
+    model = None
+    if counted and profile is not None and target.kind == "sim":
+        from .timeline import StepModel
+
+        model = StepModel(profile, target.device.type)
     if counted:
         kw = dict(guard_kwargs or {})
         user_cb = kw.pop("on_event", None)
 
         def on_event(ev: SyncEvent) -> None:
             step_events.append(ev)
+            if model is not None:
+                model.on_event(ev)
             if user_cb is not None:
                 user_cb(ev)
 
         kw.setdefault("exhaustive", target.exhaustive)
         guard = SyncGuard(warmup=sc.warmup, on_event=on_event, keep_events=False, **kw)
     try:
+        if model is not None:
+            model.__enter__()
         if guard is not None:
             guard.__enter__()
         t_prev = time.perf_counter()
         for step in range(sc.steps):
             h = timer.start()
+            if model is not None:
+                model.begin()
             if guard is not None:
                 with guard.step(step):
                     tokens, labels = loop.run_step(step)
@@ -253,6 +271,7 @@ def run_pass(sc: Scenario, path: str, target: Target, counted: bool,
             evs = list(step_events)
             step_events.clear()
             eligible = labels.get("eligible")
+            cost, tl = model.end(step < sc.warmup) if model is not None else (None, None)
             rec = StepRecord(
                 scenario=sc.name, path=loop.name, pass_=pass_, step=step,
                 warmup=step < sc.warmup, batch_size=len(tokens),
@@ -264,11 +283,14 @@ def run_pass(sc: Scenario, path: str, target: Target, counted: bool,
                 sync_wait_us=(sum(e.wait_us or 0.0 for e in evs if not e.allowed)
                               if counted else None),
                 labels=labels or None,
+                **(cost.record_fields() if cost is not None else {}),
             )
             if collect:
                 records.append(rec)
             if writer is not None:
                 writer.step(rec, evs)
+                if tl is not None:
+                    writer.timeline({"scenario": sc.name, "path": loop.name, "step": step, **tl})
             if progress is not None:
                 progress(sc.name, path, pass_, step + 1, sc.steps)
             _signals.check()  # a Ctrl-C the sampler swallowed still ends the run here
@@ -279,6 +301,8 @@ def run_pass(sc: Scenario, path: str, target: Target, counted: bool,
         if guard is not None:
             with _signals.deferred():  # a second Ctrl-C/SIGTERM must not leave interceptors
                 guard.__exit__(None, None, None)
+        if model is not None:
+            model.__exit__(None, None, None)
     return records
 
 
@@ -292,6 +316,9 @@ class RunOptions:
     timed: bool = True
     #: the path ratios are taken against (None: each scenario's first path)
     baseline: Optional[str] = None
+    profile: Optional[str] = None  # device profile of the modeled timeline (sim); None: 910b
+    repeat: Optional[int] = None  # timed rounds; None: as many as fit budget_s
+    budget_s: Optional[float] = None  # timed pass budget per scenario (s); None: default
 
 
 def prepare(scenarios: List[Scenario], opts: RunOptions) -> List[Scenario]:
@@ -309,17 +336,24 @@ def paths_for(sc: Scenario, opts: RunOptions) -> List[str]:
 
 def run(scenarios: List[Scenario], opts: RunOptions, result_path: str,
         progress: Optional[Progress] = None, argv: Optional[List[str]] = None) -> str:
-    """Run every scenario x path (counted pass, then timed pass), streaming to
+    """Run every scenario x path (counted passes, then the interleaved timed pass of all
+    paths, see :mod:`syncguard.timing`), streaming to
     ``result_path``. On KeyboardInterrupt the file is closed as incomplete and the
     interrupt re-raised; every finished step is already on disk."""
     target = resolve_target(opts.device)
     scenarios = prepare(scenarios, opts)
+    prof = None
+    if target.kind == "sim" and opts.profile != "none":
+        from .timeline import load_profile
+
+        prof = load_profile(opts.profile)
     header = {
         "env": environment(target.kind, target.name), "argv": argv or [],
         "options": dataclasses.asdict(opts),
         "scenarios": {s.name: {**scenario_record(s.file, s.text), "steps": s.steps,
                                "warmup": s.warmup, "max_syncs": s.max_syncs}
                       for s in scenarios},
+        **({"timeline": prof.header()} if prof is not None else {}),
     }
     writer = ResultWriter(result_path, header)
     complete, reason = False, "interrupted"
@@ -327,9 +361,18 @@ def run(scenarios: List[Scenario], opts: RunOptions, result_path: str,
         for sc in scenarios:
             for path in paths_for(sc, opts):
                 if opts.counted:
-                    run_pass(sc, path, target, True, writer, progress, collect=False)
-                if opts.timed:
-                    run_pass(sc, path, target, False, writer, progress, collect=False)
+                    run_pass(sc, path, target, True, writer, progress, collect=False,
+                             profile=prof)
+            if opts.timed:  # paths interleaved step by step, repeated (syncguard.timing)
+                from .timing import timed_pass
+
+                timed_pass(sc, paths_for(sc, opts), target, writer, progress, opts.repeat,
+                           opts.budget_s)
+            if opts.timed and target.kind in ("cuda", "npu", "cpu"):  # syncguard.trace
+                from .timing import profiled_pass
+
+                profiled_pass(sc, paths_for(sc, opts), target,
+                              os.path.dirname(os.path.abspath(result_path)))
         complete = True
     except _signals.Terminated:
         reason = "terminated"

@@ -16,6 +16,8 @@ Schema (every key is checked; unknown keys are errors)::
     scale = 3.0                     # logits = scale * N(0, 1), fixed per (request, step);
                                     # scale / temperature must stay finite in dtype
     workload = 0                    # N: an N x N matmul per step stands in for the forward
+    forward_ms = 0.0                # modeled only: a forward pass of this device time before
+                                    # the sampler in the modeled timeline (simulated device)
 
     [[requests]]                    # the batch at step 0
     id = "r"                        # unique; the same characters as name
@@ -123,6 +125,7 @@ class Scenario:
     max_syncs: Dict[str, int]
     file: str = "<memory>"
     text: str = ""
+    forward_ms: float = 0.0  # modeled forward pass (ms), syncguard.timeline; 0 = none
 
     @property
     def sha256(self) -> str:
@@ -275,6 +278,7 @@ def parse(text: str, file: str = "<memory>") -> Scenario:
     lg = _Fields(file, "logits", f.get("logits", (dict,), {}))
     scale = lg.get("scale", (float,), 3.0, lo=0.0)
     workload = lg.get("workload", (int,), 0, lo=0, hi=16384)
+    forward_ms = lg.get("forward_ms", (float,), 0.0, lo=0.0, hi=60_000.0)
     lg.done()
     raw_reqs = f.get("requests", (list,))
     requests: List[RequestSpec] = []
@@ -334,7 +338,7 @@ def parse(text: str, file: str = "<memory>") -> Scenario:
     _check_logit_range(file, dtype, scale, requests + [r for e in events for r in e.join])
     return Scenario(name, description, vocab, dtype, steps, warmup, seed, deterministic,
                     tuple(paths), scale, workload, tuple(requests), tuple(events), max_syncs,
-                    file, text)
+                    file, text, forward_ms)
 
 
 def _known_subject(name: str) -> bool:

@@ -71,7 +71,7 @@ def small_run(tmp_path_factory: pytest.TempPathFactory) -> Dict[str, Any]:
     so, se = io.StringIO(), io.StringIO()
     with contextlib.redirect_stdout(so), contextlib.redirect_stderr(se):
         rc = main(["run", SMALL, "--device", "sim", "--out", str(out), "--steps", str(STEPS),
-                   "--warmup", str(WARMUP), *WIDE])
+                   "--warmup", str(WARMUP), "--repeat", "3", *WIDE])
     return {"rc": rc, "out": out, "stdout": so.getvalue(), "stderr": se.getvalue(),
             "jsonl": str(out / "result.jsonl")}
 
@@ -108,8 +108,10 @@ def test_run_result_covers_every_path_pass_and_step(small_result: results.RunRes
     assert res.header["options"]["steps"] == STEPS
     assert res.header["scenarios"][sc.name]["warmup"] == WARMUP
     for path in sc.paths:
-        for pass_ in ("counted", "timed"):
-            recs = [s for s in res.steps if s.path == path and s.pass_ == pass_]
+        for pass_, rnd in [("counted", None)] + [("timed", r) for r in range(3)]:
+            # the timed pass repeats the scenario in rounds (--repeat 3)
+            recs = [s for s in res.steps if s.path == path and s.pass_ == pass_
+                    and s.round == rnd]
             assert [s.step for s in recs] == list(range(STEPS)), (path, pass_)
             assert [s.warmup for s in recs] == [s.step < WARMUP for s in recs]
             # the batch follows the scenario's events (join, then finish)
@@ -668,3 +670,17 @@ def test_check_allow_list_from_option_and_pyproject(tmp_path: Path,
     rc, _, err = cli(capsys, *base[:-1], str(cfg))
     line = _one_error_line(err)
     assert rc == EXIT_USAGE and "allwo: unknown key" in line and str(cfg) in line
+
+
+def test_timed_rounds_draw_the_counted_pass_tokens(small_result: results.RunResult) -> None:
+    # each path keeps its own random generator in the interleaved timed pass: every round
+    # samples exactly the counted pass's tokens
+    res = small_result
+    for path in res.paths:
+        counted = [s.tokens for s in _counted(res, path)]
+        rounds = sorted({s.round for s in res.steps if s.pass_ == "timed"})
+        assert len(rounds) >= 3
+        for r in rounds:
+            timed = [s.tokens for s in res.steps
+                     if s.path == path and s.pass_ == "timed" and s.round == r]
+            assert timed == counted, (path, r)

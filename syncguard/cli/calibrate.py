@@ -12,6 +12,7 @@ import json
 import os
 import subprocess
 import sys
+from typing import Any
 
 NAME = "calibrate"
 HELP = "cross-check the catalogue against the native ground truth; write the op model"
@@ -25,13 +26,32 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="also write the op model with the calibrated entries merged in to FILE "
                    "(e.g. syncguard/opmodels/<backend>.json of a source checkout, to commit); "
                    "the installed package is never written")
+    p.add_argument("--profile-out", default=None, metavar="FILE",
+                   help="also measure the modeled timeline's device parameters (launch cost, "
+                   "sync round trip, copy bandwidth, kernel time, matmul rates) and write a "
+                   "calibrated profile to FILE (use it with run --profile FILE); cuda or npu")
+    p.add_argument("--profile-base", default=None, metavar="NAME|FILE",
+                   help="profile whose values fill what is not measured (default: h200 on "
+                   "cuda, 910b on npu)")
+    p.add_argument("--profile-only", action="store_true",
+                   help="with --profile-out: measure the profile only, skip the catalogue")
 
 
 def main(args: argparse.Namespace) -> int:
     from ..runner import resolve_target
     from . import EXIT_INTERNAL, EXIT_OK, EXIT_OVER, UsageError
 
-    resolve_target(args.device)  # one clear line (exit 2) when the device is missing
+    target = resolve_target(args.device)  # one clear line (exit 2) when the device is missing
+    if args.profile_out is not None or args.profile_only:
+        from . import UsageError
+
+        if args.profile_out is None:
+            raise UsageError("--profile-only: needs --profile-out FILE")
+        if target.kind not in ("cuda", "npu"):
+            raise UsageError("--profile-out: measures a real device: --device cuda or npu")
+        _write_profile(args, target)
+        if args.profile_only:
+            return EXIT_OK
     out = args.out or os.path.join("reports", f"calibration-{args.device}")
     proc = subprocess.run([sys.executable, "-m", "syncguard.calibration", "--device",
                            args.device, "--out", out], text=True)
@@ -59,12 +79,33 @@ def main(args: argparse.Namespace) -> int:
         path = args.write_model
         parse_model(current, path)
         parent = os.path.dirname(os.path.abspath(path))
+        from .._atomic import write_text
+
         try:
             os.makedirs(parent, exist_ok=True)
-            with open(path, "w", encoding="utf-8") as f:
-                json.dump(current, f, indent=2)
-                f.write("\n")
+            write_text(path, json.dumps(current, indent=2) + "\n")
         except OSError as exc:
             raise UsageError(f"--write-model {path}: cannot write: {exc.strerror}") from None
         print(f"Wrote {path}", file=sys.stderr)
     return EXIT_OK
+
+
+def _write_profile(args: argparse.Namespace, target: Any) -> None:
+    from ..calibration import measure_profile
+    from ..timeline import ProfileError, load_profile, parse_profile
+    from . import UsageError
+
+    try:
+        base = load_profile(args.profile_base or ("h200" if args.device == "cuda" else "910b"))
+    except ProfileError as exc:
+        raise UsageError(str(exc)) from None
+    doc = measure_profile(target.device, base)
+    parse_profile(doc, args.profile_out)  # what is written must load
+    from .._atomic import write_text
+
+    try:
+        write_text(args.profile_out, json.dumps(doc, indent=1) + "\n")
+    except OSError as exc:
+        raise UsageError(f"--profile-out {args.profile_out}: cannot write: {exc.strerror}") \
+            from None
+    print(f"Wrote {args.profile_out}", file=sys.stderr)

@@ -14,7 +14,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from typing import Any, Dict, List, Tuple
+from typing import Any, Dict, List, Sequence, Tuple
 
 NAME = "check"
 HELP = "counted pass only: exit 1 when hidden syncs exceed the budget"
@@ -37,6 +37,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--config", default=None, metavar="PYPROJECT",
                    help="pyproject.toml whose [tool.syncguard] allow list applies (default: "
                    "./pyproject.toml when present)")
+    p.add_argument("--max-bubble-us", type=float, default=None, metavar="US",
+                   help="also fail when the modeled device idle caused by hidden syncs exceeds "
+                   "US microseconds in any measured step (simulated device only; off by "
+                   "default; deterministic: from the modeled timeline, see --profile)")
+    p.add_argument("--profile", default=None, metavar="NAME|FILE",
+                   help="device profile for --max-bubble-us (910b, h200 or a file; "
+                   "default 910b)")
     p.add_argument("--format", default="text", choices=("text", "github", "sarif", "junit"),
                    help="text (default), github (workflow annotations), sarif, junit")
     p.add_argument("--output", "-o", default=None,
@@ -78,9 +85,22 @@ def main(args: argparse.Namespace) -> int:
 
     if args.scenarios and all(is_result_path(p) for p in args.scenarios):
         return check_results(args, args.scenarios)  # recorded results (exec, ranks)
+    if args.max_bubble_us is not None and not args.max_bubble_us >= 0:
+        raise UsageError(f"--max-bubble-us: must be >= 0, got {args.max_bubble_us}")
     opts = options(args, counted=True, timed=False)
     scenarios = runner.prepare(scenario.resolve(args.scenarios), opts)
     target = runner.resolve_target(opts.device)
+    prof = None
+    if args.max_bubble_us is not None:
+        if opts.profile == "none":
+            raise UsageError("--max-bubble-us: needs a device profile, not --profile none")
+        if target.kind != "sim":
+            raise UsageError("--max-bubble-us: the modeled timeline exists on the simulated "
+                             "device only (--device sim)")
+        from ..timeline import load_profile
+
+        prof = load_profile(opts.profile)
+    bubbles: List[str] = []
     selftest(device_for_probe(target.kind))
     base = Baseline.load(args.baseline) if args.baseline else None
     allow_sites = _allow_sites(args)
@@ -90,16 +110,26 @@ def main(args: argparse.Namespace) -> int:
         for path in runner.paths_for(sc, opts):
             tally = Tally()
             kw: Dict[str, Any] = {"on_event": tally.add, "allow_sites": allow_sites}
-            runner.run_pass(sc, path, target, True, None, None, guard_kwargs=kw)
+            recs = runner.run_pass(sc, path, target, True, None, None, guard_kwargs=kw,
+                                   profile=prof)
+            if prof is not None:
+                worst = max((r for r in recs if not r.warmup),
+                            key=lambda r: r.sync_bubble_us or 0.0, default=None)
+                if worst is not None and (worst.sync_bubble_us or 0.0) > args.max_bubble_us:
+                    bubbles.append(f"{sc.name} {path}: modeled device idle from hidden syncs "
+                                   f"{worst.sync_bubble_us:.1f} us at step {worst.step} on "
+                                   f"{prof.name} (budget --max-bubble-us "
+                                   f"{args.max_bubble_us:g})")
             budget = args.max_syncs if args.max_syncs is not None else sc.max_syncs.get(path, 0)
             verdicts.append(judge(tally, max_syncs=budget, baseline=base, scenario=sc.name,
                                   path=path))
-    return finish(args, verdicts)
+    return finish(args, verdicts, bubbles)
 
 
-def finish(args: argparse.Namespace, verdicts: List[Any]) -> int:
-    """Write ``--update-baseline`` (exit 0) or emit ``verdicts`` in ``--format``; the exit
-    code of ``check`` (also for recorded results)."""
+def finish(args: argparse.Namespace, verdicts: List[Any], bubbles: Sequence[str] = ()) -> int:
+    """Write ``--update-baseline`` (exit 0) or emit ``verdicts`` in ``--format``, then the
+    ``--max-bubble-us`` failures (``bubbles``, one line each); the exit code of ``check``
+    (also for recorded results)."""
     from ..gate import baseline_from
     from ..renderers.ci import emit
     from . import EXIT_OK, EXIT_OVER
@@ -113,4 +143,6 @@ def finish(args: argparse.Namespace, verdicts: List[Any]) -> int:
          args.output, baseline=args.baseline)
     if args.output not in (None, "-") and os.path.exists(args.output):
         print(f"Wrote {args.output}", file=sys.stderr)
-    return EXIT_OVER if any(v.failed for v in verdicts) else EXIT_OK
+    for line in bubbles:
+        print(line)
+    return EXIT_OVER if any(v.failed for v in verdicts) or bubbles else EXIT_OK

@@ -61,6 +61,16 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--ratio-base", default=None, metavar="PATH",
                    help="the path latency ratios are taken against (default: each "
                    "scenario's first path, legacy in the built-in case study)")
+    p.add_argument("--repeat", type=int, default=None, metavar="N",
+                   help="rounds of the timed pass (paths interleaved step by step, each round "
+                   "from fresh state); default: as many as fit in --budget (1 to 10)")
+    p.add_argument("--profile", default=None, metavar="NAME|FILE",
+                   help="device profile of the modeled timeline on the simulated device: "
+                   "a shipped one (910b, h200; default 910b), a profile JSON file, or none "
+                   "(no modeled timeline: saves a few us per op of the counted pass)")
+    p.add_argument("--budget", type=float, default=None, metavar="SECONDS",
+                   help="time budget of the timed pass per scenario when --repeat is not "
+                   "given (default 20)")
     p.add_argument("--width", type=int, default=None, help="terminal width for the tables")
     p.add_argument("--crosscheck", action="store_true",
                    help="also count the counted pass with the runtime's own mechanism (CUDA "
@@ -121,13 +131,27 @@ def options(args: argparse.Namespace, counted: bool = True, timed: bool = True):
         raise UsageError(f"--warmup: must be < --steps ({args.steps}), got {args.warmup}")
     paths = parse_paths(args.paths, getattr(args, "paths_flag", "--paths"),
                         getattr(args, "subjects", None))
+    repeat, budget = getattr(args, "repeat", None), getattr(args, "budget", None)
+    if repeat is not None and repeat < 1:
+        raise UsageError(f"--repeat: must be >= 1, got {repeat}")
+    if budget is not None and not budget > 0:
+        raise UsageError(f"--budget: must be > 0 seconds, got {budget}")
+    profile = getattr(args, "profile", None)
+    if profile is not None and profile != "none":
+        from ..timeline import ProfileError, load_profile
+
+        try:
+            load_profile(profile)  # one clear line (exit 2) before anything runs
+        except ProfileError as exc:
+            raise UsageError(str(exc)) from None
     return RunOptions(device=args.device, paths=paths, steps=args.steps,
                       warmup=args.warmup, counted=counted, timed=timed,
-                      baseline=getattr(args, "ratio_base", None))
+                      baseline=getattr(args, "ratio_base", None), repeat=repeat,
+                      budget_s=budget, profile=profile)
 
 
 REPORT_FILES = ("result.jsonl", "result.json", "steps.csv", "events.csv", "report.md",
-                "report.html")
+                "report.html", "trace.json")
 
 
 def out_dir(args: argparse.Namespace, device: str) -> str:
@@ -216,8 +240,11 @@ def main(args: argparse.Namespace) -> int:
     out = out_dir(args, target.kind)
     result_path = os.path.join(out, "result.jsonl")
     err = Console(stderr=True)
-    total = sum(s.steps * len(runner.paths_for(s, opts)) * (int(opts.counted) + int(opts.timed))
-                for s in scenarios)
+    from ..timing import MIN_ROUNDS
+
+    rounds = opts.repeat or MIN_ROUNDS  # auto mode may add rounds: the bar then runs on
+    total = sum(s.steps * len(runner.paths_for(s, opts))
+                * (int(opts.counted) + int(opts.timed) * rounds) for s in scenarios)
     stop: Optional[KeyboardInterrupt] = None
     plain = None if err.is_terminal else PlainProgress(total, interval, sys.stderr)
     with Progress(TextColumn("{task.description}", markup=False), BarColumn(),

@@ -14,6 +14,7 @@ import sys
 from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional
 
 from .. import analysis
+from .. import trace as _trace_mod
 from .._atomic import atomic_open
 from ..analysis import compare, compare_paths, per_step, sites, summary
 from . import csv as _csv_mod
@@ -39,6 +40,7 @@ RENDERERS: Dict[str, Renderer] = {
     "json": _json_mod.render,
     "csv-steps": _csv_mod.render_steps,
     "csv-events": _csv_mod.render_events,
+    "trace": _trace_mod.render,
 }
 
 #: File extension -> format name (``.csv`` is steps unless the name says events).
@@ -97,14 +99,15 @@ def write(result: RunResult, path: str, fmt: Optional[str] = None, **options: An
 #: File name -> format name written by :func:`write_reports`, in order.
 REPORT_FILES: Dict[str, str] = {
     "steps.csv": "csv-steps", "events.csv": "csv-events", "report.md": "markdown",
-    "report.html": "html", "result.json": "json",
+    "report.html": "html", "result.json": "json", "trace.json": "trace",
 }
 
 
 def write_reports(result: RunResult, out_dir: str) -> List[str]:
-    """Write ``steps.csv``, ``events.csv``, ``report.md``, ``report.html`` and
-    ``result.json`` into ``out_dir`` (created if needed); returns their paths in that order.
-    (``result.jsonl`` is the runner's, not written here.)"""
+    """Write ``steps.csv``, ``events.csv``, ``report.md``, ``report.html``,
+    ``result.json`` and ``trace.json`` (:mod:`syncguard.trace`) into ``out_dir`` (created
+    if needed); returns their paths in that order. (``result.jsonl`` is the runner's, not
+    written here.)"""
     os.makedirs(out_dir, exist_ok=True)
     return [write(result, os.path.join(out_dir, name), fmt)
             for name, fmt in REPORT_FILES.items()]

@@ -20,8 +20,15 @@ LEGEND: Tuple[Tuple[str, str], ...] = (
     ("allowed/step", "allowed syncs per step (e.g. the token readback), counted pass"),
     ("p50/p90/p99/mean", "host time per step up to its token readback, in ms (timed pass "
                          "without interceptors, warm-up steps excluded)"),
-    ("ratio", "mean latency / the baseline's mean latency in the same scenario (< 1 is faster)"),
-    ("saved", "(baseline mean - this path's mean) latency, in microseconds per token"),
+    ("ratio", "median latency / the baseline path's median, steps paired by (round, step) of the "
+              "interleaved timed pass, with its 95% bootstrap interval; a difference is "
+              "claimed only when the interval excludes 1.00x"),
+    ("saved", "(baseline p50 - this path's p50) latency in us per token, shown only when the "
+              "ratio's interval excludes 1.00x"),
+    ("out", "timed steps beyond Tukey's fences (1.5 IQR): counted, never dropped"),
+    ("modeled", "modeled step latency (ms) and device idle (us) on the named device profile "
+                "(simulated device only): deterministic, from the recorded op stream, not "
+                "measured"),
     ("steps", "step indices as ranges, e.g. 2-4, 7; warm-up steps are marked w"),
 )
 
@@ -102,6 +109,13 @@ def note_texts(result: RunResult) -> List[str]:
     if header_get(result.header, "device") == "sim":
         out.append("Simulated npu: latencies are CPU time on this host and do not carry over to "
                    "hardware; the sync counts and sites do.")
+        tl = result.header.get("timeline")
+        if isinstance(tl, dict) and tl.get("profile"):
+            out.append(f"Modeled columns (modeled ms, bubble us, modeled cost in the verdict) "
+                       f"come from the device timeline model on profile {tl['profile']} "
+                       f"({tl.get('device') or 'see the profile file'}): derived from the "
+                       f"recorded ops, not measured; each parameter's source is in the "
+                       f"profile file.")
     for n in result.notes:
         msg = n.get("message") or n.get("text")
         if not msg:
@@ -165,6 +179,15 @@ def fmt_ratio(x: Any) -> str:
     return "-" if is_missing(x) else f"{float(x):.2f}x"
 
 
+def fmt_ratio_ci(x: Any, lo: Any, hi: Any) -> str:
+    """``"1.12x (1.05-1.20)"``; the ratio alone without an interval; ``-`` for missing."""
+    if is_missing(x):
+        return "-"
+    if is_missing(lo) or is_missing(hi):
+        return fmt_ratio(x)
+    return f"{float(x):.2f}x ({float(lo):.2f}-{float(hi):.2f})"
+
+
 def fmt_us(x: Any) -> str:
     """Signed microseconds: one decimal below 1000 (``+200.0``), none above (``+24467``)."""
     if is_missing(x):
@@ -187,8 +210,10 @@ def verdicts(summary_df: pd.DataFrame, sites_df: pd.DataFrame, max_sites: int = 
     ``sites_df`` is :func:`analysis.sites` output, optionally through
     :func:`analysis.merge_paths`; up to ``max_sites`` sites per path, most syncs first.
 
-    e.g. ``legacy: 1.00 hidden syncs per step at `sampler.py:123` (Tensor.__bool__);
-    flag: 0, mean latency 0.91x legacy (saves 12.3 us per token)``.
+    e.g. ``legacy: 1.00 hidden syncs per step at `sampler.py:123` (Tensor.__bool__); modeled
+    cost 180 us per token on 910b (device idle 150 us), 0.9% of a 20.2 ms step; flag: 0,
+    measured p50 vs legacy: no measurable difference (95% CI 0.97-1.04x)``. A latency
+    difference is stated only when the paired interval excludes 1.0 (:mod:`syncguard.stats`).
     """
     out: List[Tuple[str, str]] = []
     hidden = sites_df[~sites_df["allowed"].astype(bool)] if len(sites_df) else sites_df
@@ -215,17 +240,48 @@ def verdicts(summary_df: pd.DataFrame, sites_df: pd.DataFrame, max_sites: int = 
                 wait = r.get("sync_wait_us_mean")
                 if show_wait and not is_missing(wait):
                     text += f", the host waiting {float(wait):.1f} us per step in them"
+            text += _modeled_text(r)
             ratio = r["ratio_vs_legacy"]
             base_path = r.get("baseline") or BASELINE
             if r["path"] != base_path and not is_missing(ratio):
-                text += f", mean latency {float(ratio):.2f}x {base_path}"
-                saved = r["saved_per_token_us"]
-                if not is_missing(saved):
-                    verb = "saves" if float(saved) >= 0 else "costs"
-                    text += f" ({verb} {abs(float(saved)):.1f} us per token)"
+                text += f", measured p50 vs {base_path}: " + _ratio_text(r)
             parts.append(text)
         out.append((str(scenario), "; ".join(parts)))
     return out
+
+
+def _ratio_text(r: Dict[str, Any]) -> str:
+    """The paired ratio's sentence (syncguard.stats): a difference only when its interval
+    excludes 1.0, then with the median saving per token."""
+    from ..stats import Ratio, ratio_verdict
+
+    rt = Ratio(float(r["ratio_vs_legacy"]), float(r.get("ratio_lo", float("nan"))),
+               float(r.get("ratio_hi", float("nan"))), int(r.get("pairs") or 0))
+    text = ratio_verdict(rt)
+    saved: Any = r.get("saved_per_token_us")
+    if rt.differs and not is_missing(saved):
+        verb = "saves" if float(saved) >= 0 else "costs"
+        text += f", {verb} {abs(float(saved)):.1f} us per token"
+    return text
+
+
+def _modeled_text(r: Dict[str, Any]) -> str:
+    """``", modeled cost 180 us per token on 910b (device idle 150 us), 0.9% of a 20.2 ms
+    step"`` for a path whose hidden syncs have a modeled cost; ``""`` otherwise."""
+    cost: Any = r.get("modeled_sync_us")
+    idle: Any = r.get("modeled_idle_sync_us")
+    step: Any = r.get("modeled_ms")
+    if is_missing(cost) or is_missing(step) or float(cost) <= 0.0:
+        return ""
+    prof = r.get("profile") or "the device profile"
+    pct = 100.0 * float(cost) / (1000.0 * float(step)) if float(step) > 0 else float("nan")
+    text = f"; modeled cost {float(cost):.0f} us per token on {prof}"
+    if not is_missing(idle):
+        text += f" (device idle {float(idle):.0f} us)"
+    text += f", {pct:.1f}% of a {float(step):.1f} ms step"
+    if pct < 1.0:
+        text += ", which is why throughput barely moves"
+    return text
 
 
 def step_label(step: Any, warmup: Any) -> str:

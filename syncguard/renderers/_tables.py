@@ -16,11 +16,12 @@ import dataclasses
 from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
 
 from .. import analysis
-from ..analysis import LATENCY_THRESHOLD, is_missing
+from ..analysis import is_missing
 from ._common import (
     fmt_int,
     fmt_ms,
     fmt_ratio,
+    fmt_ratio_ci,
     fmt_syncs,
     fmt_us,
     short_site,
@@ -156,22 +157,41 @@ _SUMMARY: List[Tuple[str, str, str, Callable[[Any], str], bool]] = [
     ("syncs_max", "max", "syncs\nmax", fmt_int, True),
     ("allowed_mean", "allowed/step", "allowed\n/step", fmt_syncs, False),
     ("p50_ms", "p50 ms", "p50\nms", fmt_ms, True),
+    ("p50_lo_ms", "p50 95% CI", "p50\n95% CI", fmt_ms, False),
     ("p90_ms", "p90 ms", "p90\nms", fmt_ms, True),
     ("p99_ms", "p99 ms", "p99\nms", fmt_ms, True),
-    ("mean_ms", "mean ms", "mean\nms", fmt_ms, True),
-    ("ratio_vs_legacy", "ratio vs legacy", "ratio\n/legacy", fmt_ratio, True),
+    ("outliers", "outliers", "out-\nliers", fmt_int, False),
+    ("ratio_vs_legacy", "ratio vs legacy (95% CI)", "ratio /legacy\n(95% CI)", fmt_ratio, True),
     ("saved_per_token_us", "saved us/token", "saved\nus/tok", fmt_us, False),
 ]
+_MODELED: List[Tuple[str, str, str, Callable[[Any], str], bool]] = [
+    ("modeled_ms", "modeled ms", "modeled\nms", fmt_ms, True),
+    ("bubble_us", "bubble us", "bubble\nus", fmt_int, True),
+]
+
+
+def _summary_text(r: Any, col: str, fmt: Any) -> str:
+    if col == "ratio_vs_legacy":
+        return fmt_ratio_ci(r[col], r.get("ratio_lo"), r.get("ratio_hi"))
+    if col == "p50_lo_ms":
+        return "-" if is_missing(r[col]) else f"{fmt_ms(r[col])}-{fmt_ms(r['p50_hi_ms'])}"
+    return str(fmt(r[col]))
 
 
 def summary_tbl(sm: pd.DataFrame, *, branches: bool = True) -> Table:
     """One row per (scenario, path) of :func:`analysis.summary`, one section per scenario;
-    the best and worst value of each coloured column within a scenario are marked."""
+    the best and worst value of each coloured column within a scenario are marked. The
+    modeled columns (named with their device profile) appear when the run was modeled."""
     base = analysis.baseline_label(sm)  # the ratio's baseline: the first path unless chosen
+    spec = list(_SUMMARY)
+    profiles = [p for p in sm.get("profile", []) if p] if len(sm) else []
+    if profiles and sm["modeled_ms"].notna().any():
+        spec += [(k, f"{h} ({profiles[0]})", f"{short}\n({profiles[0]})", f, c)
+                 for k, h, short, f, c in _MODELED]
     cols = [Column("scenario", "scenario", group=True), Column("path", "path")]
     cols += [Column(k, h.replace("vs legacy", f"vs {base}"),
                     "r", short.replace("/legacy", f"/{base}"))
-             for k, h, short, _, _ in _SUMMARY]
+             for k, h, short, _, _ in spec]
     has_dev = bool(len(sm)) and sm["device_ms_mean"].notna().any()
     if has_dev:
         cols.append(Column("device_ms_mean", "device ms", "r", "device\nms"))
@@ -181,12 +201,12 @@ def summary_tbl(sm: pd.DataFrame, *, branches: bool = True) -> Table:
     for scenario in dict.fromkeys(sm["scenario"]):
         recs = sm[sm["scenario"] == scenario].to_dict("records")
         marks = {k: _best_worst([r[k] for r in recs]) if colour else [""] * len(recs)
-                 for k, _, _, _, colour in _SUMMARY}
+                 for k, _, _, _, colour in spec}
         rows: List[Row] = []
         for i, r in enumerate(recs):
             row = [Cell(str(scenario)), Cell(str(r["path"]))]
-            row += [Cell(fmt(r[k]), style=marks[k][i], value=_num(r[k]))
-                    for k, _, _, fmt, _ in _SUMMARY]
+            row += [Cell(_summary_text(r, k, fmt), style=marks[k][i], value=_num(r[k]))
+                    for k, _, _, fmt, _ in spec]
             if has_dev:
                 row.append(Cell(fmt_ms(r["device_ms_mean"]), value=_num(r["device_ms_mean"])))
             if branches:
@@ -211,6 +231,12 @@ def sites_tbl(st: pd.DataFrame, allowed: bool, base: Optional[str] = None) -> Ta
             Column("steps", "steps")]
     if allowed:
         cols.append(Column("reason", "reason", under="api"))
+    modeled = bool(len(sub)) and "modeled_stall_us" in sub and bool(
+        sub["modeled_stall_us"].notna().any())
+    if modeled:
+        cols += [Column("modeled_stall_us", "modeled stall us", "r", "modeled\nstall us"),
+                 Column("modeled_bubble_us", "modeled device idle us", "r",
+                        "modeled\nidle us")]
     rows: List[Row] = []
     for r in sub.to_dict("records"):
         row = [Cell(str(r["scenario"])), Cell(str(r["path"])),
@@ -221,6 +247,9 @@ def sites_tbl(st: pd.DataFrame, allowed: bool, base: Optional[str] = None) -> Ta
                Cell(str(r["steps"]))]
         if allowed:
             row.append(Cell(str(r["reason"])))
+        if modeled:
+            row += [Cell(fmt_int(r["modeled_stall_us"]), value=_num(r["modeled_stall_us"])),
+                    Cell(fmt_int(r["modeled_bubble_us"]), value=_num(r["modeled_bubble_us"]))]
         rows.append(row)
     title = "Allowed syncs" if allowed else "Hidden sync sites"
     return Table(title, cols, [[row] for row in rows])
@@ -264,14 +293,14 @@ def per_step_tbl(result: RunResult, scenario: str, max_steps: int = 200, head: i
 
 def compare_styles(r: Dict[str, Any]) -> Tuple[str, str, str]:
     """Styles of a compare row's syncs delta, latency ratio and change cells: fewer syncs is
-    ``improved``, more ``regressed``; the ratio only when it moved beyond
-    :data:`analysis.LATENCY_THRESHOLD`; the row is ``regressed`` when either is, else
-    ``improved`` when either is, else ``changed`` when it changed at all."""
+    ``improved``, more ``regressed``; the ratio only when its 95% interval excludes 1.0
+    (``latency_changed``); the row is ``regressed`` when either is, else ``improved`` when
+    either is, else ``changed`` when it changed at all (a modeled latency that moved)."""
     d = r["syncs_delta"]
     sync = "" if is_missing(d) or d == 0 else ("regressed" if d > 0 else "improved")
     ratio = r["latency_ratio"]
     lat = ""
-    if not is_missing(ratio) and abs(float(ratio) - 1.0) > LATENCY_THRESHOLD:
+    if bool(r.get("latency_changed")) and not is_missing(ratio):
         lat = "regressed" if ratio > 1 else "improved"
     if "regressed" in (sync, lat):
         row = "regressed"
@@ -289,30 +318,48 @@ def compare_tbl(df: pd.DataFrame, label_a: str = "A", label_b: str = "B",
                 title: Optional[str] = None) -> Table:
     """Rows of :func:`analysis.compare` / :func:`analysis.compare_paths`, styled by
     :func:`compare_styles`; the change column says ``worse``, ``better`` or ``changed`` in
-    words too, so no reader depends on colour."""
+    words too, so no reader depends on colour. Modeled latencies appear when either side has
+    them (a moved one is a ``note``: it is deterministic)."""
     cols = [Column("scenario", "scenario"), Column("path", "path"),
             Column("a_syncs_mean", f"syncs/step {label_a}", "r", f"syncs/step\n{label_a}"),
             Column("b_syncs_mean", f"syncs/step {label_b}", "r", f"syncs/step\n{label_b}"),
             Column("syncs_delta", "delta", "r", "syncs\ndelta"),
-            Column("a_mean_ms", f"mean ms {label_a}", "r", f"mean ms\n{label_a}"),
-            Column("b_mean_ms", f"mean ms {label_b}", "r", f"mean ms\n{label_b}"),
-            Column("latency_ratio", "ratio", "r", "latency\nratio"),
-            Column("change", "change")]
+            Column("a_p50_ms", f"p50 ms {label_a}", "r", f"p50 ms\n{label_a}"),
+            Column("b_p50_ms", f"p50 ms {label_b}", "r", f"p50 ms\n{label_b}"),
+            Column("latency_ratio", "ratio (95% CI)", "r", "latency ratio\n(95% CI)"),
+            Column("outliers", f"outliers {label_a}/{label_b}", "r",
+                   f"outliers\n{label_a}/{label_b}")]
+    modeled = bool(len(df)) and bool(df["a_modeled_ms"].notna().any()
+                                      or df["b_modeled_ms"].notna().any())
+    if modeled:
+        cols += [Column("a_modeled_ms", f"modeled ms {label_a}", "r",
+                        f"modeled ms\n{label_a}"),
+                 Column("b_modeled_ms", f"modeled ms {label_b}", "r",
+                        f"modeled ms\n{label_b}")]
+    cols.append(Column("change", "change"))
     rows: List[Row] = []
     for r in df.to_dict("records"):
         sync, lat, row = compare_styles(r)
-        rows.append([Cell(str(r["scenario"])), Cell(str(r["path"])),
-                     Cell(fmt_syncs(r["a_syncs_mean"]), value=_num(r["a_syncs_mean"])),
-                     Cell(fmt_syncs(r["b_syncs_mean"]), value=_num(r["b_syncs_mean"])),
-                     Cell(fmt_delta(r["syncs_delta"]), style=sync, value=_num(r["syncs_delta"])),
-                     Cell(fmt_ms(r["a_mean_ms"]), value=_num(r["a_mean_ms"])),
-                     Cell(fmt_ms(r["b_mean_ms"]), value=_num(r["b_mean_ms"])),
-                     Cell(fmt_ratio(r["latency_ratio"]), style=lat,
-                          value=_num(r["latency_ratio"])),
-                     Cell(_CHANGE_TEXT[row], style=row)])
+        cells = [Cell(str(r["scenario"])), Cell(str(r["path"])),
+                 Cell(fmt_syncs(r["a_syncs_mean"]), value=_num(r["a_syncs_mean"])),
+                 Cell(fmt_syncs(r["b_syncs_mean"]), value=_num(r["b_syncs_mean"])),
+                 Cell(fmt_delta(r["syncs_delta"]), style=sync, value=_num(r["syncs_delta"])),
+                 Cell(fmt_ms(r["a_p50_ms"]), value=_num(r["a_p50_ms"])),
+                 Cell(fmt_ms(r["b_p50_ms"]), value=_num(r["b_p50_ms"])),
+                 Cell(fmt_ratio_ci(r["latency_ratio"], r["ratio_lo"], r["ratio_hi"]),
+                      style=lat, value=_num(r["latency_ratio"])),
+                 Cell(f"{fmt_int(r['a_outliers'])}/{fmt_int(r['b_outliers'])}")]
+        if modeled:
+            cells += [Cell(fmt_ms(r["a_modeled_ms"]), value=_num(r["a_modeled_ms"])),
+                      Cell(fmt_ms(r["b_modeled_ms"]),
+                           style="note" if r["modeled_changed"] else "",
+                           value=_num(r["b_modeled_ms"]))]
+        cells.append(Cell(_CHANGE_TEXT[row], style=row))
+        rows.append(cells)
     n = int(df["changed"].sum()) if len(df) else 0
-    footer = (f"{n} of {len(df)} rows changed (hidden syncs differ or mean latency moved more "
-              f"than {LATENCY_THRESHOLD:.0%}; ratio = {label_b} / {label_a})")
+    footer = (f"{n} of {len(df)} rows changed (hidden syncs differ, the latency ratio's 95% "
+              f"interval excludes 1.0, or the modeled latency moved; ratio = {label_b} / "
+              f"{label_a}, medians)")
     return Table(title or f"Compare: {label_a} -> {label_b}", cols, [rows], footer,
                  "regressed" if any(compare_styles(r)[2] == "regressed"
                                     for r in df.to_dict("records")) else "")

@@ -219,6 +219,9 @@ def render(result: RunResult, *, title: str = "syncguard report", show_time: boo
         f"<h1>{esc(title)}</h1>", f'<p class="env">{env} · {status}</p>',
     ]
     out += [f'<p class="note">{esc(n)}</p>' for n in note_texts(result)]
+    out.append('<p class="note">Timeline: <a href="trace.json">trace.json</a> (Chrome trace '
+               'format, written next to this report: open it in ui.perfetto.dev or '
+               'chrome://tracing)</p>')
     sm = analysis.summary(result)
     if sm.empty:
         out += ['<p class="note">No steps recorded.</p>', "</body>", "</html>"]

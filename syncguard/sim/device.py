@@ -416,16 +416,28 @@ def _view_dtype(t: SimTensor, dtype: torch.dtype) -> Any:
     return _run(_info(torch.ops.aten.view.dtype), (t, dtype), {})
 
 
+#: Called after every op on the simulated device as ``cb(op, args, kwargs, out)`` (the
+#: modeled device timeline, :mod:`syncguard.timeline`, records launches here).
+OP_OBSERVERS: List[Callable[[Any, Tuple[Any, ...], Dict[str, Any], Any], None]] = []
+
+
+def _run_observed(info: _OpInfo, args: Tuple[Any, ...], kwargs: Dict[str, Any]) -> Any:
+    out = _run(info, args, kwargs)
+    for cb in OP_OBSERVERS:
+        cb(info.op, args, kwargs, out)
+    return out
+
+
 def _fallback(keyset: Any, op: Any, *args: Any, **kwargs: Any) -> Any:
     info = _INFO.get(id(op))
-    return _run(info if info is not None else _info(op), args, kwargs)
+    return _run_observed(info if info is not None else _info(op), args, kwargs)
 
 
 def _make_kernel(op: Any) -> Callable[..., Any]:
     info = _info(op)
 
     def kernel(keyset: Any, *args: Any, **kwargs: Any) -> Any:
-        return _run(info, args, kwargs)
+        return _run_observed(info, args, kwargs)
 
     return kernel
 

@@ -207,7 +207,7 @@ def torch_dispatch(cls: Any, func: Any, types: Any, args: Tuple[Any, ...] = (),
     if h is not None:
         return h(args, kwargs)
     info = _d._INFO.get(id(func))
-    return _d._run(info if info is not None else _d._info(func), args, kwargs)
+    return _d._run_observed(info if info is not None else _d._info(func), args, kwargs)
 
 
 # --------------------------------------------------------------------------------------------

@@ -1,0 +1,108 @@
+"""What does the modeled device timeline add to a simulated run?
+
+The counted pass of a scenario (under the guard, on the simulated device) runs with and
+without the modeled timeline (``run_pass(profile=...)``: the op observer, the per-step replay
+with and without hidden syncs, the timeline result line), interleaved in one process (order
+rotating each round) so both see the same machine state. Reported per scenario: the median
+pass time of each variant in process CPU time (the headline: on a shared machine wall time
+swings 2x between rounds; torch runs one thread) and in wall time, and the paired ratios with
+their 95% bootstrap intervals (:func:`syncguard.stats.paired_ratio`); target: under 1.10x.
+Small scenarios are the worst case (the observer's cost is per op, and their ops are
+cheap). Results go to ``reports/bench/timeline.json`` with the machine, versions, git commit
+and date. No threshold is asserted: this is a measurement.
+
+    python benchmarks/bench_timeline.py [--repeats 15] [--steps 8] [--scenarios steady ...]
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+from typing import Any, Dict, List
+
+import torch
+from _common import REPORTS, environment, interleaved, median, rounded, write_report
+
+from syncguard import runner, scenario, stats, timeline
+
+TARGET_RATIO = 1.10
+
+
+def main(argv: List[str]) -> int:
+    ap = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    ap.add_argument("--repeats", type=int, default=15)
+    ap.add_argument("--warmup", type=int, default=1)
+    ap.add_argument("--steps", type=int, default=8)
+    ap.add_argument("--path", default="legacy")
+    ap.add_argument("--profile", default="910b")
+    ap.add_argument("--scenarios", nargs="+", default=["steady", "tiny_vocab", "greedy_mix"])
+    ap.add_argument("--out", type=Path, default=REPORTS / "timeline.json")
+    args = ap.parse_args(argv)
+    torch.set_num_threads(1)  # process CPU time then measures this thread's work
+    env = environment()
+    target = runner.resolve_target("sim")
+    prof = timeline.load_profile(args.profile)
+    out: Dict[str, Any] = {}
+    for name in args.scenarios:
+        sc = scenario.resolve([name])[0].with_steps(args.steps, 1)
+
+        wall: Dict[str, List[float]] = {"plain": [], "modeled": []}
+
+        def make(key: str, p: Any, sc: Any = sc,
+                 wall: Dict[str, List[float]] = wall) -> Any:
+            def once(n: int) -> float:
+                w0, c0 = time.perf_counter(), time.process_time()
+                for _ in range(n):
+                    runner.run_pass(sc, args.path, target, True, collect=False, profile=p)
+                wall[key].append((time.perf_counter() - w0) / n)
+                return (time.process_time() - c0) / n
+            return once
+
+        cpu = interleaved({"plain": make("plain", None), "modeled": make("modeled", prof)},
+                          args.repeats, args.warmup)
+        for k in wall:  # drop the warm-up rounds' wall times
+            wall[k] = wall[k][args.warmup:]
+        r = stats.paired_ratio(cpu["plain"], cpu["modeled"])
+        rw = stats.paired_ratio(wall["plain"], wall["modeled"])
+        out[name] = {
+            "plain_pass_cpu_ms": round(median(cpu["plain"]) * 1e3, 2),
+            "modeled_pass_cpu_ms": round(median(cpu["modeled"]) * 1e3, 2),
+            "ratio_cpu": round(r.ratio, 4),
+            "ratio_cpu_ci95": [round(r.lo, 4), round(r.hi, 4)],
+            "verdict_cpu": stats.ratio_verdict(r),
+            "within_target": bool(r.known and r.hi < TARGET_RATIO),
+            "plain_pass_wall_ms": round(median(wall["plain"]) * 1e3, 2),
+            "modeled_pass_wall_ms": round(median(wall["modeled"]) * 1e3, 2),
+            "ratio_wall": round(rw.ratio, 4),
+            "ratio_wall_ci95": [round(rw.lo, 4), round(rw.hi, 4)],
+            "plain_pass_cpu_ms_all": rounded(cpu["plain"], 1e3, 2),
+            "modeled_pass_cpu_ms_all": rounded(cpu["modeled"], 1e3, 2),
+            "plain_pass_wall_ms_all": rounded(wall["plain"], 1e3, 2),
+            "modeled_pass_wall_ms_all": rounded(wall["modeled"], 1e3, 2),
+        }
+        o = out[name]
+        print(f"{name:12s} CPU plain {o['plain_pass_cpu_ms']:8.1f} ms  modeled "
+              f"{o['modeled_pass_cpu_ms']:8.1f} ms  {o['verdict_cpu']}; wall "
+              f"{stats.ratio_verdict(rw)}")
+    result = {
+        "benchmark": "counted pass on the simulated device, with vs without the modeled "
+                     "device timeline",
+        "params": {"repeats": args.repeats, "warmup": args.warmup, "steps": args.steps,
+                   "path": args.path, "profile": args.profile, "scenarios": args.scenarios},
+        "statistic": "median pass time, process CPU time (headline: the shared machine's load "
+                     "swings wall time by 2x between rounds) and wall time; rounds "
+                     "interleaved, order rotating; ratio = median(modeled)/median(plain), "
+                     "paired bootstrap 95% CI; torch threads 1",
+        "target_ratio": TARGET_RATIO,
+        "scenarios": out,
+        "env": env,
+    }
+    path = write_report("timeline", result, args.out)
+    print(f"wrote {path}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv[1:]))

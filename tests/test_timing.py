@@ -1,0 +1,69 @@
+"""syncguard.timing: the interleaved, repeated timed pass."""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Dict, List, Tuple
+
+import pytest
+
+from syncguard import timing
+
+
+class _Clock:
+    """A fake clock: every step call advances it by the step's own cost."""
+
+    def __init__(self) -> None:
+        self.t = 0.0
+
+    def __call__(self) -> float:
+        return self.t
+
+
+def _factories(clock: _Clock, log: List[Tuple[str, int]], cost: Dict[str, float],
+               made: Dict[str, int]) -> Dict[str, Callable[[], Callable[[int], Any]]]:
+    def factory(name: str) -> Callable[[], Callable[[int], Any]]:
+        def make() -> Callable[[int], Any]:
+            made[name] = made.get(name, 0) + 1
+            state = {"next": 0}  # each path keeps its own state
+
+            def step(i: int) -> Any:
+                assert i == state["next"], "a path's steps run in order"
+                state["next"] += 1
+                log.append((name, i))
+                clock.t += cost[name]
+                return name, i
+
+            return step
+        return make
+    return {n: factory(n) for n in cost}
+
+
+def test_paths_advance_in_lockstep_with_rotating_order() -> None:
+    clock, log, made = _Clock(), [], {}  # type: ignore[var-annotated]
+    samples: List[timing.Sample] = []
+    n = timing.interleaved(_factories(clock, log, {"a": 1.0, "b": 2.0}, made), steps=3,
+                           rounds=2, on_sample=samples.append, clock=clock)
+    assert n == 2 and made == {"a": 2, "b": 2}  # fresh state every round
+    assert log == [("a", 0), ("b", 0), ("b", 1), ("a", 1), ("a", 2), ("b", 2),
+                   ("b", 0), ("a", 0), ("a", 1), ("b", 1), ("b", 2), ("a", 2)]
+    assert [(s.round, s.path, s.step, s.seconds) for s in samples[:2]] == [
+        (0, "a", 0, 1.0), (0, "b", 0, 2.0)]
+    assert samples[0].result == ("a", 0)
+
+
+def test_auto_rounds_fill_the_budget() -> None:
+    clock, log, made = _Clock(), [], {}  # type: ignore[var-annotated]
+    # a round costs 10 s; budget 55 s: rounds 1-5 fit, a 6th would end at 60 s
+    n = timing.interleaved(_factories(clock, log, {"a": 2.0, "b": 3.0}, made), steps=2,
+                           budget_s=55.0, clock=clock)
+    assert n == 5
+    clock2, log2, made2 = _Clock(), [], {}  # type: ignore[var-annotated]
+    # a tiny budget still runs the minimum number of rounds
+    n = timing.interleaved(_factories(clock2, log2, {"a": 2.0}, made2), steps=2, budget_s=1.0,
+                           clock=clock2)
+    assert n == timing.MIN_ROUNDS
+
+
+def test_rounds_must_be_positive() -> None:
+    with pytest.raises(ValueError, match="rounds must be >= 1"):
+        timing.interleaved({"a": lambda: (lambda i: None)}, steps=1, rounds=0)
