@@ -216,7 +216,8 @@ def test_progress_lines_on_stderr_when_not_a_terminal(tmp_path: Path,
                                                       monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("SYNCGUARD_PROGRESS_SECONDS", "0")  # every step: no timing in tests
     rc, out, err = cli(capsys, "run", SMALL, "--device", "sim", "--out", str(tmp_path / "o"),
-                       "--steps", "3", "--warmup", "1", "--paths", "legacy,flag")
+                       "--steps", "3", "--warmup", "1", "--paths", "legacy,flag",
+                       "--repeat", "1")
     assert rc == EXIT_OK, err
     lines = [ln for ln in err.splitlines() if ln.startswith("syncguard: progress: ")]
     assert len(lines) == 3 * 2 * 2  # steps x paths x passes

@@ -90,7 +90,7 @@ def test_ratio_baseline_is_a_parameter(tmp_path, capsys):
     by = {r["path"]: r for r in analysis.summary(res, baseline="nope").to_dict("records")}
     assert by["flag"]["baseline"] == "flag" and by["flag"]["ratio_vs_legacy"] == 1
     text = capsys.readouterr().out
-    assert "x topk-sync" in text  # the verdict names the baseline
+    assert "vs topk-sync" in text  # the verdict names the baseline
     assert "/topk-sync" in text  # and so does the ratio column's header
 
 

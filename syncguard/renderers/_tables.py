@@ -161,7 +161,8 @@ _SUMMARY: List[Tuple[str, str, str, Callable[[Any], str], bool]] = [
     ("p90_ms", "p90 ms", "p90\nms", fmt_ms, True),
     ("p99_ms", "p99 ms", "p99\nms", fmt_ms, True),
     ("outliers", "outliers", "out-\nliers", fmt_int, False),
-    ("ratio_vs_legacy", "ratio vs legacy (95% CI)", "ratio /legacy\n(95% CI)", fmt_ratio, True),
+    ("ratio_vs_legacy", "ratio vs legacy", "ratio\n/legacy", fmt_ratio, True),
+    ("ratio_lo", "ratio 95% CI", "ratio\n95% CI", fmt_ratio, False),
     ("saved_per_token_us", "saved us/token", "saved\nus/tok", fmt_us, False),
 ]
 _MODELED: List[Tuple[str, str, str, Callable[[Any], str], bool]] = [
@@ -171,8 +172,9 @@ _MODELED: List[Tuple[str, str, str, Callable[[Any], str], bool]] = [
 
 
 def _summary_text(r: Any, col: str, fmt: Any) -> str:
-    if col == "ratio_vs_legacy":
-        return fmt_ratio_ci(r[col], r.get("ratio_lo"), r.get("ratio_hi"))
+    if col == "ratio_lo":
+        lo, hi = r.get("ratio_lo"), r.get("ratio_hi")
+        return "-" if is_missing(lo) or is_missing(hi) else f"{lo:.2f}-{hi:.2f}x"
     if col == "p50_lo_ms":
         return "-" if is_missing(r[col]) else f"{fmt_ms(r[col])}-{fmt_ms(r['p50_hi_ms'])}"
     return str(fmt(r[col]))
@@ -189,8 +191,10 @@ def summary_tbl(sm: pd.DataFrame, *, branches: bool = True) -> Table:
         spec += [(k, f"{h} ({profiles[0]})", f"{short}\n({profiles[0]})", f, c)
                  for k, h, short, f, c in _MODELED]
     cols = [Column("scenario", "scenario", group=True), Column("path", "path")]
+    # the intervals sit under their value in the terminal (their own columns elsewhere)
     cols += [Column(k, h.replace("vs legacy", f"vs {base}"),
-                    "r", short.replace("/legacy", f"/{base}"))
+                    "r", short.replace("/legacy", f"/{base}"),
+                    under={"p50_lo_ms": "p50_ms", "ratio_lo": "ratio_vs_legacy"}.get(k))
              for k, h, short, _, _ in spec]
     has_dev = bool(len(sm)) and sm["device_ms_mean"].notna().any()
     if has_dev:

@@ -71,6 +71,10 @@ def rich_table(t: _tables.Table) -> Table:
         head = "\n".join(_safe(part) for part in (c.short or c.header).split("\n"))
         if c.align == "r":
             table.add_column(head, justify="right", no_wrap=True)
+        elif c.group:  # a section's name (the scenario): kept whole up to 14 characters
+            longest = max([len(r[i].text) for sec in t.sections for r in sec
+                           if not isinstance(r, _tables.Gap)] + [8])
+            table.add_column(head, overflow="fold", min_width=min(longest, 14))
         else:
             table.add_column(head, overflow="fold")
     for n, section in enumerate(t.sections):
