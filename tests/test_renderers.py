@@ -396,10 +396,10 @@ def test_markdown_report(result: RunResult) -> None:
     assert md.startswith("## syncguard report\n")
     assert "syncguard 0.1.0 · torch 2.13.0+cpu · device npu" in md
     assert ("| scenario | path | hidden syncs/step | max | allowed/step | p50 ms | p50 95% CI "
-            "| p90 ms | p99 ms | outliers | ratio vs legacy (95% CI) | saved us/token "
+            "| p90 ms | p99 ms | outliers | ratio vs legacy | ratio 95% CI | saved us/token "
             "| branches |") in md
     assert ("| uniform | flag | 0 | 0 | 1.00 | 1.250 | 0.900-1.600 | 1.610 | 1.691 | 0 "
-            "| 0.86x (0.83-0.88) | +200.0 |") in md
+            "| 0.86x | 0.83-0.88x | +200.0 |") in md
     # verdicts (Tensor.__bool__ escaped so GitHub does not render it bold)
     assert ("- **uniform**: legacy: 1.00 hidden syncs per step at "
             f"`{SAMPLER}:{SAMPLER_LINE}` (Tensor.\\_\\_bool\\_\\_); flag: 0, "
