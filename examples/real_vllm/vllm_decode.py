@@ -1,7 +1,7 @@
 """A decode loop written for an Ascend NPU that samples with vLLM's own top-k/top-p code,
 imported unchanged from the released ``vllm`` package (``vllm.v1.sample.ops.topk_topp_sampler``).
 
-    pip install --no-deps vllm   # plus its pure-Python imports: see reports/real-vllm.md
+    pip install --no-deps vllm==0.34.0   # plus its imports: see reports/real-vllm.md
     syncguard exec --device sim --step vllm_decode:decode_step \
         -- python examples/real_vllm/vllm_decode.py [--allow-cpu-sync]
 
