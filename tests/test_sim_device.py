@@ -724,3 +724,17 @@ def test_a_renamed_private_api_is_a_clear_refusal_naming_the_torch_version(
     assert why is not None and lacks in why and f"torch {torch.__version__}" in why
     with pytest.raises(sim.SimulatedDeviceError, match=re.escape(lacks)):
         simdev._check_can_setup("npu")
+
+
+def test_standin_imports_torch_npu_fused_ops_and_refuses_only_a_call() -> None:
+    # transformers imports `from torch_npu import npu_fusion_attention` once torch_npu looks
+    # available: that import must succeed on the simulated device (found guarding vLLM's
+    # sampler unchanged), and only a call says the op is not simulated
+    from syncguard.sim import torch_npu_standin as standin
+
+    from_import = standin.npu_fusion_attention  # what `from torch_npu import x` does
+    assert from_import.__name__ == "npu_fusion_attention"
+    with pytest.raises(standin.OpNotSimulatedError, match="npu_fusion_attention is not simulated"):
+        from_import(None)
+    with pytest.raises(AttributeError):
+        standin.not_an_npu_op  # noqa: B018 - other names are still missing

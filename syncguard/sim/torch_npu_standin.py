@@ -179,6 +179,21 @@ def npu_top_k_top_p(logits: torch.Tensor, p: torch.Tensor, k: torch.Tensor) -> t
     return top_k_top_p_reference(logits, p, k)
 
 
+class OpNotSimulatedError(NotImplementedError):
+    """A torch_npu fused op the stand-in does not simulate was called."""
+
+
+def _not_simulated(name: str) -> Any:
+    def op(*args: Any, **kwargs: Any) -> Any:
+        raise OpNotSimulatedError(
+            f"torch_npu.{name} is not simulated by syncguard's stand-in (only "
+            f"npu_top_k_top_p is); run this code on a 910B, or keep it out of the guarded "
+            f"path on the simulated device")
+
+    op.__name__ = op.__qualname__ = name
+    return op
+
+
 def __getattr__(name: str) -> Any:
     # ``torch_npu.npu`` is the device module, as in the real package.
     if name == "npu":
@@ -187,4 +202,9 @@ def __getattr__(name: str) -> Any:
         dev = _device.current_name()
         if dev is not None:
             return getattr(torch, dev)
+    if name.startswith("npu_") and not name.startswith("npu__"):
+        # torch_npu's public fused ops (npu_fusion_attention, npu_rms_norm, ...): libraries
+        # import them at load time once torch_npu looks available (transformers does), so the
+        # import succeeds and only a call says the op is not simulated.
+        return _not_simulated(name)
     raise AttributeError(f"module 'torch_npu' (syncguard stand-in) has no attribute {name!r}")
