@@ -298,11 +298,13 @@ def run_pass(sc: Scenario, path: str, target: Target, counted: bool,
             # progress drawing are not the decode loop's time
             t_prev = time.perf_counter()
     finally:
-        if guard is not None:
-            with _signals.deferred():  # a second Ctrl-C/SIGTERM must not leave interceptors
-                guard.__exit__(None, None, None)
-        if model is not None:
-            model.__exit__(None, None, None)
+        try:
+            if guard is not None:
+                with _signals.deferred():  # a second Ctrl-C/SIGTERM must not leave interceptors
+                    guard.__exit__(None, None, None)
+        finally:  # the guard's exit may raise (a swallowed HostSyncError): still unhook
+            if model is not None:
+                model.__exit__(None, None, None)
     return records
 
 

@@ -45,3 +45,8 @@ def _torch_left_clean() -> Iterator[None]:
     assert {k: after[k] for k in before if k in after} == before, "torch attributes changed"
     left = [k for k, v in after.items() if getattr(v, "__syncguard__", False)]
     assert not left, f"interceptors left installed on {left}"
+    # the modeled timeline's op observer is unhooked with its pass, whatever ended it
+    from syncguard import timeline
+    from syncguard.sim import device as simdev
+
+    assert not simdev.OP_OBSERVERS and not timeline._ACTIVE, "timeline observer left hooked"
