@@ -149,6 +149,7 @@ class SyncGuard:
         return self
 
     def _undo_enter(self) -> None:
+        """Take down what entering set up: the dispatch net, the Hub's listing, the patches."""
         try:
             if self._net is not None:
                 net, self._net = self._net, None
@@ -168,15 +169,7 @@ class SyncGuard:
                     "an exhaustive SyncGuard must be exited on the thread that entered it "
                     "(its dispatch net lives on that thread's mode stack); it is still active")
             self._active = False
-            try:
-                if self._net is not None:
-                    net, self._net = self._net, None
-                    net.__exit__(None, None, None)
-            finally:
-                try:
-                    HUB.remove(self)
-                finally:
-                    PATCHER.release()
+            self._undo_enter()
         self._after_exit(exc)
 
     def _after_exit(self, exc: Any) -> None:
