@@ -328,3 +328,32 @@ def test_forked_child_does_not_write_into_the_parents_result(tmp_path, monkeypat
     assert main(["exec", "--device", "sim", "--out", out, "--", "python", str(prog)]) == 0
     res = results.load(os.path.join(out, "result.jsonl"))
     assert [(s.path, s.step, s.syncs) for s in res.steps] == [("decode", i, 1) for i in range(3)]
+
+
+TWO_STEPS = (
+    "import torch\n\n"
+    "x = torch.ones(2, device='npu')\n\n\n"
+    "def a():\n"
+    "    return x.sum().item()\n\n\n"
+    "def b():\n"
+    "    x.sum().item()\n"
+    "    return x.max().item()\n\n\n"
+    "for _ in range(3):\n"
+    "    a()\n"
+    "    b()\n")
+
+
+def test_two_steps_in_the_script_itself(tmp_path, monkeypatch, capsys):
+    """The second ``__main__`` target is defined after the first: it stays pending until
+    its own def, and both are gated."""
+    (tmp_path / "two.py").write_text(TWO_STEPS)
+    monkeypatch.chdir(tmp_path)
+    out = str(tmp_path / "o")
+    rc = main(["exec", "--device", "sim", "--out", out, "--step", "__main__:a", "--step",
+               "__main__:b", "--max-syncs", "3", "--", "python", "two.py"])
+    err = capsys.readouterr().err
+    assert "has no attribute" not in err and "outside every step" not in err
+    assert rc == 1  # b: 6 hidden syncs over the budget of 3; a: 3
+    res = results.load(os.path.join(out, "result.jsonl"))
+    assert [(s.path, s.step, s.syncs) for s in res.steps] == [
+        (n, i, k) for i in range(3) for n, k in (("a", 1), ("b", 2))]
