@@ -357,3 +357,29 @@ def test_two_steps_in_the_script_itself(tmp_path, monkeypatch, capsys):
     res = results.load(os.path.join(out, "result.jsonl"))
     assert [(s.path, s.step, s.syncs) for s in res.steps] == [
         (n, i, k) for i in range(3) for n, k in (("a", 1), ("b", 2))]
+
+
+@pytest.mark.parametrize("fmt,name", [("sarif", "syncguard.sarif"), ("junit", "junit.xml")])
+def test_sarif_and_junit_default_to_a_file_under_out(demo, tmp_path, capsys, fmt, name):
+    """Without -o the CI file goes under --out, never to stdout (the program's own output
+    goes there and would make it unparseable)."""
+    import json
+    import xml.etree.ElementTree as ET
+
+    rc, out = _exec(tmp_path, "script", ["--step", STEP, "--max-syncs", "0", "--format", fmt])
+    assert rc == 1
+    cap = capsys.readouterr()
+    assert cap.out.startswith("decoded 8 tokens")  # the program's own output, then the gate's
+    assert "$schema" not in cap.out and "<testsuite" not in cap.out and "<?xml" not in cap.out
+    path = os.path.join(out, name)
+    assert f"Wrote {path}" in cap.err
+    with open(path) as f:
+        text = f.read()
+    if fmt == "sarif":
+        assert json.loads(text)["runs"][0]["results"]
+    else:
+        assert list(ET.fromstring(text).iter("failure"))
+    # a second run does not overwrite it without --force
+    argv = ["exec", "--device", "sim", "--out", out, "--step", STEP, "--max-syncs", "0",
+            "--format", fmt, "--", "python", "decode.py"]
+    assert main(argv) == 2

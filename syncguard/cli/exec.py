@@ -16,7 +16,7 @@ import argparse
 import os
 import sys
 import time
-from typing import Any, Tuple
+from typing import Any, Optional, Tuple
 
 NAME = "exec"
 HELP = "run your own program under the guard (per-step syncs, reports, CI gate)"
@@ -47,7 +47,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--format", default="text", choices=("text", "github", "sarif", "junit"),
                    help="gate output: text (default), github, sarif, junit")
     p.add_argument("--output", "-o", default=None,
-                   help="file for --format sarif/junit (default: stdout)")
+                   help="file for --format sarif/junit (default: OUT/syncguard.sarif, "
+                   "OUT/junit.xml; - for stdout)")
     p.add_argument("--width", type=int, default=None, help="terminal width for the tables")
     p.add_argument("-m", dest="module", nargs=argparse.REMAINDER, default=None,
                    metavar="MODULE [ARGS]", help="run a module as `python -m MODULE ARGS`")
@@ -68,6 +69,16 @@ def _target(kind: str) -> Any:
                 return resolve_target("cuda")
         return t
     return resolve_target(kind)
+
+
+def gate_file_name(fmt: str, rank: Optional[int]) -> Optional[str]:
+    """The default file, under OUT, of ``--format sarif|junit`` (None for the other
+    formats): ``syncguard.sarif`` / ``junit.xml``, ``.rank<N>`` before the suffix for rank N."""
+    name = {"sarif": "syncguard.sarif", "junit": "junit.xml"}.get(fmt)
+    if name is None or rank is None:
+        return name
+    stem, ext = os.path.splitext(name)
+    return f"{stem}.rank{rank}{ext}"
 
 
 def _out_dir(args: argparse.Namespace, device: str, files: Tuple[str, ...]) -> str:
@@ -105,14 +116,16 @@ def main(args: argparse.Namespace) -> int:
         steps = [parse_step(s) for s in args.step]
     except (ProgramError, StepSpecError) as exc:
         raise UsageError(str(exc)) from None
-    if args.format in ("sarif", "junit") and args.output is None:
-        args.output = "-"
     if args.output not in (None, "-"):
         args.output = os.path.abspath(args.output)
     rank = rank_from_env()
     target = _target(args.device)  # the simulated device exists before the program starts
     files = (result_name(rank),) if rank is not None else REPORT_FILES
-    out = _out_dir(args, target.kind, files)
+    # sarif/junit without -o: a file under OUT, never stdout, which the program's output shares
+    gate_file = gate_file_name(args.format, rank) if args.output is None else None
+    out = _out_dir(args, target.kind, files + ((gate_file,) if gate_file else ()))
+    if gate_file:
+        args.output = os.path.join(out, gate_file)
     opts = ExecOptions(program=program, steps=steps, warmup=args.warmup,
                        max_syncs=args.max_syncs, allow_sites=_allow_sites(args),
                        fmt=args.format, output=args.output, width=report_width(args.width),
