@@ -383,3 +383,36 @@ def test_sarif_and_junit_default_to_a_file_under_out(demo, tmp_path, capsys, fmt
     argv = ["exec", "--device", "sim", "--out", out, "--step", STEP, "--max-syncs", "0",
             "--format", fmt, "--", "python", "decode.py"]
     assert main(argv) == 2
+
+
+SIGTERM_AT_3 = (
+    "import os\nimport signal\nimport torch\nimport syncguard\n\n"
+    "x = torch.ones(2, device='npu')\n"
+    "for i in range(6):\n"
+    "    if i == 3:\n"
+    "        os.kill(os.getpid(), signal.SIGTERM)\n"
+    "    with syncguard.step('decode'):\n"
+    "        x.sum().item()\n")
+
+
+@pytest.mark.skipif(not hasattr(os, "kill") or os.name == "nt", reason="needs POSIX SIGTERM")
+def test_sigterm_is_handled_like_ctrl_c(tmp_path, monkeypatch, capsys):
+    """SIGTERM (timeout, schedulers, CI): the finished steps and reports are kept, one line
+    says so, exit 143; `check` on the kept result gates what it kept and says INCOMPLETE."""
+    (tmp_path / "term.py").write_text(SIGTERM_AT_3)
+    monkeypatch.chdir(tmp_path)
+    out = str(tmp_path / "o")
+    rc = main(["exec", "--device", "sim", "--out", out, "--", "python", "term.py"])
+    assert rc == 143
+    err = capsys.readouterr().err
+    assert "terminated (SIGTERM): kept 3 finished steps" in err
+    assert os.path.exists(os.path.join(out, "report.md"))
+    res = results.load(os.path.join(out, "result.jsonl"))
+    assert not res.complete
+    assert res.footer["reason"] == "terminated" and res.footer["exit_code"] == 143
+    assert [s.step for s in res.steps] == [0, 1, 2]
+    assert main(["check", out, "--max-syncs", "3"]) == 0  # gated on the 3 steps it kept
+    err = capsys.readouterr().err
+    assert len([ln for ln in err.splitlines() if "INCOMPLETE" in ln]) == 1
+    assert "terminated" in err
+    assert main(["check", out, "--max-syncs", "2"]) == 1

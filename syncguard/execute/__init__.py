@@ -62,9 +62,10 @@ def _exit_code(exc: SystemExit) -> int:
 def execute(opts: ExecOptions, target: Any, out: str) -> int:
     """Run the program under the guard, write the results into ``out`` and return the exit
     code (see :mod:`syncguard.cli.exec`)."""
+    from .. import _signals
     from .. import steps as markers
     from .._selftest import selftest
-    from ..cli import EXIT_INTERRUPTED, EXIT_OK, EXIT_OVER, EXIT_USAGE, UsageError
+    from ..cli import EXIT_OK, EXIT_OVER, EXIT_USAGE, UsageError
     from ..results import ResultWriter, environment
     from .hooks import StepHooks, static_missing
     from .mainhook import main_source
@@ -107,7 +108,8 @@ def execute(opts: ExecOptions, target: Any, out: str) -> int:
                           allow_sites=opts.allow_sites, rank=opts.rank,
                           devices=("cpu",) if target.kind == "cpu" else ())
     hooks = StepHooks(opts.steps)
-    code, interrupted = 0, False
+    code = 0
+    stop: Optional[KeyboardInterrupt] = None  # Ctrl-C, or SIGTERM (_signals.Terminated)
     prev = markers.set_recorder(session)
     try:
         with session:
@@ -118,31 +120,53 @@ def execute(opts: ExecOptions, target: Any, out: str) -> int:
                 hooks.uninstall()
     except SystemExit as exc:
         code = _exit_code(exc)
-    except KeyboardInterrupt:
-        interrupted = True
+    except KeyboardInterrupt as exc:
+        stop = exc
     except BaseException as exc:  # the program failed: its traceback, as a plain run shows
         show_exception(exc)
         code = 1
-    finally:
+    # A second Ctrl-C or a SIGTERM now waits: the footer and every report are written whole.
+    with _signals.deferred(deliver=False) as late:
         markers.set_recorder(prev)
-        session.finish(complete=not interrupted)
+        if stop is None and late:
+            stop = _stop_for(late[0])
+        session.finish(complete=stop is None)
         outside = [e for e in session.outside if not e.allowed]
         if outside:
             writer.note(outside_steps=sum(e.count for e in outside),
                         sites=sorted({e.site for e in outside}))
-        writer.close(not interrupted, reason="interrupted" if interrupted else None,
-                     exit_code=code)
-    _report(opts, path, out, interrupted, outside)
+        if stop is not None:
+            writer.close(False, reason=_stop_reason(stop), exit_code=_signals.exit_code(stop))
+        else:
+            writer.close(True, exit_code=code)
+        _report(opts, path, out, stop, outside)
+    if stop is None and late:
+        stop = _stop_for(late[0])
     step_errors = hooks.errors()
     for line in step_errors:
         print(f"syncguard: error: {line}", file=sys.stderr)
-    if interrupted:
-        return EXIT_INTERRUPTED
+    if stop is not None:
+        return _signals.exit_code(stop)
     if code != 0:
         return code
     if step_errors:
         return EXIT_USAGE
     return EXIT_OVER if _gate(opts, session) else EXIT_OK
+
+
+def _stop_for(signum: int) -> KeyboardInterrupt:
+    import signal
+
+    from .. import _signals
+
+    return KeyboardInterrupt() if signum == signal.SIGINT else _signals.Terminated(signum)
+
+
+def _stop_reason(stop: BaseException) -> str:
+    """The footer's ``reason`` of a run stopped by a signal."""
+    from .._signals import Terminated
+
+    return "terminated" if isinstance(stop, Terminated) else "interrupted"
 
 
 def own_module(program: Any) -> str:
@@ -162,7 +186,7 @@ def own_module(program: Any) -> str:
     return str(program.target)
 
 
-def _report(opts: ExecOptions, path: str, out: str, interrupted: bool,
+def _report(opts: ExecOptions, path: str, out: str, stop: Optional[BaseException],
             outside: List[Any]) -> None:
     from rich.console import Console
 
@@ -184,8 +208,9 @@ def _report(opts: ExecOptions, path: str, out: str, interrupted: bool,
         sites = ", ".join(sorted({e.site for e in outside})[:3])
         err.print(f"{sum(e.count for e in outside)} hidden syncs outside every step (not "
                   f"gated): {sites}")
-    if interrupted:
-        err.print(f"interrupted: kept {len(res.steps)} finished steps in {path}")
+    if stop is not None:
+        how = "terminated (SIGTERM)" if _stop_reason(stop) == "terminated" else "interrupted"
+        err.print(f"{how}: kept {len(res.steps)} finished steps in {path}")
 
 
 def _gate(opts: ExecOptions, session: Any) -> bool:

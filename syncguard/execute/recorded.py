@@ -7,7 +7,10 @@ from __future__ import annotations
 
 import argparse
 import os
-from typing import List, Sequence
+from typing import TYPE_CHECKING, List, Sequence
+
+if TYPE_CHECKING:
+    from ..results import RunResult
 
 
 def is_result_path(p: str) -> bool:
@@ -26,6 +29,8 @@ def check_results(args: argparse.Namespace, paths: Sequence[str]) -> int:
     verdicts: List[Verdict] = []
     for p in paths:
         res = results.load(p)
+        if not res.complete:
+            _warn_incomplete(p, res)
         recorded = (res.header.get("options") or {}).get("max_syncs")
         budget = args.max_syncs if args.max_syncs is not None else (
             recorded if isinstance(recorded, int) else 0)
@@ -38,3 +43,15 @@ def check_results(args: argparse.Namespace, paths: Sequence[str]) -> int:
                 and e.get("pass") in ("counted", "exec")]
             verdicts.append(judge(evs, max_syncs=budget, baseline=base, scenario=sc, path=path))
     return finish(args, verdicts)
+
+
+def _warn_incomplete(path: str, res: RunResult) -> None:
+    """One line: an interrupted or terminated run is gated on the steps it kept only."""
+    import sys
+
+    footer = res.footer or {}
+    why = footer.get("reason") or ("no footer: the run was cut short" if not footer else
+                                   "stopped early")
+    n = len(res.steps)
+    print(f"syncguard check: warning: {path}: INCOMPLETE run ({why}): gated on the {n} "
+          f"steps it kept", file=sys.stderr)

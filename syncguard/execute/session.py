@@ -9,6 +9,7 @@ import threading
 import time
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
+from .. import _signals
 from ..events import SyncEvent
 from ..guard import SyncGuard
 from ..results import ResultWriter, StepRecord
@@ -77,6 +78,7 @@ class ExecSession:
     def begin(self, name: str) -> None:
         if os.getpid() != self._pid:  # a forked child: the result file is the parent's
             return
+        _signals.check()  # a Ctrl-C/SIGTERM the program swallowed still stops it here
         with self._lock:
             i = self._next.get(name, 0)
             self._next[name] = i + 1
