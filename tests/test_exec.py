@@ -109,6 +109,12 @@ def test_program_exit_code_wins(demo, tmp_path, form):
     rc, out = _exec(tmp_path, form, ["--step", STEP, "--max-syncs", "0"], ["--exit", "7"])
     assert rc == 7
     assert len(_per_step(out)) == 8
+    # the program ran to its end, but failed: the footer and the report header say so
+    res = results.load(os.path.join(out, "result.jsonl"))
+    assert res.complete
+    assert res.footer["exit_code"] == 7 and res.footer["reason"] == "program exited 7"
+    with open(os.path.join(out, "report.md")) as f:
+        assert "program exited 7" in f.read()
 
 
 @pytest.mark.parametrize("form", ["script", "module"])
@@ -120,6 +126,8 @@ def test_program_traceback_is_the_programs(demo, tmp_path, form, capsys):
     tb = err[err.index("Traceback"):err.index("RuntimeError: engine failed")]
     assert "run.py" in tb and "syncguard" not in tb and "runpy" not in tb
     assert sorted(_per_step(out)) == [0, 1, 2, 3]  # every finished step kept
+    footer = results.load(os.path.join(out, "result.jsonl")).footer
+    assert footer["exit_code"] == 1 and footer["reason"] == "program raised RuntimeError"
 
 
 @pytest.mark.parametrize("form", ["script", "module"])
@@ -131,6 +139,7 @@ def test_ctrl_c_keeps_finished_steps(demo, tmp_path, form, capsys):
     assert {s.step: s.syncs for s in res.steps} == {0: 0, 1: 0, 2: 2, 3: 1, 4: 0, 5: 1}
     assert os.path.exists(os.path.join(out, "report.md"))
     assert "interrupted: kept 6 finished steps" in capsys.readouterr().err
+    assert res.footer["exit_code"] == 130 and res.footer["reason"] == "interrupted"
 
 
 @pytest.mark.parametrize("markers", [False, True])

@@ -108,7 +108,7 @@ def execute(opts: ExecOptions, target: Any, out: str) -> int:
                           allow_sites=opts.allow_sites, rank=opts.rank,
                           devices=("cpu",) if target.kind == "cpu" else ())
     hooks = StepHooks(opts.steps)
-    code = 0
+    code, raised = 0, None
     stop: Optional[KeyboardInterrupt] = None  # Ctrl-C, or SIGTERM (_signals.Terminated)
     prev = markers.set_recorder(session)
     try:
@@ -124,7 +124,7 @@ def execute(opts: ExecOptions, target: Any, out: str) -> int:
         stop = exc
     except BaseException as exc:  # the program failed: its traceback, as a plain run shows
         show_exception(exc)
-        code = 1
+        code, raised = 1, type(exc).__name__
     # A second Ctrl-C or a SIGTERM now waits: the footer and every report are written whole.
     with _signals.deferred(deliver=False) as late:
         markers.set_recorder(prev)
@@ -137,8 +137,11 @@ def execute(opts: ExecOptions, target: Any, out: str) -> int:
                         sites=sorted({e.site for e in outside}))
         if stop is not None:
             writer.close(False, reason=_stop_reason(stop), exit_code=_signals.exit_code(stop))
+        elif code != 0:  # ran to its end, and failed: the reports say how
+            writer.close(True, exit_code=code, reason=f"program raised {raised}" if raised
+                         else f"program exited {code}")
         else:
-            writer.close(True, exit_code=code)
+            writer.close(True, exit_code=0)
         _report(opts, path, out, stop, outside)
     if stop is None and late:
         stop = _stop_for(late[0])

@@ -56,13 +56,15 @@ def fmt_time(ts: Any) -> Optional[str]:
 
 
 def status_text(result: RunResult) -> str:
-    """``"complete"`` or ``"INTERRUPTED: N steps kept"`` (plus the footer's reason if any)."""
-    if result.complete:
-        return "complete"
-    text = f"INTERRUPTED: {len(result.steps)} steps kept"
+    """``"complete"`` or ``"INTERRUPTED: N steps kept"`` (plus the footer's reason if any);
+    a program that ran to its end but failed (``exec``): ``"complete, but the program exited
+    N"`` / ``"... raised X"``."""
     why = None
     if result.footer:
         why = result.footer.get("reason") or result.footer.get("error")
+    if result.complete:
+        return f"complete, but the {why}" if why else "complete"
+    text = f"INTERRUPTED: {len(result.steps)} steps kept"
     return f"{text} ({why})" if why else text
 
 
