@@ -425,3 +425,29 @@ def test_sigterm_is_handled_like_ctrl_c(tmp_path, monkeypatch, capsys):
     assert len([ln for ln in err.splitlines() if "INCOMPLETE" in ln]) == 1
     assert "terminated" in err
     assert main(["check", out, "--max-syncs", "2"]) == 1
+
+
+RAISING_STEP = (
+    "import torch\n\n"
+    "x = torch.ones(2, device='npu')\n\n\n"
+    "def step(i):\n"
+    "    x.sum().item()\n"
+    "    if i == 1:\n"
+    "        raise KeyError(i)\n"
+    "    x.max().item()\n\n\n"
+    "for i in range(3):\n"
+    "    try:\n"
+    "        step(i)\n"
+    "    except KeyError:\n"
+    "        pass\n")
+
+
+def test_a_step_that_raises_keeps_its_syncs_and_is_marked(tmp_path, monkeypatch):
+    (tmp_path / "raising.py").write_text(RAISING_STEP)
+    monkeypatch.chdir(tmp_path)
+    out = str(tmp_path / "o")
+    assert main(["exec", "--device", "sim", "--out", out, "--step", "__main__:step", "--",
+                 "python", "raising.py"]) == 0  # the program caught it: not a failure
+    res = results.load(os.path.join(out, "result.jsonl"))
+    assert [(s.step, s.syncs, s.labels) for s in res.steps] == [
+        (0, 2, None), (1, 1, {"raised": "KeyError"}), (2, 2, None)]
