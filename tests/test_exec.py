@@ -451,3 +451,27 @@ def test_a_step_that_raises_keeps_its_syncs_and_is_marked(tmp_path, monkeypatch)
     res = results.load(os.path.join(out, "result.jsonl"))
     assert [(s.step, s.syncs, s.labels) for s in res.steps] == [
         (0, 2, None), (1, 1, {"raised": "KeyError"}), (2, 2, None)]
+
+
+def test_exec_reports_have_no_ratio_between_step_names(tmp_path, monkeypatch):
+    """Two step names of one program are not alternatives of one step: no ratio or saved
+    columns or verdict between them, an exec latency legend, no batch size."""
+    from syncguard import analysis
+    from syncguard.renderers import markdown
+
+    (tmp_path / "two.py").write_text(TWO_STEPS)
+    monkeypatch.chdir(tmp_path)
+    out = str(tmp_path / "o")
+    assert main(["exec", "--device", "sim", "--out", out, "--step", "__main__:a", "--step",
+                 "__main__:b", "--", "python", "two.py"]) == 0
+    res = results.load(os.path.join(out, "result.jsonl"))
+    sm = analysis.summary(res)
+    assert sm["ratio_vs_legacy"].isna().all() and sm["saved_per_token_us"].isna().all()
+    md = markdown.render(res)
+    assert "ratio" not in md and "saved" not in md and "saves" not in md
+    assert "timed pass without interceptors" not in md
+    assert "host time per step call, measured under the guard" in md
+    per_step = [ln for ln in md.splitlines() if ln.startswith("| 0 ")]
+    cells = [c.strip() for c in per_step[0].split("|")]
+    assert cells[2] == "-"  # batch: not known in exec
+    assert cells[5] != "-" and float(cells[5]) > 0  # a's host time of step 0, in ms

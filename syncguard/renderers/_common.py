@@ -33,6 +33,25 @@ LEGEND: Tuple[Tuple[str, str], ...] = (
 )
 
 
+#: the legend of ``syncguard exec`` results: one pass under the guard, step names that are
+#: different functions (no ratio or saving between them)
+EXEC_LEGEND: Tuple[Tuple[str, str], ...] = (
+    ("syncs/step", "hidden host<->device syncs per step call (under the guard, warm-up steps "
+                   "excluded); mean and max"),
+    LEGEND[1],
+    ("p50/p90/p99/mean", "host time per step call, measured under the guard (interceptors "
+                         "on), in ms, warm-up steps excluded"),
+    *[kv for kv in LEGEND if kv[0] in ("out", "modeled", "steps")],
+)
+
+
+def legend(result: RunResult) -> Tuple[Tuple[str, str], ...]:
+    """The legend's terms for ``result``: :data:`EXEC_LEGEND` for an exec run."""
+    from ..analysis import is_exec
+
+    return EXEC_LEGEND if is_exec(result) else LEGEND
+
+
 def header_get(header: Dict[str, Any], key: str) -> Any:
     """A header field, looked up at the top level, then under ``environment``/``env``."""
     if header.get(key) is not None:
