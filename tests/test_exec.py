@@ -475,3 +475,19 @@ def test_exec_reports_have_no_ratio_between_step_names(tmp_path, monkeypatch):
     cells = [c.strip() for c in per_step[0].split("|")]
     assert cells[2] == "-"  # batch: not known in exec
     assert cells[5] != "-" and float(cells[5]) > 0  # a's host time of step 0, in ms
+
+
+def test_max_syncs_per_step(demo, tmp_path, capsys):
+    """--max-syncs is a total per step name over the run (4 here); --max-syncs-per-step
+    budgets each step call: the worst step (2, step 2) decides."""
+    assert _exec(tmp_path, "script", ["--step", STEP, "--max-syncs", "2"])[0] == 1
+    assert _exec(tmp_path, "script", ["--step", STEP, "--max-syncs-per-step", "2"])[0] == 0
+    capsys.readouterr()
+    rc, out = _exec(tmp_path, "script", ["--step", STEP, "--max-syncs-per-step", "1"])
+    assert rc == 1
+    text = capsys.readouterr().out
+    assert f"engine.py:{_line('two-a')}" in text and "per step" in text
+    assert f"engine.py:{_line('five')}" not in text  # step 5 has 1: within the budget
+    res = results.load(os.path.join(out, "result.jsonl"))
+    assert res.header["options"]["max_syncs_per_step"] == 1
+    assert _exec(tmp_path, "script", ["--max-syncs-per-step", "-1"])[0] == 2

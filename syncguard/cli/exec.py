@@ -8,7 +8,8 @@ neither, the whole program is one step. Every finished step is streamed to OUT/r
 
 Exit code: the program's own when it fails (its traceback shown as a plain run shows it);
 else 2 when a --step never matched (missing module or attribute), 1 when a step name has
-more hidden syncs than --max-syncs, 0 otherwise; 130 on Ctrl-C, after writing the reports."""
+more hidden syncs than --max-syncs over the run, or one step call more than
+--max-syncs-per-step, 0 otherwise; 130 on Ctrl-C, after writing the reports."""
 
 from __future__ import annotations
 
@@ -35,7 +36,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--warmup", type=int, default=0,
                    help="the first N steps of each step name are kept but not counted")
     p.add_argument("--max-syncs", type=int, default=None,
-                   help="hidden syncs allowed per step name over the run (default: no gate)")
+                   help="hidden syncs allowed per step name, in total over the run "
+                   "(default: no gate)")
+    p.add_argument("--max-syncs-per-step", type=int, default=None, metavar="N",
+                   help="hidden syncs allowed in any one step call (the max over the steps "
+                   "of each step name; default: no gate)")
     p.add_argument("--allow", action="append", default=[], metavar="SITE",
                    help="allow hidden syncs at this call site (file.py:line, pkg.mod:function or "
                    "function; repeatable). Added to [tool.syncguard] allow of --config")
@@ -108,7 +113,8 @@ def main(args: argparse.Namespace) -> int:
     from .check import _allow_sites
     from .run import REPORT_FILES
 
-    for flag, v in (("--warmup", args.warmup), ("--max-syncs", args.max_syncs)):
+    for flag, v in (("--warmup", args.warmup), ("--max-syncs", args.max_syncs),
+                    ("--max-syncs-per-step", args.max_syncs_per_step)):
         if v is not None and v < 0:
             raise UsageError(f"{flag}: must be >= 0, got {v}")
     try:
@@ -127,7 +133,8 @@ def main(args: argparse.Namespace) -> int:
     if gate_file:
         args.output = os.path.join(out, gate_file)
     opts = ExecOptions(program=program, steps=steps, warmup=args.warmup,
-                       max_syncs=args.max_syncs, allow_sites=_allow_sites(args),
+                       max_syncs=args.max_syncs, max_syncs_per_step=args.max_syncs_per_step,
+                       allow_sites=_allow_sites(args),
                        fmt=args.format, output=args.output, width=report_width(args.width),
                        rank=rank, argv=sys.argv[1:])
     return execute(opts, target, out)

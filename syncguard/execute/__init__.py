@@ -11,7 +11,7 @@ import dataclasses
 import importlib.util
 import os
 import sys
-from typing import Any, List, Mapping, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from .hooks import StepTarget
 
@@ -24,6 +24,7 @@ class ExecOptions:
     steps: Sequence[StepTarget] = ()
     warmup: int = 0
     max_syncs: Optional[int] = None
+    max_syncs_per_step: Optional[int] = None
     allow_sites: Sequence[Tuple[str, str]] = ()
     fmt: str = "text"
     output: Optional[str] = None
@@ -89,15 +90,17 @@ def execute(opts: ExecOptions, target: Any, out: str) -> int:
             why = static_missing(t, main_file if t.module == "__main__" else None)
             if why is not None:
                 raise UsageError(f"--step {t.spec}: {why}")
-    if opts.max_syncs is None and opts.fmt != "text":
-        raise UsageError(f"--format {opts.fmt}: needs --max-syncs (the budget to gate on)")
+    if opts.max_syncs is None and opts.max_syncs_per_step is None and opts.fmt != "text":
+        raise UsageError(f"--format {opts.fmt}: needs --max-syncs or --max-syncs-per-step "
+                         f"(the budget to gate on)")
     selftest(None if target.kind == "cpu" else str(target.device))
 
     path = os.path.join(out, result_name(opts.rank))
     header = {
         "env": environment(target.kind, target.name), "argv": opts.argv,
         "options": {"steps": [t.spec for t in opts.steps], "warmup": opts.warmup,
-                    "max_syncs": opts.max_syncs, "device": target.kind},
+                    "max_syncs": opts.max_syncs,
+                    "max_syncs_per_step": opts.max_syncs_per_step, "device": target.kind},
         "exec": {"program": program.target, "module": program.module, "args": program.args,
                  "rank": opts.rank, "world_size": os.environ.get("WORLD_SIZE")},
         "scenarios": {program.name: {"file": program.target, "steps": None,
@@ -217,17 +220,43 @@ def _report(opts: ExecOptions, path: str, out: str, stop: Optional[BaseException
 
 
 def _gate(opts: ExecOptions, session: Any) -> bool:
-    """Gate each step name's hidden syncs on ``--max-syncs``; True when one is over."""
-    if opts.max_syncs is None:
+    """Gate each step name's hidden syncs on ``--max-syncs`` (their total over the run) and
+    ``--max-syncs-per-step`` (the worst step call); True when one is over."""
+    if opts.max_syncs is None and opts.max_syncs_per_step is None:
         return False
     from ..gate import judge
     from ..renderers.ci import emit
 
     label = opts.program.name if opts.rank is None else f"{opts.program.name} [rank {opts.rank}]"
-    verdicts = [judge(tot.events, max_syncs=opts.max_syncs, scenario=label, path=name)
-                for name, tot in session.totals.items()]
+    verdicts = []
+    for name, tot in session.totals.items():
+        if opts.max_syncs is not None:
+            verdicts.append(judge(tot.events, max_syncs=opts.max_syncs, scenario=label,
+                                  path=name))
+        if opts.max_syncs_per_step is not None:
+            verdicts.append(per_step_verdict(tot.events, opts.max_syncs_per_step, label,
+                                             f"{name} per step"))
     emit(opts.fmt, [v.total for v in verdicts], [f for v in verdicts for f in v.findings],
          opts.output)
     if opts.output not in (None, "-") and os.path.exists(opts.output):
         print(f"Wrote {opts.output}", file=sys.stderr)
     return any(v.failed for v in verdicts)
+
+
+def per_step_verdict(events: Sequence[Any], budget: int, scenario: str, path: str) -> Any:
+    """The gate's :class:`~syncguard.gate.Verdict` on hidden syncs per step call: failed when
+    one step has more than ``budget``; ``hidden`` is the worst step's count, the findings are
+    the sites of the steps over budget."""
+    from ..gate import judge
+
+    per: Dict[int, int] = {}
+    for e in events:
+        if not e.allowed and not e.warmup and e.step is not None:
+            per[e.step] = per.get(e.step, 0) + e.count
+    over = {i for i, n in per.items() if n > budget}
+    worst = max(per.values(), default=0)
+    v = judge([e for e in events if e.step in over], max_syncs=0, scenario=scenario, path=path)
+    why = (f"{worst} hidden syncs in one step call, budget {budget} per step "
+           f"({len(over)} of {len(per)} steps with syncs over it)")
+    return dataclasses.replace(v, hidden=worst, max_syncs=budget, findings=tuple(
+        dataclasses.replace(f, message=why) for f in v.findings))
