@@ -490,4 +490,7 @@ def test_max_syncs_per_step(demo, tmp_path, capsys):
     assert f"engine.py:{_line('five')}" not in text  # step 5 has 1: within the budget
     res = results.load(os.path.join(out, "result.jsonl"))
     assert res.header["options"]["max_syncs_per_step"] == 1
+    assert main(["check", out]) == 1  # the recorded per-step budget gates again
+    assert _exec(tmp_path, "script", ["--step", STEP, "--max-syncs-per-step", "2"])[0] == 0
+    assert main(["check", out]) == 0  # not a total budget of 0
     assert _exec(tmp_path, "script", ["--max-syncs-per-step", "-1"])[0] == 2

@@ -24,6 +24,7 @@ def check_results(args: argparse.Namespace, paths: Sequence[str]) -> int:
     from ..cli.check import finish
     from ..events import SyncEvent
     from ..gate import Verdict, judge
+    from . import per_step_verdict
 
     base = Baseline.load(args.baseline) if args.baseline else None
     verdicts: List[Verdict] = []
@@ -31,9 +32,17 @@ def check_results(args: argparse.Namespace, paths: Sequence[str]) -> int:
         res = results.load(p)
         if not res.complete:
             _warn_incomplete(p, res)
-        recorded = (res.header.get("options") or {}).get("max_syncs")
+        options = res.header.get("options") or {}
+        recorded = options.get("max_syncs")
         budget = args.max_syncs if args.max_syncs is not None else (
             recorded if isinstance(recorded, int) else 0)
+        # an exec run's --max-syncs-per-step gates again when no other budget is asked for
+        per_step = options.get("max_syncs_per_step")
+        if not (isinstance(per_step, int) and not isinstance(per_step, bool) and per_step >= 0
+                and base is None and args.max_syncs is None
+                and not getattr(args, "update_baseline", None)):
+            per_step = None
+        total = per_step is None or isinstance(recorded, int)
         keys = list(dict.fromkeys((s.scenario, s.path) for s in res.steps
                                   if s.pass_ in ("counted", "exec")))
         for sc, path in keys:
@@ -41,7 +50,11 @@ def check_results(args: argparse.Namespace, paths: Sequence[str]) -> int:
                 "scenario", "path", "pass", "rank")})
                 for e in res.events if e.get("scenario") == sc and e.get("path") == path
                 and e.get("pass") in ("counted", "exec")]
-            verdicts.append(judge(evs, max_syncs=budget, baseline=base, scenario=sc, path=path))
+            if total:
+                verdicts.append(judge(evs, max_syncs=budget, baseline=base, scenario=sc,
+                                      path=path))
+            if per_step is not None:
+                verdicts.append(per_step_verdict(evs, per_step, sc, f"{path} per step"))
     return finish(args, verdicts)
 
 
