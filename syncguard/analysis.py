@@ -68,7 +68,8 @@ SUMMARY_COLUMNS: Dict[str, str] = {
                        "latency minus the same ops replayed without them (us)",
     "modeled_idle_sync_us": "device idle caused by hidden syncs per step, mean (us)",
     "profile": "device profile of the modeled columns ('' when not modeled)",
-    "baseline": "the path ratios are taken against (default: the scenario's first path)",
+    "baseline": "the path ratios are taken against (default: the scenario's first path; '' "
+                "for exec runs, whose paths are different step functions: no ratio)",
 }
 
 SITES_COLUMNS: Dict[str, str] = {
@@ -238,14 +239,21 @@ def summary(result: RunResult, baseline: Optional[str] = None) -> pd.DataFrame:
             })
     asked: Optional[str] = baseline or (result.header.get("options") or {}).get("baseline")
     base_path: Dict[str, str] = {}
+    exec_run = is_exec(result)
     for r in rows:  # the baseline asked for where the scenario has it, else its first path
         sc_paths = [x["path"] for x in rows if x["scenario"] == r["scenario"]]
-        base_path[r["scenario"]] = asked if asked is not None and asked in sc_paths else (
-            sc_paths[0])
+        base_path[r["scenario"]] = "" if exec_run else (
+            asked if asked is not None and asked in sc_paths else sc_paths[0])
     for r in rows:
         r["baseline"] = base_path[r["scenario"]]
         _add_stats(result, r)
     return pd.DataFrame(rows, columns=list(SUMMARY_COLUMNS))
+
+
+def is_exec(result: RunResult) -> bool:
+    """Whether ``result`` is a ``syncguard exec`` run: its paths are different step functions
+    of one program, not alternatives of one step, so no ratio is taken between them."""
+    return any(s.pass_ == "exec" for s in result.steps)
 
 
 def baseline_label(summary_df: pd.DataFrame) -> str:
@@ -286,7 +294,8 @@ def _add_stats(result: RunResult, r: Dict[str, Any]) -> None:
     ratio = stats.Ratio(_nan(), _nan(), _nan(), 0)
     if path == base_name:  # the baseline against itself: 1.00x by definition, no interval
         ratio = stats.Ratio(1.0 if lat else _nan(), _nan(), _nan(), len(lat))
-    elif any(s.path == base_name and s.scenario == scenario for s in result.steps):
+    elif base_name and any(s.path == base_name and s.scenario == scenario
+                           for s in result.steps):
         ratio = stats.paired_ratio(*paired_latency(result, scenario, base_name, path))
     r.update(ratio_vs_legacy=ratio.ratio, ratio_lo=ratio.lo, ratio_hi=ratio.hi, pairs=ratio.n)
     base = _percentile([float(x.latency_ms) for x in _records(result, scenario, base_name,
@@ -319,7 +328,8 @@ def per_step(result: RunResult, scenario: str) -> pd.DataFrame:
     Columns: ``step``, ``batch_size``, ``warmup`` (bool), then for each path (in
     :func:`ordered_paths` order) ``<path>.branch`` (counted pass, else timed),
     ``<path>.syncs`` (hidden syncs, counted pass; NaN if none) and ``<path>.latency_ms``
-    (timed pass, ms, the median over its rounds; NaN if none); last ``notable`` (bool):
+    (timed pass, ms, the median over its rounds, or the exec record's; NaN if none);
+    ``batch_size`` NaN for exec records (not known). Last ``notable`` (bool):
     branches differ between paths at this step, or the step's pattern (branch and sync
     count of every path) differs from the most common pattern of non-warm-up steps (a batch
     that only shrinks is not notable). Warm-up steps are included.
@@ -333,7 +343,8 @@ def per_step(result: RunResult, scenario: str) -> pd.DataFrame:
                                                   for s in reversed(recs)}
     lat_rounds: Dict[Tuple[int, str], List[float]] = {}
     for s in recs:
-        if s.pass_ == "timed" and s.latency_ms is not None and not is_missing(s.latency_ms):
+        if s.pass_ in ("timed", "exec") and s.latency_ms is not None and not is_missing(
+                s.latency_ms):  # exec: one pass, timed under the guard
             lat_rounds.setdefault((s.step, s.path), []).append(float(s.latency_ms))
     steps = sorted({s.step for s in recs})
     rows: List[Dict[str, Any]] = []
@@ -346,7 +357,7 @@ def per_step(result: RunResult, scenario: str) -> pd.DataFrame:
             t = by.get((step, path, "timed")) or by.get((step, path, "exec"))
             any_rec = c or t
             if any_rec is not None:
-                if is_missing(batch):
+                if is_missing(batch) and any_rec.pass_ != "exec":  # exec: batch not known
                     batch = any_rec.batch_size
                 warm = warm or bool(any_rec.warmup)
             row[f"{path}.branch"] = any_rec.branch if any_rec is not None else ""

@@ -5,7 +5,8 @@ which ``syncguard exec`` installs for the program it runs. Nested and recursive 
 thread, belong to the outermost one: only the outermost opens and closes a step.
 
 The recorder is any object with ``begin(name) -> None`` and ``end(name) -> None`` (and
-optionally ``abort(name)``, for a step Ctrl-C left unfinished); at most one is active per
+optionally ``abort(name)``, for a step Ctrl-C left unfinished, and ``failed(name, exc_name)``,
+for a step another exception left, which the program may catch); at most one is active per
 process (:func:`set_recorder`). ``syncguard exec --step MODULE:QUALNAME`` wraps the named
 function with the same machinery (:func:`wrap_step`).
 """
@@ -66,16 +67,24 @@ def _enter(name: str) -> Optional[StepRecorder]:
 
 def _leave(rec: Optional[StepRecorder], name: str, exc: Optional[type] = None) -> None:
     """Close a step; one left by Ctrl-C (KeyboardInterrupt) did not finish: the recorder's
-    ``abort(name)`` is called instead of ``end`` when it has one."""
+    ``abort(name)`` is called instead of ``end`` when it has one. One left by another
+    exception ran until it raised: ``failed(name, exception class name)`` when the recorder
+    has it, else ``end``."""
     global _DEPTH
     with _LOCK:
         _DEPTH = max(0, _DEPTH - 1)
     if rec is not None:
-        abort = getattr(rec, "abort", None)
-        if abort is not None and exc is not None and issubclass(exc, KeyboardInterrupt):
-            abort(name)
-        else:
-            rec.end(name)
+        if exc is not None and issubclass(exc, KeyboardInterrupt):
+            abort = getattr(rec, "abort", None)
+            if abort is not None:
+                abort(name)
+                return
+        elif exc is not None:
+            failed = getattr(rec, "failed", None)
+            if failed is not None:
+                failed(name, exc.__name__)
+                return
+        rec.end(name)
 
 
 class _Marker:

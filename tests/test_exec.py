@@ -109,6 +109,12 @@ def test_program_exit_code_wins(demo, tmp_path, form):
     rc, out = _exec(tmp_path, form, ["--step", STEP, "--max-syncs", "0"], ["--exit", "7"])
     assert rc == 7
     assert len(_per_step(out)) == 8
+    # the program ran to its end, but failed: the footer and the report header say so
+    res = results.load(os.path.join(out, "result.jsonl"))
+    assert res.complete
+    assert res.footer["exit_code"] == 7 and res.footer["reason"] == "program exited 7"
+    with open(os.path.join(out, "report.md")) as f:
+        assert "program exited 7" in f.read()
 
 
 @pytest.mark.parametrize("form", ["script", "module"])
@@ -120,6 +126,8 @@ def test_program_traceback_is_the_programs(demo, tmp_path, form, capsys):
     tb = err[err.index("Traceback"):err.index("RuntimeError: engine failed")]
     assert "run.py" in tb and "syncguard" not in tb and "runpy" not in tb
     assert sorted(_per_step(out)) == [0, 1, 2, 3]  # every finished step kept
+    footer = results.load(os.path.join(out, "result.jsonl")).footer
+    assert footer["exit_code"] == 1 and footer["reason"] == "program raised RuntimeError"
 
 
 @pytest.mark.parametrize("form", ["script", "module"])
@@ -131,6 +139,7 @@ def test_ctrl_c_keeps_finished_steps(demo, tmp_path, form, capsys):
     assert {s.step: s.syncs for s in res.steps} == {0: 0, 1: 0, 2: 2, 3: 1, 4: 0, 5: 1}
     assert os.path.exists(os.path.join(out, "report.md"))
     assert "interrupted: kept 6 finished steps" in capsys.readouterr().err
+    assert res.footer["exit_code"] == 130 and res.footer["reason"] == "interrupted"
 
 
 @pytest.mark.parametrize("markers", [False, True])
@@ -328,3 +337,160 @@ def test_forked_child_does_not_write_into_the_parents_result(tmp_path, monkeypat
     assert main(["exec", "--device", "sim", "--out", out, "--", "python", str(prog)]) == 0
     res = results.load(os.path.join(out, "result.jsonl"))
     assert [(s.path, s.step, s.syncs) for s in res.steps] == [("decode", i, 1) for i in range(3)]
+
+
+TWO_STEPS = (
+    "import torch\n\n"
+    "x = torch.ones(2, device='npu')\n\n\n"
+    "def a():\n"
+    "    return x.sum().item()\n\n\n"
+    "def b():\n"
+    "    x.sum().item()\n"
+    "    return x.max().item()\n\n\n"
+    "for _ in range(3):\n"
+    "    a()\n"
+    "    b()\n")
+
+
+def test_two_steps_in_the_script_itself(tmp_path, monkeypatch, capsys):
+    """The second ``__main__`` target is defined after the first: it stays pending until
+    its own def, and both are gated."""
+    (tmp_path / "two.py").write_text(TWO_STEPS)
+    monkeypatch.chdir(tmp_path)
+    out = str(tmp_path / "o")
+    rc = main(["exec", "--device", "sim", "--out", out, "--step", "__main__:a", "--step",
+               "__main__:b", "--max-syncs", "3", "--", "python", "two.py"])
+    err = capsys.readouterr().err
+    assert "has no attribute" not in err and "outside every step" not in err
+    assert rc == 1  # b: 6 hidden syncs over the budget of 3; a: 3
+    res = results.load(os.path.join(out, "result.jsonl"))
+    assert [(s.path, s.step, s.syncs) for s in res.steps] == [
+        (n, i, k) for i in range(3) for n, k in (("a", 1), ("b", 2))]
+
+
+@pytest.mark.parametrize("fmt,name", [("sarif", "syncguard.sarif"), ("junit", "junit.xml")])
+def test_sarif_and_junit_default_to_a_file_under_out(demo, tmp_path, capsys, fmt, name):
+    """Without -o the CI file goes under --out, never to stdout (the program's own output
+    goes there and would make it unparseable)."""
+    import json
+    import xml.etree.ElementTree as ET
+
+    rc, out = _exec(tmp_path, "script", ["--step", STEP, "--max-syncs", "0", "--format", fmt])
+    assert rc == 1
+    cap = capsys.readouterr()
+    assert cap.out.startswith("decoded 8 tokens")  # the program's own output, then the gate's
+    assert "$schema" not in cap.out and "<testsuite" not in cap.out and "<?xml" not in cap.out
+    path = os.path.join(out, name)
+    assert f"Wrote {path}" in cap.err
+    with open(path) as f:
+        text = f.read()
+    if fmt == "sarif":
+        assert json.loads(text)["runs"][0]["results"]
+    else:
+        assert list(ET.fromstring(text).iter("failure"))
+    # a second run does not overwrite it without --force
+    argv = ["exec", "--device", "sim", "--out", out, "--step", STEP, "--max-syncs", "0",
+            "--format", fmt, "--", "python", "decode.py"]
+    assert main(argv) == 2
+
+
+SIGTERM_AT_3 = (
+    "import os\nimport signal\nimport torch\nimport syncguard\n\n"
+    "x = torch.ones(2, device='npu')\n"
+    "for i in range(6):\n"
+    "    if i == 3:\n"
+    "        os.kill(os.getpid(), signal.SIGTERM)\n"
+    "    with syncguard.step('decode'):\n"
+    "        x.sum().item()\n")
+
+
+@pytest.mark.skipif(not hasattr(os, "kill") or os.name == "nt", reason="needs POSIX SIGTERM")
+def test_sigterm_is_handled_like_ctrl_c(tmp_path, monkeypatch, capsys):
+    """SIGTERM (timeout, schedulers, CI): the finished steps and reports are kept, one line
+    says so, exit 143; `check` on the kept result gates what it kept and says INCOMPLETE."""
+    (tmp_path / "term.py").write_text(SIGTERM_AT_3)
+    monkeypatch.chdir(tmp_path)
+    out = str(tmp_path / "o")
+    rc = main(["exec", "--device", "sim", "--out", out, "--", "python", "term.py"])
+    assert rc == 143
+    err = capsys.readouterr().err
+    assert "terminated (SIGTERM): kept 3 finished steps" in err
+    assert os.path.exists(os.path.join(out, "report.md"))
+    res = results.load(os.path.join(out, "result.jsonl"))
+    assert not res.complete
+    assert res.footer["reason"] == "terminated" and res.footer["exit_code"] == 143
+    assert [s.step for s in res.steps] == [0, 1, 2]
+    assert main(["check", out, "--max-syncs", "3"]) == 0  # gated on the 3 steps it kept
+    err = capsys.readouterr().err
+    assert len([ln for ln in err.splitlines() if "INCOMPLETE" in ln]) == 1
+    assert "terminated" in err
+    assert main(["check", out, "--max-syncs", "2"]) == 1
+
+
+RAISING_STEP = (
+    "import torch\n\n"
+    "x = torch.ones(2, device='npu')\n\n\n"
+    "def step(i):\n"
+    "    x.sum().item()\n"
+    "    if i == 1:\n"
+    "        raise KeyError(i)\n"
+    "    x.max().item()\n\n\n"
+    "for i in range(3):\n"
+    "    try:\n"
+    "        step(i)\n"
+    "    except KeyError:\n"
+    "        pass\n")
+
+
+def test_a_step_that_raises_keeps_its_syncs_and_is_marked(tmp_path, monkeypatch):
+    (tmp_path / "raising.py").write_text(RAISING_STEP)
+    monkeypatch.chdir(tmp_path)
+    out = str(tmp_path / "o")
+    assert main(["exec", "--device", "sim", "--out", out, "--step", "__main__:step", "--",
+                 "python", "raising.py"]) == 0  # the program caught it: not a failure
+    res = results.load(os.path.join(out, "result.jsonl"))
+    assert [(s.step, s.syncs, s.labels) for s in res.steps] == [
+        (0, 2, None), (1, 1, {"raised": "KeyError"}), (2, 2, None)]
+
+
+def test_exec_reports_have_no_ratio_between_step_names(tmp_path, monkeypatch):
+    """Two step names of one program are not alternatives of one step: no ratio or saved
+    columns or verdict between them, an exec latency legend, no batch size."""
+    from syncguard import analysis
+    from syncguard.renderers import markdown
+
+    (tmp_path / "two.py").write_text(TWO_STEPS)
+    monkeypatch.chdir(tmp_path)
+    out = str(tmp_path / "o")
+    assert main(["exec", "--device", "sim", "--out", out, "--step", "__main__:a", "--step",
+                 "__main__:b", "--", "python", "two.py"]) == 0
+    res = results.load(os.path.join(out, "result.jsonl"))
+    sm = analysis.summary(res)
+    assert sm["ratio_vs_legacy"].isna().all() and sm["saved_per_token_us"].isna().all()
+    md = markdown.render(res)
+    assert "ratio" not in md and "saved" not in md and "saves" not in md
+    assert "timed pass without interceptors" not in md
+    assert "host time per step call, measured under the guard" in md
+    per_step = [ln for ln in md.splitlines() if ln.startswith("| 0 ")]
+    cells = [c.strip() for c in per_step[0].split("|")]
+    assert cells[2] == "-"  # batch: not known in exec
+    assert cells[5] != "-" and float(cells[5]) > 0  # a's host time of step 0, in ms
+
+
+def test_max_syncs_per_step(demo, tmp_path, capsys):
+    """--max-syncs is a total per step name over the run (4 here); --max-syncs-per-step
+    budgets each step call: the worst step (2, step 2) decides."""
+    assert _exec(tmp_path, "script", ["--step", STEP, "--max-syncs", "2"])[0] == 1
+    assert _exec(tmp_path, "script", ["--step", STEP, "--max-syncs-per-step", "2"])[0] == 0
+    capsys.readouterr()
+    rc, out = _exec(tmp_path, "script", ["--step", STEP, "--max-syncs-per-step", "1"])
+    assert rc == 1
+    text = capsys.readouterr().out
+    assert f"engine.py:{_line('two-a')}" in text and "per step" in text
+    assert f"engine.py:{_line('five')}" not in text  # step 5 has 1: within the budget
+    res = results.load(os.path.join(out, "result.jsonl"))
+    assert res.header["options"]["max_syncs_per_step"] == 1
+    assert main(["check", out]) == 1  # the recorded per-step budget gates again
+    assert _exec(tmp_path, "script", ["--step", STEP, "--max-syncs-per-step", "2"])[0] == 0
+    assert main(["check", out]) == 0  # not a total budget of 0
+    assert _exec(tmp_path, "script", ["--max-syncs-per-step", "-1"])[0] == 2

@@ -196,3 +196,33 @@ def test_session_writes_device_time_one_step_late(tmp_path):
     writer.close(True)
     assert written == [0, 1, 2]
     assert [(s.step, s.device_ms) for s in load(path).steps] == [(0, 1.0), (1, 2.0), (2, 3.0)]
+
+
+def test_a_step_that_raises_is_reported_as_failed():
+    """A recorder with ``failed(name, exc_name)`` hears which exception left the step (the
+    program may catch it and go on); a recorder without it gets ``end`` as before."""
+
+    class Failing(Recorder):
+        def failed(self, name: str, exc: str) -> None:
+            self.calls.append(("failed", f"{name}:{exc}"))
+
+    r = Failing()
+    prev = steps.set_recorder(r)
+    try:
+        with pytest.raises(KeyError):
+            with syncguard.step("decode"):
+                raise KeyError("k")
+
+        @syncguard.step
+        def f():
+            raise ValueError
+
+        with pytest.raises(ValueError):
+            f()
+        with syncguard.step("decode"):
+            pass
+    finally:
+        steps.set_recorder(prev)
+    qual = "test_a_step_that_raises_is_reported_as_failed.<locals>.f"
+    assert r.calls == [("begin", "decode"), ("failed", "decode:KeyError"), ("begin", qual),
+                       ("failed", f"{qual}:ValueError"), ("begin", "decode"), ("end", "decode")]

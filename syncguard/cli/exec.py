@@ -8,7 +8,8 @@ neither, the whole program is one step. Every finished step is streamed to OUT/r
 
 Exit code: the program's own when it fails (its traceback shown as a plain run shows it);
 else 2 when a --step never matched (missing module or attribute), 1 when a step name has
-more hidden syncs than --max-syncs, 0 otherwise; 130 on Ctrl-C, after writing the reports."""
+more hidden syncs than --max-syncs over the run, or one step call more than
+--max-syncs-per-step, 0 otherwise; 130 on Ctrl-C, after writing the reports."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ import argparse
 import os
 import sys
 import time
-from typing import Any, Tuple
+from typing import Any, Optional, Tuple
 
 NAME = "exec"
 HELP = "run your own program under the guard (per-step syncs, reports, CI gate)"
@@ -35,7 +36,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--warmup", type=int, default=0,
                    help="the first N steps of each step name are kept but not counted")
     p.add_argument("--max-syncs", type=int, default=None,
-                   help="hidden syncs allowed per step name over the run (default: no gate)")
+                   help="hidden syncs allowed per step name, in total over the run "
+                   "(default: no gate)")
+    p.add_argument("--max-syncs-per-step", type=int, default=None, metavar="N",
+                   help="hidden syncs allowed in any one step call (the max over the steps "
+                   "of each step name; default: no gate)")
     p.add_argument("--allow", action="append", default=[], metavar="SITE",
                    help="allow hidden syncs at this call site (file.py:line, pkg.mod:function or "
                    "function; repeatable). Added to [tool.syncguard] allow of --config")
@@ -47,7 +52,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--format", default="text", choices=("text", "github", "sarif", "junit"),
                    help="gate output: text (default), github, sarif, junit")
     p.add_argument("--output", "-o", default=None,
-                   help="file for --format sarif/junit (default: stdout)")
+                   help="file for --format sarif/junit (default: OUT/syncguard.sarif, "
+                   "OUT/junit.xml; - for stdout)")
     p.add_argument("--width", type=int, default=None, help="terminal width for the tables")
     p.add_argument("-m", dest="module", nargs=argparse.REMAINDER, default=None,
                    metavar="MODULE [ARGS]", help="run a module as `python -m MODULE ARGS`")
@@ -68,6 +74,16 @@ def _target(kind: str) -> Any:
                 return resolve_target("cuda")
         return t
     return resolve_target(kind)
+
+
+def gate_file_name(fmt: str, rank: Optional[int]) -> Optional[str]:
+    """The default file, under OUT, of ``--format sarif|junit`` (None for the other
+    formats): ``syncguard.sarif`` / ``junit.xml``, ``.rank<N>`` before the suffix for rank N."""
+    name = {"sarif": "syncguard.sarif", "junit": "junit.xml"}.get(fmt)
+    if name is None or rank is None:
+        return name
+    stem, ext = os.path.splitext(name)
+    return f"{stem}.rank{rank}{ext}"
 
 
 def _out_dir(args: argparse.Namespace, device: str, files: Tuple[str, ...]) -> str:
@@ -97,7 +113,8 @@ def main(args: argparse.Namespace) -> int:
     from .check import _allow_sites
     from .run import REPORT_FILES
 
-    for flag, v in (("--warmup", args.warmup), ("--max-syncs", args.max_syncs)):
+    for flag, v in (("--warmup", args.warmup), ("--max-syncs", args.max_syncs),
+                    ("--max-syncs-per-step", args.max_syncs_per_step)):
         if v is not None and v < 0:
             raise UsageError(f"{flag}: must be >= 0, got {v}")
     try:
@@ -105,16 +122,19 @@ def main(args: argparse.Namespace) -> int:
         steps = [parse_step(s) for s in args.step]
     except (ProgramError, StepSpecError) as exc:
         raise UsageError(str(exc)) from None
-    if args.format in ("sarif", "junit") and args.output is None:
-        args.output = "-"
     if args.output not in (None, "-"):
         args.output = os.path.abspath(args.output)
     rank = rank_from_env()
     target = _target(args.device)  # the simulated device exists before the program starts
     files = (result_name(rank),) if rank is not None else REPORT_FILES
-    out = _out_dir(args, target.kind, files)
+    # sarif/junit without -o: a file under OUT, never stdout, which the program's output shares
+    gate_file = gate_file_name(args.format, rank) if args.output is None else None
+    out = _out_dir(args, target.kind, files + ((gate_file,) if gate_file else ()))
+    if gate_file:
+        args.output = os.path.join(out, gate_file)
     opts = ExecOptions(program=program, steps=steps, warmup=args.warmup,
-                       max_syncs=args.max_syncs, allow_sites=_allow_sites(args),
+                       max_syncs=args.max_syncs, max_syncs_per_step=args.max_syncs_per_step,
+                       allow_sites=_allow_sites(args),
                        fmt=args.format, output=args.output, width=report_width(args.width),
                        rank=rank, argv=sys.argv[1:])
     return execute(opts, target, out)

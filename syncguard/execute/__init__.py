@@ -11,7 +11,7 @@ import dataclasses
 import importlib.util
 import os
 import sys
-from typing import Any, List, Mapping, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from .hooks import StepTarget
 
@@ -24,6 +24,7 @@ class ExecOptions:
     steps: Sequence[StepTarget] = ()
     warmup: int = 0
     max_syncs: Optional[int] = None
+    max_syncs_per_step: Optional[int] = None
     allow_sites: Sequence[Tuple[str, str]] = ()
     fmt: str = "text"
     output: Optional[str] = None
@@ -62,9 +63,10 @@ def _exit_code(exc: SystemExit) -> int:
 def execute(opts: ExecOptions, target: Any, out: str) -> int:
     """Run the program under the guard, write the results into ``out`` and return the exit
     code (see :mod:`syncguard.cli.exec`)."""
+    from .. import _signals
     from .. import steps as markers
     from .._selftest import selftest
-    from ..cli import EXIT_INTERRUPTED, EXIT_OK, EXIT_OVER, EXIT_USAGE, UsageError
+    from ..cli import EXIT_OK, EXIT_OVER, EXIT_USAGE, UsageError
     from ..results import ResultWriter, environment
     from .hooks import StepHooks, static_missing
     from .mainhook import main_source
@@ -88,15 +90,17 @@ def execute(opts: ExecOptions, target: Any, out: str) -> int:
             why = static_missing(t, main_file if t.module == "__main__" else None)
             if why is not None:
                 raise UsageError(f"--step {t.spec}: {why}")
-    if opts.max_syncs is None and opts.fmt != "text":
-        raise UsageError(f"--format {opts.fmt}: needs --max-syncs (the budget to gate on)")
+    if opts.max_syncs is None and opts.max_syncs_per_step is None and opts.fmt != "text":
+        raise UsageError(f"--format {opts.fmt}: needs --max-syncs or --max-syncs-per-step "
+                         f"(the budget to gate on)")
     selftest(None if target.kind == "cpu" else str(target.device))
 
     path = os.path.join(out, result_name(opts.rank))
     header = {
         "env": environment(target.kind, target.name), "argv": opts.argv,
         "options": {"steps": [t.spec for t in opts.steps], "warmup": opts.warmup,
-                    "max_syncs": opts.max_syncs, "device": target.kind},
+                    "max_syncs": opts.max_syncs,
+                    "max_syncs_per_step": opts.max_syncs_per_step, "device": target.kind},
         "exec": {"program": program.target, "module": program.module, "args": program.args,
                  "rank": opts.rank, "world_size": os.environ.get("WORLD_SIZE")},
         "scenarios": {program.name: {"file": program.target, "steps": None,
@@ -107,7 +111,8 @@ def execute(opts: ExecOptions, target: Any, out: str) -> int:
                           allow_sites=opts.allow_sites, rank=opts.rank,
                           devices=("cpu",) if target.kind == "cpu" else ())
     hooks = StepHooks(opts.steps)
-    code, interrupted = 0, False
+    code, raised = 0, None
+    stop: Optional[KeyboardInterrupt] = None  # Ctrl-C, or SIGTERM (_signals.Terminated)
     prev = markers.set_recorder(session)
     try:
         with session:
@@ -118,31 +123,56 @@ def execute(opts: ExecOptions, target: Any, out: str) -> int:
                 hooks.uninstall()
     except SystemExit as exc:
         code = _exit_code(exc)
-    except KeyboardInterrupt:
-        interrupted = True
+    except KeyboardInterrupt as exc:
+        stop = exc
     except BaseException as exc:  # the program failed: its traceback, as a plain run shows
         show_exception(exc)
-        code = 1
-    finally:
+        code, raised = 1, type(exc).__name__
+    # A second Ctrl-C or a SIGTERM now waits: the footer and every report are written whole.
+    with _signals.deferred(deliver=False) as late:
         markers.set_recorder(prev)
-        session.finish(complete=not interrupted)
+        if stop is None and late:
+            stop = _stop_for(late[0])
+        session.finish(complete=stop is None)
         outside = [e for e in session.outside if not e.allowed]
         if outside:
             writer.note(outside_steps=sum(e.count for e in outside),
                         sites=sorted({e.site for e in outside}))
-        writer.close(not interrupted, reason="interrupted" if interrupted else None,
-                     exit_code=code)
-    _report(opts, path, out, interrupted, outside)
+        if stop is not None:
+            writer.close(False, reason=_stop_reason(stop), exit_code=_signals.exit_code(stop))
+        elif code != 0:  # ran to its end, and failed: the reports say how
+            writer.close(True, exit_code=code, reason=f"program raised {raised}" if raised
+                         else f"program exited {code}")
+        else:
+            writer.close(True, exit_code=0)
+        _report(opts, path, out, stop, outside)
+    if stop is None and late:
+        stop = _stop_for(late[0])
     step_errors = hooks.errors()
     for line in step_errors:
         print(f"syncguard: error: {line}", file=sys.stderr)
-    if interrupted:
-        return EXIT_INTERRUPTED
+    if stop is not None:
+        return _signals.exit_code(stop)
     if code != 0:
         return code
     if step_errors:
         return EXIT_USAGE
     return EXIT_OVER if _gate(opts, session) else EXIT_OK
+
+
+def _stop_for(signum: int) -> KeyboardInterrupt:
+    import signal
+
+    from .. import _signals
+
+    return KeyboardInterrupt() if signum == signal.SIGINT else _signals.Terminated(signum)
+
+
+def _stop_reason(stop: BaseException) -> str:
+    """The footer's ``reason`` of a run stopped by a signal."""
+    from .._signals import Terminated
+
+    return "terminated" if isinstance(stop, Terminated) else "interrupted"
 
 
 def own_module(program: Any) -> str:
@@ -162,7 +192,7 @@ def own_module(program: Any) -> str:
     return str(program.target)
 
 
-def _report(opts: ExecOptions, path: str, out: str, interrupted: bool,
+def _report(opts: ExecOptions, path: str, out: str, stop: Optional[BaseException],
             outside: List[Any]) -> None:
     from rich.console import Console
 
@@ -184,22 +214,49 @@ def _report(opts: ExecOptions, path: str, out: str, interrupted: bool,
         sites = ", ".join(sorted({e.site for e in outside})[:3])
         err.print(f"{sum(e.count for e in outside)} hidden syncs outside every step (not "
                   f"gated): {sites}")
-    if interrupted:
-        err.print(f"interrupted: kept {len(res.steps)} finished steps in {path}")
+    if stop is not None:
+        how = "terminated (SIGTERM)" if _stop_reason(stop) == "terminated" else "interrupted"
+        err.print(f"{how}: kept {len(res.steps)} finished steps in {path}")
 
 
 def _gate(opts: ExecOptions, session: Any) -> bool:
-    """Gate each step name's hidden syncs on ``--max-syncs``; True when one is over."""
-    if opts.max_syncs is None:
+    """Gate each step name's hidden syncs on ``--max-syncs`` (their total over the run) and
+    ``--max-syncs-per-step`` (the worst step call); True when one is over."""
+    if opts.max_syncs is None and opts.max_syncs_per_step is None:
         return False
     from ..gate import judge
     from ..renderers.ci import emit
 
     label = opts.program.name if opts.rank is None else f"{opts.program.name} [rank {opts.rank}]"
-    verdicts = [judge(tot.events, max_syncs=opts.max_syncs, scenario=label, path=name)
-                for name, tot in session.totals.items()]
+    verdicts = []
+    for name, tot in session.totals.items():
+        if opts.max_syncs is not None:
+            verdicts.append(judge(tot.events, max_syncs=opts.max_syncs, scenario=label,
+                                  path=name))
+        if opts.max_syncs_per_step is not None:
+            verdicts.append(per_step_verdict(tot.events, opts.max_syncs_per_step, label,
+                                             f"{name} per step"))
     emit(opts.fmt, [v.total for v in verdicts], [f for v in verdicts for f in v.findings],
          opts.output)
     if opts.output not in (None, "-") and os.path.exists(opts.output):
         print(f"Wrote {opts.output}", file=sys.stderr)
     return any(v.failed for v in verdicts)
+
+
+def per_step_verdict(events: Sequence[Any], budget: int, scenario: str, path: str) -> Any:
+    """The gate's :class:`~syncguard.gate.Verdict` on hidden syncs per step call: failed when
+    one step has more than ``budget``; ``hidden`` is the worst step's count, the findings are
+    the sites of the steps over budget."""
+    from ..gate import judge
+
+    per: Dict[int, int] = {}
+    for e in events:
+        if not e.allowed and not e.warmup and e.step is not None:
+            per[e.step] = per.get(e.step, 0) + e.count
+    over = {i for i, n in per.items() if n > budget}
+    worst = max(per.values(), default=0)
+    v = judge([e for e in events if e.step in over], max_syncs=0, scenario=scenario, path=path)
+    why = (f"{worst} hidden syncs in one step call, budget {budget} per step "
+           f"({len(over)} of {len(per)} steps with syncs over it)")
+    return dataclasses.replace(v, hidden=worst, max_syncs=budget, findings=tuple(
+        dataclasses.replace(f, message=why) for f in v.findings))

@@ -179,9 +179,14 @@ class StepHooks:
                 self._patched.pop().restore()
 
     def module_ready(self, mod: types.ModuleType) -> None:
-        """Wrap every pending target of ``mod`` (called right after its body ran)."""
+        """Wrap every pending target of ``mod`` (called right after its body ran). For the
+        program's own code (``__main__``, called after each binding statement while it
+        runs) only targets whose first name is bound by now: the others stay pending until
+        their own statement (:meth:`errors` names those never defined)."""
         with self._lock:
             for t in self.pending().get(mod.__name__, []):
+                if t.module == "__main__" and t.qualname.split(".")[0] not in vars(mod):
+                    continue
                 try:
                     self._patch(mod, t)
                     t.installed = True

@@ -7,7 +7,10 @@ from __future__ import annotations
 
 import argparse
 import os
-from typing import List, Sequence
+from typing import TYPE_CHECKING, List, Sequence
+
+if TYPE_CHECKING:
+    from ..results import RunResult
 
 
 def is_result_path(p: str) -> bool:
@@ -21,14 +24,25 @@ def check_results(args: argparse.Namespace, paths: Sequence[str]) -> int:
     from ..cli.check import finish
     from ..events import SyncEvent
     from ..gate import Verdict, judge
+    from . import per_step_verdict
 
     base = Baseline.load(args.baseline) if args.baseline else None
     verdicts: List[Verdict] = []
     for p in paths:
         res = results.load(p)
-        recorded = (res.header.get("options") or {}).get("max_syncs")
+        if not res.complete:
+            _warn_incomplete(p, res)
+        options = res.header.get("options") or {}
+        recorded = options.get("max_syncs")
         budget = args.max_syncs if args.max_syncs is not None else (
             recorded if isinstance(recorded, int) else 0)
+        # an exec run's --max-syncs-per-step gates again when no other budget is asked for
+        per_step = options.get("max_syncs_per_step")
+        if not (isinstance(per_step, int) and not isinstance(per_step, bool) and per_step >= 0
+                and base is None and args.max_syncs is None
+                and not getattr(args, "update_baseline", None)):
+            per_step = None
+        total = per_step is None or isinstance(recorded, int)
         keys = list(dict.fromkeys((s.scenario, s.path) for s in res.steps
                                   if s.pass_ in ("counted", "exec")))
         for sc, path in keys:
@@ -36,5 +50,21 @@ def check_results(args: argparse.Namespace, paths: Sequence[str]) -> int:
                 "scenario", "path", "pass", "rank")})
                 for e in res.events if e.get("scenario") == sc and e.get("path") == path
                 and e.get("pass") in ("counted", "exec")]
-            verdicts.append(judge(evs, max_syncs=budget, baseline=base, scenario=sc, path=path))
+            if total:
+                verdicts.append(judge(evs, max_syncs=budget, baseline=base, scenario=sc,
+                                      path=path))
+            if per_step is not None:
+                verdicts.append(per_step_verdict(evs, per_step, sc, f"{path} per step"))
     return finish(args, verdicts)
+
+
+def _warn_incomplete(path: str, res: RunResult) -> None:
+    """One line: an interrupted or terminated run is gated on the steps it kept only."""
+    import sys
+
+    footer = res.footer or {}
+    why = footer.get("reason") or ("no footer: the run was cut short" if not footer else
+                                   "stopped early")
+    n = len(res.steps)
+    print(f"syncguard check: warning: {path}: INCOMPLETE run ({why}): gated on the {n} "
+          f"steps it kept", file=sys.stderr)

@@ -9,6 +9,7 @@ import threading
 import time
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
+from .. import _signals
 from ..events import SyncEvent
 from ..guard import SyncGuard
 from ..results import ResultWriter, StepRecord
@@ -51,7 +52,8 @@ class ExecSession:
         self._next: Dict[str, int] = {}
         self._open: Optional[Tuple[str, int, float, Any, Any]] = None
         self._buf: List[SyncEvent] = []
-        self._pending: Optional[Tuple[str, int, List[SyncEvent], float, Any]] = None
+        self._pending: Optional[Tuple[str, int, List[SyncEvent], float, Any,
+                                      Optional[Dict[str, str]]]] = None
         self.outside: List[SyncEvent] = []
         self.totals: Dict[str, StepTotals] = {}
         self._timer = DeviceTimer(target)
@@ -77,6 +79,7 @@ class ExecSession:
     def begin(self, name: str) -> None:
         if os.getpid() != self._pid:  # a forked child: the result file is the parent's
             return
+        _signals.check()  # a Ctrl-C/SIGTERM the program swallowed still stops it here
         with self._lock:
             i = self._next.get(name, 0)
             self._next[name] = i + 1
@@ -85,7 +88,12 @@ class ExecSession:
             self._buf = []
             self._open = (name, i, time.perf_counter(), self._timer.start(), cm)
 
-    def end(self, name: str) -> None:
+    def failed(self, name: str, exc: str) -> None:
+        """The step raised ``exc`` (a class name): recorded with the syncs it made until then,
+        labelled ``{"raised": exc}``."""
+        self.end(name, raised=exc)
+
+    def end(self, name: str, raised: Optional[str] = None) -> None:
         if os.getpid() != self._pid:
             return
         with self._lock:
@@ -97,20 +105,22 @@ class ExecSession:
             cm.__exit__(None, None, None)
             evs, self._buf, self._open = self._buf, [], None
             self._flush()
+            labels = None if raised is None else {"raised": raised}
             if dev is None:
-                self._record(name, i, i < self.warmup, evs, latency_ms, None)
+                self._record(name, i, i < self.warmup, evs, latency_ms, None, labels)
             else:
                 # Device time needs the step's end event complete. Waiting for it now would
                 # stall the program's host-device overlap every step; so the record is
                 # written one step late, when the event has (almost surely) completed.
-                self._pending = (name, i, evs, latency_ms, dev)
+                self._pending = (name, i, evs, latency_ms, dev, labels)
 
     def _flush(self) -> None:
         """Write the step held back for its device time (waits for its end event)."""
         if self._pending is not None:
-            name, i, evs, latency_ms, dev = self._pending
+            name, i, evs, latency_ms, dev, labels = self._pending
             self._pending = None
-            self._record(name, i, i < self.warmup, evs, latency_ms, self._timer.elapsed(dev))
+            self._record(name, i, i < self.warmup, evs, latency_ms, self._timer.elapsed(dev),
+                         labels)
 
     def abort(self, name: str) -> None:
         """The step was left by Ctrl-C: not a finished step, nothing is recorded for it."""
@@ -121,7 +131,8 @@ class ExecSession:
                 self._open, self._buf = None, []
 
     def _record(self, name: str, i: int, warm: bool, evs: List[SyncEvent],
-                latency_ms: Optional[float], device_ms: Optional[float]) -> None:
+                latency_ms: Optional[float], device_ms: Optional[float],
+                labels: Optional[Dict[str, str]] = None) -> None:
         if warm:
             evs = [dataclasses.replace(e, warmup=True) for e in evs]
         hidden = [e for e in evs if not e.allowed]
@@ -130,7 +141,7 @@ class ExecSession:
             batch_size=0, branch="", syncs=sum(e.count for e in hidden),
             allowed=sum(e.count for e in evs if e.allowed), latency_ms=latency_ms,
             device_ms=device_ms, sync_wait_us=sum(e.wait_us or 0.0 for e in hidden),
-            rank=self.rank,
+            rank=self.rank, labels=labels,
         )
         tot = self.totals.setdefault(name, StepTotals(name))
         tot.steps += 1

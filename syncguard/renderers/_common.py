@@ -33,6 +33,25 @@ LEGEND: Tuple[Tuple[str, str], ...] = (
 )
 
 
+#: the legend of ``syncguard exec`` results: one pass under the guard, step names that are
+#: different functions (no ratio or saving between them)
+EXEC_LEGEND: Tuple[Tuple[str, str], ...] = (
+    ("syncs/step", "hidden host<->device syncs per step call (under the guard, warm-up steps "
+                   "excluded); mean and max"),
+    LEGEND[1],
+    ("p50/p90/p99/mean", "host time per step call, measured under the guard (interceptors "
+                         "on), in ms, warm-up steps excluded"),
+    *[kv for kv in LEGEND if kv[0] in ("out", "modeled", "steps")],
+)
+
+
+def legend(result: RunResult) -> Tuple[Tuple[str, str], ...]:
+    """The legend's terms for ``result``: :data:`EXEC_LEGEND` for an exec run."""
+    from ..analysis import is_exec
+
+    return EXEC_LEGEND if is_exec(result) else LEGEND
+
+
 def header_get(header: Dict[str, Any], key: str) -> Any:
     """A header field, looked up at the top level, then under ``environment``/``env``."""
     if header.get(key) is not None:
@@ -56,13 +75,15 @@ def fmt_time(ts: Any) -> Optional[str]:
 
 
 def status_text(result: RunResult) -> str:
-    """``"complete"`` or ``"INTERRUPTED: N steps kept"`` (plus the footer's reason if any)."""
-    if result.complete:
-        return "complete"
-    text = f"INTERRUPTED: {len(result.steps)} steps kept"
+    """``"complete"`` or ``"INTERRUPTED: N steps kept"`` (plus the footer's reason if any);
+    a program that ran to its end but failed (``exec``): ``"complete, but the program exited
+    N"`` / ``"... raised X"``."""
     why = None
     if result.footer:
         why = result.footer.get("reason") or result.footer.get("error")
+    if result.complete:
+        return f"complete, but the {why}" if why else "complete"
+    text = f"INTERRUPTED: {len(result.steps)} steps kept"
     return f"{text} ({why})" if why else text
 
 

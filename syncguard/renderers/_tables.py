@@ -186,6 +186,9 @@ def summary_tbl(sm: pd.DataFrame, *, branches: bool = True) -> Table:
     modeled columns (named with their device profile) appear when the run was modeled."""
     base = analysis.baseline_label(sm)  # the ratio's baseline: the first path unless chosen
     spec = list(_SUMMARY)
+    if len(sm) and not any(sm["baseline"]):  # exec: step names are not alternatives
+        spec = [c for c in spec if c[0] not in ("ratio_vs_legacy", "ratio_lo",
+                                                "saved_per_token_us")]
     profiles = [p for p in sm.get("profile", []) if p] if len(sm) else []
     if profiles and sm["modeled_ms"].notna().any():
         spec += [(k, f"{h} ({profiles[0]})", f"{short}\n({profiles[0]})", f, c)

@@ -15,7 +15,7 @@ from .. import analysis
 from .._escape import html_text, plot_text
 from ..analysis import is_missing
 from . import _tables
-from ._common import LEGEND, environment_parts, note_texts, status_text, timed_on_hardware, verdicts
+from ._common import environment_parts, legend, note_texts, status_text, timed_on_hardware, verdicts
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
@@ -260,7 +260,7 @@ def render(result: RunResult, *, title: str = "syncguard report", show_time: boo
         out += ["<details>", f"<summary>{esc(scenario)}: {steps} steps</summary>",
                 tbl(_tables.per_step_tbl(result, scenario, max_steps)), "</details>"]
     out += ['<h2 id="legend">Legend</h2>', '<dl class="legend">']
-    out += [f"<dt>{esc(k)}</dt><dd>{esc(v)}</dd>" for k, v in LEGEND]
+    out += [f"<dt>{esc(k)}</dt><dd>{esc(v)}</dd>" for k, v in legend(result)]
     out += style_legend(list(dict.fromkeys(used)))
     out += ["</dl>", "</body>", "</html>"]
     return "\n".join(out) + "\n"

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, List, Optional
 from .. import analysis
 from .._escape import html_text, md_code, md_text
 from . import _tables
-from ._common import LEGEND, environment_parts, note_texts, status_text, timed_on_hardware, verdicts
+from ._common import environment_parts, legend, note_texts, status_text, timed_on_hardware, verdicts
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
@@ -115,7 +115,7 @@ def render(result: RunResult, *, title: str = "syncguard report", show_time: boo
                 f"<summary>{html_text(scenario)}: {steps} steps ({n_records} step records)"
                 "</summary>", "", table(t), "", "</details>", ""]
     out += [f"{hs} Legend", ""]
-    out += [f"- **{text(k)}**: {text(v)}" for k, v in LEGEND]
+    out += [f"- **{text(k)}**: {text(v)}" for k, v in legend(result)]
     out += style_legend(list(dict.fromkeys(used)))
     return "\n".join(out) + "\n"
 

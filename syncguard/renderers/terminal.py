@@ -20,6 +20,7 @@ from ._common import (
     timed_on_hardware,
     verdicts,
 )
+from ._common import legend as _legend
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
@@ -128,14 +129,15 @@ def style_legend(styles: List[str]) -> List[Tuple[str, str]]:
     return [(look, "; ".join(v)) for look, v in out.items()]
 
 
-def legend_table(styles: Sequence[str] = ()) -> Table:
-    """The legend: every column term, then what the colours used mean."""
+def legend_table(styles: Sequence[str] = (),
+                 terms: Sequence[Tuple[str, str]] = LEGEND) -> Table:
+    """The legend: every column term (``terms``), then what the colours used mean."""
     from rich.table import Table
 
     table = Table.grid(padding=(0, 2))
     table.add_column(style="bold", no_wrap=True)
     table.add_column()
-    for k, v in LEGEND:
+    for k, v in terms:
         table.add_row(_t(k), _t(v))
     for look, meaning in style_legend(list(styles)):
         style = next(v for v in STYLE_LOOK.values() if LOOK_WORDS[v] == look)
@@ -193,7 +195,7 @@ def print_report(result: RunResult, console: Console, *, steps: bool = True,
             show(_tables.sites_tbl(st, True, base))
     if legend:
         console.print(_t("Legend", "bold"))
-        console.print(legend_table(list(dict.fromkeys(used))))
+        console.print(legend_table(list(dict.fromkeys(used)), _legend(result)))
 
 
 def compare_table(df: pd.DataFrame, label_a: str = "A", label_b: str = "B",
