@@ -334,6 +334,17 @@ def paths_for(sc: Scenario, opts: RunOptions) -> List[str]:
     return [p for p in (opts.paths or list(sc.paths))]
 
 
+def path_label(path: str) -> str:
+    """The name results, verdicts and baselines give ``path`` (a registered name or
+    ``MODULE:OBJ``): the subject's display name, as :class:`DecodeLoop` labels its steps
+    (:func:`syncguard.subjects.label`; loads a ``MODULE:OBJ`` subject to read it)."""
+    from . import subjects
+
+    if not subjects.is_spec(path):
+        return path
+    return subjects.label(path, subjects.load(path, "--subject"))
+
+
 def run(scenarios: List[Scenario], opts: RunOptions, result_path: str,
         progress: Optional[Progress] = None, argv: Optional[List[str]] = None) -> str:
     """Run every scenario x path (counted passes, then the interleaved timed pass of all

@@ -100,3 +100,23 @@ def test_entry_point_subjects_are_registered(monkeypatch):
     reg = subjects.registered()
     assert reg["mine"] == USER and reg["legacy"] == subjects.BUILTIN["legacy"]
     assert subjects.label("mine", subjects.load("mine")) == "mine"
+
+
+def test_baseline_carries_over_from_run_to_check(tmp_path, capsys):
+    """A baseline written from a run folder matches a later check of the same subject: both
+    name the subject by its display name (``topk-sync``), not by its MODULE:OBJ spec."""
+    small = os.path.join(os.path.dirname(__file__), "data", "scenarios", "small.toml")
+    out, base = str(tmp_path / "o"), str(tmp_path / "b.json")
+    assert main(["run", small, "--device", "sim", "--subject", USER, "--paths", "flag",
+                 "--out", out, "--no-timed"]) == 0
+    assert main(["check", out, "--update-baseline", base]) == 0
+    with open(base) as f:
+        assert {s["path"] for s in json.load(f)["sites"]} == {"topk-sync"}
+    capsys.readouterr()
+    assert main(["check", small, "--device", "sim", "--subject", USER, "--paths", "flag",
+                 "--baseline", base]) == 0, capsys.readouterr().out
+    # and the other way round: a baseline written by check matches check
+    assert main(["check", small, "--device", "sim", "--subject", USER, "--paths", "flag",
+                 "--update-baseline", base]) == 0
+    with open(base) as f:
+        assert {s["path"] for s in json.load(f)["sites"]} == {"topk-sync"}
