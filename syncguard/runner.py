@@ -13,7 +13,7 @@ import torch
 from . import _signals
 from ._hub import allow
 from .devices import DEVICES, DeviceError
-from .events import SyncEvent
+from .events import HostSyncError, SyncEvent
 from .guard import SyncGuard
 from .results import ResultWriter, StepRecord, environment, scenario_record
 from .scenario import Scenario
@@ -121,10 +121,25 @@ class DecodeLoop:
             self.bank = (bank * scenario.logits_scale).to(dtype).to(dev)
             n = scenario.workload
             self.work = (torch.randn(n, n, generator=g) / max(n, 1) ** 0.5).to(dev) if n else None
-            self.state = self.subject.build(list(scenario.requests), ctx)
+            self.state = self._call("build", list(scenario.requests), ctx)
             self.live: List[str] = [r.id for r in scenario.requests]
             self.start: Dict[str, int] = {r.id: 0 for r in scenario.requests}
             self._refresh(0)
+
+    def _call(self, method: str, *args: Any) -> Any:
+        """The subject's ``method``; an exception raised in the user's code becomes one
+        :class:`~syncguard.subjects.SubjectError` line naming the subject and file:line."""
+        from .subjects import SubjectError, user_error
+
+        try:
+            return getattr(self.subject, method)(*args)
+        except (SubjectError, HostSyncError):
+            raise
+        except Exception as exc:
+            err = user_error(self.name, method, exc)
+            if err is None:
+                raise
+            raise err from exc
 
     def _stage(self, values: List[int]) -> torch.Tensor:
         from .sampling import HostStager
@@ -143,11 +158,11 @@ class DecodeLoop:
             if ev.finish:
                 gone = set(ev.finish)
                 keep = [i for i, r in enumerate(self.live) if r not in gone]
-                self.state = self.subject.finish(self.state, keep)
+                self.state = self._call("finish", self.state, keep)
                 self.live = [self.live[i] for i in keep]
                 changed = True
             if ev.join:
-                self.state = self.subject.join(self.state, list(ev.join))
+                self.state = self._call("join", self.state, list(ev.join))
                 for r in ev.join:
                     self.live.append(r.id)
                     self.start[r.id] = step
@@ -162,7 +177,7 @@ class DecodeLoop:
     def run_step(self, step: int) -> Tuple[List[int], Dict[str, Any]]:
         """One step: events, logits, the subject's sampling, the token readback (allowed).
         Returns the tokens and the subject's labels."""
-        from .subjects import as_sampled
+        from .subjects import as_sampled, check_ids
 
         self.apply_events(step)
         if self.sc.forward_ms:  # exists only in the modeled timeline (syncguard.timeline)
@@ -174,7 +189,8 @@ class DecodeLoop:
             y = self.work
             for _ in range(4):
                 y = torch.tanh(y @ self.work)
-        res = as_sampled(self.subject.sample(self.state, logits, self.positions))
+        res = as_sampled(self._call("sample", self.state, logits, self.positions))
+        check_ids(self.name, res.ids, len(self.live))
         with allow(READBACK):
             tokens = res.ids.tolist()
         self.positions.add_(1)

@@ -120,3 +120,28 @@ def test_baseline_carries_over_from_run_to_check(tmp_path, capsys):
                  "--update-baseline", base]) == 0
     with open(base) as f:
         assert {s["path"] for s in json.load(f)["sites"]} == {"topk-sync"}
+
+
+BROKEN = "subjects_demo.broken_subjects:"
+
+
+@pytest.mark.parametrize("obj, message", [
+    ("RaisesKeyError", "subject raises: sample() raised KeyError: 'oops' at "
+                       "tests/subjects_demo/broken_subjects.py:22"),
+    ("WrongShape", "subject wrong-shape: sample() returned ids of shape [1] for a batch of 2; "
+                   "expected shape [2]"),
+    ("FloatIds", "subject float-ids: sample() returned ids of dtype float32; expected an "
+                 "integer dtype"),
+])
+def test_errors_in_a_user_subject_blame_it(obj, message, capsys, monkeypatch):
+    """A bug in the user's subject is bad input (exit 2, one line naming the subject, the
+    exception and the user's file:line), not syncguard's internal error; ids of the wrong
+    shape or dtype never pass as "0 hidden syncs"."""
+    monkeypatch.chdir(os.path.dirname(os.path.dirname(__file__)))
+    small = os.path.join("tests", "data", "scenarios", "small.toml")
+    assert main(["check", small, "--device", "sim", "--subject", BROKEN + obj,
+                 "--paths", "flag"]) == 2
+    err = capsys.readouterr().err
+    assert err.strip() == f"syncguard: error: {message}"
+    assert main(["check", small, "--device", "sim", "--subject", BROKEN + "Fine",
+                 "--paths", "flag"]) == 0
