@@ -145,3 +145,28 @@ def test_errors_in_a_user_subject_blame_it(obj, message, capsys, monkeypatch):
     assert err.strip() == f"syncguard: error: {message}"
     assert main(["check", small, "--device", "sim", "--subject", BROKEN + "Fine",
                  "--paths", "flag"]) == 0
+
+
+def _scenario_with_budget(tmp_path, budget):
+    small = os.path.join(os.path.dirname(__file__), "data", "scenarios", "small.toml")
+    with open(small) as f:
+        text = f.read()
+    text = text.replace('seed = 11\n', f'seed = 11\nsubjects = ["flag", "{USER}"]\n')
+    path = tmp_path / "budget.toml"
+    path.write_text(text + f"\n\n[expect]\nmax_syncs = {budget}\n")
+    return str(path)
+
+
+def test_expect_max_syncs_takes_a_subjects_display_name_or_spec(tmp_path, capsys):
+    """[expect] max_syncs accepts a listed subject by its display name or its MODULE:OBJ spec
+    (topk-sync makes 5 hidden syncs after warm-up); an unknown key lists the valid ones."""
+    for key in ("topk-sync", f'"{USER}"'):
+        assert main(["check", _scenario_with_budget(tmp_path, f"{{ {key} = 5 }}"),
+                     "--device", "sim"]) == 0, capsys.readouterr().err
+        assert main(["check", _scenario_with_budget(tmp_path, f"{{ {key} = 4 }}"),
+                     "--device", "sim"]) == 1
+    capsys.readouterr()
+    assert main(["check", _scenario_with_budget(tmp_path, "{ nope = 4 }"), "--device", "sim"]) == 2
+    err = capsys.readouterr().err
+    assert "expect.max_syncs.nope: unknown path or subject; valid: legacy, flag, " \
+           f"flag-recompute, {USER}, topk-sync" in err
