@@ -170,3 +170,17 @@ def test_expect_max_syncs_takes_a_subjects_display_name_or_spec(tmp_path, capsys
     err = capsys.readouterr().err
     assert "expect.max_syncs.nope: unknown path or subject; valid: legacy, flag, " \
            f"flag-recompute, {USER}, topk-sync" in err
+
+
+def test_cpu_device_says_it_counts_nothing(capsys):
+    """On --device cpu the guard sees only host tensors: a subject known to sync
+    (int(top_ks.max())) counts 0 there, and the device's name says syncs are not counted
+    rather than that there is nothing to sync; no Python warning leaks onto stderr."""
+    target = runner.resolve_target("cpu")
+    assert "no syncs counted" in target.name and "nothing to sync" not in target.name
+    small = os.path.join(os.path.dirname(__file__), "data", "scenarios", "small.toml")
+    sc = scenario.resolve([small])[0]
+    recs = runner.run_pass(sc, USER, target, True)
+    assert sum(r.syncs for r in recs) == 0
+    assert main(["check", small, "--device", "cpu", "--subject", USER]) == 0
+    assert "Warning" not in capsys.readouterr().err
