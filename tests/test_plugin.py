@@ -671,6 +671,26 @@ def test_baseline_known_site_passes_moved_line_passes_new_site_fails(
     result.stdout.fnmatch_lines(["syncguard: wrote baseline base.json (1 sites)"])
 
 
+def test_baseline_leaves_xfail_tests_to_their_budget(pytester: pytest.Pytester) -> None:
+    """A test marked xfail whose syncs are its expected failure keeps XFAIL with
+    --syncguard-baseline, recording or gating: it is judged on its budget, left out of the
+    baseline (recording it would make its known syncs pass and the strict xfail XPASS)."""
+    pytester.makepyfile(test_b=BASELINE_TESTS + '''
+
+@pytest.mark.xfail(strict=True, reason="legacy syncs")
+def test_known_strict():
+    torch.arange(4).tolist()
+''')
+    result = pytester.runpytest("--syncguard-baseline", "base.json",
+                                "--syncguard-update-baseline", "-rxXf", *QUIET)
+    result.assert_outcomes(passed=2, xfailed=1)
+    sites = json.loads((pytester.path / "base.json").read_text())["sites"]
+    assert {s["scenario"] for s in sites} == {"test_b.py::test_reads"}
+    result = pytester.runpytest("--syncguard-baseline", "base.json", "-rxXf", *QUIET)
+    result.assert_outcomes(passed=2, xfailed=1)
+    result.stdout.fnmatch_lines(["XFAIL test_b.py::test_known_strict - legacy syncs"])
+
+
 def test_baseline_options_are_checked(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(test_b=BASELINE_TESTS)
     result = pytester.runpytest("--syncguard-update-baseline", *QUIET)
