@@ -315,8 +315,8 @@ class Baseline:
         """Regressions of one scenario/path against the baseline.
 
         ``grouped`` maps :func:`site_key` to ``{"event": SyncEvent, "count": int, "steps":
-        [int | None]}``. Returns one :class:`Finding` per site that is new ("new site (not in
-        the baseline)") or made more syncs than recorded ("count 3 > baseline 1"), largest
+        [int | None]}``. Returns one :class:`Finding` per site that is new ("new site, not in
+        the baseline") or made more syncs than recorded ("count 3 > baseline 1"), largest
         count first. Unchanged, cheaper and vanished sites give nothing.
         """
         out: List[Finding] = []
@@ -326,7 +326,7 @@ class Baseline:
             rec = self.get(scenario, path, key)
             if rec is None:
                 out.append(Finding(scenario, path, g["event"], count, steps, None,
-                                   "new site (not in the baseline)"))
+                                   "new site, not in the baseline"))
             elif count > rec.count:
                 out.append(Finding(scenario, path, g["event"], count, steps, rec.count,
                                    f"count {count} > baseline {rec.count}"))

@@ -48,7 +48,6 @@ from typing import (
     Any,
     Dict,
     Generator,
-    Iterable,
     List,
     Optional,
     Sequence,
@@ -488,17 +487,13 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
 
 
 # ---------------------------------------------------------------------------- verdict
-def _steps_text(steps: Iterable[Optional[int]]) -> str:
-    from .analysis import step_ranges
-
-    return step_ranges(steps)
-
-
 def _where(steps: List[Optional[int]]) -> str:
     nums = [s for s in steps if s is not None]
     if not nums:
         return "in the test body"
-    text = f"in steps {_steps_text(nums)}" if len(set(nums)) > 1 else f"in step {nums[0]}"
+    from ._words import steps_phrase
+
+    text = f"in {steps_phrase(nums)}"
     if len(nums) != len(steps):
         text += " and outside steps"
     return text
@@ -513,16 +508,17 @@ def verdict_line(guard: SyncGuard, max_syncs: int, verdict: Any = None) -> str:
     """``syncguard: allowed 0 host syncs, saw 3 in steps 2-4``; against a baseline
     ``syncguard: 1 site new or above baseline FILE, saw 3 host syncs in the test body``. When
     host-to-device copies are among them, a hint to build inputs in a fixture follows."""
+    from ._words import plural
     from .events import H2D_COPY
 
     counted = guard.counted_events
     where = _where([e.step for e in counted]) if counted else ""
     if verdict is not None and verdict.max_syncs is None:
-        k = len(verdict.findings)
-        text = (f"syncguard: {k} site{'s' if k != 1 else ''} new or above {verdict.limit()}, "
-                f"saw {guard.count} host syncs {where}").rstrip()
+        text = (f"syncguard: {plural(len(verdict.findings), 'site')} new or above "
+                f"{verdict.limit()}, saw {plural(guard.count, 'host sync')} {where}").rstrip()
     else:
-        text = f"syncguard: allowed {max_syncs} host syncs, saw {guard.count} {where}".rstrip()
+        text = (f"syncguard: allowed {plural(max_syncs, 'host sync')}, saw {guard.count} "
+                f"{where}").rstrip()
     h2d = sum(e.count for e in counted if e.kind == H2D_COPY)
     if h2d:
         text += f" ({h2d} host-to-device cop{'y' if h2d == 1 else 'ies'}: {FIXTURE_HINT})"

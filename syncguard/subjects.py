@@ -186,9 +186,9 @@ def user_error(name: str, method: str, exc: BaseException) -> Optional[SubjectEr
     import traceback
 
     skip = [os.path.dirname(os.path.abspath(__file__)) + os.sep]
-    torch_mod = sys.modules.get("torch")
-    if torch_mod is not None and getattr(torch_mod, "__file__", None):
-        skip.append(os.path.dirname(os.path.abspath(torch_mod.__file__)) + os.sep)
+    torch_file = getattr(sys.modules.get("torch"), "__file__", None)
+    if isinstance(torch_file, str):
+        skip.append(os.path.dirname(os.path.abspath(torch_file)) + os.sep)
     where = None
     for fr in traceback.extract_tb(exc.__traceback__):
         path = os.path.abspath(fr.filename)
@@ -229,5 +229,5 @@ def as_sampled(out: Any) -> Sampled:
 
 
 __all__: List[str] = ["GROUP", "BUILTIN", "Sampled", "Subject", "SubjectContext",
-                      "SubjectError", "as_sampled", "check_ids", "is_spec", "known", "label", "load",
-                      "registered", "user_error"]
+                      "SubjectError", "as_sampled", "check_ids", "is_spec", "known", "label",
+                      "load", "registered", "user_error"]

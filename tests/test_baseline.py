@@ -233,7 +233,7 @@ def test_new_site_is_caught(workload: Path, tmp_path: Path) -> None:
     (f,) = base.compare("sc", "legacy", _observe(workload, extra=True)[0])
     assert isinstance(f, Finding)
     assert f.event.api == "Tensor.item" and f.count == 3 and f.steps == [0, 1, 2]
-    assert f.baseline_count is None and f.message == "new site (not in the baseline)"
+    assert f.baseline_count is None and f.message == "new site, not in the baseline"
     assert (f.scenario, f.path) == ("sc", "legacy")
 
 
@@ -330,7 +330,7 @@ def test_gate_against_a_baseline_new_known_and_moved(workload: Path) -> None:
     new = judge(_events(workload, extra=True), baseline=base, scenario="t", path="p")
     assert new.failed and [f.event.api for f in new.findings] == ["Tensor.item"]
     assert new.line() == "9 hidden syncs, 1 site new or above baseline"
-    assert new.site_lines()[0].endswith("x3, steps 0-2  (new site (not in the baseline))")
+    assert new.site_lines()[0].endswith("x3, steps 0-2  (new site, not in the baseline)")
 
 
 def test_gate_baseline_update_keeps_what_was_not_judged(workload: Path) -> None:

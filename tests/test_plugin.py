@@ -320,7 +320,7 @@ def test_pyproject_max_syncs_and_marker_override(pytester: pytest.Pytester) -> N
     result = pytester.runpytest("-v", *QUIET)
     result.assert_outcomes(passed=1, failed=1)
     result.stdout.fnmatch_lines(["*test_default_budget PASSED*", "*test_marker_wins SYNCS*",
-                                 "*syncguard: allowed 1 host syncs, saw 2 in the test body"])
+                                 "*syncguard: allowed 1 host sync, saw 2 in the test body"])
 
 
 def test_allow_in_code_module_and_fixture(pytester: pytest.Pytester) -> None:
@@ -664,7 +664,7 @@ def test_baseline_known_site_passes_moved_line_passes_new_site_fails(
     result.stdout.fnmatch_lines([
         "*syncguard: 1 site new or above baseline base.json, saw 2 host syncs in the test body",
         f"  test_b.py:{line} in test_reads: Tensor.item (aten::_local_scalar_dense) x1  "
-        "(new site (not in the baseline))"])
+        "(new site, not in the baseline)"])
     # a run of one test updates its entries and keeps the others'
     result = pytester.runpytest("--syncguard-baseline", "base.json",
                                 "--syncguard-update-baseline", "-k", "clean", *QUIET)
