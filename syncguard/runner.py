@@ -366,7 +366,7 @@ def path_label(path: str) -> str:
 
     if not subjects.is_spec(path):
         return path
-    return subjects.label(path, subjects.load(path, "--subject"))
+    return subjects.label(path, subjects.load(path))
 
 
 def run(scenarios: List[Scenario], opts: RunOptions, result_path: str,
