@@ -406,6 +406,16 @@ def elide(n_rows: int, notable: Sequence[bool], head: int = 5,
     return out
 
 
+def site_order(filename: Any, lineno: Any) -> Tuple[str, int]:
+    """Sort key of a call site: file, then line as a number (``loop.py:6`` before
+    ``loop.py:10``); a missing or malformed line sorts first."""
+    try:
+        line = int(lineno)
+    except (TypeError, ValueError):
+        line = -1
+    return (str(filename), line)
+
+
 def sites(result: RunResult, include_allowed: bool = True,
           max_parts: Optional[int] = None) -> pd.DataFrame:
     """Sync sites: events grouped by (scenario, path, site, function, api, op, kind, allowed).
@@ -455,7 +465,8 @@ def sites(result: RunResult, include_allowed: bool = True,
         r["modeled_stall_us"] = _mean(st)
         r["modeled_bubble_us"] = _mean(bu)
     rows.sort(key=lambda r: (r["allowed"], scen_idx.get(r["scenario"], len(scen_idx)),
-                             path_idx.get(r["path"], 0), -r["count"], r["site"], r["api"]))
+                             path_idx.get(r["path"], 0), -r["count"],
+                             *site_order(r["filename"], r["lineno"]), r["api"]))
     return pd.DataFrame(rows, columns=list(SITES_COLUMNS))
 
 

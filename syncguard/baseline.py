@@ -90,7 +90,45 @@ def key_path(filename: str, root: Optional[str] = None) -> str:
 
 
 def _norm(line: str) -> str:
-    return " ".join(line.split())
+    """A source line as site keys hold it: its trailing ``# comment`` dropped (editing a
+    comment does not make a new site), whitespace collapsed."""
+    return " ".join(strip_comment(line).split())
+
+
+def strip_comment(line: str) -> str:
+    """``line`` without its trailing ``# comment`` (a ``#`` inside a string stays). A line that
+    does not tokenize on its own (inside a multi-line string) is returned whole."""
+    if "#" not in line:
+        return line
+    import io
+    import tokenize
+
+    try:
+        for tok in tokenize.generate_tokens(io.StringIO(line.strip() + "\n").readline):
+            if tok.type == tokenize.COMMENT:
+                return line.strip()[:tok.start[1]]
+            if tok.type == tokenize.ERRORTOKEN and tok.string in ("'", '"'):
+                return line  # an unterminated string: not ours to cut
+    except (tokenize.TokenError, SyntaxError, IndentationError):
+        pass  # an open bracket at the end of the line: comments seen so far were handled
+    return line
+
+
+def _upgrade_key(key: str, op: Optional[str]) -> str:
+    """A stored key as :func:`site_key` makes it now: keys written before comments were
+    left out carry the line's comment; drop it (the ``#n`` occurrence index is kept)."""
+    parts = key.split("::", 4)
+    if len(parts) != 5:
+        return key
+    head, rest = "::".join(parts[:4]), parts[4]
+    lead = f"{op or '-'}::"
+    if not rest.startswith(lead):
+        return key
+    where = rest[len(lead):]
+    text, sep, occ = where.rpartition(" #")
+    if not sep or not occ.isdigit() or "#" not in text:
+        return key
+    return f"{head}::{lead}{_norm(text)} #{occ}"
 
 
 def _function_start(lines: List[str], lineno: int, function: str) -> int:
@@ -112,7 +150,8 @@ def site_key(ev: SyncEvent, root: Optional[str] = None) -> str:
     directory, normally the repository root; for a file outside it, relative to its
     ``sys.path`` entry, so an installed package gives the same key on every machine), the
     function, the sync's ``kind``, ``api`` and
-    ``op``, the source text of the line (whitespace collapsed, read with :mod:`linecache`) and
+    ``op``, the source text of the line (its comment dropped, whitespace collapsed, read with
+    :mod:`linecache`) and
     an occurrence index ``#n``: how many identical lines (same text) come before it in the same
     function (in the file for module-level code, lambdas and comprehensions). The line number
     is not part of it, so inserting or deleting lines above a site keeps its key; editing the
@@ -262,7 +301,8 @@ class Baseline:
                 raise BaselineError(f"{where}: sites[{i}].count must be >= 0")
             op = s.get("op")
             sites.append(BaselineSite(
-                scenario=s["scenario"], path=s["path"], key=s["key"], count=s["count"],
+                scenario=s["scenario"], path=s["path"], key=_upgrade_key(s["key"], op),
+                count=s["count"],
                 site=str(s.get("site", "")), function=str(s.get("function", "")),
                 api=str(s.get("api", "")), op=None if op is None else str(op),
                 kind=str(s.get("kind", "")),
@@ -275,8 +315,8 @@ class Baseline:
         """Regressions of one scenario/path against the baseline.
 
         ``grouped`` maps :func:`site_key` to ``{"event": SyncEvent, "count": int, "steps":
-        [int | None]}``. Returns one :class:`Finding` per site that is new ("new site (not in
-        the baseline)") or made more syncs than recorded ("count 3 > baseline 1"), largest
+        [int | None]}``. Returns one :class:`Finding` per site that is new ("new site, not in
+        the baseline") or made more syncs than recorded ("count 3 > baseline 1"), largest
         count first. Unchanged, cheaper and vanished sites give nothing.
         """
         out: List[Finding] = []
@@ -286,7 +326,7 @@ class Baseline:
             rec = self.get(scenario, path, key)
             if rec is None:
                 out.append(Finding(scenario, path, g["event"], count, steps, None,
-                                   "new site (not in the baseline)"))
+                                   "new site, not in the baseline"))
             elif count > rec.count:
                 out.append(Finding(scenario, path, g["event"], count, steps, rec.count,
                                    f"count {count} > baseline {rec.count}"))

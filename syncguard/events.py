@@ -117,19 +117,15 @@ def site_line(filename: str, lineno: int, function: str, api: str, op: Optional[
     (op) [kind] xcount, steps 2-4``. The file is relative to ``root`` (default: the current
     directory) when under it; ``(op)`` only where known, ``[kind]`` only when given; steps as
     ranges (``step 3`` for one), left out when there are none."""
-    from .analysis import step_ranges  # torch- and pandas-free at import
+    from ._words import steps_phrase
     from .baseline import display_path  # imports this module: imported here, not at the top
 
-    nums = sorted({int(s) for s in steps if s is not None})
     text = f"{display_path(filename, root)}:{lineno} in {function}: {api}"
     text += f" ({op})" if op else ""
     text += f" [{kind}]" if kind else ""
     text += f" x{count}"
-    if len(nums) == 1:
-        text += f", step {nums[0]}"
-    elif nums:
-        text += f", steps {step_ranges(nums)}"
-    return text
+    where = steps_phrase(steps)
+    return f"{text}, {where}" if where else text
 
 
 def stack_to_list(stack: Tuple[Frame, ...]) -> List[str]:

@@ -36,6 +36,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, Dict, Iterable, List, Optional, Tuple, Union
 
+from ._words import plural
 from .baseline import Baseline, BaselineSite, Finding, display_path, site_key
 from .events import SyncEvent, site_line
 
@@ -141,11 +142,10 @@ class Verdict:
     def line(self) -> str:
         """``"3 hidden syncs, budget 0"``; against a baseline ``"3 hidden syncs, 1 site new or
         above baseline FILE"``."""
-        n = f"{self.hidden} hidden sync{'s' if self.hidden != 1 else ''}"
+        n = plural(self.hidden, "hidden sync")
         if self.max_syncs is not None:
             return f"{n}, budget {self.max_syncs}"
-        k = len(self.findings)
-        return f"{n}, {k} site{'s' if k != 1 else ''} new or above {self.limit()}"
+        return f"{n}, {plural(len(self.findings), 'site')} new or above {self.limit()}"
 
     def site_lines(self, root: Optional[str] = None, failing_only: bool = True) -> List[str]:
         """One :func:`events.site_line` per failing site (every hidden site with
@@ -178,7 +178,7 @@ def judge(events: Union[Tally, Iterable[SyncEvent]], *, max_syncs: int = 0,
         return Verdict(scenario, path, tally.hidden, None, baseline.source, bool(findings),
                        findings, sites)
     failed = tally.hidden > max_syncs
-    why = f"{tally.hidden} hidden syncs, budget {max_syncs}"
+    why = f"{plural(tally.hidden, 'hidden sync')}, budget {max_syncs}"
     findings = tuple(Finding(scenario, path, s.event, s.count, list(s.steps), None, why)
                      for s in sites) if failed else ()
     return Verdict(scenario, path, tally.hidden, max_syncs, None, failed, findings, sites)

@@ -292,7 +292,7 @@ class SyncGuard:
             g["count"] += e.count
             if e.step is not None and e.step not in g["steps"]:
                 g["steps"].append(e.step)
-        return sorted(groups.values(), key=lambda g: (-g["count"], g["site"]))
+        return sorted(groups.values(), key=lambda g: (-g["count"], g["filename"], g["lineno"]))
 
     def reset(self) -> None:
         self.events.clear()

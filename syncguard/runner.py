@@ -6,6 +6,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import time
+import warnings
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
 import torch
@@ -13,12 +14,15 @@ import torch
 from . import _signals
 from ._hub import allow
 from .devices import DEVICES, DeviceError
-from .events import SyncEvent
+from .events import HostSyncError, NoDeviceTensorsWarning, SyncEvent
 from .guard import SyncGuard
 from .results import ResultWriter, StepRecord, environment, scenario_record
 from .scenario import Scenario
 
 READBACK = "engine token readback (the one intended sync per step)"
+
+#: The name of ``--device cpu`` in headers: no device tensors, so no sync is counted.
+CPU_NAME = "host CPU: no device tensors, no syncs counted (use --device sim to count them)"
 
 Progress = Callable[[str, str, str, int, int], None]  # scenario, path, pass, step, total
 
@@ -93,7 +97,9 @@ def resolve_target(kind: str = "auto") -> Target:
                               f"{torch.__version__}); use --device sim")
         dev = torch.device("cuda", torch.cuda.current_device())
         return Target("cuda", dev, torch.cuda.get_device_name(dev), standin)
-    return Target("cpu", torch.device("cpu"), "cpu (host tensors: nothing to sync)", standin)
+    # the guard counts reads of device tensors only (SyncGuard devices): on plain CPU tensors
+    # every count is 0 by construction, which the name says where reports show the counts
+    return Target("cpu", torch.device("cpu"), CPU_NAME, standin)
 
 
 # -- one decode loop ------------------------------------------------------------------------
@@ -121,10 +127,25 @@ class DecodeLoop:
             self.bank = (bank * scenario.logits_scale).to(dtype).to(dev)
             n = scenario.workload
             self.work = (torch.randn(n, n, generator=g) / max(n, 1) ** 0.5).to(dev) if n else None
-            self.state = self.subject.build(list(scenario.requests), ctx)
+            self.state = self._call("build", list(scenario.requests), ctx)
             self.live: List[str] = [r.id for r in scenario.requests]
             self.start: Dict[str, int] = {r.id: 0 for r in scenario.requests}
             self._refresh(0)
+
+    def _call(self, method: str, *args: Any) -> Any:
+        """The subject's ``method``; an exception raised in the user's code becomes one
+        :class:`~syncguard.subjects.SubjectError` line naming the subject and file:line."""
+        from .subjects import SubjectError, user_error
+
+        try:
+            return getattr(self.subject, method)(*args)
+        except (SubjectError, HostSyncError):
+            raise
+        except Exception as exc:
+            err = user_error(self.name, method, exc)
+            if err is None:
+                raise
+            raise err from exc
 
     def _stage(self, values: List[int]) -> torch.Tensor:
         from .sampling import HostStager
@@ -143,11 +164,11 @@ class DecodeLoop:
             if ev.finish:
                 gone = set(ev.finish)
                 keep = [i for i, r in enumerate(self.live) if r not in gone]
-                self.state = self.subject.finish(self.state, keep)
+                self.state = self._call("finish", self.state, keep)
                 self.live = [self.live[i] for i in keep]
                 changed = True
             if ev.join:
-                self.state = self.subject.join(self.state, list(ev.join))
+                self.state = self._call("join", self.state, list(ev.join))
                 for r in ev.join:
                     self.live.append(r.id)
                     self.start[r.id] = step
@@ -162,7 +183,7 @@ class DecodeLoop:
     def run_step(self, step: int) -> Tuple[List[int], Dict[str, Any]]:
         """One step: events, logits, the subject's sampling, the token readback (allowed).
         Returns the tokens and the subject's labels."""
-        from .subjects import as_sampled
+        from .subjects import as_sampled, check_ids
 
         self.apply_events(step)
         if self.sc.forward_ms:  # exists only in the modeled timeline (syncguard.timeline)
@@ -174,7 +195,8 @@ class DecodeLoop:
             y = self.work
             for _ in range(4):
                 y = torch.tanh(y @ self.work)
-        res = as_sampled(self.subject.sample(self.state, logits, self.positions))
+        res = as_sampled(self._call("sample", self.state, logits, self.positions))
+        check_ids(self.name, res.ids, len(self.live))
         with allow(READBACK):
             tokens = res.ids.tolist()
         self.positions.add_(1)
@@ -300,7 +322,9 @@ def run_pass(sc: Scenario, path: str, target: Target, counted: bool,
     finally:
         try:
             if guard is not None:
-                with _signals.deferred():  # a second Ctrl-C/SIGTERM must not leave interceptors
+                with _signals.deferred(), warnings.catch_warnings():  # Ctrl-C/SIGTERM: deferred
+                    if target.kind == "cpu":  # counting nothing is what --device cpu says
+                        warnings.simplefilter("ignore", NoDeviceTensorsWarning)
                     guard.__exit__(None, None, None)
         finally:  # the guard's exit may raise (a swallowed HostSyncError): still unhook
             if model is not None:
@@ -334,6 +358,17 @@ def prepare(scenarios: List[Scenario], opts: RunOptions) -> List[Scenario]:
 
 def paths_for(sc: Scenario, opts: RunOptions) -> List[str]:
     return [p for p in (opts.paths or list(sc.paths))]
+
+
+def path_label(path: str) -> str:
+    """The name results, verdicts and baselines give ``path`` (a registered name or
+    ``MODULE:OBJ``): the subject's display name, as :class:`DecodeLoop` labels its steps
+    (:func:`syncguard.subjects.label`; loads a ``MODULE:OBJ`` subject to read it)."""
+    from . import subjects
+
+    if not subjects.is_spec(path):
+        return path
+    return subjects.label(path, subjects.load(path))
 
 
 def run(scenarios: List[Scenario], opts: RunOptions, result_path: str,

@@ -34,7 +34,8 @@ Schema (every key is checked; unknown keys are errors)::
     finish = ["r-1"]                # requests that leave (a filter)
 
     [expect]
-    max_syncs = { flag = 0 }        # hidden syncs allowed per path (whole counted pass)
+    max_syncs = { flag = 0 }        # hidden syncs allowed per path (whole counted pass); a
+                                    # subject by its display name or its MODULE:OBJ
 
 Before a run, :func:`check_resources` estimates the memory (requests x vocabulary) and the work
 per step (``logits.workload``) and refuses scenarios beyond the limits
@@ -48,7 +49,7 @@ import hashlib
 import math
 import os
 import sys
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -327,10 +328,15 @@ def parse(text: str, file: str = "<memory>") -> Scenario:
     max_syncs_raw = ex.get("max_syncs", (dict,), {})
     ex.done()
     max_syncs: Dict[str, int] = {}
+    names: Optional[List[str]] = None  # the subjects' display names, read only when needed
     for p, v in max_syncs_raw.items():
         if p not in PATHS and p not in paths:
-            raise ScenarioError(f"{file}: expect.max_syncs.{p}: unknown path; valid: "
-                                f"{', '.join(dict.fromkeys([*PATHS, *paths]))}")
+            if names is None:
+                names = _subject_names(paths)
+            if p not in names:
+                valid = ", ".join(dict.fromkeys([*PATHS, *paths, *names]))
+                raise ScenarioError(f"{file}: expect.max_syncs.{p}: unknown path or subject; "
+                                    f"valid: {valid}")
         if not isinstance(v, int) or isinstance(v, bool) or v < 0:
             raise ScenarioError(f"{file}: expect.max_syncs.{p}: must be an int >= 0, got {v!r}")
         max_syncs[p] = v
@@ -339,6 +345,21 @@ def parse(text: str, file: str = "<memory>") -> Scenario:
     return Scenario(name, description, vocab, dtype, steps, warmup, seed, deterministic,
                     tuple(paths), scale, workload, tuple(requests), tuple(events), max_syncs,
                     file, text, forward_ms)
+
+
+def _subject_names(paths: Sequence[str]) -> List[str]:
+    """The display names (:func:`syncguard.subjects.label`) of the ``MODULE:OBJ`` subjects in
+    ``paths``; a subject that cannot be loaded has none (running it reports why)."""
+    from . import subjects
+
+    out = []
+    for p in paths:
+        if subjects.is_spec(p):
+            try:
+                out.append(subjects.label(p, subjects.load(p)))
+            except Exception:  # the user's module: its error is reported when it runs
+                continue
+    return out
 
 
 def _known_subject(name: str) -> bool:

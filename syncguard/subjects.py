@@ -178,6 +178,47 @@ def label(name: str, subject: Any) -> str:
     return name
 
 
+def user_error(name: str, method: str, exc: BaseException) -> Optional[SubjectError]:
+    """A :class:`SubjectError` for an exception raised by subject ``name``'s ``method``, one
+    line naming the subject, the exception and where in the user's code it was raised (the
+    innermost frame outside syncguard and torch); None when no frame is the user's (a
+    built-in subject failing is syncguard's own error)."""
+    import traceback
+
+    skip = [os.path.dirname(os.path.abspath(__file__)) + os.sep]
+    torch_file = getattr(sys.modules.get("torch"), "__file__", None)
+    if isinstance(torch_file, str):
+        skip.append(os.path.dirname(os.path.abspath(torch_file)) + os.sep)
+    where = None
+    for fr in traceback.extract_tb(exc.__traceback__):
+        path = os.path.abspath(fr.filename)
+        if not any(path.startswith(d) for d in skip):
+            where = fr
+    if where is None:
+        return None
+    from .baseline import display_path
+
+    return SubjectError(f"subject {name}: {method}() raised {type(exc).__name__}: {exc} at "
+                        f"{display_path(where.filename)}:{where.lineno}")
+
+
+def check_ids(name: str, ids: Any, batch: int) -> None:
+    """Raise :class:`SubjectError` unless ``ids`` (what subject ``name``'s ``sample``
+    returned) is an integer tensor of shape ``[batch]``; reads only metadata (no sync)."""
+    shape = getattr(ids, "shape", None)
+    dtype = getattr(ids, "dtype", None)
+    if shape is None or dtype is None:
+        raise SubjectError(f"subject {name}: sample() returned {type(ids).__name__}, not a "
+                           f"tensor of token ids of shape [{batch}]")
+    if tuple(shape) != (batch,):
+        raise SubjectError(f"subject {name}: sample() returned ids of shape "
+                           f"{list(shape)} for a batch of {batch}; expected shape [{batch}]")
+    if getattr(dtype, "is_floating_point", False) or getattr(dtype, "is_complex", False) or \
+            str(dtype) == "torch.bool":
+        raise SubjectError(f"subject {name}: sample() returned ids of dtype "
+                           f"{str(dtype).replace('torch.', '')}; expected an integer dtype")
+
+
 def as_sampled(out: Any) -> Sampled:
     """A subject's ``sample`` result as :class:`Sampled`."""
     if isinstance(out, Sampled):
@@ -188,5 +229,5 @@ def as_sampled(out: Any) -> Sampled:
 
 
 __all__: List[str] = ["GROUP", "BUILTIN", "Sampled", "Subject", "SubjectContext",
-                      "SubjectError", "as_sampled", "is_spec", "known", "label", "load",
-                      "registered"]
+                      "SubjectError", "as_sampled", "check_ids", "is_spec", "known", "label",
+                      "load", "registered", "user_error"]

@@ -131,6 +131,27 @@ def test_identical_lines_in_one_function_are_distinct_sites(tmp_path: Path,
     assert keys[2].startswith("twice.py::g::") and keys[2].endswith("#0")
 
 
+def test_site_key_ignores_comments_on_the_line(workload: Path, tmp_path: Path) -> None:
+    """Editing only a comment on a site's line keeps the site; a '#' in a string is code; a
+    baseline written while keys still held the comment matches too."""
+    base = _baseline_from(workload, tmp_path)
+    workload.write_text(WORKLOAD.replace("x.tolist()\n", "x.tolist()  # the readback\n"))
+    assert base.compare("sc", "legacy", _observe(workload)[0]) == []
+    grouped, _ = _observe(workload)
+    assert any(k.endswith("::x.tolist() #0") for k in grouped)
+    # an old file: its key holds the comment of the line as it was then
+    data = json.loads((tmp_path / "baseline.json").read_text())
+    for s in data["sites"]:
+        s["key"] = s["key"].replace("x.tolist() #0", "x.tolist() # old note #0")
+    old = tmp_path / "old.json"
+    old.write_text(json.dumps(data))
+    assert Baseline.load(str(old)).compare("sc", "legacy", grouped) == []
+    from syncguard.baseline import strip_comment
+
+    assert strip_comment("    s = '#x'  # c").rstrip() == "s = '#x'"
+    assert strip_comment('    """ text # not a comment') == '    """ text # not a comment'
+
+
 def test_site_key_without_source_uses_the_line_number() -> None:
     ev = SyncEvent("scalar_read", "Tensor.item", None, "<string>", 3, "<module>", (), None,
                    "MainThread")
@@ -212,7 +233,7 @@ def test_new_site_is_caught(workload: Path, tmp_path: Path) -> None:
     (f,) = base.compare("sc", "legacy", _observe(workload, extra=True)[0])
     assert isinstance(f, Finding)
     assert f.event.api == "Tensor.item" and f.count == 3 and f.steps == [0, 1, 2]
-    assert f.baseline_count is None and f.message == "new site (not in the baseline)"
+    assert f.baseline_count is None and f.message == "new site, not in the baseline"
     assert (f.scenario, f.path) == ("sc", "legacy")
 
 
@@ -309,7 +330,7 @@ def test_gate_against_a_baseline_new_known_and_moved(workload: Path) -> None:
     new = judge(_events(workload, extra=True), baseline=base, scenario="t", path="p")
     assert new.failed and [f.event.api for f in new.findings] == ["Tensor.item"]
     assert new.line() == "9 hidden syncs, 1 site new or above baseline"
-    assert new.site_lines()[0].endswith("x3, steps 0-2  (new site (not in the baseline))")
+    assert new.site_lines()[0].endswith("x3, steps 0-2  (new site, not in the baseline)")
 
 
 def test_gate_baseline_update_keeps_what_was_not_judged(workload: Path) -> None:

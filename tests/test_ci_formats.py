@@ -259,7 +259,7 @@ def test_golden_ci_formats(repo: Path, fmt: str, name: str, baseline: Any) -> No
     totals, findings = _report(repo)
     if baseline:
         findings = [dataclasses.replace(findings[0], baseline_count=None,
-                                        message="new site (not in the baseline)"),
+                                        message="new site, not in the baseline"),
                     dataclasses.replace(findings[1], baseline_count=1,
                                         message="count 3 > baseline 1")]
         name = name.replace("check.", "check-baseline.")
@@ -267,3 +267,29 @@ def test_golden_ci_formats(repo: Path, fmt: str, name: str, baseline: Any) -> No
     root = str(repo).replace(os.sep, "/")
     _golden(name, text.replace(root, "<ROOT>").replace(f"syncguard {__version__}", "syncguard V")
             .replace(f'"{__version__}"', '"V"'))
+
+
+def test_counts_of_one_read_in_the_singular(repo: Path) -> None:
+    """One hidden sync, one scenario path, one step: no "1 hidden syncs", "all 1 scenario
+    paths", "in steps 0"; and the baseline's reason is not a parenthesis in a parenthesis."""
+    from syncguard.baseline import Baseline
+    from syncguard.gate import judge
+    from syncguard.renderers.ci import annotation_message, render_text
+
+    src = str(repo / "pkg" / "sampler.py")
+    ev = dataclasses.replace(_event(src, 12), step=0)
+    verdict = judge([ev], max_syncs=0, scenario="s", path="p")
+    assert verdict.line() == "1 hidden sync, budget 0"
+    assert verdict.findings[0].message == "1 hidden sync, budget 0"
+    assert annotation_message(verdict.findings[0]).startswith(
+        "hidden host sync in sample: Tensor.__bool__ (aten::_local_scalar_dense) x1 in step 0 ")
+    text = render_text([verdict.total], list(verdict.findings))
+    assert text.splitlines()[:2] == ["syncguard check: 1 of 1 scenario path failed (gate: "
+                                     "budget)", "FAIL  s [p]: 1 hidden sync, budget 0"]
+    ok = render_text([("s", "p", 0, 0, False)], [])
+    assert ok.splitlines()[0] == "syncguard check: 1 scenario path OK (gate: budget)"
+    against = judge([ev], baseline=Baseline([]), scenario="s", path="p")
+    (line,) = against.site_lines()
+    assert line.endswith("x1, step 0  (new site, not in the baseline)")
+    assert render("text", [("s", "p", 2, 0, False), ("s", "q", 0, 0, False)], []).startswith(
+        "syncguard check: all 2 scenario paths OK")

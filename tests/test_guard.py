@@ -444,3 +444,13 @@ def test_a_guard_over_cpu_only_code_warns_once(monkeypatch: pytest.MonkeyPatch) 
         warnings.simplefilter("error")
         with SyncGuard():  # said once
             x.tolist()
+
+
+def test_guard_sites_sorted_by_line_number():
+    """Sites with equal counts come by file, then line as a number (loop.py:6 before :10)."""
+    from syncguard.events import SCALAR_READ, SyncEvent
+
+    g = SyncGuard()
+    g.events.extend(SyncEvent(SCALAR_READ, "Tensor.item", None, "loop.py", n, "f", (), 1, "t")
+                    for n in (10, 6))
+    assert [s["site"] for s in g.sites()] == ["loop.py:6", "loop.py:10"]

@@ -21,7 +21,7 @@ def test_pytest_assertion_report_reads_are_not_counted(pytester: pytest.Pytester
     result = pytester.runpytest("-v", *QUIET)
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines(["*AssertionError*", "*- syncguard -*",
-                                 "syncguard: allowed 1 host syncs, saw 1 in the test body"])
+                                 "syncguard: allowed 1 host sync, saw 1 in the test body"])
     result.stdout.no_fnmatch_line("*saferepr*")
     result.stdout.no_fnmatch_line("*SYNCS*")
 

@@ -281,6 +281,21 @@ def test_sites_step_ranges_with_gaps(result: RunResult) -> None:
     assert list(st["count"]) == [4]
 
 
+def test_sites_sorted_by_line_number(result: RunResult) -> None:
+    """Sites with equal counts are listed by file, then line as a number: loop.py:6 before
+    loop.py:10 (not as text), in the sites table and the verdict built from it."""
+    hidden = [e for e in result.events if e["scenario"] == "uniform" and e["path"] == "legacy"
+              and not e["allowed"]]
+    events = [{**e, "filename": "loop.py", "lineno": n} for n in (10, 6) for e in hidden]
+    sub = RunResult(result.header, result.steps, events, result.footer)
+    st = analysis.sites(sub, include_allowed=False)
+    assert list(st["site"]) == ["loop.py:6", "loop.py:10"]
+    from syncguard.renderers._common import verdicts
+
+    text = " ".join(t for _, t in verdicts(analysis.summary(sub), st))
+    assert text.index("loop.py:6") < text.index("loop.py:10")
+
+
 def _with_legacy_syncs(res: RunResult, scenario: str, syncs: int) -> RunResult:
     import dataclasses
 

@@ -100,3 +100,87 @@ def test_entry_point_subjects_are_registered(monkeypatch):
     reg = subjects.registered()
     assert reg["mine"] == USER and reg["legacy"] == subjects.BUILTIN["legacy"]
     assert subjects.label("mine", subjects.load("mine")) == "mine"
+
+
+def test_baseline_carries_over_from_run_to_check(tmp_path, capsys):
+    """A baseline written from a run folder matches a later check of the same subject: both
+    name the subject by its display name (``topk-sync``), not by its MODULE:OBJ spec."""
+    small = os.path.join(os.path.dirname(__file__), "data", "scenarios", "small.toml")
+    out, base = str(tmp_path / "o"), str(tmp_path / "b.json")
+    assert main(["run", small, "--device", "sim", "--subject", USER, "--paths", "flag",
+                 "--out", out, "--no-timed"]) == 0
+    assert main(["check", out, "--update-baseline", base]) == 0
+    with open(base) as f:
+        assert {s["path"] for s in json.load(f)["sites"]} == {"topk-sync"}
+    capsys.readouterr()
+    assert main(["check", small, "--device", "sim", "--subject", USER, "--paths", "flag",
+                 "--baseline", base]) == 0, capsys.readouterr().out
+    # and the other way round: a baseline written by check matches check
+    assert main(["check", small, "--device", "sim", "--subject", USER, "--paths", "flag",
+                 "--update-baseline", base]) == 0
+    with open(base) as f:
+        assert {s["path"] for s in json.load(f)["sites"]} == {"topk-sync"}
+
+
+BROKEN = "subjects_demo.broken_subjects:"
+
+
+@pytest.mark.parametrize("obj, message", [
+    ("RaisesKeyError", "subject raises: sample() raised KeyError: 'oops' at "
+                       "tests/subjects_demo/broken_subjects.py:22"),
+    ("WrongShape", "subject wrong-shape: sample() returned ids of shape [1] for a batch of 2; "
+                   "expected shape [2]"),
+    ("FloatIds", "subject float-ids: sample() returned ids of dtype float32; expected an "
+                 "integer dtype"),
+])
+def test_errors_in_a_user_subject_blame_it(obj, message, capsys, monkeypatch):
+    """A bug in the user's subject is bad input (exit 2, one line naming the subject, the
+    exception and the user's file:line), not syncguard's internal error; ids of the wrong
+    shape or dtype never pass as "0 hidden syncs"."""
+    monkeypatch.chdir(os.path.dirname(os.path.dirname(__file__)))
+    small = os.path.join("tests", "data", "scenarios", "small.toml")
+    assert main(["check", small, "--device", "sim", "--subject", BROKEN + obj,
+                 "--paths", "flag"]) == 2
+    err = capsys.readouterr().err
+    assert err.strip() == f"syncguard: error: {message}"
+    assert main(["check", small, "--device", "sim", "--subject", BROKEN + "Fine",
+                 "--paths", "flag"]) == 0
+
+
+def _scenario_with_budget(tmp_path, budget):
+    small = os.path.join(os.path.dirname(__file__), "data", "scenarios", "small.toml")
+    with open(small) as f:
+        text = f.read()
+    text = text.replace('seed = 11\n', f'seed = 11\nsubjects = ["flag", "{USER}"]\n')
+    path = tmp_path / "budget.toml"
+    path.write_text(text + f"\n\n[expect]\nmax_syncs = {budget}\n")
+    return str(path)
+
+
+def test_expect_max_syncs_takes_a_subjects_display_name_or_spec(tmp_path, capsys):
+    """[expect] max_syncs accepts a listed subject by its display name or its MODULE:OBJ spec
+    (topk-sync makes 5 hidden syncs after warm-up); an unknown key lists the valid ones."""
+    for key in ("topk-sync", f'"{USER}"'):
+        assert main(["check", _scenario_with_budget(tmp_path, f"{{ {key} = 5 }}"),
+                     "--device", "sim"]) == 0, capsys.readouterr().err
+        assert main(["check", _scenario_with_budget(tmp_path, f"{{ {key} = 4 }}"),
+                     "--device", "sim"]) == 1
+    capsys.readouterr()
+    assert main(["check", _scenario_with_budget(tmp_path, "{ nope = 4 }"), "--device", "sim"]) == 2
+    err = capsys.readouterr().err
+    assert "expect.max_syncs.nope: unknown path or subject; valid: legacy, flag, " \
+           f"flag-recompute, {USER}, topk-sync" in err
+
+
+def test_cpu_device_says_it_counts_nothing(capsys):
+    """On --device cpu the guard sees only host tensors: a subject known to sync
+    (int(top_ks.max())) counts 0 there, and the device's name says syncs are not counted
+    rather than that there is nothing to sync; no Python warning leaks onto stderr."""
+    target = runner.resolve_target("cpu")
+    assert "no syncs counted" in target.name and "nothing to sync" not in target.name
+    small = os.path.join(os.path.dirname(__file__), "data", "scenarios", "small.toml")
+    sc = scenario.resolve([small])[0]
+    recs = runner.run_pass(sc, USER, target, True)
+    assert sum(r.syncs for r in recs) == 0
+    assert main(["check", small, "--device", "cpu", "--subject", USER]) == 0
+    assert "Warning" not in capsys.readouterr().err

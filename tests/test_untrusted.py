@@ -108,7 +108,7 @@ def _finding(scenario: str, filename: str, function: str = "f", api: str = "Tens
 
     ev = SyncEvent("scalar_read", api, None, filename, 7, function, (), 2, "MainThread")
     totals = [(scenario, "legacy", 1, 0, True)]
-    return totals, [Finding(scenario, "legacy", ev, 1, [2], None, "1 hidden syncs, budget 0")]
+    return totals, [Finding(scenario, "legacy", ev, 1, [2], None, "1 hidden sync, budget 0")]
 
 
 def test_github_format_cannot_inject_workflow_commands() -> None:

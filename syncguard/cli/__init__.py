@@ -130,6 +130,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     from ..opmodel import OpModelError
     from ..results import ResultError, ResultWarning
     from ..scenario import ScenarioError
+    from ..subjects import SubjectError
 
     try:
         with warnings.catch_warnings(), _signals.stop_on_signals():
@@ -137,7 +138,7 @@ def main(argv: Optional[List[str]] = None) -> int:
             warnings.showwarning = _show_warning  # restored by catch_warnings
             return int(args._main(args))
     except (UsageError, ScenarioError, DeviceError, ResultError, OpModelError,
-            BaselineError) as exc:
+            BaselineError, SubjectError) as exc:
         error(str(exc))
         return EXIT_USAGE
     except SelfTestError as exc:

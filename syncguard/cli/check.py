@@ -108,6 +108,7 @@ def main(args: argparse.Namespace) -> int:
     verdicts: List[Verdict] = []
     for sc in scenarios:
         for path in runner.paths_for(sc, opts):
+            name = runner.path_label(path)  # as `run` names it: baselines carry over
             tally = Tally()
             kw: Dict[str, Any] = {"on_event": tally.add, "allow_sites": allow_sites}
             recs = runner.run_pass(sc, path, target, True, None, None, guard_kwargs=kw,
@@ -116,13 +117,14 @@ def main(args: argparse.Namespace) -> int:
                 worst = max((r for r in recs if not r.warmup),
                             key=lambda r: r.sync_bubble_us or 0.0, default=None)
                 if worst is not None and (worst.sync_bubble_us or 0.0) > args.max_bubble_us:
-                    bubbles.append(f"{sc.name} {path}: modeled device idle from hidden syncs "
+                    bubbles.append(f"{sc.name} {name}: modeled device idle from hidden syncs "
                                    f"{worst.sync_bubble_us:.1f} us at step {worst.step} on "
                                    f"{prof.name} (budget --max-bubble-us "
                                    f"{args.max_bubble_us:g})")
-            budget = args.max_syncs if args.max_syncs is not None else sc.max_syncs.get(path, 0)
+            budget = (args.max_syncs if args.max_syncs is not None
+                      else sc.max_syncs.get(name, sc.max_syncs.get(path, 0)))
             verdicts.append(judge(tally, max_syncs=budget, baseline=base, scenario=sc.name,
-                                  path=path))
+                                  path=name))
     return finish(args, verdicts, bubbles)
 
 

@@ -41,7 +41,8 @@ def add_common(p: argparse.ArgumentParser) -> None:
     p.add_argument("scenarios", nargs="*", metavar="SCENARIO",
                    help="scenario files or built-in names (default: all built-in)")
     p.add_argument("--device", default="auto", choices=DEVICES,
-                   help="auto (npu if torch_npu works, else sim), sim, npu, cuda or cpu")
+                   help="auto (npu if torch_npu works, else sim), sim, npu, cuda or cpu (plain "
+                   "host tensors: no syncs counted)")
     p.add_argument("--paths", "--path", dest="paths", action=_AppendPaths, default=None,
                    metavar="PATH", help="sampling path(s): legacy, flag, flag-recompute "
                    "(repeat or comma-separate; default: the scenario's)")

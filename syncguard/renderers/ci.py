@@ -16,6 +16,7 @@ from urllib.parse import quote
 
 from .. import _escape
 from .._atomic import atomic_open
+from .._words import plural, steps_phrase
 from ..baseline import Finding, display_path, site_key
 from ..events import KINDS
 from ..events import site_line as _site_line
@@ -110,7 +111,9 @@ def render_text(totals: Sequence[Total], findings: Sequence[Finding],
     gate = f"baseline {baseline}" if baseline else "budget"
     head = "syncguard check: "
     if failed:
-        head += f"{failed} of {len(totals)} scenario paths failed (gate: {gate})"
+        head += f"{failed} of {plural(len(totals), 'scenario path')} failed (gate: {gate})"
+    elif len(totals) == 1:
+        head += f"1 scenario path OK (gate: {gate})"
     else:
         head += f"all {len(totals)} scenario paths OK (gate: {gate})"
     lines.append(head)
@@ -120,11 +123,11 @@ def render_text(totals: Sequence[Total], findings: Sequence[Finding],
         if not baseline:
             limit = f"budget {budget}"
         elif bad:
-            limit = f"{len(sites)} site{'s' if len(sites) != 1 else ''} new or above the baseline"
+            limit = f"{plural(len(sites), 'site')} new or above the baseline"
         else:
             limit = "none new or above the baseline"
-        lines.append(_escape.terminal(f"{status:<4}  {scenario} [{path}]: {n} hidden syncs, "
-                                      f"{limit}"))
+        lines.append(_escape.terminal(f"{status:<4}  {scenario} [{path}]: "
+                                      f"{plural(n, 'hidden sync')}, {limit}"))
         if bad:
             for f in sites:
                 why = f"  ({f.message})" if baseline else ""
@@ -146,8 +149,8 @@ def escape_property(s: str) -> str:
 def annotation_message(f: Finding) -> str:
     ev = f.event
     op = f" ({ev.op})" if ev.op else ""
-    steps = step_ranges(f.steps)
-    where = f" in steps {steps}" if steps else ""
+    steps = steps_phrase(f.steps)
+    where = f" in {steps}" if steps else ""
     return (f"hidden host sync in {ev.function}: {ev.api}{op} x{f.count}{where} "
             f"[{f.scenario}/{f.path}]: {f.message}")
 
@@ -255,13 +258,13 @@ def render_junit(totals: Sequence[Total], findings: Sequence[Finding],
         if bad:
             fails = by.get((scenario, path), [])
             fail = ET.SubElement(case, "failure", type="syncguard.HiddenSyncs",
-                                 message=x(f"{n} hidden syncs, {limit}"))
-            body = [f"{n} hidden syncs, {limit}"]
+                                 message=x(f"{plural(n, 'hidden sync')}, {limit}"))
+            body = [f"{plural(n, 'hidden sync')}, {limit}"]
             body += [site_line(f) + (f"  ({f.message})" if baseline else "") for f in fails]
             fail.text = x("\n".join(body) + "\n")
         else:
             out = ET.SubElement(case, "system-out")
-            out.text = x(f"{n} hidden syncs, {limit}\n")
+            out.text = x(f"{plural(n, 'hidden sync')}, {limit}\n")
     ET.indent(suites)
     buf = io.BytesIO()
     ET.ElementTree(suites).write(buf, encoding="utf-8", xml_declaration=True)
