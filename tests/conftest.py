@@ -8,6 +8,16 @@ pytest_plugins = ["pytester"]
 
 
 @pytest.fixture(autouse=True, scope="session")
+def _dynamo_imported_once() -> None:
+    """pytester's in-process runs drop the modules they imported when they end, but a C++
+    operator registration stays: torch._dynamo (imported by a torch.compile test inside such a
+    run) imports torch._inductor.test_operators, whose TORCH_LIBRARY then fails when a later
+    test imports it again ("Only a single TORCH_LIBRARY ... _inductor_test"). Importing it once
+    for the session keeps it out of every snapshot."""
+    import torch._dynamo  # noqa: F401
+
+
+@pytest.fixture(autouse=True, scope="session")
 def _cpu_only_guards_are_deliberate() -> None:
     """Many tests guard CPU-only code on purpose: the once-per-process NoDeviceTensorsWarning
     is said up front (its own tests reset the flag)."""
