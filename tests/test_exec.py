@@ -237,6 +237,18 @@ def test_report_files_not_overwritten_without_force(demo, tmp_path, capsys):
     assert "pass --force" in capsys.readouterr().err
 
 
+def test_a_link_in_out_is_a_clash_too(demo, tmp_path, capsys):
+    # as for run: a (dangling) symbolic link where a report goes is not written through
+    out = tmp_path / "o"
+    out.mkdir()
+    (out / "result.jsonl").symlink_to(tmp_path / "elsewhere.jsonl")
+    args = ["exec", "--device", "sim", "--out", str(out), "--", "python", "decode.py",
+            "--steps", "1"]
+    assert main(args) == 2
+    assert "pass --force" in capsys.readouterr().err
+    assert not (tmp_path / "elsewhere.jsonl").exists()
+
+
 def test_show_and_compare_read_exec_results(demo, tmp_path, capsys):
     _, a = _exec(tmp_path, "script", ["--step", STEP])
     capsys.readouterr()

@@ -31,12 +31,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    "than this baseline file")
     p.add_argument("--update-baseline", default=None, metavar="FILE",
                    help="record today's sites and counts in FILE and exit 0")
-    p.add_argument("--allow", action="append", default=[], metavar="SITE",
-                   help="allow hidden syncs at this call site (file.py:line, pkg.mod:function or "
-                   "function; repeatable). Added to [tool.syncguard] allow of --config")
-    p.add_argument("--config", default=None, metavar="PYPROJECT",
-                   help="pyproject.toml whose [tool.syncguard] allow list applies (default: "
-                   "./pyproject.toml when present)")
+    add_allow_arguments(p)
     p.add_argument("--max-bubble-us", type=float, default=None, metavar="US",
                    help="also fail when the modeled device idle caused by hidden syncs exceeds "
                    "US microseconds in any measured step (simulated device only; off by "
@@ -48,6 +43,16 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="text (default), github (workflow annotations), sarif, junit")
     p.add_argument("--output", "-o", default=None,
                    help="file for --format sarif/junit (default: stdout)")
+
+
+def add_allow_arguments(p: argparse.ArgumentParser) -> None:
+    """``--allow SITE`` (repeatable) and ``--config PYPROJECT``, as check and exec take them."""
+    p.add_argument("--allow", action="append", default=[], metavar="SITE",
+                   help="allow hidden syncs at this call site (file.py:line, pkg.mod:function or "
+                   "function; repeatable). Added to [tool.syncguard] allow of --config")
+    p.add_argument("--config", default=None, metavar="PYPROJECT",
+                   help="pyproject.toml whose [tool.syncguard] allow list applies (default: "
+                   "./pyproject.toml when present)")
 
 
 def _allow_sites(args: argparse.Namespace) -> Tuple[Tuple[str, str], ...]:

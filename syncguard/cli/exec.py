@@ -41,12 +41,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--max-syncs-per-step", type=int, default=None, metavar="N",
                    help="hidden syncs allowed in any one step call (the max over the steps "
                    "of each step name; default: no gate)")
-    p.add_argument("--allow", action="append", default=[], metavar="SITE",
-                   help="allow hidden syncs at this call site (file.py:line, pkg.mod:function or "
-                   "function; repeatable). Added to [tool.syncguard] allow of --config")
-    p.add_argument("--config", default=None, metavar="PYPROJECT",
-                   help="pyproject.toml whose [tool.syncguard] allow list applies (default: "
-                   "./pyproject.toml when present)")
+    from .check import add_allow_arguments
+
+    add_allow_arguments(p)
     p.add_argument("--out", default=None, help="report folder (default: reports/<time>-exec)")
     p.add_argument("--force", action="store_true", help="overwrite existing report files")
     p.add_argument("--format", default="text", choices=("text", "github", "sarif", "junit"),
@@ -87,22 +84,14 @@ def gate_file_name(fmt: str, rank: Optional[int]) -> Optional[str]:
 
 
 def _out_dir(args: argparse.Namespace, device: str, files: Tuple[str, ...]) -> str:
-    from . import UsageError
+    from .run import prepare_out
 
     out = args.out
     if out is None:
         run_id = os.environ.get("TORCHELASTIC_RUN_ID")
         stamp = f"exec-{run_id}" if run_id else time.strftime("%Y%m%d-%H%M%S") + "-exec"
         out = os.path.join("reports", f"{stamp}-{device}")
-    out = os.path.abspath(out)  # the program may chdir
-    if os.path.exists(out) and not os.path.isdir(out):
-        raise UsageError(f"--out: {out} exists and is not a folder")
-    clash = [f for f in files if os.path.exists(os.path.join(out, f))]
-    if clash and not args.force:
-        raise UsageError(f"{os.path.join(out, clash[0])} exists; pass --force to overwrite "
-                         f"or choose another --out")
-    os.makedirs(out, exist_ok=True)
-    return out
+    return prepare_out(os.path.abspath(out), files, args.force)  # absolute: it may chdir
 
 
 def main(args: argparse.Namespace) -> int:

@@ -156,14 +156,20 @@ REPORT_FILES = ("result.jsonl", "result.json", "steps.csv", "events.csv", "repor
 
 
 def out_dir(args: argparse.Namespace, device: str) -> str:
+    out = args.out or os.path.join("reports", time.strftime("%Y%m%d-%H%M%S") + f"-{device}")
+    return prepare_out(out, REPORT_FILES, args.force)
+
+
+def prepare_out(out: str, files: Sequence[str], force: bool) -> str:
+    """Make the report folder ``out``; refuse (UsageError) when it is a file, or when one of
+    ``files`` is already there and ``force`` is not set."""
     from . import UsageError
 
-    out = args.out or os.path.join("reports", time.strftime("%Y%m%d-%H%M%S") + f"-{device}")
     if os.path.exists(out) and not os.path.isdir(out):
         raise UsageError(f"--out: {out} exists and is not a folder")
     # lexists: a symbolic link (even a dangling one) is a clash too; --force replaces the link
-    clash = [f for f in REPORT_FILES if os.path.lexists(os.path.join(out, f))]
-    if clash and not args.force:
+    clash = [f for f in files if os.path.lexists(os.path.join(out, f))]
+    if clash and not force:
         raise UsageError(f"{os.path.join(out, clash[0])} exists; pass --force to overwrite "
                          f"or choose another --out")
     os.makedirs(out, exist_ok=True)
