@@ -6,6 +6,7 @@ from __future__ import annotations
 import io
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -244,6 +245,19 @@ def test_plain_progress_prints_at_most_every_interval() -> None:
                      "0.5 steps/s",
                      "syncguard: progress: sc flag counted step 10/10, 10/10 steps done, "
                      "0.5 steps/s"]
+
+
+def test_progress_without_repeat_does_not_claim_a_total(
+        tmp_path: Path, capsys: pytest.CaptureFixture, monkeypatch: pytest.MonkeyPatch) -> None:
+    # without --repeat the timed pass runs as many rounds as fit its budget: a fixed total
+    # was soon overtaken ("1951/924 steps done")
+    monkeypatch.setenv("SYNCGUARD_PROGRESS_SECONDS", "0")
+    rc, _, err = cli(capsys, "run", SMALL, "--device", "sim", "--out", str(tmp_path / "o"),
+                     "--steps", "3", "--warmup", "1", "--paths", "legacy,flag", "--budget",
+                     "0.5")
+    assert rc == EXIT_OK, err
+    lines = [ln for ln in err.splitlines() if ln.startswith("syncguard: progress: ")]
+    assert lines and all(re.search(r", \d+ steps done, ", ln) for ln in lines), lines[-1]
 
 
 def test_bad_progress_interval_is_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture,

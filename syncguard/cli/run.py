@@ -198,9 +198,10 @@ def progress_interval() -> float:
 class PlainProgress:
     """Progress for logs: one plain line on ``stream`` at most every ``interval`` seconds,
     naming the scenario, path, pass and step, the steps done of ``total`` and the rate since
-    the previous line (steps per second)."""
+    the previous line (steps per second). ``total`` None: not known in advance (the timed
+    pass runs as many rounds as fit its time budget)."""
 
-    def __init__(self, total: int, interval: float, stream: IO[str],
+    def __init__(self, total: Optional[int], interval: float, stream: IO[str],
                  clock: Callable[[], float] = time.monotonic) -> None:
         self.total, self.interval, self.stream, self.clock = total, interval, stream, clock
         self.done = 0
@@ -219,7 +220,8 @@ class PlainProgress:
         self._t, self._done_at_t = now, self.done
         try:
             print(f"syncguard: progress: {terminal(sc)} {terminal(path)} {pass_} step "
-                  f"{step}/{n}, {self.done}/{self.total} steps done, {rate:.1f} steps/s",
+                  f"{step}/{n}, {self.done}{'' if self.total is None else f'/{self.total}'} "
+                  f"steps done, {rate:.1f} steps/s",
                   file=self.stream, flush=True)
         except (OSError, ValueError):  # a closed log must not stop the run
             pass
@@ -247,11 +249,13 @@ def main(args: argparse.Namespace) -> int:
     out = out_dir(args, target.kind)
     result_path = os.path.join(out, "result.jsonl")
     err = Console(stderr=True)
-    from ..timing import MIN_ROUNDS
-
-    rounds = opts.repeat or MIN_ROUNDS  # auto mode may add rounds: the bar then runs on
-    total = sum(s.steps * len(runner.paths_for(s, opts))
-                * (int(opts.counted) + int(opts.timed) * rounds) for s in scenarios)
+    # with --repeat the steps are known; otherwise the timed pass takes as many rounds as fit
+    # its budget, and the count is open-ended
+    total: Optional[int] = None
+    if opts.repeat is not None or not opts.timed:
+        total = sum(s.steps * len(runner.paths_for(s, opts))
+                    * (int(opts.counted) + int(opts.timed) * (opts.repeat or 0))
+                    for s in scenarios)
     stop: Optional[KeyboardInterrupt] = None
     plain = None if err.is_terminal else PlainProgress(total, interval, sys.stderr)
     with Progress(TextColumn("{task.description}", markup=False), BarColumn(),
