@@ -19,14 +19,7 @@ from __future__ import annotations
 import argparse
 
 import torch
-import torch_npu  # the real one on a 910B; syncguard's stand-in under --device sim
-
-if getattr(torch_npu, "__syncguard_standin__", False):
-    # Workaround (reports/real-vllm.md, finding 1): transformers, which vLLM imports, sees an
-    # NPU and runs `from torch_npu import npu_fusion_attention`; the stand-in has no such name.
-    torch_npu.npu_fusion_attention = None
-
-from vllm.v1.sample.ops.topk_topp_sampler import (  # noqa: E402  (after the workaround)
+from vllm.v1.sample.ops.topk_topp_sampler import (
     apply_top_k_top_p,
     apply_top_k_top_p_pytorch,
 )

@@ -21,23 +21,14 @@ CPU platform: a top-k-only batch then goes through ``apply_top_k_only``.
 
 from __future__ import annotations
 
-import sys
-
 import torch
-
-import syncguard
-from syncguard.subjects import Sampled
-
-_npu = sys.modules.get("torch_npu")
-if getattr(_npu, "__syncguard_standin__", False):
-    # Workaround (reports/real-vllm.md, finding 1): transformers, which vLLM imports, sees an
-    # NPU and runs `from torch_npu import npu_fusion_attention`; the stand-in has no such name.
-    _npu.npu_fusion_attention = None  # type: ignore[union-attr]
-
-from vllm.v1.sample.ops.topk_topp_sampler import (  # noqa: E402  (after the workaround)
+from vllm.v1.sample.ops.topk_topp_sampler import (
     apply_top_k_top_p,
     apply_top_k_top_p_pytorch,
 )
+
+import syncguard
+from syncguard.subjects import Sampled
 
 SETUP = "batch bookkeeping: request parameters copied to the device when the batch changes"
 _EPS = 1e-5  # below this temperature a request is greedy (vLLM's _SAMPLING_EPS)
