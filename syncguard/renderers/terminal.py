@@ -72,12 +72,10 @@ def rich_table(t: _tables.Table) -> Table:
         head = "\n".join(_safe(part) for part in (c.short or c.header).split("\n"))
         if c.align == "r":
             table.add_column(head, justify="right", no_wrap=True)
-        elif c.group:  # a section's name (the scenario): kept whole up to 14 characters
+        else:  # names (scenario, path) kept whole up to 14 characters; longer text folds
             longest = max([len(r[i].text) for sec in t.sections for r in sec
-                           if not isinstance(r, _tables.Gap)] + [8])
+                           if not isinstance(r, _tables.Gap)] + [1])
             table.add_column(head, overflow="fold", min_width=min(longest, 14))
-        else:
-            table.add_column(head, overflow="fold")
     for n, section in enumerate(t.sections):
         if n:
             table.add_section()
