@@ -71,6 +71,13 @@ def test_exact_counts_and_lines(demo, tmp_path, form, capsys):
     }
     # the final readback of the loop is outside every step: noted, not a step
     assert [n.get("outside_steps") for n in res.notes] == [1]
+    # one readable line in the reports: relative path, no Python list, said once
+    (note,) = res.notes
+    with open(os.path.join(HERE, "loopdemo", "run.py")) as f:
+        line = next(i for i, t in enumerate(f, 1) if "final readback, outside every step" in t)
+    assert note["message"] == ("1 hidden sync outside every step (not gated): "
+                               f"{note['sites'][0]}") and note["sites"][0].endswith(
+        f"run.py:{line}") and not os.path.isabs(note["sites"][0])
 
 
 @pytest.mark.parametrize("form", ["script", "module"])

@@ -136,8 +136,9 @@ def execute(opts: ExecOptions, target: Any, out: str) -> int:
         session.finish(complete=stop is None)
         outside = [e for e in session.outside if not e.allowed]
         if outside:
-            writer.note(outside_steps=sum(e.count for e in outside),
-                        sites=sorted({e.site for e in outside}))
+            sites = _sites(outside)
+            writer.note(message=outside_message(outside), outside_steps=sum(
+                e.count for e in outside), sites=sites)
         if stop is not None:
             writer.close(False, reason=_stop_reason(stop), exit_code=_signals.exit_code(stop))
         elif code != 0:  # ran to its end, and failed: the reports say how
@@ -192,6 +193,24 @@ def own_module(program: Any) -> str:
     return str(program.target)
 
 
+def _sites(events: List[Any]) -> List[str]:
+    """``file:line`` of ``events``, paths as the reports show them, by file then line."""
+    from ..renderers._common import short_path
+
+    return [f"{f}:{n}" for f, n in sorted({(short_path(e.filename), int(e.lineno or 0))
+                                           for e in events})]
+
+
+def outside_message(outside: List[Any]) -> str:
+    """One line on the hidden syncs made outside every step (kept, not gated)."""
+    from .._words import plural
+
+    sites = _sites(outside)
+    more = f" and {len(sites) - 3} more" if len(sites) > 3 else ""
+    return (f"{plural(sum(e.count for e in outside), 'hidden sync')} outside every step "
+            f"(not gated): {', '.join(sites[:3])}{more}")
+
+
 def _report(opts: ExecOptions, path: str, out: str, stop: Optional[BaseException],
             outside: List[Any]) -> None:
     from rich.console import Console
@@ -210,10 +229,8 @@ def _report(opts: ExecOptions, path: str, out: str, stop: Optional[BaseException
         err.print(f"rank {opts.rank}: {hidden} hidden syncs in {len(res.steps)} steps; "
                   f"`syncguard show {out}` merges the ranks")
     err.print(f"Wrote {path}")
-    if outside:
-        sites = ", ".join(sorted({e.site for e in outside})[:3])
-        err.print(f"{sum(e.count for e in outside)} hidden syncs outside every step (not "
-                  f"gated): {sites}")
+    if outside and opts.rank is not None:  # otherwise the rendered report's notes say it
+        err.print(outside_message(outside))
     if stop is not None:
         how = "terminated (SIGTERM)" if _stop_reason(stop) == "terminated" else "interrupted"
         err.print(f"{how}: kept {len(res.steps)} finished steps in {path}")
