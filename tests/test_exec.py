@@ -231,9 +231,28 @@ def test_command_forms():
     assert parse_command(["--", "python3", "-m", "pkg.m", "--y"], None) == Program(
         "pkg.m", ["--y"], module=True)
     assert parse_command([], ["pkg.m", "1"]) == Program("pkg.m", ["1"], module=True)
-    for bad in ([], ["--"], ["python", "-c", "print(1)"], ["python", "-m"]):
+    for bad in ([], ["--"], ["python", "-c", "print(1)"], ["python", "-m"], ["python", "-O",
+                                                                            "a.py"]):
         with pytest.raises(ProgramError):
             parse_command(bad, None)
+    # python -u (unbuffered output) is the one interpreter option that applies in-process
+    assert parse_command(["--", "python", "-u", "a.py", "1"], None) == Program(
+        "a.py", ["1"], unbuffered=True)
+    assert parse_command(["--", "python", "-u", "-m", "pkg.m"], None) == Program(
+        "pkg.m", [], module=True, unbuffered=True)
+
+
+def test_python_u_makes_the_programs_output_unbuffered(tmp_path, capsys):
+    import sys as _sys
+
+    from syncguard.execute.program import parse_command, run
+
+    script = tmp_path / "u.py"
+    script.write_text("import sys\nprint(sys.stdout.write_through)\n")
+    before = getattr(_sys.stdout, "write_through", None)
+    run(parse_command(["--", "python", "-u", str(script)], None))
+    assert capsys.readouterr().out.strip() == "True"  # the program saw unbuffered output
+    assert getattr(_sys.stdout, "write_through", None) == before  # restored after
 
 
 def test_report_files_not_overwritten_without_force(demo, tmp_path, capsys):

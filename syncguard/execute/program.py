@@ -29,6 +29,8 @@ class Program:
     target: str
     args: List[str]
     module: bool = False
+    #: ``python -u``: stdout and stderr unbuffered (write-through) while the program runs
+    unbuffered: bool = False
 
     @property
     def name(self) -> str:
@@ -50,16 +52,37 @@ def parse_command(program: List[str], module: Optional[List[str]]) -> Program:
     if words and os.path.basename(words[0]).startswith("python") and not words[0].endswith(
             ".py"):
         words = words[1:]
+    unbuffered = False
+    while words and words[0] == "-u":  # the one interpreter option that applies in-process
+        unbuffered, words = True, words[1:]
     if words and words[0] == "-m":
         if len(words) < 2:
             raise ProgramError("-m: expected a module name")
-        return Program(words[1], words[2:], module=True)
+        return Program(words[1], words[2:], module=True, unbuffered=unbuffered)
     if not words:
         raise ProgramError("no program: give `-- python SCRIPT [ARGS]` or `-m MODULE [ARGS]`")
     if words[0].startswith("-"):
-        raise ProgramError(f"{words[0]}: only `python SCRIPT` and `python -m MODULE` are "
-                           f"supported")
-    return Program(words[0], words[1:])
+        raise ProgramError(f"{words[0]}: the program runs inside syncguard's interpreter, so of "
+                           f"python's options only -u applies; give `python [-u] SCRIPT` or "
+                           f"`python [-u] -m MODULE`")
+    return Program(words[0], words[1:], unbuffered=unbuffered)
+
+
+@contextlib.contextmanager
+def _unbuffered(on: bool) -> Iterator[None]:
+    """``python -u`` for the block: stdout and stderr write through, as before after."""
+    saved = []
+    if on:
+        for stream in (sys.stdout, sys.stderr):
+            if hasattr(stream, "reconfigure") and hasattr(stream, "write_through"):
+                saved.append((stream, stream.write_through))
+                stream.reconfigure(write_through=True)
+    try:
+        yield
+    finally:
+        for stream, was in saved:
+            stream.flush()
+            stream.reconfigure(write_through=was)
 
 
 def check(program: Program) -> None:
@@ -106,6 +129,8 @@ def run(program: Program, main_names: Sequence[str] = (),
     from .mainhook import run_bound
 
     saved_argv, saved_path = sys.argv[:], sys.path[:]
+    unbuffered = _unbuffered(program.unbuffered)
+    unbuffered.__enter__()
     try:
         if main_names and on_main_bind is not None:
             sys.argv = [program.target, *program.args]
@@ -123,6 +148,7 @@ def run(program: Program, main_names: Sequence[str] = (),
     finally:
         sys.argv[:] = saved_argv
         sys.path[:] = saved_path
+        unbuffered.__exit__(None, None, None)
 
 
 def user_traceback(tb: Optional[types.TracebackType]) -> Optional[types.TracebackType]:
