@@ -228,6 +228,15 @@ def test_junit_escapes_markup(repo: Path) -> None:
     assert failure is not None and "in <lambda>" in (failure.text or "")
 
 
+def test_junit_classname_keeps_a_dotted_scenario_in_one_piece() -> None:
+    # an exec run's scenario is the script's file name; CI viewers split classnames at dots
+    from syncguard.renderers.ci import render_junit
+
+    doc = ET.fromstring(render_junit([("marked.py", "step", 1, 0, True)], []))
+    case = doc.find(".//testcase")
+    assert case is not None and case.get("classname") == "syncguard.marked_py"
+
+
 def test_unknown_format() -> None:
     with pytest.raises(ValueError, match="unknown format 'html'"):
         render("html", [], [])

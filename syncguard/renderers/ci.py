@@ -243,7 +243,8 @@ def render_sarif(totals: Sequence[Total], findings: Sequence[Finding],
 def render_junit(totals: Sequence[Total], findings: Sequence[Finding],
                  baseline: Optional[str] = None) -> str:
     """JUnit XML: one testcase per scenario/path (classname ``syncguard.<scenario>``, name the
-    path); a failing one holds a ``failure`` listing its sites."""
+    path); a failing one holds a ``failure`` listing its sites. Dots in the scenario (an exec
+    run's ``marked.py``) become ``_``: CI viewers split classnames at dots into packages."""
     by = _by_total(findings)
     n_fail = sum(1 for t in totals if t[4])
     suites = ET.Element("testsuites", name="syncguard", tests=str(len(totals)),
@@ -252,8 +253,8 @@ def render_junit(totals: Sequence[Total], findings: Sequence[Finding],
                           failures=str(n_fail), errors="0", skipped="0", time="0")
     for scenario, path, n, budget, bad in totals:
         x = _escape.xml_text  # XML 1.0 cannot hold NUL, ESC...: made visible
-        case = ET.SubElement(suite, "testcase", classname=x(f"syncguard.{scenario}"),
-                             name=x(path), time="0")
+        classname = "syncguard." + scenario.replace(".", "_")
+        case = ET.SubElement(suite, "testcase", classname=x(classname), name=x(path), time="0")
         limit = f"baseline {baseline}" if baseline else f"budget {budget}"
         if bad:
             fails = by.get((scenario, path), [])
