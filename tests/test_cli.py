@@ -18,11 +18,11 @@ import signal
 import subprocess
 import sys
 import textwrap
-import time
 from pathlib import Path
-from typing import Any, Dict, Iterator, List, Optional, Tuple
+from typing import Any, Dict, List, Optional, Tuple
 
 import pytest
+from _subprocess import env, run_stopped
 
 from syncguard import results
 from syncguard.cli import EXIT_INTERRUPTED, EXIT_OK, EXIT_OVER, EXIT_USAGE, main
@@ -500,13 +500,6 @@ def test_selftest(capsys: pytest.CaptureFixture) -> None:
 
 
 # -- real subprocesses -----------------------------------------------------------------------
-def _env() -> Dict[str, str]:
-    env = dict(os.environ)
-    env.pop("SYNCGUARD_DEBUG", None)
-    env["COLUMNS"] = "200"
-    return env
-
-
 def _console_script() -> List[str]:
     here = Path(sys.executable).parent / ("syncguard.exe" if os.name == "nt" else "syncguard")
     if here.is_file():
@@ -517,7 +510,7 @@ def _console_script() -> List[str]:
 
 def test_console_script_check_legacy_exits_1() -> None:
     proc = subprocess.run([*_console_script(), "check", SMALL, "--device", "sim", "--path",
-                           "legacy"], capture_output=True, text=True, env=_env(), timeout=300)
+                           "legacy"], capture_output=True, text=True, env=env(), timeout=300)
     assert proc.returncode == EXIT_OVER, proc.stderr
     assert SAMPLER in _norm(proc.stdout)
     assert "Traceback" not in proc.stderr
@@ -525,29 +518,10 @@ def test_console_script_check_legacy_exits_1() -> None:
 
 def test_subprocess_bad_input_is_one_line_without_traceback(tmp_path: Path) -> None:
     proc = subprocess.run([*_console_script(), "run", "nonexistent.toml"], capture_output=True,
-                          text=True, env=_env(), cwd=tmp_path, timeout=300)
+                          text=True, env=env(), cwd=tmp_path, timeout=300)
     assert proc.returncode == EXIT_USAGE
     assert "nonexistent.toml" in _one_error_line(proc.stderr)
     assert not (tmp_path / "reports").exists()
-
-
-def _step_lines(path: Path) -> int:
-    try:
-        with open(path, encoding="utf-8") as f:
-            return sum(1 for ln in f if ln.startswith('{"type":"step"'))
-    except FileNotFoundError:
-        return 0
-
-
-@contextlib.contextmanager
-def _popen(args: List[str], **kw: Any) -> Iterator[subprocess.Popen]:
-    proc = subprocess.Popen(args, **kw)
-    try:
-        yield proc
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
 
 
 @pytest.mark.skipif(os.name == "nt", reason="SIGINT to a child process needs POSIX")
@@ -556,19 +530,8 @@ def test_interrupted_run_keeps_finished_steps(tmp_path: Path,
     out = tmp_path / "out"
     result = out / "result.jsonl"
     sc = load_scenario(LONG)
-    with open(tmp_path / "stdout", "w") as so, open(tmp_path / "stderr", "w") as se, _popen(
-            [sys.executable, "-m", "syncguard", "run", LONG, "--device", "sim", "--out",
-             str(out), "--no-timed"], stdout=so, stderr=se, env=_env(),
-            start_new_session=True) as proc:
-        deadline = time.monotonic() + 180
-        while _step_lines(result) < 3:
-            assert proc.poll() is None, "the run ended before it was interrupted"
-            assert time.monotonic() < deadline, "no 3 steps written in time"
-            time.sleep(0.05)
-        proc.send_signal(signal.SIGINT)
-        rc = proc.wait(timeout=120)
-    stdout = (tmp_path / "stdout").read_text(encoding="utf-8")
-    stderr = (tmp_path / "stderr").read_text(encoding="utf-8")
+    rc, stdout, stderr = run_stopped(tmp_path, LONG, signal.SIGINT, 3, timeout=180,
+                                     exit_timeout=120)
     assert rc == EXIT_INTERRUPTED, stderr
     assert "Traceback" not in stderr
     assert "interrupted" in stderr and str(result) in stderr

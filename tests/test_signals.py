@@ -10,11 +10,11 @@ import re
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
-from typing import Any, Dict, List, Tuple
+from typing import Any, List, Tuple
 
 import pytest
+from _subprocess import env, run_stopped
 
 from syncguard import results
 from syncguard.cli import EXIT_INTERRUPTED, EXIT_OK, main
@@ -32,13 +32,6 @@ def cli(capsys: pytest.CaptureFixture, *argv: str) -> Tuple[int, str, str]:
     rc = main(list(argv))
     cap = capsys.readouterr()
     return rc, cap.out, cap.err
-
-
-def _env() -> Dict[str, str]:
-    env = dict(os.environ)
-    env.pop("SYNCGUARD_DEBUG", None)
-    env["COLUMNS"] = "200"
-    return env
 
 
 def _send_at_step(monkeypatch: pytest.MonkeyPatch, sig: int, at: int) -> List[int]:
@@ -94,37 +87,12 @@ def test_sigterm_in_check_is_one_line_and_143(capsys: pytest.CaptureFixture,
 @posix
 def test_sigterm_to_a_real_run(tmp_path: Path) -> None:
     out = tmp_path / "out"
-    result = out / "result.jsonl"
-    with open(tmp_path / "stdout", "w") as so, open(tmp_path / "stderr", "w") as se:
-        proc = subprocess.Popen([sys.executable, "-m", "syncguard", "run", LONG, "--device",
-                                 "sim", "--out", str(out), "--no-timed"], stdout=so, stderr=se,
-                                env=_env(), start_new_session=True)
-        try:
-            deadline = time.monotonic() + 600
-            while _step_lines(result) < 2:
-                assert proc.poll() is None, "the run ended before it was terminated"
-                assert time.monotonic() < deadline, "no 2 steps written in time"
-                time.sleep(0.05)
-            proc.send_signal(signal.SIGTERM)
-            rc = proc.wait(timeout=600)
-        finally:
-            if proc.poll() is None:
-                proc.kill()
-                proc.wait()
-    err = (tmp_path / "stderr").read_text(encoding="utf-8")
+    rc, _, err = run_stopped(tmp_path, LONG, signal.SIGTERM, 2, timeout=600, exit_timeout=600)
     assert rc == 143, err
     assert "Traceback" not in err
     assert sum("terminated (SIGTERM)" in ln for ln in err.splitlines()) == 1, err
     for name in REPORTS:
         assert (out / name).stat().st_size > 0, name
-
-
-def _step_lines(path: Path) -> int:
-    try:
-        with open(path, encoding="utf-8") as f:
-            return sum(1 for ln in f if ln.startswith('{"type":"step"'))
-    except FileNotFoundError:
-        return 0
 
 
 @posix
@@ -201,7 +169,7 @@ def test_broken_pipe_is_quiet_and_not_exit_1(tmp_path: Path, command: str) -> No
         tmp_path / "r.jsonl")
     args = [str(res)] if command == "show" else [str(res), str(res)]
     proc = subprocess.Popen([sys.executable, "-m", "syncguard", command, *args],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=_env())
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env())
     assert proc.stdout is not None and proc.stderr is not None
     first = proc.stdout.readline()  # like `| head -1`
     proc.stdout.close()
