@@ -239,6 +239,15 @@ def _seed(sc: Scenario) -> None:
     torch.manual_seed(sc.seed)
 
 
+def label_fields(labels: Dict[str, Any]) -> Dict[str, Any]:
+    """A step's :class:`StepRecord` fields from its subject's labels: ``branch`` and
+    ``eligible`` (the case study's columns, kept for old readers) and the labels themselves."""
+    eligible = labels.get("eligible")
+    return {"branch": str(labels.get("branch", "")),
+            "eligible": None if eligible is None else bool(eligible),
+            "labels": labels or None}
+
+
 def run_pass(sc: Scenario, path: str, target: Target, counted: bool,
              writer: Optional[ResultWriter] = None, progress: Optional[Progress] = None,
              guard_kwargs: Optional[Dict[str, Any]] = None, collect: bool = True,
@@ -292,19 +301,16 @@ def run_pass(sc: Scenario, path: str, target: Target, counted: bool,
             now = time.perf_counter()
             evs = list(step_events)
             step_events.clear()
-            eligible = labels.get("eligible")
             cost, tl = model.end(step < sc.warmup) if model is not None else (None, None)
             rec = StepRecord(
                 scenario=sc.name, path=loop.name, pass_=pass_, step=step,
                 warmup=step < sc.warmup, batch_size=len(tokens),
-                branch=str(labels.get("branch", "")),
                 syncs=sum(e.count for e in evs if not e.allowed),
                 allowed=sum(e.count for e in evs if e.allowed),
-                latency_ms=(now - t_prev) * 1e3, device_ms=timer.elapsed(h),
-                eligible=None if eligible is None else bool(eligible), tokens=tokens,
+                latency_ms=(now - t_prev) * 1e3, device_ms=timer.elapsed(h), tokens=tokens,
                 sync_wait_us=(sum(e.wait_us or 0.0 for e in evs if not e.allowed)
                               if counted else None),
-                labels=labels or None,
+                **label_fields(labels),
                 **(cost.record_fields() if cost is not None else {}),
             )
             if collect:

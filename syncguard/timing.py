@@ -125,7 +125,7 @@ def timed_pass(sc: Scenario, paths: List[str], target: Target,
     import torch
 
     from .results import StepRecord
-    from .runner import DecodeLoop, DeviceTimer
+    from .runner import DecodeLoop, DeviceTimer, label_fields
 
     timer = DeviceTimer(target)
     loops: Dict[str, Any] = {}
@@ -150,15 +150,11 @@ def timed_pass(sc: Scenario, paths: List[str], target: Target,
 
     def on_sample(s: Sample) -> None:
         (tokens, labels), h = s.result
-        loop = loops[s.path]
-        eligible = labels.get("eligible")
         rec = StepRecord(
-            scenario=sc.name, path=loop.name, pass_="timed", step=s.step,
-            warmup=s.step < sc.warmup, batch_size=len(tokens),
-            branch=str(labels.get("branch", "")), syncs=0, allowed=0,
-            latency_ms=s.seconds * 1e3, device_ms=timer.elapsed(h),
-            eligible=None if eligible is None else bool(eligible), tokens=tokens,
-            labels=labels or None, round=s.round,
+            scenario=sc.name, path=loops[s.path].name, pass_="timed", step=s.step,
+            warmup=s.step < sc.warmup, batch_size=len(tokens), syncs=0, allowed=0,
+            latency_ms=s.seconds * 1e3, device_ms=timer.elapsed(h), tokens=tokens,
+            round=s.round, **label_fields(labels),
         )
         if writer is not None:
             writer.step(rec, [])
