@@ -52,14 +52,26 @@ def _main_thread() -> bool:
     return threading.current_thread() is threading.main_thread()
 
 
-def _interrupt_for(signum: int) -> KeyboardInterrupt:
+def interrupt_for(signum: int) -> KeyboardInterrupt:
+    """The exception a stop by ``signum`` is handled as: :class:`Terminated` for SIGTERM,
+    else KeyboardInterrupt."""
     return Terminated(signum) if signum == _SIGTERM else KeyboardInterrupt()
+
+
+def reason(exc: BaseException) -> str:
+    """A stopped run's footer reason: ``"terminated"`` (SIGTERM) or ``"interrupted"``."""
+    return "terminated" if isinstance(exc, Terminated) else "interrupted"
+
+
+def describe(exc: BaseException) -> str:
+    """How a stopped run says it stopped: ``"terminated (SIGTERM)"`` or ``"interrupted"``."""
+    return "terminated (SIGTERM)" if isinstance(exc, Terminated) else "interrupted"
 
 
 def _on_stop_signal(signum: int, frame: Any) -> None:
     global _requested
     _requested = signum
-    raise _interrupt_for(signum)
+    raise interrupt_for(signum)
 
 
 def requested() -> Optional[int]:
@@ -71,7 +83,7 @@ def check() -> None:
     """Raise the stop (KeyboardInterrupt or :class:`Terminated`) if one was requested, even
     when its first raise was swallowed; call at step boundaries."""
     if _requested is not None:
-        raise _interrupt_for(_requested)
+        raise interrupt_for(_requested)
 
 
 @contextlib.contextmanager

@@ -417,8 +417,8 @@ def run(scenarios: List[Scenario], opts: RunOptions, result_path: str,
                 profiled_pass(sc, paths_for(sc, opts), target,
                               os.path.dirname(os.path.abspath(result_path)))
         complete = True
-    except _signals.Terminated:
-        reason = "terminated"
+    except KeyboardInterrupt as exc:  # Ctrl-C, or SIGTERM (_signals.Terminated)
+        reason = _signals.reason(exc)
         raise
     finally:
         with _signals.deferred():  # the footer line is written whole

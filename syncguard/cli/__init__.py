@@ -148,7 +148,7 @@ def main(argv: Optional[List[str]] = None) -> int:
         _quiet_stdout()
         return EXIT_BROKEN_PIPE
     except KeyboardInterrupt as exc:  # Ctrl-C, or SIGTERM (_signals.Terminated)
-        error("terminated (SIGTERM)" if isinstance(exc, _signals.Terminated) else "interrupted")
+        error(_signals.describe(exc))
         return _signals.exit_code(exc)
     except Exception as exc:  # an internal error: say so, keep the traceback on request
         if os.environ.get("SYNCGUARD_DEBUG"):

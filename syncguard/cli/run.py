@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import signal
 import sys
 import time
 from typing import IO, Any, Callable, List, Optional, Sequence
@@ -227,12 +226,6 @@ class PlainProgress:
             pass
 
 
-def _how(stop: BaseException) -> str:
-    from .._signals import Terminated
-
-    return "terminated (SIGTERM)" if isinstance(stop, Terminated) else "interrupted"
-
-
 def main(args: argparse.Namespace) -> int:
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
@@ -273,7 +266,8 @@ def main(args: argparse.Namespace) -> int:
         except KeyboardInterrupt as exc:  # Ctrl-C, or SIGTERM (_signals.Terminated)
             stop = exc
     if stop is not None and not os.path.exists(result_path):
-        print(f"syncguard: {_how(stop)} before the first step was written", file=sys.stderr)
+        print(f"syncguard: {_signals.describe(stop)} before the first step was written",
+              file=sys.stderr)
         return _signals.exit_code(stop)
     # A second Ctrl-C (or a SIGTERM) while the reports are written waits for them: every
     # report is complete (each written atomically) and result.json is never missing.
@@ -281,14 +275,14 @@ def main(args: argparse.Namespace) -> int:
         res = results.load(result_path)
         written = write_reports(res, out)
     if late and stop is None:
-        stop = KeyboardInterrupt() if late[0] == signal.SIGINT else _signals.Terminated(late[0])
+        stop = _signals.interrupt_for(late[0])
     terminal.render(res, stdout_console(args.width))
     for path in written:
         print(f"Wrote {path}", file=sys.stderr)
     print(f"Wrote {result_path}", file=sys.stderr)
     if stop is not None:
-        print(f"syncguard: {_how(stop)}: kept {len(res.steps)} finished steps in {result_path}",
-              file=sys.stderr)
+        print(f"syncguard: {_signals.describe(stop)}: kept {len(res.steps)} finished steps in "
+              f"{result_path}", file=sys.stderr)
         return _signals.exit_code(stop)
     if args.crosscheck:
         rc = crosscheck(scenarios, opts, out)

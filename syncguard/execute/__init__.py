@@ -132,7 +132,7 @@ def execute(opts: ExecOptions, target: Any, out: str) -> int:
     with _signals.deferred(deliver=False) as late:
         markers.set_recorder(prev)
         if stop is None and late:
-            stop = _stop_for(late[0])
+            stop = _signals.interrupt_for(late[0])
         session.finish(complete=stop is None)
         outside = [e for e in session.outside if not e.allowed]
         if outside:
@@ -140,7 +140,7 @@ def execute(opts: ExecOptions, target: Any, out: str) -> int:
             writer.note(message=outside_message(outside), outside_steps=sum(
                 e.count for e in outside), sites=sites)
         if stop is not None:
-            writer.close(False, reason=_stop_reason(stop), exit_code=_signals.exit_code(stop))
+            writer.close(False, reason=_signals.reason(stop), exit_code=_signals.exit_code(stop))
         elif code != 0:  # ran to its end, and failed: the reports say how
             writer.close(True, exit_code=code, reason=f"program raised {raised}" if raised
                          else f"program exited {code}")
@@ -148,7 +148,7 @@ def execute(opts: ExecOptions, target: Any, out: str) -> int:
             writer.close(True, exit_code=0)
         _report(opts, path, out, stop, outside)
     if stop is None and late:
-        stop = _stop_for(late[0])
+        stop = _signals.interrupt_for(late[0])
     step_errors = hooks.errors()
     for line in step_errors:
         print(f"syncguard: error: {line}", file=sys.stderr)
@@ -159,21 +159,6 @@ def execute(opts: ExecOptions, target: Any, out: str) -> int:
     if step_errors:
         return EXIT_USAGE
     return EXIT_OVER if _gate(opts, session) else EXIT_OK
-
-
-def _stop_for(signum: int) -> KeyboardInterrupt:
-    import signal
-
-    from .. import _signals
-
-    return KeyboardInterrupt() if signum == signal.SIGINT else _signals.Terminated(signum)
-
-
-def _stop_reason(stop: BaseException) -> str:
-    """The footer's ``reason`` of a run stopped by a signal."""
-    from .._signals import Terminated
-
-    return "terminated" if isinstance(stop, Terminated) else "interrupted"
 
 
 def own_module(program: Any) -> str:
@@ -232,8 +217,9 @@ def _report(opts: ExecOptions, path: str, out: str, stop: Optional[BaseException
     if outside and opts.rank is not None:  # otherwise the rendered report's notes say it
         err.print(outside_message(outside))
     if stop is not None:
-        how = "terminated (SIGTERM)" if _stop_reason(stop) == "terminated" else "interrupted"
-        err.print(f"{how}: kept {len(res.steps)} finished steps in {path}")
+        from .. import _signals
+
+        err.print(f"{_signals.describe(stop)}: kept {len(res.steps)} finished steps in {path}")
 
 
 def _gate(opts: ExecOptions, session: Any) -> bool:
