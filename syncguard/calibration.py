@@ -68,10 +68,10 @@ def calibrate(kind: str) -> Dict[str, Any]:
     import torch
 
     from .catalogue import CATCH, ZERO
+    from .devices import resolve_target
     from .events import IN_KERNEL
     from .groundtruth import KNOWN_BLIND_SPOTS, native_counter
     from .guard import SyncGuard
-    from .runner import resolve_target
 
     target = resolve_target(kind)
     dev = str(target.device)
@@ -155,7 +155,14 @@ def main(argv: Optional[List[str]] = None) -> int:
         return 0
     if not a.device or not a.out:
         ap.error("--device and --out are required")
-    cal = calibrate(a.device)
+    from .devices import DeviceError, prepare_process
+
+    prepare_process(a.device)  # a broken torch_npu must not crash `import torch`
+    try:
+        cal = calibrate(a.device)
+    except DeviceError as exc:
+        print(f"syncguard: error: {exc}", file=sys.stderr)
+        return 2
     os.makedirs(a.out, exist_ok=True)
     with open(os.path.join(a.out, "calibration.json"), "w", encoding="utf-8") as f:
         json.dump(cal, f, indent=1)

@@ -62,8 +62,8 @@ def crosscheck_pass(sc: Any, path: str, target: Any, mechanism: str) -> Dict[str
 
 
 def run(scenarios: List[Any], device: str, paths: Optional[List[str]]) -> Dict[str, Any]:
+    from .devices import resolve_target
     from .results import environment
-    from .runner import resolve_target
 
     target = resolve_target(device)
     mechs = MECHANISMS[target.kind]

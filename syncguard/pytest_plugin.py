@@ -40,9 +40,8 @@ strict or not, once fixed) and never recorded in the baseline file.
 from __future__ import annotations
 
 import dataclasses
-import importlib.util
 import inspect
-import sys
+import os
 from typing import (
     TYPE_CHECKING,
     Any,
@@ -156,6 +155,20 @@ _BASELINE_OPTIONS: Tuple[Tuple[str, str, Dict[str, Any], str], ...] = (
      "record this run's hidden-sync sites of guarded tests in --syncguard-baseline FILE "
      "instead of gating them (tests that did not run keep their entries)"),
 )
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_load_initial_conftests(early_config: pytest.Config, parser: pytest.Parser,
+                                  args: List[str]) -> None:
+    """Before any conftest imports torch, on a host with torch_npu installed only: load torch
+    with torch_npu's autoload made safe (:func:`syncguard.devices.prepare_process`), so that a
+    torch_npu that cannot load (CANN missing) leaves the session running and a
+    ``device="npu"`` test on the simulated npu, instead of crashing every ``import torch``.
+    A healthy torch_npu is loaded as autoload would have loaded it. Costs nothing elsewhere."""
+    from .devices import AUTOLOAD_VAR, prepare_process
+
+    if os.environ.get(AUTOLOAD_VAR) != "0":  # "0": the user keeps torch_npu unloaded
+        prepare_process("auto")
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -296,30 +309,32 @@ def _settings_for(item: pytest.Item) -> Optional[Settings]:
                     warmup, exhaustive)
 
 
-def _real_torch_npu() -> bool:
-    mod = sys.modules.get("torch_npu")
-    if mod is not None:
-        return not getattr(mod, "__syncguard_standin__", False)
-    try:
-        return importlib.util.find_spec("torch_npu") is not None
-    except (ImportError, ValueError):
-        return False
-
-
 def _prepare_device(device: Optional[str]) -> None:
+    """Make the test's device exist: CUDA or a skip; for ``npu``, the real NPU when torch_npu
+    is usable (:func:`syncguard.devices.npu_state`: loads, and an NPU is visible), else the
+    simulated npu, else a skip saying why neither can run the test."""
     if device == "cuda":
         import torch
 
         if not torch.cuda.is_available():
             pytest.skip("syncguard: device='cuda' but CUDA is not available here")
         return
-    if device != "npu" or _real_torch_npu():
+    if device != "npu":
+        return
+    from .devices import AUTOLOAD_VAR, npu_state
+
+    state = npu_state(load=os.environ.get(AUTOLOAD_VAR) != "0")
+    if state.usable:
         return
     try:
         from . import simulated_device
 
         simulated_device("npu")
     except Exception as exc:
+        if state.module is not None:  # loaded but no NPU: it owns "npu", so no simulation
+            pytest.skip(f"syncguard: device='npu': {state.detail}; the simulated npu cannot "
+                        f"stand in while torch_npu is loaded (run with "
+                        f"TORCH_DEVICE_BACKEND_AUTOLOAD=0 to use it)")
         pytest.fail(f"syncguard: device='npu' needs torch_npu or syncguard's simulated device, "
                     f"which could not be set up: {type(exc).__name__}: {exc}", pytrace=False)
 

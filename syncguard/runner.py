@@ -13,7 +13,7 @@ import torch
 
 from . import _signals
 from ._hub import allow
-from .devices import DEVICES, DeviceError
+from .devices import Target, resolve_target
 from .events import HostSyncError, NoDeviceTensorsWarning, SyncEvent
 from .guard import SyncGuard
 from .results import ResultWriter, StepRecord, environment, scenario_record
@@ -21,85 +21,7 @@ from .scenario import Scenario
 
 READBACK = "engine token readback (the one intended sync per step)"
 
-#: The name of ``--device cpu`` in headers: no device tensors, so no sync is counted.
-CPU_NAME = "host CPU: no device tensors, no syncs counted (use --device sim to count them)"
-
 Progress = Callable[[str, str, str, int, int], None]  # scenario, path, pass, step, total
-
-
-@dataclasses.dataclass(frozen=True)
-class Target:
-    """Where a run executes: ``kind`` as asked (sim, npu, cuda, cpu), the torch device, a
-    human name, and the ``torch_npu`` namespace the sampler calls (the real one on a 910B,
-    the stand-in elsewhere, so the fused branch and legacy's device check exist everywhere)."""
-
-    kind: str
-    device: torch.device
-    name: str
-    torch_npu: Any
-
-    @property
-    def exhaustive(self) -> bool:
-        """A real device: count with the dispatch net too (the simulated device's backend
-        already classifies every op)."""
-        return self.kind in ("cuda", "npu")
-
-
-def _real_torch_npu() -> Tuple[Optional[Any], str]:
-    try:
-        import torch_npu  # type: ignore[import-not-found]  # noqa: F401
-    except Exception as exc:  # ImportError, or a broken CANN install
-        return None, f"{type(exc).__name__}: {exc}"
-    mod = __import__("torch_npu")
-    if getattr(mod, "__syncguard_standin__", False):
-        return None, "only syncguard's stand-in is loaded"
-    try:
-        if not torch.npu.is_available():  # type: ignore[attr-defined]
-            return None, "torch.npu.is_available() is False (no NPU visible)"
-    except Exception as exc:
-        return None, f"torch.npu.is_available() failed: {exc}"
-    return mod, ""
-
-
-def resolve_target(kind: str = "auto") -> Target:
-    """The device to run on. ``auto``: a real NPU when torch_npu works, else the simulated
-    one. Raises :class:`DeviceError` with one line saying what is missing."""
-    if kind not in DEVICES:
-        raise DeviceError(f"--device: unknown device {kind!r}; valid: {', '.join(DEVICES)}")
-    from .sim import torch_npu_standin as standin
-
-    if kind in ("auto", "npu"):
-        import sys
-
-        loaded = sys.modules.get("torch_npu")
-        if kind == "npu" or loaded is None or not getattr(loaded, "__syncguard_standin__", 0):
-            real, why = _real_torch_npu() if (loaded is None or kind == "npu") else (None, "")
-            if real is not None:
-                dev = torch.device("npu", torch.npu.current_device())  # type: ignore[attr-defined]
-                name = torch.npu.get_device_name(dev.index)  # type: ignore[attr-defined]
-                return Target("npu", dev, str(name), real)
-            if kind == "npu":
-                raise DeviceError(f"--device npu: torch_npu is not usable ({why}); install it "
-                                  f"on an Ascend host (pip install -e .[npu]) or use "
-                                  f"--device sim")
-        kind = "sim"
-    if kind == "sim":
-        from .sim import SimulatedDeviceError, simulated_device
-
-        try:
-            dev = simulated_device("npu", torch_npu=True)
-        except SimulatedDeviceError as exc:
-            raise DeviceError(f"--device sim: {exc}") from None
-        return Target("sim", dev, "simulated npu (syncguard, CPU)", standin)
-    if kind == "cuda":
-        if not torch.cuda.is_available():
-            raise DeviceError("--device cuda: torch.cuda.is_available() is False (torch "
-                              f"{torch.__version__}); use --device sim")
-        dev = torch.device("cuda", torch.cuda.current_device())
-        return Target("cuda", dev, torch.cuda.get_device_name(dev), standin)
-    # the guard counts reads of device tensors only (SyncGuard devices): on plain CPU tensors
-    # every count is 0 by construction, which the name says where reports show the counts
-    return Target("cpu", torch.device("cpu"), CPU_NAME, standin)
 
 
 # -- one decode loop ------------------------------------------------------------------------

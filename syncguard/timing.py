@@ -21,8 +21,9 @@ from typing import TYPE_CHECKING, Any, Callable, Dict, List, Mapping, Optional
 from . import _signals
 
 if TYPE_CHECKING:  # pragma: no cover
+    from .devices import Target
     from .results import ResultWriter
-    from .runner import Progress, Target
+    from .runner import Progress
     from .scenario import Scenario
 
 StepFn = Callable[[int], Any]

@@ -493,7 +493,8 @@ def test_check_github_format_annotates_the_site(capsys: pytest.CaptureFixture) -
 def test_selftest(capsys: pytest.CaptureFixture) -> None:
     rc, out, err = cli(capsys, "selftest")
     assert rc == EXIT_OK, err
-    *probes, summary = _lines(out)
+    device, *probes, summary = _lines(out)
+    assert device == "device: sim (simulated npu (syncguard, CPU))"  # auto, without torch_npu
     assert probes and all(ln.startswith("ok ") for ln in probes)
     assert summary == (f"selftest passed: {len(probes)} probes on cpu, npu:0, every planted "
                        "sync seen and the control clean")

@@ -12,6 +12,7 @@ import pytest
 import torch
 from torch.overrides import TorchFunctionMode
 
+from syncguard.devices import npu_state
 from syncguard.sampling import (
     BUILD_HOST,
     BUILD_PAGEABLE,
@@ -32,7 +33,7 @@ from syncguard.sampling import (
     top_k_top_p_min_p_sampling_from_logits_ascend,
     top_k_top_p_min_p_sampling_from_logits_ascend_with_branch,
 )
-from syncguard.sampling.ops import _import_real_torch_npu, is_standin
+from syncguard.sampling.ops import is_standin
 
 ascend = top_k_top_p_min_p_sampling_from_logits_ascend_with_branch
 
@@ -751,7 +752,7 @@ def test_no_divergence_with_a_large_vocabulary() -> None:
 # ---------------------------------------------------------------------- resolver
 def test_resolver(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delitem(sys.modules, "torch_npu", raising=False)
-    if _import_real_torch_npu() is None:
+    if npu_state().module is None:
         assert resolve_torch_npu() is None
 
     standin = types.ModuleType("syncguard.sim.torch_npu_standin")

@@ -35,7 +35,8 @@ def _parser() -> argparse.ArgumentParser:
         mod.add_arguments(sp)
         sp.set_defaults(_main=mod.main)
     st = sub.add_parser("selftest", help="plant known syncs and verify the guard sees them")
-    st.add_argument("--device", default="sim", help="also probe this device (default sim)")
+    st.add_argument("--device", default="auto", help="also probe this device: auto (the NPU "
+                    "when torch_npu works, else the simulated npu; default), sim, npu, cuda, cpu")
     st.set_defaults(_main=_selftest)
     return p
 
@@ -43,8 +44,9 @@ def _parser() -> argparse.ArgumentParser:
 def _selftest(args: argparse.Namespace) -> int:
     from .._selftest import selftest, summary_line
 
-    dev = device_for_probe(args.device)
-    lines = selftest(dev)
+    t = target(args.device)
+    print(f"device: {t.kind} ({t.name})")
+    lines = selftest(None if t.kind == "cpu" else str(t.device))
     for line in lines:
         print(line)
     print(summary_line(lines))
@@ -52,10 +54,19 @@ def _selftest(args: argparse.Namespace) -> int:
 
 
 def device_for_probe(kind: str) -> Optional[str]:
-    from ..runner import resolve_target
-
-    t = resolve_target(kind)
+    t = target(kind)
     return None if t.kind == "cpu" else str(t.device)
+
+
+def target(kind: str, gpu: bool = False) -> Any:
+    """The command's device (:func:`syncguard.devices.resolve_target`), with one note line on
+    stderr when ``auto`` did not take the NPU and why."""
+    from ..devices import resolve_target
+
+    t = resolve_target(kind, gpu=gpu)
+    if t.note:
+        print(f"syncguard: note: {one_line(t.note)}", file=sys.stderr)
+    return t
 
 
 def report_width(width: Optional[int]) -> Optional[int]:
@@ -123,7 +134,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     if not getattr(args, "command", None):
         parser.print_help(sys.stderr)
         return EXIT_USAGE
-    from .. import _signals
+    from .. import _signals, devices
     from ..baseline import BaselineError
     from ..devices import DeviceError
     from ..events import SelfTestError
@@ -133,6 +144,9 @@ def main(argv: Optional[List[str]] = None) -> int:
     from ..subjects import SubjectError
 
     try:
+        # before anything imports torch: a broken torch_npu must not crash `import torch`
+        devices.prepare_process(getattr(args, "device", None),
+                                sys.argv[1:] if argv is None else argv)
         with warnings.catch_warnings(), _signals.stop_on_signals():
             warnings.simplefilter("always", ResultWarning)
             warnings.showwarning = _show_warning  # restored by catch_warnings

@@ -38,8 +38,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    from ..runner import resolve_target
     from . import EXIT_INTERNAL, EXIT_OK, EXIT_OVER, UsageError
+    from . import target as resolve_target
 
     target = resolve_target(args.device)  # one clear line (exit 2) when the device is missing
     if args.profile_out is not None or args.profile_only:

@@ -80,6 +80,7 @@ def main(args: argparse.Namespace) -> int:
     from ..baseline import Baseline
     from ..gate import Tally, Verdict, judge
     from . import UsageError, device_for_probe
+    from . import target as cli_target
     from .run import options
 
     if args.max_syncs is not None and args.max_syncs < 0:
@@ -94,7 +95,7 @@ def main(args: argparse.Namespace) -> int:
         raise UsageError(f"--max-bubble-us: must be >= 0, got {args.max_bubble_us}")
     opts = options(args, counted=True, timed=False)
     scenarios = runner.prepare(scenario.resolve(args.scenarios), opts)
-    target = runner.resolve_target(opts.device)
+    target = cli_target(opts.device)
     prof = None
     if args.max_bubble_us is not None:
         if opts.profile == "none":

@@ -17,7 +17,7 @@ import argparse
 import os
 import sys
 import time
-from typing import Any, Optional, Tuple
+from typing import Optional, Tuple
 
 NAME = "exec"
 HELP = "run your own program under the guard (per-step syncs, reports, CI gate)"
@@ -58,21 +58,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="the program and its arguments")
 
 
-def _target(kind: str) -> Any:
-    """``auto`` here also takes a visible GPU: exec runs the user's code as it is."""
-    from ..runner import resolve_target
-
-    if kind == "auto":
-        t = resolve_target("auto")
-        if t.kind == "sim":
-            import torch
-
-            if torch.cuda.is_available():
-                return resolve_target("cuda")
-        return t
-    return resolve_target(kind)
-
-
 def gate_file_name(fmt: str, rank: Optional[int]) -> Optional[str]:
     """The default file, under OUT, of ``--format sarif|junit`` (None for the other
     formats): ``syncguard.sarif`` / ``junit.xml``, ``.rank<N>`` before the suffix for rank N."""
@@ -99,6 +84,7 @@ def main(args: argparse.Namespace) -> int:
     from ..execute.hooks import StepSpecError, parse_step
     from ..execute.program import ProgramError, parse_command
     from . import UsageError, report_width
+    from . import target as cli_target
     from .check import _allow_sites
     from .run import REPORT_FILES
 
@@ -114,7 +100,7 @@ def main(args: argparse.Namespace) -> int:
     if args.output not in (None, "-"):
         args.output = os.path.abspath(args.output)
     rank = rank_from_env()
-    target = _target(args.device)  # the simulated device exists before the program starts
+    target = cli_target(args.device, gpu=True)  # the simulated device exists before the program
     files = (result_name(rank),) if rank is not None else REPORT_FILES
     # sarif/junit without -o: a file under OUT, never stdout, which the program's output shares
     gate_file = gate_file_name(args.format, rank) if args.output is None else None

@@ -233,11 +233,12 @@ def main(args: argparse.Namespace) -> int:
     from .. import _signals, results, runner, scenario
     from ..renderers import terminal, write_reports
     from . import EXIT_INTERNAL, EXIT_OK, EXIT_OVER, stdout_console
+    from . import target as cli_target
 
     opts = options(args, timed=not args.no_timed)
     scenarios = runner.prepare(scenario.resolve(args.scenarios), opts)
     interval = progress_interval()
-    target = runner.resolve_target(opts.device)  # fail early, before any file is written
+    target = cli_target(opts.device)  # fail early, before any file is written
     opts.device = target.kind
     out = out_dir(args, target.kind)
     result_path = os.path.join(out, "result.jsonl")

@@ -8,9 +8,6 @@ and ``None`` otherwise. Tests pass their own namespace instead.
 
 from __future__ import annotations
 
-import functools
-import importlib
-import importlib.util
 import sys
 from types import ModuleType
 from typing import Any, Optional
@@ -47,26 +44,12 @@ def is_standin(module: object) -> bool:
     )
 
 
-@functools.lru_cache(maxsize=1)
-def _import_real_torch_npu() -> Optional[ModuleType]:
-    """Import the real ``torch_npu`` once; ``None`` when it is not installed or fails to load."""
-    try:
-        if importlib.util.find_spec("torch_npu") is None:
-            return None
-    except (ImportError, ValueError):
-        return None
-    try:
-        module = importlib.import_module("torch_npu")
-    except Exception:  # a broken install means "no torch_npu"
-        return None
-    return None if is_standin(module) else module
-
-
 def resolve_torch_npu() -> Optional[ModuleType]:
     """The ``torch_npu`` namespace the sampler should use, or ``None``.
 
     1. an already imported ``torch_npu`` that is not the stand-in (the real one);
-    2. the real ``torch_npu`` if it can be imported;
+    2. the real ``torch_npu`` if it loads (:func:`syncguard.devices.npu_state`, which tries
+       once per process and never raises);
     3. ``sys.modules.get("torch_npu")``: the stand-in when it has been installed there;
     4. ``None``.
 
@@ -78,7 +61,9 @@ def resolve_torch_npu() -> Optional[ModuleType]:
     if loaded is not None and not is_standin(loaded):
         return loaded
     if loaded is None:
-        real = _import_real_torch_npu()
+        from ..devices import npu_state
+
+        real = npu_state().module
         if real is not None:
             return real
     return sys.modules.get("torch_npu")

@@ -596,10 +596,10 @@ def _torch_version() -> Tuple[int, int]:
 
 
 def _real_torch_npu() -> Optional[Any]:
+    from ..devices import is_standin
+
     mod = sys.modules.get("torch_npu")
-    if mod is None or getattr(mod, "__syncguard_standin__", False) is True:
-        return None
-    return mod
+    return None if mod is None or is_standin(mod) else mod
 
 
 def _shell(shape: Any, dtype: torch.dtype) -> torch.Tensor:
@@ -673,7 +673,9 @@ def _refusal(name: str, backend_name: str, owned: Optional[str]) -> Optional[str
         return (
             f"the real torch_npu is imported ({getattr(real, '__file__', real)!r}): it owns the "
             f"'npu' device (PrivateUse1), so syncguard.sim cannot simulate {name!r} in this "
-            f"process; use the real NPU, or run without importing torch_npu"
+            f"process; use the real NPU, or run with torch_npu unloaded (syncguard --device sim "
+            f"keeps it unloaded; elsewhere set TORCH_DEVICE_BACKEND_AUTOLOAD=0 before "
+            f"importing torch, and do not import torch_npu)"
         )
     if backend_name != "privateuseone":
         return (
