@@ -19,9 +19,8 @@ import sys
 from pathlib import Path
 from typing import Dict, List, Tuple
 
-import pytest
-
 import _npu_double
+import pytest
 from _subprocess import env as clean_env
 
 REPO = Path(__file__).resolve().parent.parent

@@ -106,8 +106,35 @@ def get_device_properties(device: _DeviceLike = None) -> Any:
     )
 
 
-def is_bf16_supported() -> bool:
+def is_bf16_supported(including_emulation: bool = False) -> bool:
     return True
+
+
+_SYNC_DEBUG_MODES = {"default": 0, "warn": 1, "error": 2}
+_sync_debug_mode = 0
+
+
+def set_sync_debug_mode(debug_mode: Union[int, str]) -> None:
+    """Record the sync debug mode ("default"/"warn"/"error" or 0/1/2), validated as torch_npu
+    does. The simulated device does not warn or raise on syncs (syncguard counts them); the
+    mode is kept so that code which sets and restores it runs unchanged."""
+    global _sync_debug_mode
+    if isinstance(debug_mode, str):
+        if debug_mode not in _SYNC_DEBUG_MODES:
+            raise RuntimeError("invalid value of debug_mode, expected one of `default`, "
+                               "`warn`, `error`")
+        debug_mode = _SYNC_DEBUG_MODES[debug_mode]
+    _sync_debug_mode = int(debug_mode)
+
+
+def get_sync_debug_mode() -> int:
+    return _sync_debug_mode
+
+
+def utilization(device: _DeviceLike = None) -> int:
+    """The device's utilization rate in percent: 0 on the simulated device."""
+    _index(device)
+    return 0
 
 
 class device:  # noqa: N801  (mirrors torch.cuda.device)
@@ -180,6 +207,19 @@ class Stream(torch.Stream):
 
     def __repr__(self) -> str:
         return f"<torch.{_DEVICE_NAME}.Stream device={_DEVICE_NAME}:0 id={self.stream_id}>"
+
+
+class ExternalStream(Stream):
+    """A stream allocated elsewhere (``stream_ptr``, an ``aclrtStream`` on a 910B); on the
+    simulated device it is one more in-order stream."""
+
+    def __new__(cls, stream_ptr: int, device: _DeviceLike = None,  # type: ignore[misc]
+                **kwargs: Any) -> ExternalStream:
+        return super().__new__(cls, device, **kwargs)  # type: ignore[return-value]
+
+    def __init__(self, stream_ptr: int, device: _DeviceLike = None, **kwargs: Any) -> None:
+        super().__init__(device)
+        self.stream_ptr = stream_ptr
 
 
 _default_stream: Optional[Stream] = None
