@@ -15,6 +15,11 @@
 set -uo pipefail  # pipefail: a crash or a timeout before "| tee" must fail the script
 OUT=${OUT:?set OUT to an output folder}
 cd "$(dirname "$0")/.."
+# An Ascend host (torch_npu loads and sees an NPU): the 910B section instead.
+if python -c "import sys, torch, torch_npu; sys.exit(0 if torch.npu.is_available() else 1)" \
+    >/dev/null 2>&1; then
+  exec bash scripts/device_check_910b.sh
+fi
 export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
 mkdir -p "$OUT"
 {

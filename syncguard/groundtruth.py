@@ -33,10 +33,11 @@ KNOWN_BLIND_SPOTS: Dict[Tuple[str, str], str] = {
     "memory syncs in the driver; no PyTorch check sees it",
     ("cuda-trace", "pageable .to(dev, non_blocking=True)"): "a non-blocking copy from pageable "
     "memory syncs in the driver; no PyTorch check sees it",
-    ("npu-trace", "pageable .to(dev, non_blocking=True)"): "pageable non-blocking copy: not "
-    "traced by torch_npu",
 }
-for _mech in ("cuda-debug", "cuda-trace", "npu-trace"):
+# Not for npu-trace: torch_npu synchronizes the stream for a non_blocking copy from or to
+# pageable (unregistered) host memory and its trace fires on it (read from the torch_npu
+# 2.13.0 wheel: shared/facts/torch-npu-real.md), so the NPU trace sees both copies.
+for _mech in ("cuda-debug", "cuda-trace"):
     KNOWN_BLIND_SPOTS[(_mech, "pageable_buf.copy_(t, non_blocking=True)")] = (
         "a non-blocking copy into pageable host memory is synchronous in the driver "
         "(cudaMemcpyAsync to pageable memory); no PyTorch check or trace callback sees it")

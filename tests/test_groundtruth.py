@@ -16,6 +16,7 @@ from syncguard.scenario import parse
 
 # Absolute, so the tests pass whatever directory pytest runs from.
 DEVICE_CHECK = Path(__file__).resolve().parent.parent / "scripts" / "device_check.sh"
+DEVICE_CHECK_910B = DEVICE_CHECK.with_name("device_check_910b.sh")
 
 TINY = """
 name = "cc"
@@ -122,25 +123,28 @@ def test_calibrate_on_npu_has_no_unexplained_disagreement(tmp_path: object) -> N
     assert "0 unexplained disagreements" in proc.stdout, proc.stdout
 
 
-def test_device_check_script_is_valid_and_names_real_entry_points() -> None:
+@pytest.mark.parametrize("script", [DEVICE_CHECK, DEVICE_CHECK_910B], ids=["cuda", "910b"])
+def test_device_check_script_is_valid_and_names_real_entry_points(script: Path) -> None:
     import importlib.util
     import re
 
-    text = DEVICE_CHECK.read_text(encoding="utf-8")
-    assert subprocess.run(["bash", "-n", str(DEVICE_CHECK)]).returncode == 0
+    text = script.read_text(encoding="utf-8")
+    assert subprocess.run(["bash", "-n", str(script)]).returncode == 0
     mods = set(re.findall(r"python -m ([\w.]+)", text))
     assert {"syncguard", "syncguard.calibration", "pytest"} <= mods
     for m in mods:
         assert importlib.util.find_spec(m) is not None, m
 
 
-def test_device_check_script_fails_loudly() -> None:
+@pytest.mark.parametrize("script", [DEVICE_CHECK, DEVICE_CHECK_910B], ids=["cuda", "910b"])
+def test_device_check_script_fails_loudly(script: Path) -> None:
     # a crash before "| tee" must not be swallowed, and only real CLI options are used
     import re
 
-    text = DEVICE_CHECK.read_text(encoding="utf-8")
+    text = script.read_text(encoding="utf-8")
     assert re.search(r"^set -[a-z]*o pipefail", text, re.M)
-    assert "torch.cuda.is_available()" in text
+    assert ("torch.cuda.is_available()" if script == DEVICE_CHECK else
+            "torch.npu.is_available()") in DEVICE_CHECK.read_text(encoding="utf-8")
     assert sum(int(t) for t in re.findall(r"timeout (\d+) ", text)) <= 480
     from syncguard.cli import _parser
 

@@ -667,7 +667,7 @@ def test_top_k_top_p_one_minus_p_in_the_logits_dtype() -> None:
     cum7 = float(torch.softmax(logits.float(), dim=-1)[0, :7].sum())
     grid = torch.arange(0.29, 0.31, 2.0 ** -13, dtype=torch.float32).half().unique()
     picked = [float(p) for p in grid
-              if float((1 - p.float())) < cum7 <= float((1 - p).float())]
+              if float(1 - p.float()) < cum7 <= float((1 - p).float())]
     assert picked, "no fp16 p whose two thresholds straddle the cumulative sum"
     p = torch.tensor([picked[0]], dtype=torch.float16)
     out = standin.npu_top_k_top_p(logits, p, k32(8))

@@ -173,6 +173,10 @@ def _sample_from_probs(
         return torch.multinomial(probs, num_samples=1).view(-1)
     if positions is None:
         raise ValueError("positions are required when sampling_seed is given")
+    # float64 on the device, as upstream SGLang writes it (the case study measures that code,
+    # so it keeps its dtype). On a 910B float64 may fall to the AI CPU or be refused: not yet
+    # verified on hardware; scripts/device_check.sh's 910B section runs the seeded scenario
+    # on the NPU to answer it (and whether the counts stay the same).
     logprobs = probs.to(torch.float64).log_()
     return multinomial_with_seed(logprobs, sampling_seed, positions)
 
