@@ -9,8 +9,6 @@ and ``from syncguard import SyncGuard`` import what they need on first use.
 from __future__ import annotations
 
 import importlib
-import sys
-import types
 from typing import TYPE_CHECKING, Any, Dict, List, Tuple
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -60,29 +58,6 @@ def __getattr__(name: str) -> Any:
 
 def __dir__() -> List[str]:
     return sorted(set(globals()) | set(__all__))
-
-
-#: old module path -> new one, for modules that moved (no file is left at the old path, so
-#: git follows the rename); the old path resolves to a stand-in loading the new on first use
-MOVED: Dict[str, str] = {"syncguard.ci": "syncguard.renderers.ci"}
-
-
-def _moved_module(old: str, new: str) -> types.ModuleType:
-    mod = types.ModuleType(old, f"Moved to {new}; kept so that old imports keep working.")
-
-    def __getattr__(name: str) -> Any:
-        return getattr(importlib.import_module(new), name)
-
-    def __dir__() -> List[str]:
-        return dir(importlib.import_module(new))
-
-    mod.__getattr__ = __getattr__  # type: ignore[method-assign]
-    mod.__dir__ = __dir__  # type: ignore[method-assign]
-    return mod
-
-
-for _old, _new in MOVED.items():
-    sys.modules.setdefault(_old, _moved_module(_old, _new))
 
 
 def simulated_device(name: str = "npu", torch_npu: bool = False):  # type: ignore[no-untyped-def]

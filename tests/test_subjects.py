@@ -78,7 +78,7 @@ def test_bad_subject_is_usage_error(capsys):
 
 
 def test_ratio_baseline_is_a_parameter(tmp_path, capsys):
-    from syncguard.renderers import analysis
+    from syncguard import analysis
 
     out = str(tmp_path / "o")
     small = os.path.join(os.path.dirname(__file__), "data", "scenarios", "small.toml")

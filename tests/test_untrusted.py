@@ -112,7 +112,7 @@ def _finding(scenario: str, filename: str, function: str = "f", api: str = "Tens
 
 
 def test_github_format_cannot_inject_workflow_commands() -> None:
-    from syncguard.ci import render_github
+    from syncguard.renderers.ci import render_github
 
     totals, findings = _finding(INJECT + "\r\n::add-mask::x",
                                 "a,b:c%0A\n::warning::x.py", function="g\n::debug::y")
@@ -134,7 +134,7 @@ def test_escape_helpers() -> None:
 
 
 def test_junit_is_well_formed_xml_with_control_characters() -> None:
-    from syncguard.ci import render_junit
+    from syncguard.renderers.ci import render_junit
 
     totals, findings = _finding("s\x00\x1b[31m", "m\x01.py", function="f\x0b")
     xml = render_junit(totals, findings)
@@ -144,7 +144,7 @@ def test_junit_is_well_formed_xml_with_control_characters() -> None:
 
 
 def test_text_format_keeps_one_line_per_item() -> None:
-    from syncguard.ci import render_text
+    from syncguard.renderers.ci import render_text
 
     totals, findings = _finding(INJECT, "m.py\n::error::x", function="\x1b[2Jf")
     out = render_text(totals, findings)

@@ -10,7 +10,6 @@ report come from :mod:`syncguard.analysis` (pandas DataFrames); the CI formats o
 from __future__ import annotations
 
 import os
-import sys
 from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional
 
 from .. import analysis
@@ -25,10 +24,6 @@ from . import terminal as _terminal_mod
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..results import RunResult
-
-# The analysis moved up to syncguard.analysis (it feeds the gate, check and the plugin too);
-# the old import path syncguard.renderers.analysis names the same module.
-sys.modules.setdefault(f"{__name__}.analysis", analysis)
 
 Renderer = Callable[..., str]
 

@@ -60,10 +60,6 @@ class Cell:
     style: str = ""
     value: Any = None
 
-    @property
-    def mark(self) -> str:  # the name older callers used
-        return self.style
-
 
 @dataclasses.dataclass(frozen=True)
 class Column:
@@ -123,10 +119,6 @@ class Table:
         used = {c.style for sec in self.sections for r in sec if not isinstance(r, Gap)
                 for c in r if c.style}
         return [s for s in STYLE_LEGEND if s in used]
-
-
-#: kept for callers of the older name
-Tbl = Table
 
 
 def _best_worst(values: Sequence[Any]) -> List[str]:

@@ -63,8 +63,6 @@ def render_table(t: _tables.Table) -> str:
     return "\n".join(lines)
 
 
-table = render_table
-
 
 def render(result: RunResult, *, title: str = "syncguard report", show_time: bool = True,
            max_steps: int = 200, base: Optional[str] = None, heading_level: int = 2) -> str:
