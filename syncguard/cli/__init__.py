@@ -11,13 +11,16 @@ import warnings
 from typing import Any, List, Optional
 
 from .._escape import one_line
-
-EXIT_OK, EXIT_OVER, EXIT_USAGE, EXIT_INTERNAL, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
-EXIT_TERMINATED, EXIT_BROKEN_PIPE = 143, 141
-
-
-class UsageError(Exception):
-    """Bad input: one line on stderr, exit code 2."""
+from ..errors import (  # noqa: F401  (the CLI's names for them)
+    EXIT_BROKEN_PIPE,
+    EXIT_INTERNAL,
+    EXIT_INTERRUPTED,
+    EXIT_OK,
+    EXIT_OVER,
+    EXIT_TERMINATED,
+    EXIT_USAGE,
+    UsageError,
+)
 
 
 def _parser() -> argparse.ArgumentParser:

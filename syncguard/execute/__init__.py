@@ -66,7 +66,7 @@ def execute(opts: ExecOptions, target: Any, out: str) -> int:
     from .. import _signals
     from .. import steps as markers
     from .._selftest import selftest
-    from ..cli import EXIT_OK, EXIT_OVER, EXIT_USAGE, UsageError
+    from ..errors import EXIT_OK, EXIT_OVER, EXIT_USAGE, UsageError
     from ..results import ResultWriter, environment
     from .hooks import StepHooks, static_missing
     from .mainhook import main_source
