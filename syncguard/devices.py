@@ -210,6 +210,9 @@ def prepare_process(kind: Optional[str], argv: Optional[Sequence[str]] = None) -
         return
     if "torch" in sys.modules or not npu_installed():
         return
+    if kind is None:  # show, compare...: no device and no program of the user's run here
+        os.environ[AUTOLOAD_VAR] = "0"  # if torch is imported at all, without torch_npu
+        return
     user_autoload = os.environ.get(AUTOLOAD_VAR)
     _import_torch_without_autoload(user_autoload)
     if kind not in ("auto", "npu"):
