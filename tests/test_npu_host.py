@@ -183,6 +183,17 @@ def test_real_wheel_no_cann_runs_on_the_simulated_npu(tmp_path: Path, args: List
         assert CANN_LINE not in err  # sim never touches the broken torch_npu
 
 
+def test_real_wheel_no_cann_show_and_check_a_recorded_run(tmp_path: Path) -> None:
+    """Commands without a device read results without touching the broken torch_npu."""
+    rc, out, err = _sg(_real_env(), tmp_path, "run", TINY, "--device", "sim", "--no-timed",
+                       "--paths", "flag", "--out", str(tmp_path / "out"))
+    assert rc == 0, err
+    for args in (["show", "out"], ["check", "out/result.jsonl"]):
+        rc, out, err = _sg(_real_env(), tmp_path, *args)
+        _no_traceback(out, err)
+        assert rc == 0 and "flag" in out, (args, err)
+
+
 @pytest.mark.parametrize("args", [["selftest", "--device", "npu"],
                                   ["run", TINY, "--device", "npu", "--no-timed"],
                                   ["exec", "--device", "npu", "--", "python", "prog.py"]])
