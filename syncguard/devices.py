@@ -36,6 +36,8 @@ import sys
 from types import ModuleType
 from typing import TYPE_CHECKING, Any, List, Optional, Sequence
 
+from ._standin_mark import is_standin
+
 if TYPE_CHECKING:  # pragma: no cover
     import torch
 
@@ -84,12 +86,6 @@ class NpuState:
 _load_failure: Optional[str] = None
 #: Why the NPU was found unusable before this process was started afresh, or None.
 _reexec_reason: Optional[str] = None
-
-
-def is_standin(module: object) -> bool:
-    """True when ``module`` is syncguard's simulated ``torch_npu`` stand-in (the real
-    torch_npu's module ``__getattr__`` raises for unknown names, so the marker is reliable)."""
-    return getattr(module, "__syncguard_standin__", False) is True
 
 
 def npu_installed() -> bool:

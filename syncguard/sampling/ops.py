@@ -12,6 +12,8 @@ import sys
 from types import ModuleType
 from typing import Any, Optional
 
+from .._standin_mark import is_standin as marked_standin
+
 #: Module name of syncguard's stand-in for ``torch_npu`` (written elsewhere in the package).
 STANDIN_MODULE = "syncguard.sim.torch_npu_standin"
 
@@ -35,13 +37,10 @@ RESOLVE: Any = _Resolve()
 
 
 def is_standin(module: object) -> bool:
-    """True when ``module`` is syncguard's simulated ``torch_npu`` stand-in."""
+    """True when ``module`` is syncguard's simulated ``torch_npu`` stand-in (its marker, or a
+    module of syncguard's own, as tests build them)."""
     name = getattr(module, "__name__", "")
-    return (
-        name == STANDIN_MODULE
-        or bool(getattr(module, "__syncguard_standin__", False))
-        or (isinstance(name, str) and name.startswith("syncguard."))
-    )
+    return marked_standin(module) or (isinstance(name, str) and name.startswith("syncguard."))
 
 
 def resolve_torch_npu() -> Optional[ModuleType]:

@@ -33,6 +33,7 @@ from typing import Iterator
 
 import torch
 
+from syncguard._standin_mark import is_standin
 from syncguard.sim import torch_npu_standin
 from syncguard.sim.device import (
     MIN_TORCH_VERSION,
@@ -78,10 +79,6 @@ def simulated_device(name: str = "npu", torch_npu: bool = False) -> torch.device
     return dev
 
 
-def _is_standin(mod: object) -> bool:
-    return getattr(mod, "__syncguard_standin__", False) is True
-
-
 def install_torch_npu_standin() -> types.ModuleType:
     """Make ``import torch_npu`` give syncguard's stand-in; returns it (idempotent).
 
@@ -90,7 +87,7 @@ def install_torch_npu_standin() -> types.ModuleType:
     """
     mod = sys.modules.get("torch_npu")
     if mod is not None:
-        if _is_standin(mod):
+        if is_standin(mod):
             return mod
         raise SimulatedDeviceError(
             f"a module named torch_npu is already imported ({getattr(mod, '__file__', mod)!r}) "
@@ -106,7 +103,7 @@ def uninstall_torch_npu_standin() -> bool:
     A ``torch_npu`` that is not the stand-in is left alone.
     """
     mod = sys.modules.get("torch_npu")
-    if mod is not None and _is_standin(mod):
+    if mod is not None and is_standin(mod):
         del sys.modules["torch_npu"]
         return True
     return False
