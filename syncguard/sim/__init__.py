@@ -34,6 +34,7 @@ from typing import Iterator
 import torch
 
 from syncguard._standin_mark import is_standin
+from syncguard.sim import device as _device_module
 from syncguard.sim import torch_npu_standin
 from syncguard.sim.device import (
     MIN_TORCH_VERSION,
@@ -48,6 +49,9 @@ from syncguard.sim.device import (
     _check_can_setup as _check_can_setup,
 )
 from syncguard.sim.device import setup as _setup
+
+if _device_module.WRAPPER_ROUTE:  # torch < 2.9: the wrapper-subclass route registers itself
+    import syncguard.sim.wrapper_backend  # noqa: F401
 
 __all__ = [
     "MIN_TORCH_VERSION",

@@ -81,6 +81,10 @@ def _use_wrapper_route() -> bool:
 
 #: Whether this process uses the wrapper-subclass route (torch < 2.9); fixed at import.
 WRAPPER_ROUTE: bool = _use_wrapper_route()
+#: The wrapper route's module (:mod:`syncguard.sim.wrapper_backend`), which registers itself
+#: here when :mod:`syncguard.sim` imports it on that route; None on the backend route. This
+#: module never imports it: the route depends on the device, not the other way round.
+_route: Any = None
 
 
 class SimulatedDeviceError(RuntimeError):
@@ -604,7 +608,7 @@ def _real_torch_npu() -> Optional[Any]:
 
 def _shell(shape: Any, dtype: torch.dtype) -> torch.Tensor:
     if WRAPPER_ROUTE:
-        return _wb.shell(shape, dtype)
+        return _route.shell(shape, dtype)
     return _create_empty(shape, dtype)
 
 
@@ -652,7 +656,7 @@ def _refusal(name: str, backend_name: str, owned: Optional[str]) -> Optional[str
             f"the simulated device needs torch >= {MIN_TORCH_VERSION[0]}.{MIN_TORCH_VERSION[1]} "
             f"(the oldest verified); installed: torch {torch.__version__}"
         )
-    lacking = (_wb.available() if WRAPPER_ROUTE else None) or _private_api_lacking(
+    lacking = (_route.available() if WRAPPER_ROUTE else None) or _private_api_lacking(
         not WRAPPER_ROUTE)
     if lacking is not None:
         return (
@@ -749,7 +753,7 @@ def _register_kernels(name: str) -> None:
     aten.impl("is_pinned", _is_pinned_cpu, "CPU")
     _STATE.libs.append(aten)
     if WRAPPER_ROUTE:
-        _wb.register_kernels(_STATE.libs)
+        _route.register_kernels(_STATE.libs)
 
 
 def setup(name: str = "npu") -> torch.device:
@@ -765,7 +769,7 @@ def setup(name: str = "npu") -> torch.device:
         npu_module._DEVICE_NAME = name
         _NAME = name
         if WRAPPER_ROUTE:
-            _wb.setup(name, npu_module)
+            _route.setup(name, npu_module)
         else:
             from torch.utils import backend_registration as br
 
@@ -781,13 +785,3 @@ def setup(name: str = "npu") -> torch.device:
 def current_name() -> Optional[str]:
     """The simulated device's name once set up, else None."""
     return _STATE.name
-
-
-# The wrapper route (torch < 2.9): device tensors are __torch_dispatch__ wrapper subclasses.
-if WRAPPER_ROUTE:
-    from syncguard.sim import wrapper_backend as _wb
-
-    SimTensor.__torch_dispatch__ = classmethod(_wb.torch_dispatch)  # type: ignore[assignment]
-    SimTensor.tolist = _wb.make_tolist()  # type: ignore[method-assign]
-    SimTensor.numpy = _wb.make_numpy()  # type: ignore[method-assign]
-    _wrap = _wb.wrap  # noqa: F811

@@ -310,3 +310,18 @@ def register_kernels(libs: Any) -> None:
         lib.impl(opname, _d._make_kernel(getattr(torch.ops.aten, opname).default),
                  "PrivateUse1", with_keyset=True)
     libs.append(lib)
+
+
+def _install() -> None:
+    """Make this module the simulated device's route: device tensors become
+    ``__torch_dispatch__`` wrapper subclasses (run by :mod:`syncguard.sim` at import, on the
+    wrapper route only)."""
+    _d._route = sys.modules[__name__]
+    _d.SimTensor.__torch_dispatch__ = classmethod(torch_dispatch)  # type: ignore[assignment]
+    _d.SimTensor.tolist = make_tolist()  # type: ignore[method-assign]
+    _d.SimTensor.numpy = make_numpy()  # type: ignore[method-assign]
+    _d._wrap = wrap  # type: ignore[assignment]
+
+
+if _d.WRAPPER_ROUTE:
+    _install()
