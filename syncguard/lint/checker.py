@@ -20,6 +20,7 @@ from .. import syncapis
 from .infer import (
     DEVICE,
     HOST,
+    PINNED,
     PY,
     TENSOR,
     UNKNOWN,
@@ -28,6 +29,7 @@ from .infer import (
     combine,
     is_tensorish,
     join,
+    syncs_on,
 )
 
 CERTAIN, LIKELY, SILENT = "certain", "likely", "silent"
@@ -89,6 +91,12 @@ cumsum sum mean max min topk sort exp log sigmoid matmul bmm transpose permute f
 expand expand_as repeat narrow chunk split div mul add sub neg abs sqrt pow lt le gt ge eq ne
 logical_and logical_or logical_not fill_ zero_ copy_ index_copy_ index_fill_ any all
 """.split())
+#: modules whose functions return tensors
+_TENSOR_NAMESPACES = frozenset({"torch", "torch.nn.functional", "torch.special", "torch.linalg",
+                                "torch.fft", "torch.functional"})
+#: methods whose int arguments are read on the host when given a 0-d tensor
+_INT_ARG_METHODS = frozenset("view reshape expand narrow repeat new_zeros new_ones new_empty "
+                             "new_full".split())
 #: methods whose result is a Python value (shapes, counts)
 _PY_METHODS = frozenset("""size dim numel stride element_size data_ptr is_contiguous
 get_device nelement ndimension is_pinned is_floating_point type keys values items""".split())
@@ -195,11 +203,11 @@ class _Func:
         if not is_tensorish(base):
             return
         if self.is_mask(target.slice, idx):
-            if is_tensorish(v) and v != HOST:
+            if syncs_on(v):
                 self.flag(target, "SG301", "Tensor.__setitem__",
                           "a boolean mask assigned a tensor value reads the mask on the host",
                           _sev(combine([idx, v])), idx)
-        elif base in (DEVICE, TENSOR) and idx == HOST:
+        elif base in (DEVICE, TENSOR) and idx in (HOST, PINNED):
             self.flag(target, "SG401", "Tensor.__setitem__",
                       "a host index tensor is copied to the device", _sev(base), base)
 
@@ -236,16 +244,16 @@ class _Func:
             self.condition(node.test, self.ev(node.test))
             return join(self.ev(node.body), self.ev(node.orelse))
         if isinstance(node, (ast.Tuple, ast.List, ast.Set)):
-            return combine(self.ev(e) for e in node.elts) if node.elts else PY
+            return _container([self.ev(e) for e in node.elts])
         if isinstance(node, ast.Dict):
             for k in node.keys:
                 self.ev(k)
-            return combine(self.ev(v) for v in node.values) if node.values else PY
+            return _container([self.ev(v) for v in node.values])
         if isinstance(node, ast.JoinedStr):
             for part in node.values:
                 if isinstance(part, ast.FormattedValue):
                     v = self.ev(part.value)
-                    if is_tensorish(v) and v != HOST:
+                    if syncs_on(v):
                         self.flag(part.value, "SG501", "Tensor.__format__",
                                   "an f-string formats the tensor on the host", _sev(v), v)
                     if part.format_spec is not None:
@@ -314,7 +322,7 @@ class _Func:
             if isinstance(op, (ast.Is, ast.IsNot)):
                 return PY
             if isinstance(op, (ast.In, ast.NotIn)):
-                if is_tensorish(v) and v != HOST:
+                if syncs_on(v):
                     self.api_flag(node, "__contains__", "Tensor", _sev(v), v)
                 return PY
             vals.append(v)
@@ -346,7 +354,7 @@ class _Func:
                 for b in (it.lower, it.upper, it.step):
                     if b is not None:
                         v = self.ev(b)
-                        if is_tensorish(v) and v != HOST:
+                        if syncs_on(v):
                             self.api_flag(b, "__index__", "Tensor", _sev(v), v,
                                           "a tensor slice bound is read on the host")
 
@@ -355,13 +363,13 @@ class _Func:
         idx = self.ev(node.slice)
         self.slice_bounds(node.slice)
         if base in (DEVICE, TENSOR) or (base == UNKNOWN and idx in (DEVICE, TENSOR)):
-            if self.is_mask(node.slice, idx) and idx != HOST and (
+            if self.is_mask(node.slice, idx) and idx not in (HOST, PINNED) and (
                     is_tensorish(idx) or base != UNKNOWN):
                 mask_v = idx if is_tensorish(idx) else base
                 self.api_flag(node, "__getitem__", "Tensor", _sev(mask_v), mask_v,
                               "boolean-mask indexing runs nonzero: the output size is read "
                               "on the host")
-            elif base in (DEVICE, TENSOR) and idx == HOST:
+            elif base in (DEVICE, TENSOR) and idx in (HOST, PINNED):
                 self.flag(node, "SG401", "Tensor.__getitem__",
                           "a host index tensor is copied to the device", _sev(base), base)
             return base if base != UNKNOWN else idx
@@ -369,7 +377,7 @@ class _Func:
             self.api_flag(node, "__index__", "Tensor", _sev(idx), idx,
                           "a tensor used as a Python index is read on the host")
             return UNKNOWN
-        return base if base in (HOST, PY) else UNKNOWN
+        return base if base in (HOST, PINNED, PY) else UNKNOWN
 
     # -- calls --------------------------------------------------------------------------
     def call(self, node: ast.Call) -> str:  # noqa: C901
@@ -402,18 +410,18 @@ class _Func:
                               _sev(v), v)
             return PY
         if name in ("int", "float", "complex", "bool") and node.args:
-            if is_tensorish(first) and first != HOST:
+            if syncs_on(first):
                 self.api_flag(node, "__bool__" if name == "bool" else f"__{name}__", "Tensor",
                               _sev(first), first)
             return PY
         if name in ("range",):
             for a, v in zip(node.args, vals):
-                if is_tensorish(v) and v != HOST:
+                if syncs_on(v):
                     self.api_flag(a, "__index__", "Tensor", _sev(v), v,
                                   "range() reads the tensor bound on the host")
             return PY
         if name in ("sorted", "max", "min") and len(node.args) == 1:
-            if is_tensorish(first) and first != HOST:
+            if syncs_on(first):
                 self.api_flag(node, "__bool__", "Tensor", _sev(first), first,
                               f"{name}() over a tensor compares its elements on the host")
             return UNKNOWN if is_tensorish(first) else first
@@ -464,8 +472,10 @@ class _Func:
             return PY
         if head in ("torch.cuda", "torch.npu"):
             return UNKNOWN
-        if not q.startswith("torch"):
-            return UNKNOWN
+        if not q.startswith("torch") or name.startswith(("is_", "are_", "has_", "get_")):
+            return PY if name.startswith(("is_", "are_", "has_")) else UNKNOWN
+        if head not in _TENSOR_NAMESPACES:
+            return UNKNOWN  # torch.jit, torch.overrides, torch.distributed, helpers...
         kw = {k.arg: k.value for k in node.keywords if k.arg}
         first = vals[0] if vals else PY
         owner = "torch.nn.functional" if head == "torch.nn.functional" else "torch"
@@ -478,12 +488,14 @@ class _Func:
                               "host values copied to the device: the host waits for the copy")
             return place
         if name in _FACTORIES:
+            if not name.endswith("_like") and name not in ("tensor", "as_tensor", "from_numpy"):
+                self.int_args(node.args, vals)
             if name.endswith("_like") and "device" not in kw:
                 return first if is_tensorish(first) else TENSOR
             if name == "from_numpy":
                 return HOST
             if _is_true(kw.get("pin_memory")):
-                return HOST
+                return PINNED
             return self.place_of_device(kw.get("device"))[0]
         apis = [a for a in _APIS.get(name, ()) if owner in a.owners]
         if apis:
@@ -499,9 +511,11 @@ class _Func:
                 sev_v = PY
             elif name in ("masked_fill",):
                 sev_v = vals[2] if len(vals) > 2 else PY
+            elif name == "multinomial" and _no_check_multinomial(node, 1, kw):
+                sev_v = PY
             elif name == "normal":
                 sev_v = vals[1] if len(vals) > 1 and is_tensorish(vals[0]) else PY
-            if is_tensorish(sev_v) and sev_v != HOST:
+            if syncs_on(sev_v):
                 self.api_flag(node, name, owner, _sev(sev_v, name not in _GENERIC), sev_v)
         res = combine(v for v in vals if v != PY)
         for k, v in kw.items():
@@ -512,6 +526,13 @@ class _Func:
         if res in (UNKNOWN, PY):
             return TENSOR
         return res
+
+    def int_args(self, args: Sequence[ast.expr], vals: Sequence[str]) -> None:
+        """Arguments where an int is expected: a 0-d tensor there is read on the host."""
+        for a, v in zip(args, vals):
+            if syncs_on(v) and not isinstance(a, (ast.List, ast.Tuple)):
+                self.api_flag(a, "__index__", "Tensor", _sev(v), v,
+                              "a tensor passed where an int is expected is read on the host")
 
     def ev_quiet(self, node: ast.expr) -> str:
         saved = self.ctx.collect
@@ -526,19 +547,35 @@ class _Func:
         m = func.attr
         vals = self.args(node)
         kw = {k.arg: k.value for k in node.keywords if k.arg}
-        tensor_recv = r in (DEVICE, TENSOR) or (r == UNKNOWN and m not in _GENERIC)
+        tensor_recv = r in (DEVICE, TENSOR) or (
+            r == UNKNOWN and m not in _GENERIC and not m.startswith("__"))
         if m == "synchronize":
             self.flag(node, "SG601", f"{_dotted(func.value) or 'object'}.synchronize",
                       "blocks the host until the device (stream, event) is done",
                       LIKELY if r != PY else CERTAIN, r)
             return PY
+        if "device" in kw and m.startswith("new_"):
+            return self.place_of_device(kw["device"])[0]
+        if m in _INT_ARG_METHODS and r in (DEVICE, TENSOR):
+            self.int_args(node.args, vals)
+        if "alpha" in kw and r in (DEVICE, TENSOR):
+            self.int_args([kw["alpha"]], [self.ev_quiet(kw["alpha"])])
+        if m in ("__setitem__", "__getitem__") and node.args and r in (DEVICE, TENSOR):
+            idx_v = vals[0]
+            value_v = vals[1] if len(vals) > 1 else DEVICE
+            if self.is_mask(node.args[0], idx_v) and syncs_on(value_v):
+                self.api_flag(node, m, "Tensor", _sev(combine([idx_v, value_v])), idx_v,
+                              "a boolean mask index reads the mask on the host")
+            return r
         if m in ("to", "cuda", "npu") or (m == "copy_" and node.args):
             return self.copy_method(node, m, r, vals, kw)
-        if r == HOST and m in _APIS and any("Tensor" in a.owners for a in _APIS[m]):
+        if r in (HOST, PINNED) and m in _APIS and any("Tensor" in a.owners for a in _APIS[m]):
             a = next(a for a in _APIS[m] if "Tensor" in a.owners)
             self.flag(node, a.rule, f"Tensor.{m}", a.why, SILENT, r)  # a candidate only
-        if r in (HOST, PY) and m not in ("to",):
-            return HOST if m in ("pin_memory", "numpy") else (
+        if r in (HOST, PINNED, PY) and m not in ("to",):
+            if m == "pin_memory":
+                return PINNED
+            return HOST if m == "numpy" else (
                 PY if m in _PY_METHODS or m in ("tolist", "item") else r)
         if m in _PY_METHODS:
             return PY
@@ -556,6 +593,8 @@ class _Func:
                 sev_v = vals[1] if len(vals) > 1 else self.ev_quiet(kw["value"]) if (
                     "value" in kw) else PY
                 sev_v = sev_v if sev_v in (DEVICE, TENSOR) else PY
+            elif m == "multinomial" and _no_check_multinomial(node, 0, kw):
+                sev_v = PY
             elif m == "numpy" and not _is_true(kw.get("force")):
                 sev_v = PY  # raises on a device tensor: nothing is read
             if sev_v != PY:
@@ -573,16 +612,18 @@ class _Func:
             isinstance(a, ast.Constant) and a.value is True for a in node.args[1:])
         if m == "copy_":
             src = vals[0]
-            if r == HOST and src in (DEVICE, TENSOR) and not nb:
+            if r in (HOST, PINNED) and src in (DEVICE, TENSOR) and (not nb or r == HOST):
                 self.flag(node, "SG201", "Tensor.copy_",
+                          "a device tensor copied into pageable host memory (non_blocking "
+                          "does not help)" if nb else
                           "a device tensor copied into a host buffer (blocking)", _sev(src),
                           src)
-            elif r in (DEVICE, TENSOR) and src == HOST and not nb:
+            elif r in (DEVICE, TENSOR) and src in (HOST, PINNED) and (not nb or src == HOST):
                 self.flag(node, "SG401", "Tensor.copy_",
                           "a host tensor copied into a device buffer (blocking)", _sev(r), r)
             return r
         if m in ("cuda", "npu"):
-            if r == HOST and not nb:
+            if r in (HOST, PINNED) and (not nb or r == HOST):
                 self.api_flag(node, m, "Tensor", CERTAIN, r,
                               "a host tensor copied to the device (blocking)")
             return DEVICE
@@ -607,9 +648,10 @@ class _Func:
                 self.flag(node, "SG201", "Tensor.to", "a device tensor copied to the host",
                           _sev(r), r)
             return HOST
-        if place == DEVICE and r == HOST and not nb:
+        if place == DEVICE and r in (HOST, PINNED) and (not nb or r == HOST):
             self.flag(node, "SG401", "Tensor.to",
-                      "a host tensor copied to the device (blocking)",
+                      "a non_blocking copy from pageable host memory is synchronous" if nb
+                      else "a host tensor copied to the device (blocking)",
                       CERTAIN if sure else LIKELY, r)
             return DEVICE
         if place in (DEVICE, TENSOR):
@@ -668,7 +710,7 @@ class _Func:
         elif isinstance(s, ast.AnnAssign):
             v = self.ev(s.value) if s.value is not None else UNKNOWN
             hint = by_annotation(s.annotation)
-            if hint is not None and not (hint == TENSOR and v in (DEVICE, HOST)):
+            if hint is not None and not (hint == TENSOR and v in (DEVICE, HOST, PINNED)):
                 v = hint
             if s.value is not None or hint is not None:
                 self.bind(s.target, v, s.value)
@@ -682,7 +724,18 @@ class _Func:
                 self.branch(s.body, [])
                 self.branch(s.orelse, [])
             else:
-                self.branch(s.body, s.orelse)
+                narrowed = _isinstance_py(s.test)
+                if narrowed is not None:  # `if isinstance(x, float):` x is no tensor there
+                    saved = self.env.get(narrowed)
+                    self.env[narrowed] = PY
+                    self.body(s.body)
+                    if saved is None:
+                        self.env.pop(narrowed, None)
+                    else:
+                        self.env[narrowed] = saved
+                    self.branch(s.orelse, [])
+                else:
+                    self.branch(s.body, s.orelse)
         elif isinstance(s, (ast.For, ast.AsyncFor)):
             self.bind_iter(s.target, s.iter)
             self.branch(s.body, [])
@@ -752,7 +805,46 @@ class _Func:
 
 def _element(v: str) -> str:
     """The place of an element when iterating a value in place ``v``."""
+    if v == PINNED:
+        return HOST
     return v if v in (DEVICE, TENSOR, HOST) else (PY if v == PY else UNKNOWN)
+
+
+def _container(vals: List[str]) -> str:
+    """A tuple/list/dict literal: its elements' place, UNKNOWN when tensors and Python
+    values mix (``("name", tensor)``), PY when empty."""
+    if not vals or all(v == PY for v in vals):
+        return PY
+    if any(v == PY for v in vals):
+        return UNKNOWN
+    return combine(vals)
+
+
+_PY_TYPES = frozenset({"int", "float", "bool", "str", "bytes", "complex", "list", "tuple",
+                       "dict", "set", "Number", "numbers.Number"})
+
+
+def _isinstance_py(test: ast.expr) -> Optional[str]:
+    """The name ``test`` proves a Python value: ``isinstance(x, (int, float))``."""
+    if not (isinstance(test, ast.Call) and isinstance(test.func, ast.Name)
+            and test.func.id == "isinstance" and len(test.args) == 2
+            and isinstance(test.args[0], ast.Name)):
+        return None
+    t = test.args[1]
+    names = t.elts if isinstance(t, ast.Tuple) else [t]
+    if names and all(_dotted(n) in _PY_TYPES for n in names):
+        return test.args[0].id
+    return None
+
+
+def _no_check_multinomial(node: ast.Call, pos: int, kw: Dict[str, ast.expr]) -> bool:
+    """multinomial with replacement and more than one sample: no host check (CUDA's fast
+    path with its two .item() checks is for no replacement or one sample)."""
+    rep = kw.get("replacement")
+    if rep is None and len(node.args) > pos + 1:
+        rep = node.args[pos + 1]
+    n = kw.get("num_samples") or (node.args[pos] if len(node.args) > pos else None)
+    return _is_true(rep) and not (isinstance(n, ast.Constant) and n.value == 1)
 
 
 def _is_true(node: Optional[ast.expr]) -> bool:

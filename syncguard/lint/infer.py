@@ -11,6 +11,8 @@ from typing import Iterable, Optional
 PY = "py"
 #: a host tensor or numpy array
 HOST = "host"
+#: a host tensor in pinned (page-locked) memory: non_blocking copies to and from it are async
+PINNED = "pinned"
 #: a tensor whose device is unknown
 TENSOR = "tensor"
 #: a tensor on the device
@@ -18,10 +20,12 @@ DEVICE = "device"
 #: nothing known
 UNKNOWN = "unknown"
 
-_TENSORISH = (HOST, TENSOR, DEVICE)
+_TENSORISH = (HOST, PINNED, TENSOR, DEVICE)
 
 #: names the code marks as host values: ``token_ids_cpu``, ``cpu_buf``, ``x_np``, ``seq_lens_list``
 HOST_NAME = re.compile(r"(?:^|_)(?:cpu|np|numpy|host|pinned|list|lst|py)(?:$|_)", re.I)
+#: names of pinned host buffers: ``pinned_buf``, ``x_pinned``
+PINNED_NAME = re.compile(r"(?:^|_)(?:pinned|pin)(?:$|_)", re.I)
 #: names the code marks as device tensors: ``x_gpu``, ``npu_buf``, ``logits_cuda``
 DEVICE_NAME = re.compile(r"(?:^|_)(?:gpu|npu|cuda)(?:$|_)", re.I)
 #: names that hold a device *object* (``device``, ``self.device``, ``target_dev``)
@@ -35,7 +39,7 @@ def join(a: str, b: str) -> str:
     if a == b:
         return a
     s = {a, b}
-    if s <= {PY, HOST}:
+    if s <= {PY, HOST, PINNED}:
         return HOST
     if s <= set(_TENSORISH):
         return TENSOR
@@ -45,6 +49,8 @@ def join(a: str, b: str) -> str:
 def combine(vals: Iterable[str]) -> str:
     """Where the result of an op over ``vals`` lives: on the device if any operand is."""
     seen = set(vals)
+    if PINNED in seen:  # an op on a pinned tensor makes a new, pageable one
+        seen.add(HOST)
     for v in (DEVICE, TENSOR, UNKNOWN, HOST):
         if v in seen:
             return v
@@ -57,6 +63,8 @@ def by_name(name: str) -> Optional[str]:
         return PY
     if DEVICE_NAME.search(name):
         return DEVICE
+    if PINNED_NAME.search(name):
+        return PINNED
     if HOST_NAME.search(name):
         return HOST
     if TENSOR_NAME.match(name):
