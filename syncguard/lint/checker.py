@@ -143,6 +143,8 @@ class _Func:
         self.name = name
         self.env: Dict[str, str] = dict(env or {})
         self.ret: Optional[str] = None
+        #: names bound to boolean tensors (comparisons, ~ & | of them)
+        self.masks: Set[str] = set()
 
     # -- findings ---------------------------------------------------------------------
     def flag(self, node: ast.AST, rule: str, api: str, why: str, severity: str,
@@ -345,7 +347,7 @@ class _Func:
         if isinstance(idx_node, ast.BinOp) and isinstance(idx_node.op, (ast.BitAnd, ast.BitOr)):
             return self.is_mask(idx_node.left, idx) or self.is_mask(idx_node.right, idx)
         name = _last_name(idx_node)
-        return name is not None and name.lower().endswith("mask")
+        return name is not None and (name.lower().endswith("mask") or name in self.masks)
 
     def slice_bounds(self, sl: ast.expr) -> None:
         items = sl.elts if isinstance(sl, ast.Tuple) else [sl]
@@ -707,6 +709,11 @@ class _Func:
             v = self.ev(s.value)
             for t in s.targets:
                 self.bind(t, v, s.value)
+                if isinstance(t, ast.Name):
+                    if not isinstance(s.value, ast.Name) and self.is_mask(s.value, v):
+                        self.masks.add(t.id)
+                    else:
+                        self.masks.discard(t.id)
         elif isinstance(s, ast.AnnAssign):
             v = self.ev(s.value) if s.value is not None else UNKNOWN
             hint = by_annotation(s.annotation)
