@@ -22,12 +22,39 @@ from typing import Any, Dict, List
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _common import ROOT, environment, interleaved, median, paired_ratio  # noqa: E402
+try:
+    from _common import ROOT, environment, interleaved, median, paired_ratio
+except ImportError:  # no torch on this interpreter: the recorder part still runs
+    import platform
+    import statistics
 
-from syncguard.lint import lint_paths  # noqa: E402
+    ROOT = Path(__file__).resolve().parent.parent
+    sys.path.insert(0, str(ROOT))
+
+    def environment() -> Dict[str, Any]:  # type: ignore[misc]
+        return {"python": platform.python_version(), "platform": platform.platform(),
+                "cpu_count": os.cpu_count(), "torch": None}
+
+    def interleaved(runners, repeats, warmup=1, inner=1):  # type: ignore[no-untyped-def]
+        names = list(runners)
+        for k in names:
+            runners[k](inner)
+        times: Dict[str, List[float]] = {k: [] for k in names}
+        for r in range(repeats):
+            for k in names[r % len(names):] + names[:r % len(names)]:
+                times[k].append(runners[k](inner))
+        return times
+
+    def median(xs):  # type: ignore[no-untyped-def]
+        return float(statistics.median(xs))
+
+    def paired_ratio(num, den):  # type: ignore[no-untyped-def]
+        return median([a / b for a, b in zip(num, den)])
 
 
 def bench_tree(path: str, repeats: int) -> Dict[str, Any]:
+    from syncguard.lint import lint_paths
+
     times: List[float] = []
     rep = None
     for _ in range(repeats):
@@ -67,8 +94,6 @@ def bench_tree(path: str, repeats: int) -> Dict[str, Any]:
 
 
 _LOOP = '''
-import torch
-
 def work(x, n):
     total = 0
     for i in range(n):
@@ -84,8 +109,12 @@ def helper(i):
 
 def bench_recorder(repeats: int) -> Dict[str, Any]:
     """Plain vs recorded: 200k Python calls into a file with candidate lines."""
-    from syncguard.lint import candidates
+    from syncguard.lint.checker import check_source
     from syncguard.lint.lines import LineRecorder
+
+    class _Sum:
+        def sum(self) -> int:
+            return 1
 
     with tempfile.TemporaryDirectory() as d:
         path = os.path.join(d, "loopmod.py")
@@ -94,10 +123,9 @@ def bench_recorder(repeats: int) -> Dict[str, Any]:
         sys.path.insert(0, d)
         try:
             import loopmod  # type: ignore[import-not-found]
-            import torch
 
-            cands = candidates([path])
-            x = torch.ones(2)
+            cands = {path: [f.line for f in check_source(_LOOP, path)]}
+            x = _Sum()
             n = 200_000
 
             def plain(inner: int) -> float:
@@ -140,12 +168,14 @@ def bench_recorder(repeats: int) -> Dict[str, Any]:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("dirs", nargs="+")
+    ap.add_argument("dirs", nargs="*")
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--out", default=str(ROOT / "reports" / "lint" / "bench.json"))
     ap.add_argument("--no-recorder", action="store_true")
+    ap.add_argument("--recorder-only", action="store_true",
+                    help="only the line recorder's overhead (runs without torch)")
     a = ap.parse_args()
-    trees = [bench_tree(d, a.repeats) for d in a.dirs]
+    trees = [] if a.recorder_only else [bench_tree(d, a.repeats) for d in a.dirs]
     result: Dict[str, Any] = {"env": environment(), "trees": trees}
     total_files = sum(t["files"] for t in trees)
     total_s = sum(t["seconds"] for t in trees)

@@ -154,6 +154,8 @@ HOST_ONLY = [
     "if n > 0:\n    pass",
     "print(h)",
     "if isinstance(unk, float):\n    b = int(unk)",
+    "e = unk.npu_top_k_eligible\nb = bool(e) and 1 <= n <= NPU_TOP_K_MAX",  # flags, constants
+    "b = f'{unk.torch_npu!r}'",
 ]
 
 

@@ -26,8 +26,9 @@ _TENSORISH = (HOST, PINNED, TENSOR, DEVICE)
 HOST_NAME = re.compile(r"(?:^|_)(?:cpu|np|numpy|host|pinned|list|lst|py)(?:$|_)", re.I)
 #: names of pinned host buffers: ``pinned_buf``, ``x_pinned``
 PINNED_NAME = re.compile(r"(?:^|_)(?:pinned|pin)(?:$|_)", re.I)
-#: names the code marks as device tensors: ``x_gpu``, ``npu_buf``, ``logits_cuda``
-DEVICE_NAME = re.compile(r"(?:^|_)(?:gpu|npu|cuda)(?:$|_)", re.I)
+#: names the code marks as device tensors: ``x_gpu``, ``buf_npu``, ``logits_cuda`` (a suffix:
+#: ``npu_top_k_eligible`` is a flag about the npu, not a tensor on it)
+DEVICE_NAME = re.compile(r"_(?:gpu|npu|cuda)$", re.I)
 #: names that hold a device *object* (``device``, ``self.device``, ``target_dev``)
 DEVICE_OBJ_NAME = re.compile(r"(?:^|_)(?:device|dev)$", re.I)
 #: names that are tensors by convention (device unknown)
@@ -59,8 +60,9 @@ def combine(vals: Iterable[str]) -> str:
 
 def by_name(name: str) -> Optional[str]:
     """The place a variable or attribute name marks, or None."""
-    if DEVICE_OBJ_NAME.search(name):
-        return PY
+    if DEVICE_OBJ_NAME.search(name) or (name.isupper() and len(name) > 1) or name in (
+            "torch_npu", "torch_mlu", "torch_xla"):
+        return PY  # a device object, or a CONSTANT
     if DEVICE_NAME.search(name):
         return DEVICE
     if PINNED_NAME.search(name):

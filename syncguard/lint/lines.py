@@ -77,6 +77,8 @@ class LineRecorder:
                 self._hits[f].add(line)
             return disable
 
+        # events an earlier recorder disabled (DISABLE outlives the tool id) come back
+        mon.restart_events()
         mon.register_callback(self._tool, ev.PY_START, on_start)
         mon.register_callback(self._tool, ev.LINE, on_line)
         mon.set_events(self._tool, ev.PY_START)
@@ -89,6 +91,8 @@ class LineRecorder:
         mon.set_events(tid, 0)
         mon.register_callback(tid, mon.events.PY_START, None)
         mon.register_callback(tid, mon.events.LINE, None)
+        if hasattr(mon, "clear_tool_id"):  # 3.13+: drops the local events set on code
+            mon.clear_tool_id(tid)
         mon.free_tool_id(tid)
         self._tool = None
 
