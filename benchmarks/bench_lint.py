@@ -56,11 +56,13 @@ def bench_tree(path: str, repeats: int) -> Dict[str, Any]:
     from syncguard.lint import lint_paths
 
     times: List[float] = []
+    cpu: List[float] = []
     rep = None
     for _ in range(repeats):
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         rep = lint_paths([path])
         times.append(time.perf_counter() - t0)
+        cpu.append(time.process_time() - c0)
     assert rep is not None
     lines = 0
     from syncguard.lint.files import iter_files
@@ -82,6 +84,8 @@ def bench_tree(path: str, repeats: int) -> Dict[str, Any]:
     return {
         "path": path, "files": rep.files, "lines": lines, "seconds": round(secs, 3),
         "files_per_s": round(rep.files / secs, 1) if secs else None,
+        "cpu_seconds": round(median(cpu), 3),
+        "files_per_cpu_s": round(rep.files / median(cpu), 1) if median(cpu) else None,
         "lines_per_s": round(lines / secs) if secs else None,
         "certain": c["certain"], "likely": c["likely"], "silent": c["silent"],
         "allowed": c["allowed"], "parse_errors": len(rep.errors),
@@ -179,20 +183,25 @@ def main() -> int:
     result: Dict[str, Any] = {"env": environment(), "trees": trees}
     total_files = sum(t["files"] for t in trees)
     total_s = sum(t["seconds"] for t in trees)
+    total_cpu = sum(t["cpu_seconds"] for t in trees)
     result["total"] = {"files": total_files, "seconds": round(total_s, 3),
-                       "files_per_s": round(total_files / total_s, 1) if total_s else None}
+                       "files_per_s": round(total_files / total_s, 1) if total_s else None,
+                       "cpu_seconds": round(total_cpu, 3),
+                       "files_per_cpu_s": round(total_files / total_cpu, 1) if total_cpu
+                       else None}
     if not a.no_recorder:
         result["recorder"] = bench_recorder(max(3, a.repeats))
     import json
 
     Path(a.out).parent.mkdir(parents=True, exist_ok=True)
     Path(a.out).write_text(json.dumps(result, indent=2) + "\n")
-    print("| tree | files | lines | s | files/s | certain | likely | silent | flags/file |")
-    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+    print("| tree | files | lines | wall s | CPU s | files/CPU s | certain | likely | silent "
+          "| flags/file | certain/file |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for t in trees:
         print(f"| {t['path']} | {t['files']} | {t['lines']} | {t['seconds']} | "
-              f"{t['files_per_s']} | {t['certain']} | {t['likely']} | {t['silent']} | "
-              f"{t['flags_per_file']} |")
+              f"{t['cpu_seconds']} | {t['files_per_cpu_s']} | {t['certain']} | {t['likely']} "
+              f"| {t['silent']} | {t['flags_per_file']} | {t['certain_per_file']} |")
     if "recorder" in result:
         r = result["recorder"]
         print(f"recorder ({r['mechanism']}): {r['ratio_watched']}x on a loop in a watched "

@@ -292,9 +292,16 @@ def test_cli_text_and_exit_codes(tmp_path, monkeypatch, capsys) -> None:
     assert main(["lint", "pkg", "--format", "xml"]) == 2
 
 
+def test_torch_free_files_take_unknown_values_for_host_ones() -> None:
+    src = "def f(a):\n    if a.any():\n        return a.tolist()\n"
+    assert [f.severity for f in check_source(src, "np.py")] == [SILENT]
+    assert [f.severity for f in check_source("import torch\n" + src, "t.py")] == [
+        LIKELY, LIKELY]
+
+
 def test_fail_on_certain_passes_likely_only(tmp_path, monkeypatch) -> None:
     monkeypatch.chdir(tmp_path)
-    (tmp_path / "a.py").write_text("def f(t):\n    return t.item()\n")
+    (tmp_path / "a.py").write_text("import torch\n\ndef f(t):\n    return t.item()\n")
     assert main(["lint", "a.py"]) == 1
     assert main(["lint", "a.py", "--fail-on", "certain"]) == 0
 
@@ -367,11 +374,12 @@ def test_diff_lints_only_changed_lines(tmp_path, monkeypatch, capsys) -> None:
     assert main(["lint", "pkg", "--diff", "HEAD"]) == 0
     hot = tmp_path / "pkg" / "hot.py"
     hot.write_text(hot.read_text().replace("return n", "return n, x.tolist()"))
-    (tmp_path / "pkg" / "new.py").write_text("def g(t):\n    return t.item()\n")
+    (tmp_path / "pkg" / "new.py").write_text("import torch\ndef g(t):\n    return t.item()\n")
     capsys.readouterr()
     assert main(["lint", "pkg", "--diff", "HEAD"]) == 1
     out = capsys.readouterr().out
-    assert "pkg/hot.py:8:" in out and "pkg/new.py:2:" in out and "hot.py:5:" not in out
+    assert "pkg/hot.py:8:" in out and "pkg/new.py:3:" in out and "hot.py:5:" not in out
+    assert "2 findings (0 certain, 2 likely)" in out
     assert main(["lint", "pkg", "--diff", "no-such-ref"]) == 2
 
 

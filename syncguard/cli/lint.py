@@ -95,6 +95,7 @@ def main(args: argparse.Namespace) -> int:
             raise UsageError(f"--diff {args.diff}: {exc}") from None
         findings = [f for f in findings if _touches(f, changed)]
         summary["diff"] = args.diff
+        summary["counts"] = _counts(findings)
     if args.with_run:
         from ..lint.runs import apply_runs
 
@@ -129,6 +130,12 @@ def main(args: argparse.Namespace) -> int:
         return EXIT_OK
     levels = (CERTAIN,) if fail_on == "certain" else (CERTAIN, LIKELY)
     return EXIT_OVER if any(f.reported and f.severity in levels for f in shown) else EXIT_OK
+
+
+def _counts(findings: List[Any]) -> Dict[str, int]:
+    from ..lint import LintReport
+
+    return LintReport(findings, 0, [], 0.0).counts()
 
 
 def _touches(f: Any, changed: Dict[str, Any]) -> bool:

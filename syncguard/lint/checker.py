@@ -36,6 +36,7 @@ CERTAIN, LIKELY, SILENT = "certain", "likely", "silent"
 SEVERITIES = (CERTAIN, LIKELY, SILENT)
 _RANK = {CERTAIN: 2, LIKELY: 1, SILENT: 0}
 
+_TORCH_WORD = re.compile(r"\btorch\b")
 _ALLOW = re.compile(r"#\s*syncguard:\s*allow\[([^\]]*)\]")
 
 _APIS = syncapis.by_name()
@@ -119,6 +120,9 @@ class _Ctx:
         self.returns: Dict[str, str] = {}
         self.findings: List[Finding] = []
         self.collect = True
+        #: the file imports torch: without it an unknown value is not taken for a tensor
+        #: because of a tensor-like method (numpy and pandas share .any(), .tolist()...)
+        self.has_torch = True
 
     def qual(self, node: ast.expr) -> Optional[str]:
         """Dotted name of ``node`` with import aliases resolved (``F.one_hot`` ->
@@ -518,7 +522,8 @@ class _Func:
             elif name == "normal":
                 sev_v = vals[1] if len(vals) > 1 and is_tensorish(vals[0]) else PY
             if syncs_on(sev_v):
-                self.api_flag(node, name, owner, _sev(sev_v, name not in _GENERIC), sev_v)
+                self.api_flag(node, name, owner,
+                              _sev(sev_v, name not in _GENERIC and self.ctx.has_torch), sev_v)
         res = combine(v for v in vals if v != PY)
         for k, v in kw.items():
             if k not in ("device", "dtype", "out") and v is not None:
@@ -601,11 +606,11 @@ class _Func:
                 sev_v = PY  # raises on a device tensor: nothing is read
             if sev_v != PY:
                 self.flag(node, a.rule, f"Tensor.{m}", a.why,
-                          _sev(sev_v, m not in _GENERIC), sev_v)
+                          _sev(sev_v, m not in _GENERIC and self.ctx.has_torch), sev_v)
         if m in _HOST_METHODS:
             return PY if m in ("item", "tolist") else HOST
         if r == UNKNOWN:
-            return TENSOR if m in _TENSOR_METHODS else UNKNOWN
+            return TENSOR if m in _TENSOR_METHODS and self.ctx.has_torch else UNKNOWN
         return r
 
     def copy_method(self, node: ast.Call, m: str, r: str, vals: List[str],
@@ -687,9 +692,13 @@ class _Func:
             self.env = dict(start)
             self.body(b)
             ends.append(self.env)
-        merged: Dict[str, str] = {}
-        for k in set().union(*ends) if ends else set():
-            vs = [e.get(k, start.get(k, UNKNOWN)) for e in ends]
+        changed: Set[str] = set()
+        get = start.get
+        for e in ends:
+            changed.update(k for k, v in e.items() if get(k) != v)
+        merged = start
+        for k in changed:
+            vs = [e.get(k, get(k, UNKNOWN)) for e in ends]
             v = vs[0]
             for w in vs[1:]:
                 v = join(v, w)
@@ -940,6 +949,7 @@ def check_source(source: str, path: str) -> List[Finding]:
     lines = source.splitlines()
     ctx = _Ctx(path, lines)
     _returns(tree, ctx)
+    ctx.has_torch = _TORCH_WORD.search(source) is not None
     ctx.aliases.clear()
     top = _Func(ctx, "<module>")
     top.body(tree.body)

@@ -97,18 +97,35 @@ class LineRecorder:
         self._tool = None
 
     # -- fallback: settrace -------------------------------------------------------------
+    def _code_lines(self, code: CodeType) -> Optional[Set[int]]:
+        """The candidate lines inside ``code`` (None when it holds none: no local tracer)."""
+        f = self._file(code.co_filename)
+        if f is None:
+            return None
+        if hasattr(code, "co_lines"):
+            own = {ln for _, _, ln in code.co_lines() if ln is not None}
+        else:  # pragma: no cover - 3.9
+            import dis
+
+            own = {ln for _, ln in dis.findlinestarts(code)}
+        mine = own & self.candidates[f]
+        return mine or None
+
     def _tracer(self) -> Callable[[FrameType, str, Any], Any]:
-        cands = self.candidates
         hits = self._hits
-        by_name = self._by_name
+        by_code: Dict[CodeType, Optional[Set[int]]] = {}
+        code_lines = self._code_lines
         file_of = self._file
 
         def global_trace(frame: FrameType, event: str, arg: Any) -> Any:
-            name = frame.f_code.co_filename
-            f = by_name[name] if name in by_name else file_of(name)
-            if f is None:
+            code = frame.f_code
+            try:
+                lines = by_code[code]
+            except KeyError:
+                lines = by_code[code] = code_lines(code)
+            if lines is None:
                 return None
-            lines, got = cands[f], hits[f]
+            got = hits[file_of(code.co_filename)]  # type: ignore[index]
 
             def local(frame: FrameType, event: str, arg: Any) -> Any:
                 if event == "line":

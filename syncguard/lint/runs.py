@@ -35,13 +35,18 @@ def apply_runs(findings: Sequence[Finding], folders: Sequence[str]) -> Dict[str,
     executed: Dict[str, Set[int]] = {}
     recorded: Set[str] = set()
     steps = 0
-    for folder in folders:
+    by_group: Dict[Tuple[int, str, str], int] = {}  # (run, scenario, path) -> counted steps
+    for i, folder in enumerate(folders):
         res = load(folder)
-        steps += sum(1 for s in res.steps if not s.warmup and s.pass_ in ("counted", "exec"))
+        for s in res.steps:
+            if not s.warmup and s.pass_ in ("counted", "exec"):
+                steps += 1
+                by_group[(i, s.scenario, s.path)] = by_group.get((i, s.scenario, s.path), 0) + 1
         for e in res.events:
             if e.get("warmup") or not e.get("filename") or e.get("lineno") is None:
                 continue
-            events.setdefault((_real(str(e["filename"])), int(e["lineno"])), []).append(e)
+            events.setdefault((_real(str(e["filename"])), int(e["lineno"])), []).append(
+                {**e, "_run": i})
         for n in res.notes:
             if n.get("kind") != LINES_NOTE:
                 continue
@@ -64,8 +69,12 @@ def apply_runs(findings: Sequence[Finding], folders: Sequence[str]) -> Dict[str,
         if evs:
             syncs = sum(int(e.get("count") or 1) for e in evs)
             ev_steps = {(e.get("scenario"), e.get("path"), e.get("step")) for e in evs}
+            # per counted step of the scenarios/paths where it synced (not of every path run)
+            groups = {(int(e["_run"]), str(e.get("scenario")), str(e.get("path")))
+                      for e in evs}
+            n_steps = sum(by_group.get(g, 0) for g in groups)
             f.run = {"status": "confirmed", "syncs": syncs, "steps": len(ev_steps),
-                     "per_step": round(syncs / steps, 3) if steps else float(syncs),
+                     "per_step": round(syncs / n_steps, 3) if n_steps else float(syncs),
                      "apis": sorted({str(e.get("api")) for e in evs})}
         elif real in executed and any(ln in executed[real] for ln in span):
             f.run = {"status": "cleared"}
