@@ -390,3 +390,14 @@ def test_subprocess_run(tmp_path) -> None:
                        cwd=tmp_path, capture_output=True, text=True, env=env, timeout=120)
     assert p.returncode == 1, p.stderr
     assert json.loads(p.stdout)["summary"]["counts"]["certain"] == 2
+
+
+def test_pre_commit_hooks_file() -> None:
+    """The hooks pre-commit reads: each runs `syncguard lint` on the staged Python files."""
+    with open(os.path.join(ROOT, ".pre-commit-hooks.yaml"), encoding="utf-8") as f:
+        text = f.read()
+    hooks = text.split("\n- ")[1:]
+    ids = [h.split("\n", 1)[0].split("id:", 1)[1].strip() for h in hooks]
+    assert ids == ["syncguard-lint", "syncguard-lint-system"]
+    for h in hooks:
+        assert "entry: syncguard lint\n" in h and "types: [python]" in h

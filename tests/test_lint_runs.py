@@ -84,6 +84,11 @@ def test_results_without_recorded_lines_still_read_and_misses_listed(tmp_path, m
     assert doc["findings"][0]["run"]["status"] == "unknown"  # the run recorded no lines
     assert doc["summary"]["misses"] == [{"site": "m.py:5", "api": "Tensor.__bool__",
                                          "syncs": 1}]
+    (tmp_path / "clean.py").write_text("import torch\n\ndef g(x):\n    return x + 1\n")
+    out3 = _result(tmp_path / "r3", str(tmp_path / "clean.py"), 4)
+    doc = _lint_json(capsys, "clean.py", "--with-run", out3)  # no finding in the file
+    assert doc["summary"]["misses"] == [{"site": "clean.py:4", "api": "Tensor.item",
+                                         "syncs": 1}]
     assert main(["lint", "m.py", "--with-run", str(tmp_path / "absent")]) == 2
 
 

@@ -99,7 +99,7 @@ def main(args: argparse.Namespace) -> int:
     if args.with_run:
         from ..lint.runs import apply_runs
 
-        summary["runs"] = apply_runs(findings, args.with_run)
+        summary["runs"] = apply_runs(findings, args.with_run, report.paths)
         summary["misses"] = summary["runs"].pop("misses")
     if args.update_baseline:
         lint_baseline.save(args.update_baseline, [f for f in findings if f.reported])

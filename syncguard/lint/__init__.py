@@ -31,6 +31,8 @@ class LintReport:
     files: int
     errors: List[str]
     seconds: float
+    #: the files read, as shown in findings
+    paths: List[str] = dataclasses.field(default_factory=list)
 
     @property
     def reported(self) -> List[Finding]:
@@ -66,17 +68,18 @@ def lint_paths(paths: Sequence[str], exclude: Sequence[str] = (),
     t0 = time.perf_counter()
     findings: List[Finding] = []
     errors: List[str] = []
-    n = 0
+    shown_paths: List[str] = []
     for p in iter_files(paths, exclude, exclude_root):
-        n += 1
         shown = display_path(p, root)
+        shown_paths.append(shown)
         try:
             findings += lint_file(p, shown)
         except SyntaxError as exc:
             errors.append(f"{shown}:{exc.lineno or 0}: does not parse: {exc.msg}")
         except (OSError, UnicodeDecodeError, ValueError, RecursionError) as exc:
             errors.append(f"{shown}: cannot read: {exc}")
-    return LintReport(findings, n, errors, time.perf_counter() - t0)
+    return LintReport(findings, len(shown_paths), errors, time.perf_counter() - t0,
+                      shown_paths)
 
 
 def candidates(paths: Sequence[str]) -> Dict[str, List[int]]:

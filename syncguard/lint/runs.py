@@ -26,9 +26,11 @@ def _real(path: str) -> str:
     return os.path.realpath(path)
 
 
-def apply_runs(findings: Sequence[Finding], folders: Sequence[str]) -> Dict[str, Any]:
+def apply_runs(findings: Sequence[Finding], folders: Sequence[str],
+               files: Sequence[str] = ()) -> Dict[str, Any]:
     """Mark ``findings`` (their ``run`` field) from the results in ``folders``; returns the
-    summary ``{"confirmed", "cleared", "unexercised", "unknown", "misses": [...]}``."""
+    summary ``{"confirmed", "cleared", "unexercised", "unknown", "misses": [...]}``. Misses
+    are sought in the files of the findings and in ``files`` (every file linted)."""
     from ..results import load
 
     events: Dict[Tuple[str, int], List[Dict[str, Any]]] = {}
@@ -58,7 +60,7 @@ def apply_runs(findings: Sequence[Finding], folders: Sequence[str]) -> Dict[str,
                         x for x in lines if isinstance(x, int))
     counts = {"confirmed": 0, "cleared": 0, "unexercised": 0, "unknown": 0}
     flagged: Set[Tuple[str, int]] = set()
-    linted: Set[str] = set()
+    linted: Set[str] = {_real(f) for f in files}
     for f in findings:
         real = _real(f.path)
         linted.add(real)
