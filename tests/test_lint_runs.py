@@ -131,3 +131,20 @@ def test_line_recorder_uses_sys_monitoring_on_312(tmp_path):  # pragma: no cover
     with LineRecorder({str(tmp_path / "x.py"): [1]}) as rec:
         pass
     assert rec.mechanism == "sys.monitoring"
+
+
+def test_run_records_lines_in_the_counted_pass(tmp_path, capsys):
+    sampling = os.path.join(os.path.dirname(HERE), "..", "..", "syncguard", "sampling")
+    sampling = os.path.normpath(sampling)
+    out = str(tmp_path / "run")
+    rc = main(["run", "steady", "--device", "sim", "--paths", "legacy", "--steps", "2",
+               "--warmup", "0", "--no-timed", "--record-lines", sampling, "--out", out,
+               "--force"])
+    assert rc == 0
+    doc = _lint_json(capsys, sampling, "--with-run", out)
+    status = {f["api"]: f["run"]["status"] for f in doc["findings"]
+              if f["path"].endswith("sampler.py")}
+    assert status["Tensor.__bool__"] == "confirmed"  # the legacy path's sync
+    assert status["torch.multinomial"] == "cleared"  # no host check on the npu model
+    assert main(["run", "steady", "--device", "sim", "--record-lines", "absent/",
+                 "--out", str(tmp_path / "r2")]) == 2
