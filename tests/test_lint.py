@@ -401,3 +401,21 @@ def test_pre_commit_hooks_file() -> None:
     assert ids == ["syncguard-lint", "syncguard-lint-system"]
     for h in hooks:
         assert "entry: syncguard lint\n" in h and "types: [python]" in h
+
+
+def test_a_lint_bug_in_one_file_does_not_hide_the_others(tmp_path, monkeypatch) -> None:
+    import syncguard.lint as lint_mod
+
+    (tmp_path / "a.py").write_text("import torch\nx = torch.zeros(2, device='npu').item()\n")
+    (tmp_path / "b.py").write_text("import torch\n")
+    real = lint_mod.check_source
+
+    def flaky(source: str, path: str) -> List[Finding]:
+        if path.endswith("b.py"):
+            raise KeyError("boom")
+        return real(source, path)
+
+    monkeypatch.setattr(lint_mod, "check_source", flaky)
+    rep = lint_paths([str(tmp_path)], root=str(tmp_path))
+    assert [f.path for f in rep.reported] == ["a.py"]
+    assert rep.errors == ["b.py: internal error of the lint: KeyError: 'boom'"]

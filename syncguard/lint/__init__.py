@@ -76,8 +76,12 @@ def lint_paths(paths: Sequence[str], exclude: Sequence[str] = (),
             findings += lint_file(p, shown)
         except SyntaxError as exc:
             errors.append(f"{shown}:{exc.lineno or 0}: does not parse: {exc.msg}")
-        except (OSError, UnicodeDecodeError, ValueError, RecursionError) as exc:
+        except (OSError, UnicodeDecodeError, ValueError) as exc:
             errors.append(f"{shown}: cannot read: {exc}")
+        except RecursionError:
+            errors.append(f"{shown}: nested too deeply to analyse")
+        except Exception as exc:  # a bug of the lint must not hide the other files
+            errors.append(f"{shown}: internal error of the lint: {type(exc).__name__}: {exc}")
     return LintReport(findings, len(shown_paths), errors, time.perf_counter() - t0,
                       shown_paths)
 
