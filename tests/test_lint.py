@@ -419,3 +419,22 @@ def test_a_lint_bug_in_one_file_does_not_hide_the_others(tmp_path, monkeypatch) 
     rep = lint_paths([str(tmp_path)], root=str(tmp_path))
     assert [f.path for f in rep.reported] == ["a.py"]
     assert rep.errors == ["b.py: internal error of the lint: KeyError: 'boom'"]
+
+
+def test_quiet_forms_from_real_trees() -> None:
+    """Forms that were noise on torch/optim and torch/distributions: a Union[float, Tensor]
+    hint is mostly a number; `key in <collection of tensors>`; torch.Size is no tensor."""
+    src = textwrap.dedent("""\
+        import torch
+        from typing import Union
+
+        def f(lr: Union[float, torch.Tensor], t: torch.Tensor, shape):
+            if not 0.0 <= lr:
+                raise ValueError(f"bad {lr}")
+            groups = {"a": [t]}
+            if "a" not in groups:
+                pass
+            s = torch.Size(shape)
+            return t.expand(s + t.shape)
+        """)
+    assert [f for f in check_source(src, "o.py") if f.reported] == []

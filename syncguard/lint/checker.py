@@ -328,7 +328,8 @@ class _Func:
             if isinstance(op, (ast.Is, ast.IsNot)):
                 return PY
             if isinstance(op, (ast.In, ast.NotIn)):
-                if syncs_on(v):
+                # only a known device tensor: `k in <collection of tensors>` is common
+                if v == DEVICE:
                     self.api_flag(node, "__contains__", "Tensor", _sev(v), v)
                 return PY
             vals.append(v)
@@ -482,6 +483,8 @@ class _Func:
             return PY if name.startswith(("is_", "are_", "has_")) else UNKNOWN
         if head not in _TENSOR_NAMESPACES:
             return UNKNOWN  # torch.jit, torch.overrides, torch.distributed, helpers...
+        if name[:1].isupper() and not name.endswith("Tensor"):
+            return PY  # torch.Size, torch.device, torch.Generator: no tensor
         kw = {k.arg: k.value for k in node.keywords if k.arg}
         first = vals[0] if vals else PY
         owner = "torch.nn.functional" if head == "torch.nn.functional" else "torch"

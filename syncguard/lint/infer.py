@@ -94,7 +94,8 @@ def by_annotation(node: Optional[ast.expr]) -> Optional[str]:
     if "ndarray" in text or "NDArray" in text:
         return HOST
     if "Tensor" in text:
-        return TENSOR
+        # Union[float, Tensor]: mostly a Python number, a tensor only for some callers
+        return None if re.search(r"\b(?:float|int|bool|Number)\b", text) else TENSOR
     if _PY_HINTS.match(text.replace("Optional[", "")):
         return PY
     return None
