@@ -22,7 +22,7 @@ from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple, Union
 
 import torch
 
-from . import _signals
+from . import _signals, syncapis
 from . import events as E
 from ._hub import HUB, Backend, ByModel
 from .opmodel import OpSyncModel, load_model
@@ -443,11 +443,13 @@ def _targets() -> List[Target]:
         if hasattr(owner, name):
             t.append((owner, name, f"{prefix}.{name}", cls))
 
-    for name in ("__bool__", "item", "__int__", "__float__", "__index__", "__complex__"):
-        meth(name, _scalar)
+    # The table-driven families come from syncguard.syncapis (shared with `syncguard lint`).
+    for api in syncapis.by_classify("scalar"):
+        meth(api.name, _scalar)
     meth("__format__", _format)
     meth("__repr__", _repr)
-    meth("tolist", _d2h)
+    for api in syncapis.by_classify("d2h"):
+        meth(api.name, _d2h)
     meth("cpu", _cpu)
     meth("numpy", _numpy)
     meth("to", _to)
@@ -458,15 +460,12 @@ def _targets() -> List[Target]:
     meth("__setitem__", _setitem)
     meth("index_put_", _index_put)
     meth("index_put", _index_put)
-    dd = {
-        "nonzero": "aten::nonzero", "argwhere": "aten::argwhere",
-        "masked_select": "aten::masked_select", "unique": "aten::_unique2",
-        "unique_consecutive": "aten::unique_consecutive", "equal": "aten::equal",
-        "allclose": "aten::allclose", "bincount": "aten::bincount",
-    }
-    for name, op in dd.items():
-        meth(name, _data_dep(op))
-        fn(torch, "torch", name, _data_dep(op))
+    for api in syncapis.by_classify("data_dep"):
+        assert api.op is not None
+        if "Tensor" in api.owners:
+            meth(api.name, _data_dep(api.op))
+        if "torch" in api.owners:
+            fn(torch, "torch", api.name, _data_dep(api.op))
     fn(torch, "torch", "where", _where)
     meth("repeat_interleave", _repeat_interleave)
     fn(torch, "torch", "repeat_interleave", _repeat_interleave)

@@ -3,6 +3,7 @@ with no interceptors, streaming every finished step to a result file."""
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import os
 import time
@@ -300,11 +301,14 @@ def path_label(path: str) -> str:
 
 
 def run(scenarios: List[Scenario], opts: RunOptions, result_path: str,
-        progress: Optional[Progress] = None, argv: Optional[List[str]] = None) -> str:
+        progress: Optional[Progress] = None, argv: Optional[List[str]] = None,
+        lines: Optional[Any] = None) -> str:
     """Run every scenario x path (counted passes, then the interleaved timed pass of all
     paths, see :mod:`syncguard.timing`), streaming to
     ``result_path``. On KeyboardInterrupt the file is closed as incomplete and the
-    interrupt re-raised; every finished step is already on disk."""
+    interrupt re-raised; every finished step is already on disk. ``lines``: a
+    :class:`syncguard.lint.lines.LineRecorder` active during the counted passes only (never
+    the timed ones), its note written before the footer."""
     target = resolve_target(opts.device)
     scenarios = prepare(scenarios, opts)
     prof = None
@@ -326,8 +330,9 @@ def run(scenarios: List[Scenario], opts: RunOptions, result_path: str,
         for sc in scenarios:
             for path in paths_for(sc, opts):
                 if opts.counted:
-                    run_pass(sc, path, target, True, writer, progress, collect=False,
-                             profile=prof)
+                    with lines if lines is not None else contextlib.nullcontext():
+                        run_pass(sc, path, target, True, writer, progress, collect=False,
+                                 profile=prof)
             if opts.timed:  # paths interleaved step by step, repeated (syncguard.timing)
                 from .timing import timed_pass
 
@@ -344,5 +349,7 @@ def run(scenarios: List[Scenario], opts: RunOptions, result_path: str,
         raise
     finally:
         with _signals.deferred():  # the footer line is written whole
+            if lines is not None:
+                writer.note(**lines.note())
             writer.close(complete, reason=None if complete else reason)
     return result_path

@@ -24,7 +24,7 @@ from ..errors import (  # noqa: F401  (the CLI's names for them)
 
 
 def _parser() -> argparse.ArgumentParser:
-    from . import calibrate, check, compare, run, show
+    from . import calibrate, check, compare, lint, run, show
     from . import exec as exec_cmd
 
     p = argparse.ArgumentParser(
@@ -32,7 +32,7 @@ def _parser() -> argparse.ArgumentParser:
         description="Count, attribute and gate hidden host-device syncs in decode loops.",
     )
     sub = p.add_subparsers(dest="command", metavar="COMMAND")
-    for mod in (run, exec_cmd, show, compare, check, calibrate):
+    for mod in (run, exec_cmd, show, compare, check, calibrate, lint):
         sp = sub.add_parser(mod.NAME, help=mod.HELP, description=mod.__doc__,
                             formatter_class=argparse.RawDescriptionHelpFormatter)
         mod.add_arguments(sp)

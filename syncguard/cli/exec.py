@@ -52,6 +52,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="file for --format sarif/junit (default: OUT/syncguard.sarif, "
                    "OUT/junit.xml; - for stdout)")
     p.add_argument("--width", type=int, default=None, help="terminal width for the tables")
+    p.add_argument("--record-lines", action="append", default=[], metavar="PATH",
+                   help="record which `syncguard lint` candidate lines under PATH (file or "
+                   "folder) ran, for `syncguard lint PATH --with-run OUT` (repeatable)")
     p.add_argument("-m", dest="module", nargs=argparse.REMAINDER, default=None,
                    metavar="MODULE [ARGS]", help="run a module as `python -m MODULE ARGS`")
     p.add_argument("program", nargs=argparse.REMAINDER, metavar="-- python SCRIPT [ARGS]",
@@ -99,6 +102,9 @@ def main(args: argparse.Namespace) -> int:
         raise UsageError(str(exc)) from None
     if args.output not in (None, "-"):
         args.output = os.path.abspath(args.output)
+    for p in args.record_lines:
+        if not os.path.exists(p):
+            raise UsageError(f"--record-lines {p}: no such file or folder")
     rank = rank_from_env()
     target = cli_target(args.device, gpu=True)  # the simulated device exists before the program
     files = (result_name(rank),) if rank is not None else REPORT_FILES
@@ -111,5 +117,6 @@ def main(args: argparse.Namespace) -> int:
                        max_syncs=args.max_syncs, max_syncs_per_step=args.max_syncs_per_step,
                        allow_sites=_allow_sites(args),
                        fmt=args.format, output=args.output, width=report_width(args.width),
-                       rank=rank, argv=sys.argv[1:])
+                       rank=rank, argv=sys.argv[1:],
+                       record_lines=[os.path.abspath(p) for p in args.record_lines])
     return execute(opts, target, out)

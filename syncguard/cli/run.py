@@ -72,6 +72,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="time budget of the timed pass per scenario when --repeat is not "
                    "given (default 20)")
     p.add_argument("--width", type=int, default=None, help="terminal width for the tables")
+    p.add_argument("--record-lines", action="append", default=[], metavar="PATH",
+                   help="record which `syncguard lint` candidate lines under PATH ran in the "
+                   "counted pass, for `syncguard lint PATH --with-run OUT` (repeatable)")
     p.add_argument("--crosscheck", action="store_true",
                    help="also count the counted pass with the runtime's own mechanism (CUDA "
                    "sync debug/trace, NPU trace, sim backend) in a child process and list "
@@ -226,6 +229,22 @@ class PlainProgress:
             pass
 
 
+def _line_recorder(args: argparse.Namespace) -> Any:
+    """The lint's line recorder for ``--record-lines`` (None without it)."""
+    paths = getattr(args, "record_lines", None) or []
+    if not paths:
+        return None
+    from . import UsageError
+
+    for p in paths:
+        if not os.path.exists(p):
+            raise UsageError(f"--record-lines {p}: no such file or folder")
+    from ..lint import candidates
+    from ..lint.lines import LineRecorder
+
+    return LineRecorder(candidates(paths))
+
+
 def main(args: argparse.Namespace) -> int:
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
@@ -236,6 +255,7 @@ def main(args: argparse.Namespace) -> int:
     from . import target as cli_target
 
     opts = options(args, timed=not args.no_timed)
+    lines = _line_recorder(args)
     scenarios = runner.prepare(scenario.resolve(args.scenarios), opts)
     interval = progress_interval()
     target = cli_target(opts.device)  # fail early, before any file is written
@@ -263,7 +283,8 @@ def main(args: argparse.Namespace) -> int:
                 plain(sc, path, pass_, step, n)
 
         try:
-            runner.run(scenarios, opts, result_path, progress, argv=sys.argv[1:])
+            runner.run(scenarios, opts, result_path, progress, argv=sys.argv[1:],
+                       lines=lines)
         except KeyboardInterrupt as exc:  # Ctrl-C, or SIGTERM (_signals.Terminated)
             stop = exc
     if stop is not None and not os.path.exists(result_path):

@@ -31,6 +31,8 @@ class ExecOptions:
     width: Optional[int] = None
     rank: Optional[int] = None
     argv: List[str] = dataclasses.field(default_factory=list)
+    #: files/folders whose ``syncguard lint`` candidate lines are recorded as they run
+    record_lines: Sequence[str] = ()
 
 
 def rank_from_env(env: Optional[Mapping[str, str]] = None) -> Optional[int]:
@@ -114,11 +116,13 @@ def execute(opts: ExecOptions, target: Any, out: str) -> int:
     code, raised = 0, None
     stop: Optional[KeyboardInterrupt] = None  # Ctrl-C, or SIGTERM (_signals.Terminated)
     prev = markers.set_recorder(session)
+    recorder = _line_recorder(opts.record_lines)
     try:
         with session:
             hooks.install()
             try:
-                run(program, hooks.main_names(), hooks.module_ready)
+                with recorder:
+                    run(program, hooks.main_names(), hooks.module_ready)
             finally:
                 hooks.uninstall()
     except SystemExit as exc:
@@ -134,6 +138,8 @@ def execute(opts: ExecOptions, target: Any, out: str) -> int:
         if stop is None and late:
             stop = _signals.interrupt_for(late[0])
         session.finish(complete=stop is None)
+        if opts.record_lines:
+            writer.note(**recorder.note())
         outside = [e for e in session.outside if not e.allowed]
         if outside:
             sites = _sites(outside)
@@ -159,6 +165,15 @@ def execute(opts: ExecOptions, target: Any, out: str) -> int:
     if step_errors:
         return EXIT_USAGE
     return EXIT_OVER if _gate(opts, session) else EXIT_OK
+
+
+def _line_recorder(paths: Sequence[str]) -> Any:
+    """A :class:`syncguard.lint.lines.LineRecorder` of the lint's candidate lines under
+    ``paths`` (a no-op one without paths)."""
+    from ..lint import candidates
+    from ..lint.lines import LineRecorder
+
+    return LineRecorder(candidates(paths) if paths else {})
 
 
 def own_module(program: Any) -> str:

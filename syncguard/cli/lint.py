@@ -1,0 +1,148 @@
+"""Find the lines that can make a hidden host-device sync, without running them:
+`syncguard lint PATH...` (files or folders).
+
+One finding per line: the rule, the API and why it syncs, ranked by where the value it reads
+lives (a small dataflow per function): certain (a device tensor), likely (a tensor, or a
+tensor-only API, of unknown place); host-only values stay silent. The APIs are the
+interceptors' own table (syncguard.syncapis). `# syncguard: allow[reason]` on a line allows it.
+
+With --with-run OUT (result folders of `syncguard exec --record-lines PATH`, or any run)
+each finding is marked confirmed (it synced in the run; syncs per step), cleared (it ran and
+never synced), unexercised (it never ran) or unknown (the run recorded no lines), and the
+syncs the lint did not flag are listed as misses.
+
+Settings: [tool.syncguard.lint] in the nearest pyproject.toml: exclude (gitignore patterns),
+fail-on, baseline, format. Exit code: 1 when a finding at or above --fail-on (default likely)
+remains after the inline allows, the baseline and --diff; 0 otherwise; 2 for usage errors.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from typing import Any, Dict, List
+
+NAME = "lint"
+HELP = "find lines that can make a hidden sync, statically (optionally confirmed by runs)"
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("paths", nargs="*", metavar="PATH", help="files or folders (default: .)")
+    p.add_argument("--format", choices=("text", "github", "sarif", "json"), default=None,
+                   help="output: text (default), github (workflow annotations), sarif "
+                   "(SARIF 2.1.0 for code scanning), json")
+    p.add_argument("-o", "--output", default=None, help="write to this file (default stdout)")
+    p.add_argument("--fail-on", choices=("certain", "likely", "never"), default=None,
+                   help="exit 1 when findings at or above this rank remain (default likely)")
+    p.add_argument("--show-silent", action="store_true",
+                   help="also list the host-only candidates the inference silenced")
+    p.add_argument("--exclude", action="append", default=[], metavar="PATTERN",
+                   help="gitignore-style pattern of files to skip (repeatable)")
+    p.add_argument("--with-run", action="append", default=[], metavar="OUT",
+                   help="result folder or file of a run: mark findings confirmed / cleared / "
+                   "unexercised and list misses (repeatable)")
+    p.add_argument("--baseline", default=None, metavar="FILE",
+                   help="known findings: only new ones are reported and fail")
+    p.add_argument("--update-baseline", default=None, metavar="FILE",
+                   help="write today's findings to FILE as the baseline, exit 0")
+    p.add_argument("--diff", default=None, metavar="REF",
+                   help="only lines changed since this git ref (e.g. origin/main)")
+
+
+def main(args: argparse.Namespace) -> int:
+    from ..baseline import display_path
+    from ..lint import baseline as lint_baseline
+    from ..lint import lint_paths
+    from ..lint.checker import CERTAIN, LIKELY
+    from ..lint.files import find_pyproject, load_config
+    from ..lint.render import RENDERERS
+    from . import EXIT_OK, EXIT_OVER, UsageError, warning
+
+    paths = args.paths or ["."]
+    for p in paths:
+        if not os.path.exists(p):
+            raise UsageError(f"{p}: no such file or folder")
+    for r in args.with_run:
+        if not os.path.exists(r):
+            raise UsageError(f"--with-run {r}: no such file or folder")
+    pyproject = find_pyproject(paths[0])
+    try:
+        cfg = load_config(pyproject)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+    fmt = args.format or cfg.format or "text"
+    fail_on = args.fail_on or cfg.fail_on or "likely"
+    if fmt not in RENDERERS:
+        raise UsageError(f"[tool.syncguard.lint] format: {fmt!r} is not one of "
+                         f"{', '.join(RENDERERS)}")
+    if fail_on not in ("certain", "likely", "never"):
+        raise UsageError(f"[tool.syncguard.lint] fail-on: {fail_on!r} is not certain, likely "
+                         f"or never")
+    root = os.path.dirname(pyproject) if pyproject else None
+    report = lint_paths(paths, [*cfg.exclude, *args.exclude], exclude_root=root)
+    for e in report.errors:
+        warning(e)
+    findings = report.findings
+    summary: Dict[str, Any] = {"files": report.files, "seconds": report.seconds,
+                               "errors": report.errors, "counts": report.counts()}
+    if args.diff:
+        from ..lint.diff import DiffError, changed_lines
+
+        try:
+            changed = changed_lines(args.diff)
+        except DiffError as exc:
+            raise UsageError(f"--diff {args.diff}: {exc}") from None
+        findings = [f for f in findings if _touches(f, changed)]
+        summary["diff"] = args.diff
+        summary["counts"] = _counts(findings)
+    if args.with_run:
+        from ..lint.runs import apply_runs
+
+        summary["runs"] = apply_runs(findings, args.with_run, report.paths)
+        summary["misses"] = summary["runs"].pop("misses")
+    if args.update_baseline:
+        lint_baseline.save(args.update_baseline, [f for f in findings if f.reported])
+        print(f"Wrote {display_path(args.update_baseline)} "
+              f"({sum(f.reported for f in findings)} findings)", file=sys.stderr)
+        return EXIT_OK
+    shown = [f for f in findings if f.reported or (args.show_silent and f.allowed is None)]
+    baseline = args.baseline or cfg.baseline
+    if baseline:
+        known = lint_baseline.load(baseline)
+        shown, summary["baseline_known"] = lint_baseline.new_only(shown, known)
+    summary["reported"] = sum(f.reported for f in shown)
+    text = RENDERERS[fmt](shown, summary)
+    if args.output and args.output != "-":
+        from .._atomic import write_text
+
+        try:
+            write_text(args.output, text)
+        except OSError as exc:
+            raise UsageError(f"{args.output}: cannot write: {exc.strerror}") from None
+        print(f"Wrote {args.output}", file=sys.stderr)
+        from ..lint.render import summary_line
+
+        print(summary_line(summary), file=sys.stderr)
+    else:
+        sys.stdout.write(text)
+    if fail_on == "never":
+        return EXIT_OK
+    levels = (CERTAIN,) if fail_on == "certain" else (CERTAIN, LIKELY)
+    return EXIT_OVER if any(f.reported and f.severity in levels for f in shown) else EXIT_OK
+
+
+def _counts(findings: List[Any]) -> Dict[str, int]:
+    from ..lint import LintReport
+
+    return LintReport(findings, 0, [], 0.0).counts()
+
+
+def _touches(f: Any, changed: Dict[str, Any]) -> bool:
+    lines = changed.get(os.path.realpath(f.path))
+    if lines is None:
+        return False
+    return any(ln in lines for ln in range(f.line, max(f.line, f.end_line) + 1))
+
+
+__all__: List[str] = ["NAME", "HELP", "add_arguments", "main"]

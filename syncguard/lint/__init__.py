@@ -1,0 +1,97 @@
+"""``syncguard lint``: find the lines that can make a hidden host-device sync, statically.
+
+:func:`lint_paths` reads the files, :mod:`.checker` finds the candidate lines and ranks them
+(certain / likely / silent) with a small dataflow over each function (:mod:`.infer`), the
+APIs come from :mod:`syncguard.syncapis` (the interceptors' table). :mod:`.runs` marks findings
+confirmed / cleared / unexercised from result folders, :mod:`.lines` records which candidate
+lines a run executed, :mod:`.render` writes text, GitHub annotations, SARIF and JSON.
+Torch-free.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import time
+from typing import Dict, List, Optional, Sequence
+
+from .checker import CERTAIN, LIKELY, SEVERITIES, SILENT, Finding, check_source
+
+__all__ = ["CERTAIN", "LIKELY", "SILENT", "SEVERITIES", "Finding", "LintReport", "lint_paths",
+           "candidates"]
+
+
+@dataclasses.dataclass
+class LintReport:
+    """What one lint found: every candidate line (``findings``, silent ones included) of
+    ``files`` files, the files that did not parse (``errors``: ``path: message``) and the
+    time it took (``seconds``)."""
+
+    findings: List[Finding]
+    files: int
+    errors: List[str]
+    seconds: float
+    #: the files read, as shown in findings
+    paths: List[str] = dataclasses.field(default_factory=list)
+
+    @property
+    def reported(self) -> List[Finding]:
+        """Findings to show: certain or likely and not allowed inline."""
+        return [f for f in self.findings if f.reported]
+
+    def counts(self) -> Dict[str, int]:
+        out = {s: 0 for s in SEVERITIES}
+        out["allowed"] = 0
+        for f in self.findings:
+            if f.allowed is not None and f.severity != SILENT:
+                out["allowed"] += 1
+            else:
+                out[f.severity] += 1
+        return out
+
+
+def lint_file(path: str, display: Optional[str] = None) -> List[Finding]:
+    """Candidate lines of one file (raises OSError, SyntaxError, UnicodeDecodeError)."""
+    with open(path, "rb") as f:
+        data = f.read()
+    source = data.decode("utf-8-sig")
+    return check_source(source, display or path)
+
+
+def lint_paths(paths: Sequence[str], exclude: Sequence[str] = (),
+               exclude_root: Optional[str] = None, root: Optional[str] = None) -> LintReport:
+    """Lint ``paths`` (files and folders, see :func:`.files.iter_files`); finding paths are
+    shown relative to ``root`` (default: the current directory) when under it."""
+    from ..baseline import display_path
+    from .files import iter_files
+
+    t0 = time.perf_counter()
+    findings: List[Finding] = []
+    errors: List[str] = []
+    shown_paths: List[str] = []
+    for p in iter_files(paths, exclude, exclude_root):
+        shown = display_path(p, root)
+        shown_paths.append(shown)
+        try:
+            findings += lint_file(p, shown)
+        except SyntaxError as exc:
+            errors.append(f"{shown}:{exc.lineno or 0}: does not parse: {exc.msg}")
+        except (OSError, UnicodeDecodeError, ValueError) as exc:
+            errors.append(f"{shown}: cannot read: {exc}")
+        except RecursionError:
+            errors.append(f"{shown}: nested too deeply to analyse")
+        except Exception as exc:  # a bug of the lint must not hide the other files
+            errors.append(f"{shown}: internal error of the lint: {type(exc).__name__}: {exc}")
+    return LintReport(findings, len(shown_paths), errors, time.perf_counter() - t0,
+                      shown_paths)
+
+
+def candidates(paths: Sequence[str]) -> Dict[str, List[int]]:
+    """Every candidate line (silent ones included) under ``paths``, by absolute real path:
+    the lines a run records for ``syncguard lint --with-run`` (:mod:`.lines`)."""
+    out: Dict[str, List[int]] = {}
+    rep = lint_paths(paths, root="/")
+    for f in rep.findings:
+        real = os.path.realpath(os.path.join("/", f.path))
+        out.setdefault(real, []).append(f.line)
+    return out

@@ -1,0 +1,981 @@
+"""The lint's analysis of one source file: rules from :mod:`syncguard.syncapis`, ranked by a
+small dataflow per function that tracks what lives on the host and what on the device.
+
+One pass over each function's statements in order: assignments bind names (and ``self.x``
+attributes) to a place (:mod:`syncguard.lint.infer`), branches are joined, and every
+expression that can sync is checked against the place of the value it reads. A finding is
+``certain`` when that value is a device tensor, ``likely`` when it is a tensor (or, for
+tensor-only APIs, anything) of unknown place, and ``silent`` when it is on the host: silent
+findings are not reported but are candidate lines for ``--with-run``.
+"""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+import re
+from typing import Any, Dict, List, Optional, Sequence, Set, Tuple
+
+from .. import syncapis
+from .infer import (
+    DEVICE,
+    HOST,
+    PINNED,
+    PY,
+    TENSOR,
+    UNKNOWN,
+    by_annotation,
+    by_name,
+    combine,
+    is_tensorish,
+    join,
+    syncs_on,
+)
+
+CERTAIN, LIKELY, SILENT = "certain", "likely", "silent"
+SEVERITIES = (CERTAIN, LIKELY, SILENT)
+_RANK = {CERTAIN: 2, LIKELY: 1, SILENT: 0}
+
+_TORCH_WORD = re.compile(r"\btorch\b")
+_ALLOW = re.compile(r"#\s*syncguard:\s*allow\[([^\]]*)\]")
+
+_APIS = syncapis.by_name()
+
+
+@dataclasses.dataclass
+class Finding:
+    """One line that can make a hidden sync. ``line``/``col`` where the syncing expression
+    starts (1-based line, 0-based column), ``end_line`` where it ends; ``rule`` an id of
+    :data:`syncguard.syncapis.RULES`; ``api`` the Python entry that syncs; ``why`` the reason;
+    ``severity`` certain/likely/silent; ``value`` what the read value was inferred to be;
+    ``function`` the enclosing function's qualified name; ``allowed`` the reason of an inline
+    ``# syncguard: allow[reason]`` (None when not allowed); ``text`` the source line."""
+
+    path: str
+    line: int
+    col: int
+    end_line: int
+    rule: str
+    api: str
+    why: str
+    severity: str
+    value: str
+    function: str
+    text: str = ""
+    allowed: Optional[str] = None
+    #: other candidates on the same line (``rule api``), less severe or later
+    also: List[str] = dataclasses.field(default_factory=list)
+    #: what result folders said of the line (:mod:`syncguard.lint.runs`): ``status``
+    #: confirmed/cleared/unexercised/unknown, ``syncs``, ``steps``, ``per_step``
+    run: Optional[Dict[str, Any]] = None
+
+    @property
+    def reported(self) -> bool:
+        return self.severity != SILENT and self.allowed is None
+
+
+def _sev(v: str, api_only: bool = False) -> str:
+    """Severity of a sync on a value in place ``v``; ``api_only``: the API exists only on
+    tensors, so an unknown receiver is likely a tensor."""
+    if v == DEVICE:
+        return CERTAIN
+    if v == TENSOR or (api_only and v == UNKNOWN):
+        return LIKELY
+    return SILENT
+
+
+#: method names that leave a tensor a tensor (an unknown receiver becomes a tensor)
+_TENSOR_METHODS = frozenset("""
+argmax argmin softmax log_softmax view reshape contiguous unsqueeze squeeze masked_fill
+index_select gather scatter scatter_ clamp clamp_ float half bfloat16 long int bool
+cumsum sum mean max min topk sort exp log sigmoid matmul bmm transpose permute flatten
+expand expand_as repeat narrow chunk split div mul add sub neg abs sqrt pow lt le gt ge eq ne
+logical_and logical_or logical_not fill_ zero_ copy_ index_copy_ index_fill_ any all
+""".split())
+#: modules whose functions return tensors
+_TENSOR_NAMESPACES = frozenset({"torch", "torch.nn.functional", "torch.special", "torch.linalg",
+                                "torch.fft", "torch.functional"})
+#: methods whose int arguments are read on the host when given a 0-d tensor
+_INT_ARG_METHODS = frozenset("view reshape expand narrow repeat new_zeros new_ones new_empty "
+                             "new_full".split())
+#: methods whose result is a Python value (shapes, counts)
+_PY_METHODS = frozenset("""size dim numel stride element_size data_ptr is_contiguous
+get_device nelement ndimension is_pinned is_floating_point type keys values items""".split())
+#: methods whose result is on the host
+_HOST_METHODS = frozenset("cpu numpy tolist item pin_memory".split())
+#: table APIs whose name is common on non-tensors: an unknown receiver stays silent
+_GENERIC = frozenset("unique equal allclose copy_ to numpy synchronize".split())
+_FACTORIES = frozenset("""zeros ones empty full arange rand randn randint tensor as_tensor
+linspace logspace eye empty_strided randperm zeros_like ones_like empty_like full_like
+rand_like randn_like randint_like from_numpy frombuffer""".split())
+
+
+class _Ctx:
+    """Per-file state: import aliases, module-level function results and the findings."""
+
+    def __init__(self, path: str, lines: List[str]) -> None:
+        self.path = path
+        self.lines = lines
+        self.aliases: Dict[str, str] = {}
+        self.returns: Dict[str, str] = {}
+        self.findings: List[Finding] = []
+        self.collect = True
+        #: the file imports torch: without it an unknown value is not taken for a tensor
+        #: because of a tensor-like method (numpy and pandas share .any(), .tolist()...)
+        self.has_torch = True
+
+    def qual(self, node: ast.expr) -> Optional[str]:
+        """Dotted name of ``node`` with import aliases resolved (``F.one_hot`` ->
+        ``torch.nn.functional.one_hot``), or None."""
+        parts: List[str] = []
+        while isinstance(node, ast.Attribute):
+            parts.append(node.attr)
+            node = node.value
+        if not isinstance(node, ast.Name):
+            return None
+        base = self.aliases.get(node.id)
+        if base is None:
+            return None
+        return ".".join([base, *reversed(parts)])
+
+
+class _Func:
+    """The dataflow over one function (or the module body)."""
+
+    def __init__(self, ctx: _Ctx, name: str, env: Optional[Dict[str, str]] = None) -> None:
+        self.ctx = ctx
+        self.name = name
+        self.env: Dict[str, str] = dict(env or {})
+        self.ret: Optional[str] = None
+        #: names bound to boolean tensors (comparisons, ~ & | of them)
+        self.masks: Set[str] = set()
+
+    # -- findings ---------------------------------------------------------------------
+    def flag(self, node: ast.AST, rule: str, api: str, why: str, severity: str,
+             value: str) -> None:
+        if not self.ctx.collect:
+            return
+        line = getattr(node, "lineno", 1)
+        text = self.ctx.lines[line - 1].strip() if 0 < line <= len(self.ctx.lines) else ""
+        self.ctx.findings.append(Finding(
+            self.ctx.path, line, getattr(node, "col_offset", 0),
+            getattr(node, "end_lineno", None) or line, rule, api, why, severity, value,
+            self.name, text))
+
+    def api_flag(self, node: ast.AST, name: str, owner: str, severity: str, value: str,
+                 why: Optional[str] = None) -> None:
+        for a in _APIS.get(name, ()):
+            if owner in a.owners:
+                self.flag(node, a.rule, f"{owner}.{name}" if owner != "Tensor" else
+                          f"Tensor.{name}", why or a.why, severity, value)
+                return
+
+    def condition(self, node: ast.expr, v: str) -> None:
+        """``node`` (in place ``v``) is read as a Python bool."""
+        if is_tensorish(v):
+            self.api_flag(node, "__bool__", "Tensor", _sev(v), v,
+                          "a tensor read as a truth value")
+
+    # -- places of names --------------------------------------------------------------
+    def lookup(self, name: str) -> str:
+        if name in self.env:
+            return self.env[name]
+        if name in self.ctx.aliases or name in ("self", "cls"):
+            return PY
+        return by_name(name.rsplit(".", 1)[-1]) or UNKNOWN
+
+    def bind(self, target: ast.expr, v: str, value: Optional[ast.expr] = None) -> None:
+        if isinstance(target, ast.Name):
+            self.env[target.id] = v
+        elif isinstance(target, ast.Attribute):
+            key = _attr_key(target)
+            self.ev(target.value)
+            if key is not None:
+                self.env[key] = v
+        elif isinstance(target, (ast.Tuple, ast.List)):
+            vals = value.elts if isinstance(value, (ast.Tuple, ast.List)) and len(
+                value.elts) == len(target.elts) else None
+            for i, t in enumerate(target.elts):
+                self.bind(t, self.ev_quiet(vals[i]) if vals is not None else v)
+        elif isinstance(target, ast.Starred):
+            self.bind(target.value, v)
+        elif isinstance(target, ast.Subscript):
+            self.store_subscript(target, v)
+
+    def store_subscript(self, target: ast.Subscript, v: str) -> None:
+        base = self.ev(target.value)
+        idx = self.ev(target.slice)
+        self.slice_bounds(target.slice)
+        if not is_tensorish(base):
+            return
+        if self.is_mask(target.slice, idx):
+            if syncs_on(v):
+                self.flag(target, "SG301", "Tensor.__setitem__",
+                          "a boolean mask assigned a tensor value reads the mask on the host",
+                          _sev(combine([idx, v])), idx)
+        elif base in (DEVICE, TENSOR) and idx in (HOST, PINNED):
+            self.flag(target, "SG401", "Tensor.__setitem__",
+                      "a host index tensor is copied to the device", _sev(base), base)
+
+    # -- expressions ------------------------------------------------------------------
+    def ev(self, node: Optional[ast.AST]) -> str:  # noqa: C901 - one dispatch on node type
+        if node is None:
+            return PY
+        if isinstance(node, ast.Constant):
+            return PY
+        if isinstance(node, ast.Name):
+            return self.lookup(node.id)
+        if isinstance(node, ast.Attribute):
+            return self.attribute(node)
+        if isinstance(node, ast.Call):
+            return self.call(node)
+        if isinstance(node, ast.Subscript):
+            return self.subscript(node)
+        if isinstance(node, ast.BinOp):
+            return combine([self.ev(node.left), self.ev(node.right)])
+        if isinstance(node, ast.UnaryOp):
+            v = self.ev(node.operand)
+            if isinstance(node.op, ast.Not):
+                self.condition(node.operand, v)
+                return PY
+            return v
+        if isinstance(node, ast.BoolOp):
+            vals = [self.ev(x) for x in node.values]
+            for x, v in zip(node.values[:-1], vals[:-1]):
+                self.condition(x, v)
+            return combine(vals)
+        if isinstance(node, ast.Compare):
+            return self.compare(node)
+        if isinstance(node, ast.IfExp):
+            self.condition(node.test, self.ev(node.test))
+            return join(self.ev(node.body), self.ev(node.orelse))
+        if isinstance(node, (ast.Tuple, ast.List, ast.Set)):
+            return _container([self.ev(e) for e in node.elts])
+        if isinstance(node, ast.Dict):
+            for k in node.keys:
+                self.ev(k)
+            return _container([self.ev(v) for v in node.values])
+        if isinstance(node, ast.JoinedStr):
+            for part in node.values:
+                if isinstance(part, ast.FormattedValue):
+                    v = self.ev(part.value)
+                    if syncs_on(v):
+                        self.flag(part.value, "SG501", "Tensor.__format__",
+                                  "an f-string formats the tensor on the host", _sev(v), v)
+                    if part.format_spec is not None:
+                        self.ev(part.format_spec)
+            return PY
+        if isinstance(node, ast.FormattedValue):
+            self.ev(node.value)
+            return PY
+        if isinstance(node, ast.Starred):
+            return self.ev(node.value)
+        if isinstance(node, ast.NamedExpr):
+            v = self.ev(node.value)
+            self.bind(node.target, v)
+            return v
+        if isinstance(node, ast.Lambda):
+            sub = _Func(self.ctx, f"{self.name}.<lambda>", self.env)
+            sub.params(node.args)
+            sub.ev(node.body)
+            return PY
+        if isinstance(node, (ast.ListComp, ast.SetComp, ast.GeneratorExp, ast.DictComp)):
+            return self.comprehension(node)
+        if isinstance(node, ast.Slice):
+            for b in (node.lower, node.upper, node.step):
+                self.ev(b)
+            return PY
+        # await, yield, ...: look inside, know nothing of the result
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, ast.expr):
+                self.ev(child)
+        return UNKNOWN
+
+    def comprehension(self, node: ast.expr) -> str:
+        saved = dict(self.env)
+        for gen in node.generators:  # type: ignore[attr-defined]
+            self.bind(gen.target, _element(self.ev(gen.iter)))
+            for cond in gen.ifs:
+                self.condition(cond, self.ev(cond))
+        if isinstance(node, ast.DictComp):
+            self.ev(node.key)
+            v = self.ev(node.value)
+        else:
+            v = self.ev(node.elt)  # type: ignore[attr-defined]
+        self.env = saved
+        return v if v != PY else PY
+
+    def attribute(self, node: ast.Attribute) -> str:
+        if self.ctx.qual(node) is not None:
+            return PY  # torch.float32, np.int64, torch.cuda...
+        base = self.ev(node.value)
+        a = node.attr
+        if a in ("shape", "dtype", "device", "ndim", "is_cuda", "is_cpu", "layout",
+                 "requires_grad", "is_leaf", "itemsize", "nbytes"):
+            return PY
+        if a in ("T", "mT", "H", "data", "real", "imag", "grad"):
+            return base
+        key = _attr_key(node)
+        if key is not None and key in self.env:
+            return self.env[key]
+        return by_name(a) or UNKNOWN
+
+    def compare(self, node: ast.Compare) -> str:
+        left = self.ev(node.left)
+        vals = [left]
+        for op, comp in zip(node.ops, node.comparators):
+            v = self.ev(comp)
+            if isinstance(op, (ast.Is, ast.IsNot)):
+                return PY
+            if isinstance(op, (ast.In, ast.NotIn)):
+                # only a known device tensor: `k in <collection of tensors>` is common
+                if v == DEVICE:
+                    self.api_flag(node, "__contains__", "Tensor", _sev(v), v)
+                return PY
+            vals.append(v)
+        res = combine(vals)
+        if len(node.ops) > 1 and is_tensorish(res):
+            self.condition(node, res)  # a < b < c reads a < b as a bool
+        if res == UNKNOWN and any(v == PY for v in vals):
+            return UNKNOWN
+        return res
+
+    def is_mask(self, idx_node: ast.expr, idx: str) -> bool:
+        """An index that is a boolean tensor (a comparison, ~/&/| of them, ``*mask``)."""
+        if isinstance(idx_node, ast.Tuple):
+            return any(self.is_mask(e, UNKNOWN) for e in idx_node.elts)
+        if isinstance(idx_node, ast.Compare) and not any(
+                isinstance(o, (ast.Is, ast.IsNot, ast.In, ast.NotIn)) for o in idx_node.ops):
+            return True
+        if isinstance(idx_node, ast.UnaryOp) and isinstance(idx_node.op, ast.Invert):
+            return self.is_mask(idx_node.operand, idx)
+        if isinstance(idx_node, ast.BinOp) and isinstance(idx_node.op, (ast.BitAnd, ast.BitOr)):
+            return self.is_mask(idx_node.left, idx) or self.is_mask(idx_node.right, idx)
+        name = _last_name(idx_node)
+        return name is not None and (name.lower().endswith("mask") or name in self.masks)
+
+    def slice_bounds(self, sl: ast.expr) -> None:
+        items = sl.elts if isinstance(sl, ast.Tuple) else [sl]
+        for it in items:
+            if isinstance(it, ast.Slice):
+                for b in (it.lower, it.upper, it.step):
+                    if b is not None:
+                        v = self.ev(b)
+                        if syncs_on(v):
+                            self.api_flag(b, "__index__", "Tensor", _sev(v), v,
+                                          "a tensor slice bound is read on the host")
+
+    def subscript(self, node: ast.Subscript) -> str:
+        base = self.ev(node.value)
+        idx = self.ev(node.slice)
+        self.slice_bounds(node.slice)
+        if base in (DEVICE, TENSOR) or (base == UNKNOWN and idx in (DEVICE, TENSOR)):
+            if self.is_mask(node.slice, idx) and idx not in (HOST, PINNED) and (
+                    is_tensorish(idx) or base != UNKNOWN):
+                mask_v = idx if is_tensorish(idx) else base
+                self.api_flag(node, "__getitem__", "Tensor", _sev(mask_v), mask_v,
+                              "boolean-mask indexing runs nonzero: the output size is read "
+                              "on the host")
+            elif base in (DEVICE, TENSOR) and idx in (HOST, PINNED):
+                self.flag(node, "SG401", "Tensor.__getitem__",
+                          "a host index tensor is copied to the device", _sev(base), base)
+            return base if base != UNKNOWN else idx
+        if base == PY and idx in (DEVICE, TENSOR) and not isinstance(node.slice, ast.Slice):
+            self.api_flag(node, "__index__", "Tensor", _sev(idx), idx,
+                          "a tensor used as a Python index is read on the host")
+            return UNKNOWN
+        return base if base in (HOST, PINNED, PY) else UNKNOWN
+
+    # -- calls --------------------------------------------------------------------------
+    def call(self, node: ast.Call) -> str:  # noqa: C901
+        func = node.func
+        q = self.ctx.qual(func)
+        if q is not None:
+            return self.module_call(node, q)
+        if isinstance(func, ast.Name):
+            return self.name_call(node, func.id)
+        if isinstance(func, ast.Attribute):
+            return self.method_call(node, func)
+        self.ev(func)
+        self.args(node)
+        return UNKNOWN
+
+    def args(self, node: ast.Call) -> List[str]:
+        vals = [self.ev(a) for a in node.args]
+        for kw in node.keywords:
+            self.ev(kw.value)
+        return vals
+
+    def name_call(self, node: ast.Call, name: str) -> str:
+        vals = self.args(node)
+        first = vals[0] if vals else PY
+        if name in ("print", "str", "repr", "format"):
+            for a, v in zip(node.args, vals):
+                if is_tensorish(v):
+                    api = "Tensor.__format__" if name == "format" else "Tensor.__repr__"
+                    self.flag(a, "SG501", api, f"{name}() of a tensor copies it to the host",
+                              _sev(v), v)
+            return PY
+        if name in ("int", "float", "complex", "bool") and node.args:
+            if syncs_on(first):
+                self.api_flag(node, "__bool__" if name == "bool" else f"__{name}__", "Tensor",
+                              _sev(first), first)
+            return PY
+        if name in ("range",):
+            for a, v in zip(node.args, vals):
+                if syncs_on(v):
+                    self.api_flag(a, "__index__", "Tensor", _sev(v), v,
+                                  "range() reads the tensor bound on the host")
+            return PY
+        if name in ("sorted", "max", "min") and len(node.args) == 1:
+            if syncs_on(first):
+                self.api_flag(node, "__bool__", "Tensor", _sev(first), first,
+                              f"{name}() over a tensor compares its elements on the host")
+            return UNKNOWN if is_tensorish(first) else first
+        if name in ("len", "isinstance", "hasattr", "id", "type", "callable", "getattr"):
+            return PY
+        if name in ("list", "tuple", "reversed", "iter", "next"):
+            return first if first != PY else PY
+        if name in self.ctx.returns:
+            return self.ctx.returns[name]
+        return UNKNOWN
+
+    def _device_kw(self, node: ast.Call) -> Optional[ast.expr]:
+        for kw in node.keywords:
+            if kw.arg == "device":
+                return kw.value
+        return None
+
+    def place_of_device(self, dev: Optional[ast.expr]) -> Tuple[str, bool]:
+        """(where a ``device=`` expression puts a tensor, whether we are sure)."""
+        if dev is None:
+            return HOST, True
+        if isinstance(dev, ast.Constant):
+            if dev.value is None:
+                return HOST, False
+            s = str(dev.value)
+            return (HOST, True) if s.startswith("cpu") else (DEVICE, True)
+        if isinstance(dev, ast.Call) and self.ctx.qual(dev.func) == "torch.device" and dev.args:
+            return self.place_of_device(dev.args[0])
+        name = _last_name(dev)
+        if name is not None:
+            if "cpu" in name.lower() or "host" in name.lower():
+                return HOST, True
+            if re.search(r"(?:^|_)(?:device|dev)$", name, re.I) or by_name(name) == DEVICE:
+                return DEVICE, True
+        v = self.ev(dev)
+        if is_tensorish(v):
+            return v, False  # x.to(other_tensor)
+        return DEVICE, False
+
+    def module_call(self, node: ast.Call, q: str) -> str:  # noqa: C901
+        vals = self.args(node)
+        if q.startswith("numpy."):
+            return HOST
+        head, _, name = q.rpartition(".")
+        if head in ("torch.cuda", "torch.npu") and name == "synchronize":
+            self.flag(node, "SG601", q, "blocks the host until the device is idle", CERTAIN,
+                      DEVICE)
+            return PY
+        if head in ("torch.cuda", "torch.npu"):
+            return UNKNOWN
+        if not q.startswith("torch") or name.startswith(("is_", "are_", "has_", "get_")):
+            return PY if name.startswith(("is_", "are_", "has_")) else UNKNOWN
+        if head not in _TENSOR_NAMESPACES:
+            return UNKNOWN  # torch.jit, torch.overrides, torch.distributed, helpers...
+        if name[:1].isupper() and not name.endswith("Tensor"):
+            return PY  # torch.Size, torch.device, torch.Generator: no tensor
+        kw = {k.arg: k.value for k in node.keywords if k.arg}
+        first = vals[0] if vals else PY
+        owner = "torch.nn.functional" if head == "torch.nn.functional" else "torch"
+        if name in ("tensor", "as_tensor") and head == "torch":
+            dev_node = kw.get("device") if "device" in kw else (
+                node.args[2] if name == "as_tensor" and len(node.args) > 2 else None)
+            place, sure = self.place_of_device(dev_node)
+            if place == DEVICE and first != DEVICE:
+                self.api_flag(node, name, "torch", CERTAIN if sure else LIKELY, first,
+                              "host values copied to the device: the host waits for the copy")
+            return place
+        if name in _FACTORIES:
+            if not name.endswith("_like") and name not in ("tensor", "as_tensor", "from_numpy"):
+                self.int_args(node.args, vals)
+            if name.endswith("_like") and "device" not in kw:
+                return first if is_tensorish(first) else TENSOR
+            if name == "from_numpy":
+                return HOST
+            if _is_true(kw.get("pin_memory")):
+                return PINNED
+            return self.place_of_device(kw.get("device"))[0]
+        apis = [a for a in _APIS.get(name, ()) if owner in a.owners]
+        if apis:
+            a = apis[0]
+            sev_v = combine(vals[:2]) if vals else UNKNOWN
+            if name == "where" and (len(node.args) != 1 or node.keywords):
+                sev_v = PY
+            elif a.unless_kwarg and (a.unless_kwarg in kw or (
+                    name == "one_hot" and len(node.args) > 1)
+                    or (name == "repeat_interleave" and len(node.args) > 3)):
+                sev_v = PY
+            elif name == "repeat_interleave" and len(vals) > 1 and not is_tensorish(vals[1]):
+                sev_v = PY
+            elif name in ("masked_fill",):
+                sev_v = vals[2] if len(vals) > 2 else PY
+            elif name == "multinomial" and _no_check_multinomial(node, 1, kw):
+                sev_v = PY
+            elif name == "normal":
+                sev_v = vals[1] if len(vals) > 1 and is_tensorish(vals[0]) else PY
+            if syncs_on(sev_v):
+                self.api_flag(node, name, owner,
+                              _sev(sev_v, name not in _GENERIC and self.ctx.has_torch), sev_v)
+        res = combine(v for v in vals if v != PY)
+        for k, v in kw.items():
+            if k not in ("device", "dtype", "out") and v is not None:
+                res = combine([res, self.ev_quiet(v)])
+        if "device" in kw:
+            return self.place_of_device(kw["device"])[0]
+        if res in (UNKNOWN, PY):
+            return TENSOR
+        return res
+
+    def int_args(self, args: Sequence[ast.expr], vals: Sequence[str]) -> None:
+        """Arguments where an int is expected: a 0-d tensor there is read on the host."""
+        for a, v in zip(args, vals):
+            if syncs_on(v) and not isinstance(a, (ast.List, ast.Tuple)):
+                self.api_flag(a, "__index__", "Tensor", _sev(v), v,
+                              "a tensor passed where an int is expected is read on the host")
+
+    def ev_quiet(self, node: ast.expr) -> str:
+        saved = self.ctx.collect
+        self.ctx.collect = False
+        try:
+            return self.ev(node)
+        finally:
+            self.ctx.collect = saved
+
+    def method_call(self, node: ast.Call, func: ast.Attribute) -> str:  # noqa: C901
+        r = self.ev(func.value)
+        m = func.attr
+        vals = self.args(node)
+        kw = {k.arg: k.value for k in node.keywords if k.arg}
+        tensor_recv = r in (DEVICE, TENSOR) or (
+            r == UNKNOWN and m not in _GENERIC and not m.startswith("__"))
+        if m == "synchronize":
+            self.flag(node, "SG601", f"{_dotted(func.value) or 'object'}.synchronize",
+                      "blocks the host until the device (stream, event) is done",
+                      LIKELY if r != PY else CERTAIN, r)
+            return PY
+        if "device" in kw and m.startswith("new_"):
+            return self.place_of_device(kw["device"])[0]
+        if m in _INT_ARG_METHODS and r in (DEVICE, TENSOR):
+            self.int_args(node.args, vals)
+        if "alpha" in kw and r in (DEVICE, TENSOR):
+            self.int_args([kw["alpha"]], [self.ev_quiet(kw["alpha"])])
+        if m in ("__setitem__", "__getitem__") and node.args and r in (DEVICE, TENSOR):
+            idx_v = vals[0]
+            value_v = vals[1] if len(vals) > 1 else DEVICE
+            if self.is_mask(node.args[0], idx_v) and syncs_on(value_v):
+                self.api_flag(node, m, "Tensor", _sev(combine([idx_v, value_v])), idx_v,
+                              "a boolean mask index reads the mask on the host")
+            return r
+        if m in ("to", "cuda", "npu") or (m == "copy_" and node.args):
+            return self.copy_method(node, m, r, vals, kw)
+        if r in (HOST, PINNED) and m in _APIS and any("Tensor" in a.owners for a in _APIS[m]):
+            a = next(a for a in _APIS[m] if "Tensor" in a.owners)
+            self.flag(node, a.rule, f"Tensor.{m}", a.why, SILENT, r)  # a candidate only
+        if r in (HOST, PINNED, PY) and m not in ("to",):
+            if m == "pin_memory":
+                return PINNED
+            return HOST if m == "numpy" else (
+                PY if m in _PY_METHODS or m in ("tolist", "item") else r)
+        if m in _PY_METHODS:
+            return PY
+        apis = [a for a in _APIS.get(m, ()) if "Tensor" in a.owners]
+        if apis and tensor_recv:
+            a = apis[0]
+            sev_v = r
+            if a.unless_kwarg and a.unless_kwarg in kw:
+                sev_v = PY
+            elif m == "repeat_interleave":
+                rep = vals[0] if vals else PY
+                sev_v = PY if not is_tensorish(rep) or (len(node.args) > 2) else combine(
+                    [r, rep])
+            elif m in ("masked_fill", "masked_fill_"):
+                sev_v = vals[1] if len(vals) > 1 else self.ev_quiet(kw["value"]) if (
+                    "value" in kw) else PY
+                sev_v = sev_v if sev_v in (DEVICE, TENSOR) else PY
+            elif m == "multinomial" and _no_check_multinomial(node, 0, kw):
+                sev_v = PY
+            elif m == "numpy" and not _is_true(kw.get("force")):
+                sev_v = PY  # raises on a device tensor: nothing is read
+            if sev_v != PY:
+                self.flag(node, a.rule, f"Tensor.{m}", a.why,
+                          _sev(sev_v, m not in _GENERIC and self.ctx.has_torch), sev_v)
+        if m in _HOST_METHODS:
+            return PY if m in ("item", "tolist") else HOST
+        if r == UNKNOWN:
+            return TENSOR if m in _TENSOR_METHODS and self.ctx.has_torch else UNKNOWN
+        return r
+
+    def copy_method(self, node: ast.Call, m: str, r: str, vals: List[str],
+                    kw: Dict[str, ast.expr]) -> str:
+        nb = _is_true(kw.get("non_blocking")) or any(
+            isinstance(a, ast.Constant) and a.value is True for a in node.args[1:])
+        if m == "copy_":
+            src = vals[0]
+            if r in (HOST, PINNED) and src in (DEVICE, TENSOR) and (not nb or r == HOST):
+                self.flag(node, "SG201", "Tensor.copy_",
+                          "a device tensor copied into pageable host memory (non_blocking "
+                          "does not help)" if nb else
+                          "a device tensor copied into a host buffer (blocking)", _sev(src),
+                          src)
+            elif r in (DEVICE, TENSOR) and src in (HOST, PINNED) and (not nb or src == HOST):
+                self.flag(node, "SG401", "Tensor.copy_",
+                          "a host tensor copied into a device buffer (blocking)", _sev(r), r)
+            return r
+        if m in ("cuda", "npu"):
+            if r in (HOST, PINNED) and (not nb or r == HOST):
+                self.api_flag(node, m, "Tensor", CERTAIN, r,
+                              "a host tensor copied to the device (blocking)")
+            return DEVICE
+        # .to(...)
+        target: Optional[ast.expr] = kw.get("device")
+        if target is None:
+            for a in node.args:
+                if isinstance(a, ast.Constant) and isinstance(a.value, bool):
+                    continue
+                q = self.ctx.qual(a) or ""
+                if q.startswith("torch.") and q.rsplit(".", 1)[-1] not in ("device",):
+                    continue  # a dtype
+                if _last_name(a) in ("dtype",) or (_last_name(a) or "").endswith("dtype"):
+                    continue
+                target = a
+                break
+        if target is None:
+            return r
+        place, sure = self.place_of_device(target)
+        if place == HOST and r in (DEVICE, TENSOR, UNKNOWN):
+            if r != UNKNOWN:
+                self.flag(node, "SG201", "Tensor.to", "a device tensor copied to the host",
+                          _sev(r), r)
+            return HOST
+        if place == DEVICE and r in (HOST, PINNED) and (not nb or r == HOST):
+            self.flag(node, "SG401", "Tensor.to",
+                      "a non_blocking copy from pageable host memory is synchronous" if nb
+                      else "a host tensor copied to the device (blocking)",
+                      CERTAIN if sure else LIKELY, r)
+            return DEVICE
+        if place in (DEVICE, TENSOR):
+            return place if sure else (r if r != UNKNOWN else TENSOR)
+        return r
+
+    # -- statements ---------------------------------------------------------------------
+    def params(self, args: ast.arguments) -> None:
+        every = [*args.posonlyargs, *args.args, *args.kwonlyargs]
+        if args.vararg:
+            every.append(args.vararg)
+        if args.kwarg:
+            every.append(args.kwarg)
+        for a in every:
+            v = by_annotation(a.annotation) or by_name(a.arg)
+            if a.arg in ("self", "cls"):
+                v = PY
+            self.env[a.arg] = v or UNKNOWN
+        for d in [*args.defaults, *[d for d in args.kw_defaults if d is not None]]:
+            self.ev(d)
+
+    def body(self, stmts: Sequence[ast.stmt]) -> None:
+        for s in stmts:
+            self.stmt(s)
+
+    def branch(self, *bodies: Sequence[ast.stmt]) -> None:
+        """Run each body from the current state and join the results."""
+        start = dict(self.env)
+        ends: List[Dict[str, str]] = []
+        for b in bodies:
+            self.env = dict(start)
+            self.body(b)
+            ends.append(self.env)
+        changed: Set[str] = set()
+        get = start.get
+        for e in ends:
+            changed.update(k for k, v in e.items() if get(k) != v)
+        merged = start
+        for k in changed:
+            vs = [e.get(k, get(k, UNKNOWN)) for e in ends]
+            v = vs[0]
+            for w in vs[1:]:
+                v = join(v, w)
+            merged[k] = v
+        self.env = merged
+
+    def stmt(self, s: ast.stmt) -> None:  # noqa: C901
+        if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            self.function(s, f"{self.name}.{s.name}" if self.name != "<module>" else s.name)
+            self.env[s.name] = PY
+        elif isinstance(s, ast.ClassDef):
+            for d in s.decorator_list:
+                self.ev(d)
+            analyse_class(self.ctx, s, self.env, self.name)
+            self.env[s.name] = PY
+        elif isinstance(s, ast.Assign):
+            v = self.ev(s.value)
+            for t in s.targets:
+                self.bind(t, v, s.value)
+                if isinstance(t, ast.Name):
+                    if not isinstance(s.value, ast.Name) and self.is_mask(s.value, v):
+                        self.masks.add(t.id)
+                    else:
+                        self.masks.discard(t.id)
+        elif isinstance(s, ast.AnnAssign):
+            v = self.ev(s.value) if s.value is not None else UNKNOWN
+            hint = by_annotation(s.annotation)
+            if hint is not None and not (hint == TENSOR and v in (DEVICE, HOST, PINNED)):
+                v = hint
+            if s.value is not None or hint is not None:
+                self.bind(s.target, v, s.value)
+        elif isinstance(s, ast.AugAssign):
+            v = combine([self.ev(s.target), self.ev(s.value)])
+            if isinstance(s.target, (ast.Name, ast.Attribute)):
+                self.bind(s.target, v)
+        elif isinstance(s, (ast.If, ast.While)):
+            self.condition(s.test, self.ev(s.test))
+            if isinstance(s, ast.While):
+                self.branch(s.body, [])
+                self.branch(s.orelse, [])
+            else:
+                narrowed = _isinstance_py(s.test)
+                if narrowed is not None:  # `if isinstance(x, float):` x is no tensor there
+                    saved = self.env.get(narrowed)
+                    self.env[narrowed] = PY
+                    self.body(s.body)
+                    if saved is None:
+                        self.env.pop(narrowed, None)
+                    else:
+                        self.env[narrowed] = saved
+                    self.branch(s.orelse, [])
+                else:
+                    self.branch(s.body, s.orelse)
+        elif isinstance(s, (ast.For, ast.AsyncFor)):
+            self.bind_iter(s.target, s.iter)
+            self.branch(s.body, [])
+            self.branch(s.orelse, [])
+        elif isinstance(s, ast.Assert):
+            self.condition(s.test, self.ev(s.test))
+            self.ev(s.msg)
+        elif isinstance(s, ast.Return):
+            v = self.ev(s.value) if s.value is not None else PY
+            self.ret = v if self.ret is None else join(self.ret, v)
+        elif isinstance(s, ast.Expr):
+            self.ev(s.value)
+        elif isinstance(s, (ast.With, ast.AsyncWith)):
+            for item in s.items:
+                v = self.ev(item.context_expr)
+                if item.optional_vars is not None:
+                    self.bind(item.optional_vars, UNKNOWN if v == PY else v)
+            self.body(s.body)
+        elif isinstance(s, ast.Try) or type(s).__name__ == "TryStar":
+            self.body(s.body)  # type: ignore[attr-defined]
+            for h in s.handlers:  # type: ignore[attr-defined]
+                if h.name:
+                    self.env[h.name] = PY
+                self.body(h.body)
+            self.body(s.orelse)  # type: ignore[attr-defined]
+            self.body(s.finalbody)  # type: ignore[attr-defined]
+        elif isinstance(s, (ast.Import, ast.ImportFrom)):
+            _imports(self.ctx, s, self.env)
+        else:  # delete, raise, global, match, ...
+            for child in ast.iter_child_nodes(s):
+                if isinstance(child, ast.expr):
+                    self.ev(child)
+                elif isinstance(child, ast.stmt):
+                    self.stmt(child)
+                else:
+                    for sub in ast.iter_child_nodes(child):
+                        if isinstance(sub, ast.stmt):
+                            self.stmt(sub)
+                        elif isinstance(sub, ast.expr):
+                            self.ev(sub)
+
+    def bind_iter(self, target: ast.expr, it: ast.expr) -> None:
+        if isinstance(it, ast.Call) and isinstance(it.func, ast.Name) and isinstance(
+                target, ast.Tuple):
+            vals = self.args(it)
+            if it.func.id == "enumerate" and vals and len(target.elts) == 2:
+                self.bind(target.elts[0], PY)
+                self.bind(target.elts[1], _element(vals[0]))
+                return
+            if it.func.id == "zip" and len(vals) == len(target.elts):
+                for t, v in zip(target.elts, vals):
+                    self.bind(t, _element(v))
+                return
+            self.bind(target, UNKNOWN)
+            return
+        self.bind(target, _element(self.ev(it)))
+
+    def function(self, s: ast.AST, qualname: str, seed: Optional[Dict[str, str]] = None
+                 ) -> _Func:
+        for d in getattr(s, "decorator_list", ()):
+            self.ev(d)
+        f = _Func(self.ctx, qualname, seed if seed is not None else self.env)
+        f.params(s.args)  # type: ignore[attr-defined]
+        f.body(s.body)  # type: ignore[attr-defined]
+        return f
+
+
+def _element(v: str) -> str:
+    """The place of an element when iterating a value in place ``v``."""
+    if v == PINNED:
+        return HOST
+    return v if v in (DEVICE, TENSOR, HOST) else (PY if v == PY else UNKNOWN)
+
+
+def _container(vals: List[str]) -> str:
+    """A tuple/list/dict literal: its elements' place, UNKNOWN when tensors and Python
+    values mix (``("name", tensor)``), PY when empty."""
+    if not vals or all(v == PY for v in vals):
+        return PY
+    if any(v == PY for v in vals):
+        return UNKNOWN
+    return combine(vals)
+
+
+_PY_TYPES = frozenset({"int", "float", "bool", "str", "bytes", "complex", "list", "tuple",
+                       "dict", "set", "Number", "numbers.Number"})
+
+
+def _isinstance_py(test: ast.expr) -> Optional[str]:
+    """The name ``test`` proves a Python value: ``isinstance(x, (int, float))``."""
+    if not (isinstance(test, ast.Call) and isinstance(test.func, ast.Name)
+            and test.func.id == "isinstance" and len(test.args) == 2
+            and isinstance(test.args[0], ast.Name)):
+        return None
+    t = test.args[1]
+    names = t.elts if isinstance(t, ast.Tuple) else [t]
+    if names and all(_dotted(n) in _PY_TYPES for n in names):
+        return test.args[0].id
+    return None
+
+
+def _no_check_multinomial(node: ast.Call, pos: int, kw: Dict[str, ast.expr]) -> bool:
+    """multinomial with replacement and more than one sample: no host check (CUDA's fast
+    path with its two .item() checks is for no replacement or one sample)."""
+    rep = kw.get("replacement")
+    if rep is None and len(node.args) > pos + 1:
+        rep = node.args[pos + 1]
+    n = kw.get("num_samples") or (node.args[pos] if len(node.args) > pos else None)
+    return _is_true(rep) and not (isinstance(n, ast.Constant) and n.value == 1)
+
+
+def _is_true(node: Optional[ast.expr]) -> bool:
+    return isinstance(node, ast.Constant) and node.value is True
+
+
+def _last_name(node: ast.expr) -> Optional[str]:
+    if isinstance(node, ast.Name):
+        return node.id
+    if isinstance(node, ast.Attribute):
+        return node.attr
+    return None
+
+
+def _dotted(node: ast.expr) -> Optional[str]:
+    parts: List[str] = []
+    while isinstance(node, ast.Attribute):
+        parts.append(node.attr)
+        node = node.value
+    if isinstance(node, ast.Name):
+        parts.append(node.id)
+        return ".".join(reversed(parts))
+    if isinstance(node, ast.Call):
+        inner = _dotted(node.func)
+        return f"{inner}()" + ("." + ".".join(reversed(parts)) if parts else "") if inner else None
+    return None
+
+
+def _attr_key(node: ast.Attribute) -> Optional[str]:
+    """``self.x`` for an attribute of a plain name (the env key of attributes)."""
+    if isinstance(node.value, ast.Name):
+        return f"{node.value.id}.{node.attr}"
+    return None
+
+
+def _imports(ctx: _Ctx, s: ast.stmt, env: Dict[str, str]) -> None:
+    if isinstance(s, ast.Import):
+        for a in s.names:
+            if a.asname:
+                ctx.aliases[a.asname] = a.name
+            else:
+                top = a.name.split(".")[0]
+                ctx.aliases[top] = top
+    elif isinstance(s, ast.ImportFrom) and s.module and not s.level:
+        for a in s.names:
+            if s.module.split(".")[0] in ("torch", "numpy"):
+                ctx.aliases[a.asname or a.name] = f"{s.module}.{a.name}"
+
+
+def analyse_class(ctx: _Ctx, cls: ast.ClassDef, env: Dict[str, str], outer: str) -> None:
+    """Methods of ``cls``, ``__init__`` first: what it puts in ``self.x`` seeds the others."""
+    prefix = cls.name if outer == "<module>" else f"{outer}.{cls.name}"
+    methods = [s for s in cls.body if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef))]
+    methods.sort(key=lambda m: m.name != "__init__")
+    seed = dict(env)
+    cf = _Func(ctx, prefix, env)
+    for s in cls.body:
+        if not isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            cf.stmt(s)
+    for m in methods:
+        f = cf.function(m, f"{prefix}.{m.name}", seed)
+        if m.name in ("__init__", "__post_init__", "setup"):
+            for k, v in f.env.items():
+                if k.startswith("self."):
+                    seed[k] = v
+
+
+def _returns(tree: ast.Module, ctx: _Ctx) -> None:
+    """What each module-level function returns (a quiet first pass, in file order)."""
+    ctx.collect = False
+    top = _Func(ctx, "<module>")
+    for s in tree.body:
+        if isinstance(s, (ast.Import, ast.ImportFrom)):
+            _imports(ctx, s, top.env)
+        elif isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            f = top.function(s, s.name)
+            if f.ret is not None and f.ret != UNKNOWN:
+                ctx.returns[s.name] = f.ret
+    ctx.collect = True
+
+
+def check_source(source: str, path: str) -> List[Finding]:
+    """Every candidate line of ``source`` (all severities, silent ones included), one per
+    line: the most severe first candidate, with the others in ``also``. Raises SyntaxError."""
+    tree = ast.parse(source, filename=path)
+    lines = source.splitlines()
+    ctx = _Ctx(path, lines)
+    _returns(tree, ctx)
+    ctx.has_torch = _TORCH_WORD.search(source) is not None
+    ctx.aliases.clear()
+    top = _Func(ctx, "<module>")
+    top.body(tree.body)
+    return _one_per_line(ctx.findings, lines)
+
+
+def _one_per_line(found: List[Finding], lines: List[str]) -> List[Finding]:
+    by_line: Dict[int, List[Finding]] = {}
+    seen: Set[Tuple[int, int, str, str]] = set()
+    for f in found:
+        k = (f.line, f.col, f.rule, f.api)
+        if k in seen:
+            continue
+        seen.add(k)
+        by_line.setdefault(f.line, []).append(f)
+    out: List[Finding] = []
+    for line in sorted(by_line):
+        fs = sorted(by_line[line], key=lambda f: (-_RANK[f.severity], f.col))
+        best = fs[0]
+        best.also = [f"{f.rule} {f.api}" for f in fs[1:] if f.severity != SILENT]
+        best.end_line = max(f.end_line for f in fs)
+        m = _ALLOW.search(lines[line - 1]) if 0 < line <= len(lines) else None
+        if m is not None:
+            best.allowed = m.group(1).strip() or "allowed"
+        out.append(best)
+    return out

@@ -1,0 +1,110 @@
+"""Where a value lives: a small lattice and the naming and type-hint conventions that place a
+value on the host or the device before any dataflow (:mod:`syncguard.lint.checker`)."""
+
+from __future__ import annotations
+
+import ast
+import re
+from typing import Iterable, Optional
+
+#: a Python value that is not a tensor (int, str, list of them, a torch.device, a dtype)
+PY = "py"
+#: a host tensor or numpy array
+HOST = "host"
+#: a host tensor in pinned (page-locked) memory: non_blocking copies to and from it are async
+PINNED = "pinned"
+#: a tensor whose device is unknown
+TENSOR = "tensor"
+#: a tensor on the device
+DEVICE = "device"
+#: nothing known
+UNKNOWN = "unknown"
+
+_TENSORISH = (HOST, PINNED, TENSOR, DEVICE)
+
+#: names the code marks as host values: ``token_ids_cpu``, ``cpu_buf``, ``x_np``, ``seq_lens_list``
+HOST_NAME = re.compile(r"(?:^|_)(?:cpu|np|numpy|host|pinned|list|lst|py)(?:$|_)", re.I)
+#: names of pinned host buffers: ``pinned_buf``, ``x_pinned``
+PINNED_NAME = re.compile(r"(?:^|_)(?:pinned|pin)(?:$|_)", re.I)
+#: names the code marks as device tensors: ``x_gpu``, ``buf_npu``, ``logits_cuda`` (a suffix:
+#: ``npu_top_k_eligible`` is a flag about the npu, not a tensor on it)
+DEVICE_NAME = re.compile(r"_(?:gpu|npu|cuda)$", re.I)
+#: names that hold a device *object* (``device``, ``self.device``, ``target_dev``)
+DEVICE_OBJ_NAME = re.compile(r"(?:^|_)(?:device|dev)$", re.I)
+#: names that are tensors by convention (device unknown)
+TENSOR_NAME = re.compile(r"^(?:.*_)?(?:tensor|logits|probs|hidden_states)$", re.I)
+
+
+def join(a: str, b: str) -> str:
+    """Where a value is after two branches that gave ``a`` and ``b``."""
+    if a == b:
+        return a
+    s = {a, b}
+    if s <= {PY, HOST, PINNED}:
+        return HOST
+    if s <= set(_TENSORISH):
+        return TENSOR
+    return UNKNOWN
+
+
+def combine(vals: Iterable[str]) -> str:
+    """Where the result of an op over ``vals`` lives: on the device if any operand is."""
+    seen = set(vals)
+    if PINNED in seen:  # an op on a pinned tensor makes a new, pageable one
+        seen.add(HOST)
+    for v in (DEVICE, TENSOR, UNKNOWN, HOST):
+        if v in seen:
+            return v
+    return PY
+
+
+def by_name(name: str) -> Optional[str]:
+    """The place a variable or attribute name marks, or None."""
+    if DEVICE_OBJ_NAME.search(name) or (name.isupper() and len(name) > 1) or name in (
+            "torch_npu", "torch_mlu", "torch_xla"):
+        return PY  # a device object, or a CONSTANT
+    if DEVICE_NAME.search(name):
+        return DEVICE
+    if PINNED_NAME.search(name):
+        return PINNED
+    if HOST_NAME.search(name):
+        return HOST
+    if TENSOR_NAME.match(name):
+        return TENSOR
+    return None
+
+
+_PY_HINTS = re.compile(r"^(?:int|float|bool|str|bytes|complex|None|"
+                       r"(?:typing\.)?(?:List|Dict|Tuple|Set|Sequence|Iterable|Mapping)"
+                       r"|list|dict|tuple|set|torch\.device|torch\.dtype)\b")
+
+
+def by_annotation(node: Optional[ast.expr]) -> Optional[str]:
+    """The place a type hint marks: ``torch.Tensor`` a tensor, ``np.ndarray`` the host,
+    ``int``/``List[int]`` a Python value; None when it says nothing."""
+    if node is None:
+        return None
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        text = node.value
+    else:
+        try:
+            text = ast.unparse(node)
+        except Exception:  # pragma: no cover - malformed hint
+            return None
+    if "ndarray" in text or "NDArray" in text:
+        return HOST
+    if "Tensor" in text:
+        # Union[float, Tensor]: mostly a Python number, a tensor only for some callers
+        return None if re.search(r"\b(?:float|int|bool|Number)\b", text) else TENSOR
+    if _PY_HINTS.match(text.replace("Optional[", "")):
+        return PY
+    return None
+
+
+def is_tensorish(v: str) -> bool:
+    return v in _TENSORISH
+
+
+def syncs_on(v: str) -> bool:
+    """A sync is possible on a value in ``v`` (a device tensor or an unknown tensor)."""
+    return v in (DEVICE, TENSOR)

@@ -1,0 +1,158 @@
+"""Output formats of ``syncguard lint``: ``text`` (one line per finding), ``github`` (workflow
+annotations), ``sarif`` (SARIF 2.1.0 for code scanning) and ``json``. Each is
+``render_<fmt>(findings, summary) -> str``; paths are as the findings hold them (relative to
+the current directory, ``/`` separators)."""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import Any, Dict, List, Optional, Sequence
+from urllib.parse import quote
+
+from .. import _escape
+from ..syncapis import RULES
+from .checker import CERTAIN, Finding
+
+FORMATS = ("text", "github", "sarif", "json")
+SARIF_SCHEMA_URI = (
+    "https://docs.oasis-open.org/sarif/sarif/v2.1.0/errata01/os/schemas/sarif-schema-2.1.0.json"
+)
+
+
+def _run_note(f: Finding) -> str:
+    r = f.run
+    if not r:
+        return ""
+    st = r.get("status")
+    if st == "confirmed":
+        return (f" [confirmed: {r['syncs']} syncs in {r['steps']} steps, "
+                f"{r['per_step']:g}/step]")
+    return f" [{st}]"
+
+
+def line_of(f: Finding) -> str:
+    """``path:line:col: SG103 certain Tensor.item: why (in function)``."""
+    also = f" (+{', '.join(f.also)})" if f.also else ""
+    return (f"{f.path}:{f.line}:{f.col + 1}: {f.rule} {f.severity} {f.api}: {f.why}"
+            f" (in {f.function}){also}{_run_note(f)}")
+
+
+def render_text(findings: Sequence[Finding], summary: Dict[str, Any]) -> str:
+    out = [_escape.terminal(line_of(f)) for f in findings]
+    for m in summary.get("misses", []):
+        out.append(_escape.terminal(
+            f"{m['site']}: miss {m['api']}: synced {m['syncs']}x in a run, not flagged"))
+    out.append(summary_line(summary))
+    return "\n".join(out) + "\n"
+
+
+def summary_line(summary: Dict[str, Any]) -> str:
+    c = summary["counts"]
+    parts = [f"{summary['reported']} findings ({c['certain']} certain, {c['likely']} likely)",
+             f"{c['silent']} host-only silent", f"{c['allowed']} allowed inline"]
+    if summary.get("baseline_known"):
+        parts.append(f"{summary['baseline_known']} known in the baseline")
+    if summary.get("runs"):
+        r = summary["runs"]
+        parts.append(f"runs: {r['confirmed']} confirmed, {r['cleared']} cleared, "
+                     f"{r['unexercised']} unexercised, {r['unknown']} not recorded, "
+                     f"{len(summary.get('misses', []))} misses")
+    secs = summary.get("seconds", 0.0) or 0.0
+    rate = summary["files"] / secs if secs > 0 else 0.0
+    return (f"syncguard lint: {', '.join(parts)} in {summary['files']} files "
+            f"({secs:.2f} s, {rate:.0f} files/s)")
+
+
+def render_github(findings: Sequence[Finding], summary: Dict[str, Any]) -> str:
+    out = []
+    for f in findings:
+        level = "error" if f.severity == CERTAIN else "warning"
+        props = (f"file={_escape.gh_property(f.path)},line={f.line},col={f.col + 1},"
+                 f"endLine={f.end_line},"
+                 f"title={_escape.gh_property(f'syncguard {f.rule} {f.api}')}")
+        msg = f"{f.severity}: {f.why} (in {f.function}){_run_note(f)}"
+        out.append(f"::{level} {props}::{_escape.gh_data(msg)}")
+    out.append(summary_line(summary))
+    return "\n".join(out) + "\n"
+
+
+def _artifact(path: str) -> Dict[str, Any]:
+    if os.path.isabs(path):
+        return {"uri": "file://" + quote(path.replace(os.sep, "/"), safe="/:")}
+    return {"uri": quote(path, safe="/"), "uriBaseId": "%SRCROOT%"}
+
+
+def render_sarif(findings: Sequence[Finding], summary: Dict[str, Any]) -> str:
+    from .. import __version__
+
+    ids = sorted(RULES)
+    index = {r: i for i, r in enumerate(ids)}
+    rules = [{
+        "id": r, "name": RULES[r].name,
+        "shortDescription": {"text": RULES[r].short},
+        "fullDescription": {"text": RULES[r].help},
+        "help": {"text": RULES[r].help + " Suppress one line with "
+                 "`# syncguard: allow[reason]`."},
+        "defaultConfiguration": {"level": "warning"},
+    } for r in ids]
+    results: List[Dict[str, Any]] = []
+    for f in findings:
+        props: Dict[str, Any] = {"severity": f.severity, "api": f.api, "function": f.function,
+                                 "value": f.value}
+        if f.run:
+            props["run"] = f.run
+        results.append({
+            "ruleId": f.rule, "ruleIndex": index[f.rule],
+            "level": "error" if f.severity == CERTAIN else "warning",
+            "message": {"text": f"{f.api}: {f.why} ({f.severity}, in {f.function})"
+                                f"{_run_note(f)}"},
+            "locations": [{"physicalLocation": {
+                "artifactLocation": _artifact(f.path),
+                "region": {"startLine": f.line, "startColumn": f.col + 1,
+                           "endLine": max(f.line, f.end_line)},
+            }}],
+            "partialFingerprints": {"syncguardLint/v1": finding_key(f)},
+            "properties": props,
+        })
+    root = os.getcwd().replace(os.sep, "/")
+    run = {
+        "tool": {"driver": {"name": "syncguard-lint", "version": __version__,
+                            "semanticVersion": __version__,
+                            "informationUri": "https://pypi.org/project/syncguard/",
+                            "rules": rules}},
+        "originalUriBaseIds": {"%SRCROOT%": {
+            "uri": "file://" + quote(root if root.startswith("/") else "/" + root,
+                                     safe="/:") + "/"}},
+        "invocations": [{"executionSuccessful": not summary.get("errors")}],
+        "results": results,
+        "properties": {"files": summary["files"], "counts": summary["counts"]},
+    }
+    return json.dumps({"$schema": SARIF_SCHEMA_URI, "version": "2.1.0", "runs": [run]},
+                      indent=2) + "\n"
+
+
+def finding_dict(f: Finding) -> Dict[str, Any]:
+    d = {k: getattr(f, k) for k in ("path", "line", "col", "end_line", "rule", "api", "why",
+                                    "severity", "value", "function", "text", "allowed",
+                                    "also", "run")}
+    d["key"] = finding_key(f)
+    return d
+
+
+def render_json(findings: Sequence[Finding], summary: Dict[str, Any]) -> str:
+    return json.dumps({"format": "syncguard-lint", "version": 1, "summary": summary,
+                       "findings": [finding_dict(f) for f in findings]}, indent=2) + "\n"
+
+
+def finding_key(f: Finding, occurrence: Optional[int] = None) -> str:
+    """A line identity that survives lines moving: path, function, rule, API and the line's
+    text (comment dropped, whitespace collapsed); see :mod:`.baseline`."""
+    from ..baseline import _norm
+
+    key = f"{f.path}::{f.function}::{f.rule}::{f.api}::{_norm(f.text)}"
+    return key if occurrence is None else f"{key} #{occurrence}"
+
+
+RENDERERS = {"text": render_text, "github": render_github, "sarif": render_sarif,
+             "json": render_json}
