@@ -36,7 +36,7 @@ DEFAULT_BUDGET_S = 20.0
 #: cut short: each gets ``budget / MIN_ROUNDS`` and ends after the step that reaches it (never
 #: before ``min_steps``), so slow scenarios still get MIN_ROUNDS rounds from fresh state.
 MIN_ROUNDS = 8
-MAX_ROUNDS = 20
+MAX_ROUNDS = 10
 
 
 @dataclasses.dataclass(frozen=True)

@@ -53,10 +53,10 @@ def test_paths_advance_in_lockstep_with_rotating_order() -> None:
 
 def test_auto_rounds_fill_the_budget() -> None:
     clock, log, made = _Clock(), [], {}  # type: ignore[var-annotated]
-    # a round costs 10 s; budget 125 s: rounds 1-12 fit, a 13th would end at 130 s
+    # a round costs 10 s; budget 95 s: rounds 1-9 fit, a 10th would end at 100 s
     n = timing.interleaved(_factories(clock, log, {"a": 2.0, "b": 3.0}, made), steps=2,
-                           budget_s=125.0, clock=clock)
-    assert n == 12 and timing.MIN_ROUNDS == 8
+                           budget_s=95.0, clock=clock)
+    assert n == 9 and timing.MIN_ROUNDS == 8
     clock2, log2, made2 = _Clock(), [], {}  # type: ignore[var-annotated]
     # a tiny budget still runs the minimum number of rounds (each cut to min_steps)
     n = timing.interleaved(_factories(clock2, log2, {"a": 2.0}, made2), steps=2, budget_s=1.0,

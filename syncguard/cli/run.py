@@ -63,7 +63,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    "scenario's first path, legacy in the built-in case study)")
     p.add_argument("--repeat", type=int, default=None, metavar="N",
                    help="rounds of the timed pass (paths interleaved step by step, each round "
-                   "from fresh state; latency verdicts need at least 3); default: 8 to 20 "
+                   "from fresh state; latency verdicts need at least 3); default: 8 to 10 "
                    "as fit in --budget, rounds cut short when slow steps would not fit 8")
     p.add_argument("--profile", default=None, metavar="NAME|FILE",
                    help="device profile of the modeled timeline on the simulated device: "
