@@ -430,7 +430,7 @@ def ratio_verdict(r: Ratio, faster: str = "faster", slower: str = "slower") -> s
     ci = fmt_interval(r.lo, r.hi, r.conf) + _rounds_text(r)
     if not r.differs:
         text = f"no measurable difference ({ci})"
-        if r.rounds and r.need is not None:
+        if r.rounds and r.need is not None and f"{r.ratio:.2f}" != "1.00":
             text += (f"; {r.ratio:.2f}x, if real, would need about {r.need} rounds "
                      f"({r.need - r.rounds} more)")
         return text

@@ -909,3 +909,47 @@ def test_compare_marks_a_moved_modeled_latency(result: RunResult) -> None:
     assert not other["modeled_changed"].any() and not other["changed"].any()
     text = terminal.render_compare(moved, title="t", width=200)
     assert "0.500" in text and "0.510" in text and "4 of 4 rows changed" in text
+
+
+def test_summary_colours_latency_only_when_a_ratio_is_measurable(tmp_path: Any) -> None:
+    from syncguard.renderers import _tables
+
+    # flag's steps as legacy's, reordered: no measurable ratio, so p50/p90/p99 and the ratio
+    # are not painted best/worst even though their values differ; the counts still are
+    path = os.path.join(str(tmp_path), "same.jsonl")
+    w = ResultWriter(path, dict(HEADER))
+    _write_scenario(w, "uniform", 12, 2, {"legacy": U_LEGACY, "flag": U_LEGACY[::-1]},
+                    (SAMPLER, SAMPLER_LINE, SAMPLER_FN), {}, {})
+    w.close(True)
+    sm = analysis.summary(load(path))
+    assert not sm.set_index("path").loc["flag", "ratio_lo"] > 1.0
+    t = _tables.summary_tbl(sm)
+    cols = [c.key for c in t.columns]
+    rows = [r for r in t.rows if r is not None]
+    for key in ("p50_ms", "p90_ms", "p99_ms", "ratio_vs_legacy"):
+        assert all(r[cols.index(key)].style == "" for r in rows), key
+    assert {r[cols.index("syncs_mean")].style for r in rows} == {"best", "worst"}
+    # with a measurable ratio (the shared fixture) they are
+    t2 = _tables.summary_tbl(analysis.summary(make_result(tmp_path, "m.jsonl")))
+    rows2 = [r for r in t2.rows if r is not None]
+    assert {r[cols.index("p50_ms")].style for r in rows2} >= {"best", "worst"}
+
+
+def test_html_code_cells_break_between_parts_never_mid_word() -> None:
+    assert html.code_breaks("syncguard/sampling/sampler.py:123") == (
+        "syncguard/<wbr>sampling/<wbr>sampler.<wbr>py:<wbr>123")
+    assert html.code_breaks("top_k<x>") == "top_<wbr>k&lt;x&gt;"
+    assert html.code_breaks("Tensor.__bool__") == "Tensor.__<wbr>bool__"
+    assert "overflow-wrap:anywhere" not in html.CSS
+
+
+def test_latency_plot_draws_one_line_per_round(result: RunResult) -> None:
+    pytest.importorskip("matplotlib")
+    fig = html.plot_figure(result, "uniform")
+    lines = fig.axes[0].get_lines()
+    assert len(lines) == 2 * 3  # 2 paths x 3 rounds (the fixture's steps over rounds)
+    for ln in lines:  # each line runs forward in steps: no zig-zag back to step 0
+        xs = list(ln.get_xdata())
+        assert xs == sorted(xs) and len(set(xs)) == len(xs)
+    assert [t.get_text() for t in fig.axes[0].get_legend().get_texts()] == [
+        "legacy (3 rounds)", "flag (3 rounds)"]

@@ -206,3 +206,8 @@ def test_ratio_change_between_two_runs() -> None:
     moved = stats.ratio_change(logs_a, logs_a + math.log(1.10))
     assert moved.differs and moved.ratio == pytest.approx(1.10)
     assert not stats.ratio_change(logs_a[:2], logs_a[:2]).known
+
+
+def test_a_ratio_that_prints_as_one_asks_for_no_more_rounds() -> None:
+    r = stats.Ratio(1.002, 0.98, 1.03, 40, rounds=8, need=900)
+    assert stats.ratio_verdict(r) == "no measurable difference (95% CI 0.98-1.03x, 8 rounds)"
