@@ -53,8 +53,10 @@ NUMERIC = ("mem_gbps", "matmul_tflops_16", "matmul_tflops_32", "vector_tflops", 
 #: values, which model what those files modeled: no queue limit, one pass, full efficiency).
 OPTIONAL: Dict[str, float] = {"queue_depth": 0.0, "sort_passes": 1.0, "matmul_half_rows": 0.0}
 SOURCES = ("spec", "estimate", "calibrated")
-#: Op-level detail (for trace.json) is kept for this many non-warm-up steps per path.
-TRACE_STEPS = 8
+#: Op-level detail (for trace.json) is kept for this many non-warm-up steps per path (as many
+#: as the profiler trace of a real device keeps, syncguard.timing.PROFILED_STEPS; the detail
+#: costs the counted pass time on every op).
+TRACE_STEPS = 3
 
 
 class ProfileError(ValueError):
@@ -228,6 +230,11 @@ except ImportError:  # pragma: no cover - torch is a dependency
     _Tensor = object  # type: ignore[assignment,misc]
 
 
+#: The simulated device's tensor class, set by the first :class:`Recorder` (importing the
+#: simulated device registers it, so not at import time); until then no class matches.
+_SimT: Any = type("_NoSimTensor", (), {})
+
+
 def _tensors(xs: Any) -> List[Any]:
     out = []
     for x in xs:
@@ -254,6 +261,10 @@ class Recorder:
         self.unclaimed: List[Op] = []  # sync ops whose event has not come yet
         self.keep_shapes = True  # keep (dtype, shape) per op (for the trace's steps)
         self.costs: Dict[Any, float] = {}  # kernel device time by (op, in/out dtypes, shapes)
+        global _SimT
+        from .sim.device import SimTensor  # the recorder observes the simulated device
+
+        _SimT = SimTensor
 
     def on_event(self, ev: Any) -> None:
         """A sync event of the guard. The guard reports most reads after the call returns
@@ -334,11 +345,16 @@ class Recorder:
         k = _KINDS.get(id(op))
         if k is None:
             k = _KINDS[id(op)] = _OpKind(op)
+        if k.kind == VIEW and k.classify is None and not self.keep_shapes:
+            # a view (or an allocation) costs view_us whatever its sizes: nothing to read
+            self.ops.append(Op(k.name, self.p["view_us"], 0.0))
+            return
         ins = _tensors(args)
         if kwargs:
             ins += _tensors(kwargs.values())
         # the sizes key the cost cache below; kept per op only while a traced step runs
-        sig = [(t.dtype, t.shape) for t in ins]
+        # a simulated tensor's sizes are its CPU values' (``_v``), read 4x faster there
+        sig = [(t.dtype, (t._v if type(t) is _SimT else t).shape) for t in ins]
         shapes = sig if self.keep_shapes else ()
         p = self.p
         sync = k.classify is not None and k.classify(args, kwargs, self.device_type) is not None
@@ -357,11 +373,12 @@ class Recorder:
                 dev = self._duration(2.0 * n, 0.0, p["vector_tflops"])
             rec = Op(name, p["launch_us"], dev, sync, shapes)  # type: ignore[arg-type]
         else:
-            outs = _tensors(out) if type(out) in (list, tuple) else (
+            outs: List[Any] = _tensors(out) if type(out) in (list, tuple) else (
                 [out] if isinstance(out, _Tensor) else [])
             # a kernel's cost depends only on the op and its inputs' and outputs' dtypes and
             # shapes: decode steps repeat them, so each is computed once
-            key = (id(op), tuple(sig), tuple([(t.dtype, t.shape) for t in outs]))
+            key = (id(op), tuple(sig),
+                   tuple([(t.dtype, (t._v if type(t) is _SimT else t).shape) for t in outs]))
             cached = self.costs.get(key)
             if cached is None:
                 if len(self.costs) > 50_000:  # bounded: shapes of a run repeat
