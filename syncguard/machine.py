@@ -91,8 +91,9 @@ def machine_differs(a: Optional[Dict[str, Any]], b: Optional[Dict[str, Any]]) ->
         why.append("reference loop not recorded")
     elif max(ra, rb) / min(ra, rb) > CAL_TOLERANCE:
         why.append(f"reference loop {ra:.2f} vs {rb:.2f} ms")
-    la, lb, n = a.get("loadavg_1m"), b.get("loadavg_1m"), a.get("cpu_count") or 1
+    la, lb, n = a.get("loadavg_1m"), b.get("loadavg_1m"), a.get("cpu_count")
+    cpus = n if isinstance(n, int) and n > 0 else 1  # a result file is untrusted input
     if isinstance(la, (int, float)) and isinstance(lb, (int, float)) and \
-            abs(la - lb) / max(int(n), 1) > LOAD_TOLERANCE:
+            abs(la - lb) / cpus > LOAD_TOLERANCE:
         why.append(f"load average {la:.2f} vs {lb:.2f}")
     return "machine differs: " + "; ".join(why) if why else None

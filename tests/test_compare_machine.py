@@ -121,4 +121,7 @@ def test_machine_differs_names_what_differs() -> None:
     assert machine_differs(MACHINE, {**MACHINE, "torch_threads": 1}) == (
         "machine differs: torch threads 4 vs 1")
     assert machine_differs(None, MACHINE) == "machine not recorded"
+    # a result file is untrusted: odd values give a reason, never an exception
+    odd = {"cpu_count": "x", "loadavg_1m": "high", "reference_ms": [1], "torch_threads": None}
+    assert machine_differs(odd, odd) == "machine differs: reference loop not recorded"
     assert dataclasses.is_dataclass(results.StepRecord)
