@@ -115,6 +115,17 @@ def test_a_path_whose_ratio_to_its_baseline_moved_is_a_code_change() -> None:
     assert row["a_ratio"] == pytest.approx(0.8, rel=1e-3)
 
 
+def test_the_reference_loop_is_time_boxed(monkeypatch: pytest.MonkeyPatch) -> None:
+    from syncguard import machine
+
+    calls: List[int] = []
+    clock = iter(range(0, 1000))  # every reading one second later: a very busy machine
+    monkeypatch.setattr(machine, "_reference_once", lambda: calls.append(1) or 5.0)
+    monkeypatch.setattr(machine.time, "perf_counter", lambda: float(next(clock)))
+    assert machine.reference_ms() == [5.0, 5.0, 5.0]  # the minimum, not 7
+    assert len(calls) == 4  # with the warm-up
+
+
 def test_machine_differs_names_what_differs() -> None:
     assert machine_differs(MACHINE, dict(MACHINE)) is None
     assert machine_differs(MACHINE, {**MACHINE, "reference_ms": 10.4}) is None  # within 5%
