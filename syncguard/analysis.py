@@ -47,16 +47,17 @@ SUMMARY_COLUMNS: Dict[str, str] = {
     "sync_wait_us_mean": "host time inside hidden syncs per step, mean (us, counted pass, "
                          "warm-up excluded; NaN where not recorded)",
     "branches": "sampler branches taken over non-warm-up steps, e.g. 'fused 18, generic 2'",
-    "ratio_vs_legacy": "median(this path) / median(baseline path) over timed steps paired by "
-                       "(round, step) in the same scenario (the name is historical: the "
-                       "baseline is the first path unless one is given)",
+    "ratio_vs_legacy": "this path / the baseline path over rounds: exp(mean over rounds of "
+                       "log(median(this) / median(baseline))), the round's timed steps paired "
+                       "(round, step) (the name is historical: the baseline is the first path "
+                       "unless one is given)",
     "saved_per_token_us": "(baseline p50_ms - p50_ms) in microseconds per token (step), only "
                           "where the ratio's 95% interval excludes 1.0 (else NaN: not "
                           "measurable)",
     "p50_lo_ms": "95% confidence interval of p50_ms, lower bound (order statistics)",
     "p50_hi_ms": "same, upper bound (ms)",
-    "ratio_lo": "95% interval of ratio_vs_legacy, lower bound (paired bootstrap, "
-                "syncguard.stats)",
+    "ratio_lo": "95% interval of ratio_vs_legacy, lower bound (Student t over rounds, "
+                "syncguard.stats.round_ratio; NaN below 3 rounds)",
     "ratio_hi": "same, upper bound",
     "pairs": "timed steps paired with the baseline's (count)",
     "outliers": "timed steps beyond Tukey's fences (1.5 IQR; counted, not dropped)",
@@ -70,6 +71,8 @@ SUMMARY_COLUMNS: Dict[str, str] = {
     "profile": "device profile of the modeled columns ('' when not modeled)",
     "baseline": "the path ratios are taken against (default: the scenario's first path; '' "
                 "for exec runs, whose paths are different step functions: no ratio)",
+    "rounds_needed": "rounds in all that would resolve the observed ratio when these do not "
+                     "(NaN: resolved, or no difference to resolve)",
 }
 
 SITES_COLUMNS: Dict[str, str] = {
@@ -102,19 +105,32 @@ COMPARE_COLUMNS: Dict[str, str] = {
     "a_mean_ms": "mean latency per step, side A (ms)", "b_mean_ms": "same, side B (ms)",
     "latency_delta_ms": "b_mean_ms - a_mean_ms (ms)",
     "a_p50_ms": "median latency per step, side A (ms)", "b_p50_ms": "same, side B (ms)",
-    "latency_ratio": "b_p50_ms / a_p50_ms",
-    "ratio_lo": "95% interval of latency_ratio, lower bound (bootstrap: paired by (round, "
-                "step) for two paths of one run, unpaired for two runs)",
+    "latency_ratio": "compare_paths: B / A over the run's rounds (syncguard.stats.round_ratio); "
+                     "compare: how this path's within-run ratio to its run's baseline path "
+                     "moved, b_ratio / a_ratio (NaN on the baseline row)",
+    "ratio_lo": "interval of latency_ratio, lower bound (t over rounds; two runs: Welch, "
+                "family-wise 95% over the compared rows)",
     "ratio_hi": "same, upper bound",
-    "latency_changed": "True when the latency interval excludes 1.0",
+    "latency_changed": "True when the latency_ratio interval, as printed, excludes 1.0",
+    "a_ratio": "compare: this path / the baseline path within run A (rounds)",
+    "b_ratio": "same, run B",
+    "host_ratio": "compare: b / a of this path's absolute host time per step over rounds "
+                  "(Welch t on per-round log medians); NaN unless both runs record the same "
+                  "machine (see machine)",
+    "host_lo": "95% interval of host_ratio, lower bound", "host_hi": "same, upper bound",
+    "host_changed": "True when host_ratio's interval excludes 1.0 on the same machine (never "
+                    "a code change by itself: see changed)",
+    "machine": "'same', or why absolute host times are not comparable ('machine differs: "
+               "...', 'machine not recorded')",
     "a_outliers": "timed steps beyond Tukey's fences, side A (count)",
     "b_outliers": "same, side B",
     "a_modeled_ms": "modeled step latency, side A (ms; simulated device)",
     "b_modeled_ms": "same, side B",
     "modeled_changed": "True when both sides are modeled on the same profile and the modeled "
                        "latency differs (it is deterministic: the launched ops changed)",
-    "changed": "True where hidden syncs differ, the latency interval excludes 1.0, the modeled "
-               "latency moved, or a row exists on one side only",
+    "changed": "True where the code changed something measurable: hidden syncs differ, the "
+               "latency_ratio interval excludes 1.0, the modeled latency moved, or a row "
+               "exists on one side only (absolute host time never decides it)",
 }
 
 
@@ -279,6 +295,28 @@ def paired_latency(result: RunResult, scenario: str, path_a: str, path_b: str
     return [a[k] for k in keys], [b[k] for k in keys]
 
 
+def round_latency(result: RunResult, scenario: str, path_a: str, path_b: str
+                  ) -> Tuple[List[List[float]], List[List[float]]]:
+    """Per round, the timed non-warm-up latencies (ms) of two paths of one run over the steps
+    both ran in that round: ``(rounds_a, rounds_b)`` for :func:`syncguard.stats.round_ratio`."""
+    a = _timed_by_key(result, scenario, path_a)
+    b = _timed_by_key(result, scenario, path_b)
+    keys = sorted(set(a) & set(b))
+    ra: Dict[int, List[float]] = {}
+    rb: Dict[int, List[float]] = {}
+    for k in keys:
+        ra.setdefault(k[0], []).append(a[k])
+        rb.setdefault(k[0], []).append(b[k])
+    return [ra[i] for i in sorted(ra)], [rb[i] for i in sorted(ra)]
+
+
+def _round_medians(result: RunResult, scenario: str, path: str) -> List[float]:
+    by: Dict[int, List[float]] = {}
+    for (rnd, _), v in _timed_by_key(result, scenario, path).items():
+        by.setdefault(rnd, []).append(v)
+    return [_percentile(by[k], 50) for k in sorted(by)]
+
+
 def _add_stats(result: RunResult, r: Dict[str, Any]) -> None:
     """Confidence intervals, the paired ratio to the baseline path (``r["baseline"]``),
     outliers and modeled columns."""
@@ -296,8 +334,9 @@ def _add_stats(result: RunResult, r: Dict[str, Any]) -> None:
         ratio = stats.Ratio(1.0 if lat else _nan(), _nan(), _nan(), len(lat))
     elif base_name and any(s.path == base_name and s.scenario == scenario
                            for s in result.steps):
-        ratio = stats.paired_ratio(*paired_latency(result, scenario, base_name, path))
-    r.update(ratio_vs_legacy=ratio.ratio, ratio_lo=ratio.lo, ratio_hi=ratio.hi, pairs=ratio.n)
+        ratio = stats.round_ratio(*round_latency(result, scenario, base_name, path))
+    r.update(ratio_vs_legacy=ratio.ratio, ratio_lo=ratio.lo, ratio_hi=ratio.hi, pairs=ratio.n,
+             rounds_needed=_nan() if ratio.need is None else float(ratio.need))
     base = _percentile([float(x.latency_ms) for x in _records(result, scenario, base_name,
                         "timed") if x.latency_ms is not None and not is_missing(x.latency_ms)],
                        50)
@@ -510,8 +549,8 @@ def _lat(result: RunResult, scenario: str, path: str) -> List[float]:
 
 
 def _compare_row(scenario: str, label: str, a: Optional[Dict[str, Any]],
-                 b: Optional[Dict[str, Any]], ratio: Any, a_out: Any, b_out: Any
-                 ) -> Dict[str, Any]:
+                 b: Optional[Dict[str, Any]], ratio: Any, a_out: Any, b_out: Any,
+                 extra: Optional[Dict[str, Any]] = None) -> Dict[str, Any]:
     def g(d: Optional[Dict[str, Any]], k: str) -> Any:
         return _nan() if d is None else d.get(k, _nan())
 
@@ -527,7 +566,7 @@ def _compare_row(scenario: str, label: str, a: Optional[Dict[str, Any]],
     modeled_moved = (not is_missing(a_mod) and not is_missing(b_mod)
                      and g(a, "profile") == g(b, "profile")
                      and abs(float(b_mod) - float(a_mod)) > 1e-9 * max(abs(float(a_mod)), 1.0))
-    return {
+    row = {
         "scenario": scenario, "path": label,
         "a_syncs_mean": a_s, "b_syncs_mean": b_s,
         "syncs_delta": b_s - a_s if both_s else _nan(),
@@ -540,35 +579,72 @@ def _compare_row(scenario: str, label: str, a: Optional[Dict[str, Any]],
         "a_outliers": a_out, "b_outliers": b_out,
         "a_modeled_ms": a_mod, "b_modeled_ms": b_mod,
         "modeled_changed": modeled_moved,
+        "a_ratio": _nan(), "b_ratio": _nan(), "host_ratio": _nan(), "host_lo": _nan(),
+        "host_hi": _nan(), "host_changed": False, "machine": "",
         "changed": a is None or b is None or syncs_moved or bool(ratio.differs)
         or is_missing(a_ms) != is_missing(b_ms) or modeled_moved,
     }
+    row.update(extra or {})
+    return row
+
+
+#: Family-wise confidence of the latency intervals of :func:`compare` (two runs): split over
+#: the rows compared (Bonferroni), so identical code reads "not changed" in 95% of
+#: comparisons however many rows they have.
+COMPARE_CONFIDENCE = 0.95
 
 
 def compare(a: RunResult, b: RunResult) -> pd.DataFrame:
     """Two runs side by side, one row per (scenario, path) present in either.
 
-    Columns in :data:`COMPARE_COLUMNS` (``a_*`` from ``a``, ``b_*`` from ``b``). Latency is
-    compared as median(B)/median(A) with an unpaired bootstrap 95% interval (two runs were
-    made at different times: there is nothing to pair); ``changed`` marks rows whose hidden
-    syncs per step differ, whose latency interval excludes 1.0, or that exist in one run
-    only.
+    Columns in :data:`COMPARE_COLUMNS` (``a_*`` from ``a``, ``b_*`` from ``b``). Two runs are
+    two machine states, so only what does not depend on the machine decides ``changed``:
+    hidden syncs (exact), the modeled latency (exact, same profile), and each path's ratio
+    to its run's baseline path measured within each run (per-round log-ratios, Welch's t
+    between the runs, family-wise :data:`COMPARE_CONFIDENCE` over the rows). Absolute host
+    time (``host_*``) is compared only when both runs record the same machine
+    (:func:`syncguard.machine.machine_differs`), and never marks a row ``changed``.
     """
     import pandas as pd
 
     from . import stats
+    from .machine import machine_differs
 
-    sa = {(r["scenario"], r["path"]): r for r in summary(a).to_dict("records")}
-    sb = {(r["scenario"], r["path"]): r for r in summary(b).to_dict("records")}
+    sum_a, sum_b = summary(a), summary(b)
+    sa = {(r["scenario"], r["path"]): r for r in sum_a.to_dict("records")}
+    sb = {(r["scenario"], r["path"]): r for r in sum_b.to_dict("records")}
     scen = list(dict.fromkeys([k[0] for k in sa] + [k[0] for k in sb]))
+    machine = machine_differs(a.header.get("machine"), b.header.get("machine"))
+    keys = [(s, p) for s in scen for p in ordered_paths(
+        [k[1] for k in sa if k[0] == s] + [k[1] for k in sb if k[0] == s])]
+    conf = 1.0 - (1.0 - COMPARE_CONFIDENCE) / max(1, len(keys))
     rows = []
-    for s in scen:
-        paths = ordered_paths([k[1] for k in sa if k[0] == s] + [k[1] for k in sb if k[0] == s])
-        for p in paths:
-            la, lb = _lat(a, s, p), _lat(b, s, p)
-            ratio = stats.unpaired_ratio(la, lb)
-            rows.append(_compare_row(s, p, sa.get((s, p)), sb.get((s, p)), ratio,
-                                     stats.outlier_count(la), stats.outlier_count(lb)))
+    for s, p in keys:
+        ra, rb = sa.get((s, p)), sb.get((s, p))
+        base = (ra or rb or {}).get("baseline") or ""
+        if rb is not None and ra is not None and rb.get("baseline") != base:
+            base = ""  # the runs took ratios against different paths: nothing to compare
+        la, lb = _lat(a, s, p), _lat(b, s, p)
+        if base and p != base:
+            logs_a = stats.round_logs(*round_latency(a, s, base, p))
+            logs_b = stats.round_logs(*round_latency(b, s, base, p))
+            ratio = stats.ratio_change(logs_a, logs_b, conf)
+        else:  # the baseline row (or an exec run): its ratio is 1 by definition
+            ratio = stats.Ratio(_nan(), _nan(), _nan(), 0, conf)
+        host = stats.Ratio(_nan(), _nan(), _nan(), 0)
+        if machine is None:
+            ma, mb = _round_medians(a, s, p), _round_medians(b, s, p)
+            host = stats.ratio_change(
+                [math.log(x) for x in ma if x > 0], [math.log(x) for x in mb if x > 0],
+                conf, "Welch t over rounds of log(median)")
+        extra = {"a_ratio": _nan() if ra is None or p == base else ra["ratio_vs_legacy"],
+                 "b_ratio": _nan() if rb is None or p == base else rb["ratio_vs_legacy"],
+                 "host_ratio": host.ratio, "host_lo": host.lo, "host_hi": host.hi,
+                 "host_changed": bool(host.differs), "machine": machine or "same"}
+        if not la and not lb:
+            extra["machine"] = ""
+        rows.append(_compare_row(s, p, ra, rb, ratio, stats.outlier_count(la),
+                                 stats.outlier_count(lb), extra))
     return pd.DataFrame(rows, columns=list(COMPARE_COLUMNS))
 
 
@@ -578,7 +654,8 @@ def compare_paths(result: RunResult, path_a: str = BASELINE, path_b: str = "flag
 
     Same columns as :func:`compare`; ``a_*`` is ``path_a``, ``b_*`` is ``path_b`` and the
     ``path`` column reads ``"path_a vs path_b"``. Latency steps are paired by (round, step)
-    of the interleaved timed pass (paired bootstrap, :func:`syncguard.stats.paired_ratio`).
+    of the interleaved timed pass, one log-ratio per round (Student t over rounds,
+    :func:`syncguard.stats.round_ratio`).
     """
     import pandas as pd
 
@@ -590,7 +667,7 @@ def compare_paths(result: RunResult, path_a: str = BASELINE, path_b: str = "flag
         a, b = sm.get((s, path_a)), sm.get((s, path_b))
         if a is None and b is None:
             continue
-        ratio = stats.paired_ratio(*paired_latency(result, s, path_a, path_b))
+        ratio = stats.round_ratio(*round_latency(result, s, path_a, path_b))
         rows.append(_compare_row(s, f"{path_a} vs {path_b}", a, b, ratio,
                                  stats.outlier_count(_lat(result, s, path_a)),
                                  stats.outlier_count(_lat(result, s, path_b))))

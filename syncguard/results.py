@@ -4,7 +4,9 @@ A result file (``result.jsonl``) is one JSON object per line:
 
 - ``{"type": "header", "schema": 1, ...}``: versions (syncguard, torch, torch_npu, Python),
   device, host, git commit, creation time, the command line, and for each scenario its file,
-  SHA-256 and full text.
+  SHA-256 and full text; ``machine`` (runs since the round-level statistics): CPU model and
+  count, load average, torch threads and a reference loop's time, which decide whether two
+  results' absolute host times compare (:mod:`syncguard.machine`).
 - ``{"type": "step", ...}``: one finished step of one scenario and path (:class:`StepRecord`).
 - ``{"type": "event", ...}``: one host sync (:class:`syncguard.SyncEvent` fields plus
   ``scenario``, ``path`` and ``pass``).

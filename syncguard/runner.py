@@ -17,6 +17,7 @@ from ._hub import allow
 from .devices import Target, resolve_target
 from .events import HostSyncError, NoDeviceTensorsWarning, SyncEvent
 from .guard import SyncGuard
+from .machine import machine_state
 from .results import ResultWriter, StepRecord, environment, scenario_record
 from .scenario import Scenario
 
@@ -318,6 +319,7 @@ def run(scenarios: List[Scenario], opts: RunOptions, result_path: str,
         prof = load_profile(opts.profile)
     header = {
         "env": environment(target.kind, target.name), "argv": argv or [],
+        "machine": machine_state(),  # whether absolute host times compare (syncguard.machine)
         "options": dataclasses.asdict(opts),
         "scenarios": {s.name: {**scenario_record(s.file, s.text), "steps": s.steps,
                                "warmup": s.warmup, "max_syncs": s.max_syncs}

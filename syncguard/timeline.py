@@ -8,10 +8,20 @@ device :class:`Profile`, and :func:`replay` runs a discrete-event model of three
 - an optional submission stage (torch_npu's task queue) pays ``submit_us`` per kernel before
   it reaches the stream (0 on CUDA, which launches from the calling thread);
 - the device stream runs kernels in order, each for
-  ``kernel_us + combine(bytes / mem_gbps, flops / peak)`` (``combine`` is max: a roofline).
+  ``kernel_us + combine(bytes / mem_gbps, flops / peak)`` (``combine`` is max: a roofline);
+  a sort or top-k makes ``sort_passes`` passes over its data (a radix sort), a matmul of M
+  rows reaches ``M / (M + matmul_half_rows)`` of its peak (decode-sized tiles are mostly
+  empty);
+- at most ``queue_depth`` launched kernels may be pending: a launch beyond that blocks the
+  host until the oldest completes (real launch queues block at about 1024 entries).
 
 A host read (a sync) waits until the stream has drained every kernel queued before it, then
-pays ``sync_rtt_us``; the device stays idle from the drain until the next kernel arrives. For
+pays ``sync_rtt_us`` (the host wake-up; a read's own copy is its copy op's device time, paid
+once); the device stays idle from the drain until the next kernel arrives. Explicit waits are
+syncs too: ``synchronize()`` of the device or a stream waits for the drain, ``Event.synchronize``
+only for the work queued before the event's ``record`` (an async copy into pinned memory
+followed by an event waits for the copy, not for later kernels); ``Stream.wait_event`` is a
+device-side wait, a no-op on the one modeled stream. For
 each sync the replay gives the host stall and the device idle (bubble) it caused; for the step,
 its modeled latency and total device idle. The cost of a path's hidden syncs is the step's
 modeled latency minus the same ops replayed with the hidden reads treated as plain kernels.
@@ -23,12 +33,13 @@ link, ``estimate`` with the reasoning, or ``calibrated`` with versions).
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import json
 import math
 import os
 import threading
-from typing import Any, Dict, List, Optional, Sequence, Set, Tuple
+from typing import Any, Deque, Dict, List, Optional, Sequence, Set, Tuple
 
 #: Folder of the shipped profiles (``<name>.json``).
 PROFILE_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "profiles")
@@ -38,9 +49,14 @@ DEFAULT_PROFILE = "910b"
 NUMERIC = ("mem_gbps", "matmul_tflops_16", "matmul_tflops_32", "vector_tflops", "kernel_us",
            "launch_us", "view_us", "submit_us", "sync_rtt_us", "h2d_gbps", "d2h_gbps",
            "copy_us", "forward_launch_us")
+#: Parameters a profile may give (older profile files without them still load, with these
+#: values, which model what those files modeled: no queue limit, one pass, full efficiency).
+OPTIONAL: Dict[str, float] = {"queue_depth": 0.0, "sort_passes": 1.0, "matmul_half_rows": 0.0}
 SOURCES = ("spec", "estimate", "calibrated")
-#: Op-level detail (for trace.json) is kept for this many non-warm-up steps per path.
-TRACE_STEPS = 8
+#: Op-level detail (for trace.json) is kept for this many non-warm-up steps per path (as many
+#: as the profiler trace of a real device keeps, syncguard.timing.PROFILED_STEPS; the detail
+#: costs the counted pass time on every op).
+TRACE_STEPS = 3
 
 
 class ProfileError(ValueError):
@@ -89,8 +105,12 @@ def parse_profile(doc: Any, file: str) -> Profile:
         raise ProfileError(f"{file}: params: must be an object")
     values: Dict[str, float] = {}
     sources: Dict[str, str] = {}
-    for key in (*NUMERIC, "combine"):
+    for key in (*NUMERIC, *OPTIONAL, "combine"):
         p = params.get(key)
+        if p is None and key in OPTIONAL:
+            values[key] = OPTIONAL[key]
+            sources[key] = "default: not in the profile file"
+            continue
         if not isinstance(p, dict) or "value" not in p:
             raise ProfileError(f"{file}: params.{key}: missing (an object with value and "
                                f"source)")
@@ -115,7 +135,7 @@ def parse_profile(doc: Any, file: str) -> Profile:
         if key.endswith(("gbps", "tflops", "_16", "_32")) and v == 0:
             raise ProfileError(f"{file}: params.{key}.value: a rate must be > 0")
         values[key] = float(v)
-    unknown = sorted(set(params) - set(NUMERIC) - {"combine"})
+    unknown = sorted(set(params) - set(NUMERIC) - set(OPTIONAL) - {"combine"})
     if unknown:
         raise ProfileError(f"{file}: params.{unknown[0]}: unknown parameter")
     cal = doc.get("calibrated")
@@ -147,6 +167,8 @@ def load_profile(name_or_file: Optional[str] = None) -> Profile:
 # -- recording --------------------------------------------------------------------------------
 VIEW, KERNEL = "view", "kernel"
 _MATMUL = frozenset({"mm", "addmm", "bmm", "baddbmm", "matmul", "linear", "addbmm"})
+#: Ops that make ``sort_passes`` passes over their data (radix sort / select).
+_SORTS = frozenset({"sort", "argsort", "topk", "msort", "kthvalue"})
 _NO_KERNEL = frozenset({"empty", "empty_strided", "empty_like", "resize_", "set_",
                         "record_stream", "lift_fresh", "_pin_memory", "is_pinned",
                         "_has_compatible_shallow_copy_type", "_to_copy"})
@@ -159,18 +181,22 @@ class Op:
     """One launch: ``host_us`` on the host thread, ``dev_us`` on the stream (0: no kernel),
     ``sync`` when the host reads device data; ``shapes``: (dtype, shape) of its tensor
     inputs (:func:`shape_text` formats them); ``events`` the guard's events for a sync
-    (site, allowed). A slotted class: one is made per op of a counted pass."""
+    (site, allowed); ``tag``: ``("record", key)`` for an event record (no kernel),
+    ``("event", key)`` for a host wait on that event, None otherwise (a sync waits for the
+    drain). A slotted class: one is made per op of a counted pass."""
 
-    __slots__ = ("name", "host_us", "dev_us", "sync", "shapes", "events")
+    __slots__ = ("name", "host_us", "dev_us", "sync", "shapes", "events", "tag")
 
     def __init__(self, name: str, host_us: float, dev_us: float, sync: bool = False,
-                 shapes: Sequence[Any] = (), events: Optional[List[Any]] = None) -> None:
+                 shapes: Sequence[Any] = (), events: Optional[List[Any]] = None,
+                 tag: Optional[Tuple[str, int]] = None) -> None:
         self.name = name
         self.host_us = host_us
         self.dev_us = dev_us
         self.sync = sync
         self.shapes = shapes
         self.events: List[Any] = events if events is not None else _NO_EVENTS
+        self.tag = tag
 
     def __repr__(self) -> str:
         return (f"Op({self.name!r}, host_us={self.host_us}, dev_us={self.dev_us}, "
@@ -204,6 +230,11 @@ except ImportError:  # pragma: no cover - torch is a dependency
     _Tensor = object  # type: ignore[assignment,misc]
 
 
+#: The simulated device's tensor class, set by the first :class:`Recorder` (importing the
+#: simulated device registers it, so not at import time); until then no class matches.
+_SimT: Any = type("_NoSimTensor", (), {})
+
+
 def _tensors(xs: Any) -> List[Any]:
     out = []
     for x in xs:
@@ -229,11 +260,22 @@ class Recorder:
         self.pending: List[Any] = []  # events reported before their op ran
         self.unclaimed: List[Op] = []  # sync ops whose event has not come yet
         self.keep_shapes = True  # keep (dtype, shape) per op (for the trace's steps)
+        self.costs: Dict[Any, float] = {}  # kernel device time by (op, in/out dtypes, shapes)
+        global _SimT
+        from .sim.device import SimTensor  # the recorder observes the simulated device
+
+        _SimT = SimTensor
 
     def on_event(self, ev: Any) -> None:
         """A sync event of the guard. The guard reports most reads after the call returns
         (it times the wait), so an event belongs to the sync ops run since the previous
-        event; with none, to the next sync op."""
+        event; with none, to the next sync op. An explicit ``synchronize()`` runs no op: it
+        becomes a wait of its own (a drain), unless it is an ``Event.synchronize`` whose
+        wait :meth:`event_wait` already recorded."""
+        if getattr(ev, "kind", None) == "explicit_sync" and not self.unclaimed:
+            self.ops.append(Op(str(getattr(ev, "api", "") or "synchronize"), self.p["view_us"],
+                               0.0, True, (), [ev]))
+            return
         if self.unclaimed:
             for op in self.unclaimed:
                 op.events.append(ev)
@@ -246,15 +288,54 @@ class Recorder:
         captured graph: ``forward_launch_us`` of host time)."""
         self.ops.append(Op(name, self.p["forward_launch_us"], ms * 1000.0))
 
+    def event_record(self, key: int) -> None:
+        """``Event.record``: a marker on the stream (no kernel)."""
+        self.ops.append(Op("Event.record", self.p["view_us"], 0.0, tag=("record", key)))
+
+    def event_wait(self, key: int) -> None:
+        """``Event.synchronize``: the host waits for the work queued before the event's
+        record; the guard's event for it follows (:meth:`on_event`)."""
+        op = Op("Event.synchronize", self.p["view_us"], 0.0, True, (), [], ("event", key))
+        self.ops.append(op)
+        self.unclaimed.append(op)
+
     def take(self) -> List[Op]:
         ops, self.ops, self.pending, self.unclaimed = self.ops, [], [], []
         return ops
 
-    def _duration(self, nbytes: float, flops: float, peak_tflops: float) -> float:
+    def _duration(self, nbytes: float, flops: float, peak_tflops: float,
+                  eff: float = 1.0) -> float:
         mem = nbytes / (self.p["mem_gbps"] * 1e3)  # bytes / (GB/s) in us
-        math_us = flops / (peak_tflops * 1e6)  # flops / (TFLOP/s) in us
+        math_us = flops / (peak_tflops * eff * 1e6)  # flops / (TFLOP/s) in us
         work = max(mem, math_us) if self.combine_max else mem + math_us
         return self.p["kernel_us"] + work
+
+    def _kernel_us(self, name: str, ins: List[Any], outs: List[Any]) -> float:
+        """Device time of a kernel (not a view or a copy) from its inputs and outputs."""
+        p = self.p
+        nbytes = 0
+        for t in ins:
+            nbytes += t.nbytes
+        numel = 0
+        for t in outs:
+            nbytes += t.nbytes
+            numel += t.numel()
+        if name in _MATMUL and len(ins) >= 2:
+            a, b = ins[-2], ins[-1]
+            kk = a.shape[-1] if a.dim() else 1
+            m = a.numel() // max(kk, 1) if a.dim() else 1
+            n = b.shape[-1] if b.dim() > 1 else 1
+            flops = 2.0 * m * kk * n
+            peak = p["matmul_tflops_16"] if a.dtype.itemsize <= 2 else p["matmul_tflops_32"]
+            half = p["matmul_half_rows"]
+            eff = m / (m + half) if half > 0 and m > 0 else 1.0
+        else:
+            flops = float(numel)
+            peak = p["vector_tflops"]
+            eff = 1.0
+            if name in _SORTS:
+                nbytes = int(nbytes * p["sort_passes"])
+        return self._duration(float(nbytes), flops, peak, eff)
 
     def on_op(self, op: Any, args: Tuple[Any, ...], kwargs: Dict[str, Any], out: Any) -> None:
         """The observer (:data:`syncguard.sim.device.OP_OBSERVERS`). Kept lean: it runs for
@@ -264,11 +345,17 @@ class Recorder:
         k = _KINDS.get(id(op))
         if k is None:
             k = _KINDS[id(op)] = _OpKind(op)
+        if k.kind == VIEW and k.classify is None and not self.keep_shapes:
+            # a view (or an allocation) costs view_us whatever its sizes: nothing to read
+            self.ops.append(Op(k.name, self.p["view_us"], 0.0))
+            return
         ins = _tensors(args)
         if kwargs:
             ins += _tensors(kwargs.values())
-        # the sizes are read below for every op; kept per op only while a traced step runs
-        shapes = [(t.dtype, t.shape) for t in ins] if self.keep_shapes else ()
+        # the sizes key the cost cache below; kept per op only while a traced step runs
+        # a simulated tensor's sizes are its CPU values' (``_v``), read 4x faster there
+        sig = [(t.dtype, (t._v if type(t) is _SimT else t).shape) for t in ins]
+        shapes = sig if self.keep_shapes else ()
         p = self.p
         sync = k.classify is not None and k.classify(args, kwargs, self.device_type) is not None
         name = k.name
@@ -286,27 +373,18 @@ class Recorder:
                 dev = self._duration(2.0 * n, 0.0, p["vector_tflops"])
             rec = Op(name, p["launch_us"], dev, sync, shapes)  # type: ignore[arg-type]
         else:
-            outs = _tensors(out) if type(out) in (list, tuple) else (
+            outs: List[Any] = _tensors(out) if type(out) in (list, tuple) else (
                 [out] if isinstance(out, _Tensor) else [])
-            nbytes = 0
-            for t in ins:
-                nbytes += t.nbytes
-            numel = 0
-            for t in outs:
-                nbytes += t.nbytes
-                numel += t.numel()
-            if name in _MATMUL and len(ins) >= 2:
-                a, b = ins[-2], ins[-1]
-                kk = a.shape[-1] if a.dim() else 1
-                m = a.numel() // max(kk, 1) if a.dim() else 1
-                n = b.shape[-1] if b.dim() > 1 else 1
-                flops = 2.0 * m * kk * n
-                peak = p["matmul_tflops_16"] if a.dtype.itemsize <= 2 else p["matmul_tflops_32"]
-            else:
-                flops = float(numel)
-                peak = p["vector_tflops"]
-            rec = Op(name, p["launch_us"], self._duration(float(nbytes), flops, peak), sync,
-                     shapes)  # type: ignore[arg-type]
+            # a kernel's cost depends only on the op and its inputs' and outputs' dtypes and
+            # shapes: decode steps repeat them, so each is computed once
+            key = (id(op), tuple(sig),
+                   tuple([(t.dtype, (t._v if type(t) is _SimT else t).shape) for t in outs]))
+            cached = self.costs.get(key)
+            if cached is None:
+                if len(self.costs) > 50_000:  # bounded: shapes of a run repeat
+                    self.costs.clear()
+                cached = self.costs[key] = self._kernel_us(name, ins, outs)
+            rec = Op(name, p["launch_us"], cached, sync, shapes)  # type: ignore[arg-type]
         if sync:
             if self.pending:
                 rec.events, self.pending = self.pending, []
@@ -360,13 +438,15 @@ class SyncMark:
 class Replay:
     """A replayed step: ``latency_us`` (host end, or the stream's if later), ``busy_us``
     (kernel time), ``bubble_us`` (= latency - busy: device idle), its syncs, and per op
-    ``(name, host_start, host_end, dev_start, dev_end)`` (dev_* None without a kernel)."""
+    ``(name, host_start, host_end, dev_start, dev_end)`` (dev_* None without a kernel);
+    ``queue_wait_us``: host time blocked on a full launch queue."""
 
     latency_us: float
     busy_us: float
     bubble_us: float
     syncs: List[SyncMark]
     spans: List[Tuple[str, float, float, Optional[float], Optional[float]]]
+    queue_wait_us: float = 0.0
 
 
 def _site(events: List[Any]) -> Tuple[str, str, Optional[bool]]:
@@ -386,18 +466,33 @@ def replay(ops: Sequence[Op], profile: Profile, skip_syncs: Optional[Set[int]] =
     spans (faster)."""
     p = profile.values
     submit, rtt = p["submit_us"], p["sync_rtt_us"]
+    depth = int(p.get("queue_depth", 0.0))
     skip = skip_syncs or ()
-    host = sub_free = dev_free = busy = 0.0
+    host = sub_free = dev_free = busy = queue_wait = 0.0
     open_sync: Optional[SyncMark] = None
     syncs: List[SyncMark] = []
     out: List[Tuple[str, float, float, Optional[float], Optional[float]]] = []
+    pending: Deque[float] = collections.deque()  # end times of launched kernels, in order
+    recorded: Dict[int, float] = {}  # event key -> when the work before its record is done
     for i, op in enumerate(ops):
         h0 = host
         host += op.host_us
         d0: Optional[float] = None
         d1: Optional[float] = None
         dev = op.dev_us
+        tag = op.tag
+        if tag is not None and tag[0] == "record":
+            recorded[tag[1]] = dev_free if dev_free > sub_free else sub_free
         if dev > 0.0:
+            if depth:  # a full launch queue blocks the host until the oldest kernel ends
+                while pending and pending[0] <= host:
+                    pending.popleft()
+                if len(pending) >= depth:
+                    free_at = pending[len(pending) - depth]
+                    for _ in range(len(pending) - depth + 1):
+                        pending.popleft()
+                    queue_wait += free_at - host
+                    host = free_at
             ready = host
             if submit > 0.0:
                 ready = (host if host > sub_free else sub_free) + submit
@@ -409,8 +504,13 @@ def replay(ops: Sequence[Op], profile: Profile, skip_syncs: Optional[Set[int]] =
             d1 = d0 + dev
             dev_free = d1
             busy += dev
+            if depth:
+                pending.append(d1)
         if op.sync and i not in skip:
-            drain = dev_free if dev_free > sub_free else sub_free
+            if tag is not None and tag[0] == "event":  # only the work before the record
+                drain = recorded.get(tag[1], 0.0)
+            else:
+                drain = dev_free if dev_free > sub_free else sub_free
             resume = (host if host > drain else drain) + rtt
             site, api, allowed = _site(op.events)
             mark = SyncMark(i, op.name, site, api, allowed, host, drain, resume, resume - host)
@@ -422,7 +522,7 @@ def replay(ops: Sequence[Op], profile: Profile, skip_syncs: Optional[Set[int]] =
     latency = host if host > dev_free else dev_free
     if open_sync is not None:
         open_sync.bubble_us += latency - max(dev_free, open_sync.drain_us)
-    return Replay(latency, busy, latency - busy, syncs, out)
+    return Replay(latency, busy, latency - busy, syncs, out, queue_wait)
 
 
 @dataclasses.dataclass
@@ -458,6 +558,19 @@ def model_step(ops: Sequence[Op], profile: Profile, spans: bool = True) -> StepC
 
 # -- wiring for the runner ----------------------------------------------------------------------
 _ACTIVE: List[Recorder] = []
+
+
+def event_record(event: Any) -> None:
+    """The simulated ``Event.record`` (no-op unless a step model records)."""
+    if _ACTIVE and threading.get_ident() == _ACTIVE[-1].thread:
+        _ACTIVE[-1].event_record(id(event))
+
+
+def event_wait(event: Any) -> None:
+    """The simulated ``Event.synchronize``, before the guard reports it (no-op unless a step
+    model records)."""
+    if _ACTIVE and threading.get_ident() == _ACTIVE[-1].thread:
+        _ACTIVE[-1].event_wait(id(event))
 
 
 def device_work(name: str, ms: float) -> None:

@@ -31,9 +31,12 @@ StepFn = Callable[[int], Any]
 #: Default time budget (seconds) of the timed pass of one scenario when ``--repeat`` is not
 #: given: rounds are added while the next one is expected to fit.
 DEFAULT_BUDGET_S = 20.0
-#: Without ``--repeat``: at least this many rounds, more while the next one is expected to
-#: fit in the budget, at most MAX_ROUNDS.
-MIN_ROUNDS = 1
+#: Without ``--repeat``: at least this many rounds (the unit of evidence of every latency
+#: verdict, :func:`syncguard.stats.round_ratio`), more while the next one is expected to fit
+#: in the budget, at most MAX_ROUNDS. When full rounds do not fit MIN_ROUNDS times, rounds are
+#: cut short: each gets ``budget / MIN_ROUNDS`` and ends after the step that reaches it (never
+#: before ``min_steps``), so slow scenarios still get MIN_ROUNDS rounds from fresh state.
+MIN_ROUNDS = 8
 MAX_ROUNDS = 10
 
 
@@ -57,12 +60,14 @@ def _order(names: List[str], k: int) -> List[str]:
 def interleaved(factories: Mapping[str, Callable[[], StepFn]], steps: int,
                 rounds: Optional[int] = None, budget_s: Optional[float] = None,
                 on_sample: Optional[Callable[[Sample], None]] = None,
-                clock: Callable[[], float] = time.perf_counter) -> int:
+                clock: Callable[[], float] = time.perf_counter, min_steps: int = 1) -> int:
     """Run every path's steps in lockstep, ``rounds`` times (each round from fresh state made
     by the path's factory). With ``rounds=None``: at least :data:`MIN_ROUNDS`, then more
     (up to :data:`MAX_ROUNDS`) while another round is expected to fit in ``budget_s``
-    (default :data:`DEFAULT_BUDGET_S`). Only the step call itself is timed; ``on_sample``
-    runs outside the timed region. Returns the rounds run."""
+    (default :data:`DEFAULT_BUDGET_S`); a round then ends early, after the first step (at
+    least ``min_steps`` steps) that takes it past ``budget_s / MIN_ROUNDS``. Only the step
+    call itself is timed; ``on_sample`` runs outside the timed region. Returns the rounds
+    run."""
     names = list(factories)
     if not names or steps < 1:
         return 0
@@ -80,6 +85,7 @@ def interleaved(factories: Mapping[str, Callable[[], StepFn]], steps: int,
                 break
         gc.collect()  # a collection owed by the previous round is not this round's time
         fns: Dict[str, StepFn] = {n: factories[n]() for n in names}
+        t_round = clock()
         for step in range(steps):
             for name in _order(names, done + step):
                 t0 = clock()
@@ -87,6 +93,9 @@ def interleaved(factories: Mapping[str, Callable[[], StepFn]], steps: int,
                 dt = clock() - t0
                 if on_sample is not None:
                     on_sample(Sample(done, name, step, dt, res))
+            if rounds is None and step + 1 >= min_steps and \
+                    clock() - t_round >= budget / MIN_ROUNDS:
+                break  # a short round: every path has run the same steps
         done += 1
     return done
 
@@ -163,7 +172,9 @@ def timed_pass(sc: Scenario, paths: List[str], target: Target,
             progress(sc.name, s.path, "timed", s.step + 1, sc.steps)
         _signals.check()  # a Ctrl-C the sampler swallowed still ends the run here
 
-    return interleaved({p: factory(p) for p in paths}, sc.steps, rounds, budget_s, on_sample)
+    # a short round still has one measured step after the warm-up
+    return interleaved({p: factory(p) for p in paths}, sc.steps, rounds, budget_s, on_sample,
+                       min_steps=min(sc.steps, sc.warmup + 1))
 
 
 #: Steps after the warm-up that :func:`profiled_pass` records per path.

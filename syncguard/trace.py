@@ -76,9 +76,17 @@ def _modeled(result: RunResult, pid: int, scenario: str, path: str,
             hidden = s.get("allowed") is False
             kind = "hidden sync" if hidden else (
                 "allowed sync" if s.get("allowed") else "sync")
+            # the host's wait, on the host track inside its op's slice (explicit waits too;
+            # only in steps whose op slices were kept)
+            wait = float(s["resume_us"]) - float(s["host_us"])
+            if wait > 0 and t.get("spans"):
+                ev.append(_slice(f"wait: {s.get('op')}", "wait", pid, HOST,
+                                 off + float(s["host_us"]), wait,
+                                 {"site": s.get("site"), "api": s.get("api"),
+                                  "host_stall_us": s.get("stall_us")}))
             ev.append(_slice(f"{kind}: {s.get('site')}", "sync", pid, SYNCS,
                              off + float(s["host_us"]),
-                             float(s["drain_us"]) - float(s["host_us"]),
+                             max(0.0, float(s["drain_us"]) - float(s["host_us"])),
                              {"site": s.get("site"), "api": s.get("api"), "op": s.get("op"),
                               "hidden": hidden, "step": step,
                               "host_stall_us": s.get("stall_us"),

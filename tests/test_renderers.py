@@ -86,11 +86,13 @@ def _write_scenario(w: ResultWriter, scenario: str, n_steps: int, n_warm: int,
                     latency = 50.0 if warm else lat[path][step - n_warm]
                 elif step:
                     latency = 99.0  # counted-pass latency: never used
+                # the timed steps spread over 3 rounds (latency verdicts need 3 or more)
                 rec = StepRecord(scenario=scenario, path=path, pass_=pass_, step=step,
                                  warmup=warm, batch_size=batch.get(step, 4),
                                  branch=branch.get((path, step), "fused"), syncs=hidden,
                                  allowed=allowed, latency_ms=latency,
-                                 eligible=path == "flag", tokens=[step] * 4)
+                                 eligible=path == "flag", tokens=[step] * 4,
+                                 round=step % 3 if pass_ == "timed" else None)
                 events = []
                 if pass_ == "counted":
                     if hidden:
@@ -193,9 +195,12 @@ def test_summary_numbers(result: RunResult) -> None:
     assert leg["mean_ms"] == pytest.approx(1.45)
     assert flag["mean_ms"] == pytest.approx(1.25)
     assert leg["ratio_vs_legacy"] == pytest.approx(1.0)
-    assert flag["ratio_vs_legacy"] == pytest.approx(1.25 / 1.45)
+    # one log-ratio per round (steps 2-11 over rounds step % 3), their geometric mean
+    per_round = [1.2 / 1.4, 1.3 / 1.5, 1.25 / 1.45]
+    assert flag["ratio_vs_legacy"] == pytest.approx(math.exp(sum(map(math.log, per_round)) / 3))
+    assert flag["rounds"] == 3 and math.isnan(flag["rounds_needed"])
     # legacy against itself: no measurable difference, so no saving is claimed; flag's steps
-    # are each 0.2 ms shorter than legacy's at the same (round, step): the interval excludes 1
+    # are each 0.2 ms shorter than legacy's in every round: the interval excludes 1
     assert math.isnan(leg["saved_per_token_us"])
     assert math.isnan(leg["ratio_lo"]) and math.isnan(leg["ratio_hi"])
     assert flag["ratio_hi"] < 1.0 and flag["pairs"] == 10
@@ -320,13 +325,19 @@ def test_compare_marks_changed_count(tmp_path: Any, result: RunResult) -> None:
 
 def test_compare_states_a_latency_change_only_when_the_interval_excludes_one(
         tmp_path: Any, result: RunResult) -> None:
-    # 10 steps spread 0.8-1.7 ms per run: a 10% shift between two runs is within the noise
-    # (two runs cannot be paired), a 2x one is not
+    # two runs compare each path's ratio to its run's baseline (legacy), round by round: the
+    # fixture's flag/legacy ratio is steady over its 3 rounds, so a 10% move is measurable
     slow = make_result(tmp_path, "slow.jsonl", flag_ms_scale=1.10)
     df = analysis.compare(result, slow)
     flag = df[(df["scenario"] == "uniform") & (df["path"] == "flag")].iloc[0]
     assert flag["latency_ratio"] == pytest.approx(1.10)
-    assert flag["ratio_lo"] < 1.0 < flag["ratio_hi"] and not flag["changed"]
+    assert 1.0 < flag["ratio_lo"] < 1.10 < flag["ratio_hi"] and flag["changed"]
+    legacy = df[(df["scenario"] == "uniform") & (df["path"] == "legacy")].iloc[0]
+    assert math.isnan(legacy["latency_ratio"]) and not legacy["changed"]  # the baseline
+    # neither run records its machine: absolute host time is not compared at all
+    assert set(df["machine"]) == {"machine not recorded"} and df["host_ratio"].isna().all()
+    same = analysis.compare(result, make_result(tmp_path, "same.jsonl"))
+    assert not same["changed"].any()
     double = make_result(tmp_path, "double.jsonl", flag_ms_scale=2.0)
     got = {(r["scenario"], r["path"]): r["changed"]
            for r in analysis.compare(result, double).to_dict("records")}
@@ -334,6 +345,7 @@ def test_compare_states_a_latency_change_only_when_the_interval_excludes_one(
                    ("mixed", "legacy"): False, ("mixed", "flag"): False}
     text = terminal.render_compare(analysis.compare(result, double), title="t", width=160)
     assert "2.00x (" in text and "1 of 4 rows changed" in text
+    assert "machine not recorded" in text
 
 
 def test_compare_one_sided_row_is_changed(result: RunResult) -> None:
@@ -351,7 +363,7 @@ def test_compare_paths(result: RunResult) -> None:
     assert list(df["path"]) == ["legacy vs flag"] * 2
     assert list(df["syncs_delta"]) == [-1.0, -1.0]
     assert df["changed"].all()
-    assert list(df["latency_ratio"]) == pytest.approx([1.25 / 1.45, 0.5])
+    assert list(df["latency_ratio"]) == pytest.approx([0.8619507, 0.5])
     text = terminal.render_compare(df, title="legacy (A) vs flag (B)")
     assert "2 of 2 rows changed" in text and "legacy (A) vs flag (B)" in text
     console = _console()
@@ -414,12 +426,12 @@ def test_markdown_report(result: RunResult) -> None:
             "| p90 ms | p99 ms | outliers | ratio vs legacy | ratio 95% CI | saved us/token "
             "| branches |") in md
     assert ("| uniform | flag | 0 | 0 | 1.00 | 1.250 | 0.900-1.600 | 1.610 | 1.691 | 0 "
-            "| 0.86x | 0.83-0.88x | +200.0 |") in md
+            "| 0.86x | 0.85-0.87x | +200.0 |") in md
     # verdicts (Tensor.__bool__ escaped so GitHub does not render it bold)
     assert ("- **uniform**: legacy: 1.00 hidden syncs per step at "
-            f"`{SAMPLER}:{SAMPLER_LINE}` (Tensor.\\_\\_bool\\_\\_); flag: 0, "
-            "measured p50 vs legacy: 0.86x, faster (95% CI 0.83-0.88x), saves 200.0 us per "
-            "token") in md
+            f"`{SAMPLER}:{SAMPLER_LINE}` (Tensor.\\_\\_bool\\_\\_); flag: 0. "
+            "Measured on this machine (host time per step, p50): flag vs legacy 0.86x, faster "
+            "(95% CI 0.85-0.87x, 3 rounds), saves 200.0 us of host time per step.") in md
     assert "- **mixed**: legacy: 1.00 hidden syncs per step at `<string>:1`" in md
     # sites table, allowed syncs, per-step tables collapsed, legend
     assert f"| uniform | legacy | `{SAMPLER}:{SAMPLER_LINE}` | `{SAMPLER_FN}` " in md
@@ -837,9 +849,10 @@ def test_one_outlier_step_is_counted_not_reported_as_a_cost(tmp_path: Any) -> No
     assert math.isnan(flag["saved_per_token_us"])
     text = terminal.render(res, width=160)
     verdict = text[text.index("Verdict"):text.index("Per step")]
-    assert "us per token" not in verdict
-    assert re.search(r"flag: 0, measured p50 vs legacy: no measurable difference \(95% CI "
-                     r"\d\.\d\d-\d\.\d\dx\)", " ".join(verdict.split())), verdict
+    assert "us of host time per step" not in verdict
+    assert re.search(r"flag: 0\. Measured on this machine \(host time per step, p50\): flag vs "
+                     r"legacy no measurable difference \(95% CI \d\.\d\d-\d\.\d\dx, 3 rounds\)",
+                     " ".join(verdict.split())), verdict
 
 
 def test_modeled_columns_and_verdict(result: RunResult) -> None:
@@ -863,13 +876,15 @@ def test_modeled_columns_and_verdict(result: RunResult) -> None:
     assert math.isnan(sm.loc[("mixed", "legacy"), "modeled_ms"])
     text = " ".join(terminal.render(res, width=200).split())
     assert ("legacy: 1.00 hidden syncs per step at syncguard/sampling/sampler.py:"
-            f"{SAMPLER_LINE} (Tensor.__bool__); modeled cost 190 us per token on 910b (device "
-            "idle 150 us), 0.9% of a 21.1 ms step, which is why throughput barely moves") in text
+            f"{SAMPLER_LINE} (Tensor.__bool__); flag: 0. Modeled on 910b: legacy's hidden syncs "
+            "cost 190 us per step (device idle 150 us), 0.9% of a 21.1 ms modeled step, which "
+            "is why throughput barely moves. Measured on this machine (host time per step, "
+            "p50): flag vs legacy 0.86x, faster") in text
     # a larger share says no such thing
     costly = [dataclasses.replace(s, sync_cost_us=500.0) if s.sync_cost_us else s
               for s in steps]
     text = " ".join(terminal.render(dataclasses.replace(res, steps=costly), width=200).split())
-    assert "2.4% of a 21.1 ms step; flag" in text and "barely moves" not in text
+    assert "2.4% of a 21.1 ms modeled step. Measured" in text and "barely moves" not in text
     assert "(910b)" in text  # the modeled columns name their profile
     md = markdown.render(res)
     assert "| modeled ms (910b) | bubble us (910b) |" in md
@@ -894,3 +909,47 @@ def test_compare_marks_a_moved_modeled_latency(result: RunResult) -> None:
     assert not other["modeled_changed"].any() and not other["changed"].any()
     text = terminal.render_compare(moved, title="t", width=200)
     assert "0.500" in text and "0.510" in text and "4 of 4 rows changed" in text
+
+
+def test_summary_colours_latency_only_when_a_ratio_is_measurable(tmp_path: Any) -> None:
+    from syncguard.renderers import _tables
+
+    # flag's steps as legacy's, reordered: no measurable ratio, so p50/p90/p99 and the ratio
+    # are not painted best/worst even though their values differ; the counts still are
+    path = os.path.join(str(tmp_path), "same.jsonl")
+    w = ResultWriter(path, dict(HEADER))
+    _write_scenario(w, "uniform", 12, 2, {"legacy": U_LEGACY, "flag": U_LEGACY[::-1]},
+                    (SAMPLER, SAMPLER_LINE, SAMPLER_FN), {}, {})
+    w.close(True)
+    sm = analysis.summary(load(path))
+    assert not sm.set_index("path").loc["flag", "ratio_lo"] > 1.0
+    t = _tables.summary_tbl(sm)
+    cols = [c.key for c in t.columns]
+    rows = [r for r in t.rows if r is not None]
+    for key in ("p50_ms", "p90_ms", "p99_ms", "ratio_vs_legacy"):
+        assert all(r[cols.index(key)].style == "" for r in rows), key
+    assert {r[cols.index("syncs_mean")].style for r in rows} == {"best", "worst"}
+    # with a measurable ratio (the shared fixture) they are
+    t2 = _tables.summary_tbl(analysis.summary(make_result(tmp_path, "m.jsonl")))
+    rows2 = [r for r in t2.rows if r is not None]
+    assert {r[cols.index("p50_ms")].style for r in rows2} >= {"best", "worst"}
+
+
+def test_html_code_cells_break_between_parts_never_mid_word() -> None:
+    assert html.code_breaks("syncguard/sampling/sampler.py:123") == (
+        "syncguard/<wbr>sampling/<wbr>sampler.<wbr>py:<wbr>123")
+    assert html.code_breaks("top_k<x>") == "top_<wbr>k&lt;x&gt;"
+    assert html.code_breaks("Tensor.__bool__") == "Tensor.__<wbr>bool__"
+    assert "overflow-wrap:anywhere" not in html.CSS
+
+
+def test_latency_plot_draws_one_line_per_round(result: RunResult) -> None:
+    pytest.importorskip("matplotlib")
+    fig = html.plot_figure(result, "uniform")
+    lines = fig.axes[0].get_lines()
+    assert len(lines) == 2 * 3  # 2 paths x 3 rounds (the fixture's steps over rounds)
+    for ln in lines:  # each line runs forward in steps: no zig-zag back to step 0
+        xs = list(ln.get_xdata())
+        assert xs == sorted(xs) and len(set(xs)) == len(xs)
+    assert [t.get_text() for t in fig.axes[0].get_legend().get_texts()] == [
+        "legacy (3 rounds)", "flag (3 rounds)"]

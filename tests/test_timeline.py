@@ -28,6 +28,7 @@ class _Ev:
     lineno: int = 215
     api: str = "Tensor.__bool__"
     allowed: bool = False
+    kind: str = "scalar_read"
 
 
 def _ops(kernel_us: float, sync_allowed: bool = False) -> List[Op]:
@@ -100,7 +101,7 @@ def test_shipped_profiles_name_a_source_for_every_parameter() -> None:
     assert {"910b", "h200"} <= set(timeline.profile_names())
     for name in ("910b", "h200"):
         p = timeline.load_profile(name)
-        assert set(p.sources) == set(timeline.NUMERIC) | {"combine"}
+        assert set(p.sources) == set(timeline.NUMERIC) | set(timeline.OPTIONAL) | {"combine"}
         for key, src in p.sources.items():
             kind, _, why = src.partition(": ")
             assert kind in timeline.SOURCES and len(why) > 20, (name, key)
@@ -262,3 +263,147 @@ def test_check_gates_on_modeled_bubble_only_when_asked(capsys: pytest.CaptureFix
     assert main([*base, "--path", "flag", "--max-bubble-us", "1", "--profile",
                  "nope"]) == EXIT_USAGE
     assert "no such profile" in capsys.readouterr().err
+
+
+# -- every wait (hand-checked) ----------------------------------------------------------------
+def test_explicit_synchronize_waits_for_the_drain() -> None:
+    # a 10-110, b 110-210 (launched at 10, 20); torch.npu.synchronize() at 22 (view_us 2)
+    # waits for the drain at 210 + the 20 us wake-up: the host resumes at 230; c 240-340
+    ops = [Op("a", 10.0, 100.0), Op("b", 10.0, 100.0),
+           Op("torch.npu.synchronize", 2.0, 0.0, sync=True, events=[_Ev(api="sync")]),
+           Op("c", 10.0, 100.0)]
+    r = timeline.replay(ops, _profile())
+    (s,) = r.syncs
+    assert (s.host_us, s.drain_us, s.resume_us, s.stall_us) == (22.0, 210.0, 230.0, 208.0)
+    assert s.bubble_us == 30.0 and r.latency_us == 340.0
+    assert r.spans[2] == ("torch.npu.synchronize", 20.0, 230.0, None, None)  # host track
+
+
+def test_event_wait_waits_only_for_work_before_the_record() -> None:
+    # a 10-110; record at 12 (marks 110); b launched at 22: 110-210; Event.synchronize at 24
+    # waits for 110 (not 210) + 20 -> resumes at 130, while b still runs: no device idle
+    ops = [Op("a", 10.0, 100.0), Op("Event.record", 2.0, 0.0, tag=("record", 1)),
+           Op("b", 10.0, 100.0),
+           Op("Event.synchronize", 2.0, 0.0, sync=True, events=[_Ev()], tag=("event", 1)),
+           Op("c", 10.0, 100.0)]
+    r = timeline.replay(ops, _profile())
+    (s,) = r.syncs
+    assert (s.host_us, s.drain_us, s.resume_us) == (24.0, 110.0, 130.0)
+    assert s.bubble_us == 0.0  # c (launched at 140) queues behind b: 210-310
+    assert r.spans[4][3:] == (210.0, 310.0) and r.latency_us == 310.0
+
+
+def test_async_pinned_copy_plus_event_is_not_free() -> None:
+    # the standard fix: the D2H copy is queued (non_blocking into pinned memory), an event
+    # recorded after it, other work launched, then Event.synchronize: the host waits for the
+    # copy to finish on the stream (sample 10-110, copy 110-117), not for the later kernel
+    ops = [Op("sample", 10.0, 100.0), Op("_copy_from", 10.0, 7.0),
+           Op("Event.record", 2.0, 0.0, tag=("record", 7)), Op("next", 10.0, 100.0),
+           Op("Event.synchronize", 2.0, 0.0, sync=True, events=[_Ev()], tag=("event", 7))]
+    r = timeline.replay(ops, _profile())
+    (s,) = r.syncs
+    assert s.drain_us == 117.0 and s.resume_us == 137.0 and s.stall_us == 137.0 - 34.0
+    assert r.latency_us == 217.0  # 'next' 117-217 overlaps the wait
+
+
+def test_recorder_sees_explicit_waits_and_event_records_on_the_sim() -> None:
+    import torch
+
+    from syncguard import SyncGuard
+    from syncguard.sim import simulated_device
+
+    dev = simulated_device("npu")
+    npu = torch.npu  # type: ignore[attr-defined]
+    prof = timeline.load_profile("h200")
+    x = torch.ones(4, 1000, device=dev)
+    model = timeline.StepModel(prof)
+    with model, SyncGuard(on_event=model.on_event):
+        model.begin()
+        y = x * 2.0
+        host = torch.empty(4, 1000).pin_memory()
+        host.copy_(y, non_blocking=True)
+        ev = npu.Event()
+        ev.record()
+        z = y * 3.0
+        ev.synchronize()
+        npu.synchronize()
+        cost, _ = model.end(False)
+    names = [sp[0] for sp in cost.replay.spans]
+    assert "Event.record" in names and "Event.synchronize" in names
+    assert "torch.npu.synchronize" in names
+    waits = [s for s in cost.replay.syncs]
+    assert [w.op for w in waits] == ["Event.synchronize", "torch.npu.synchronize"]
+    copy_end = next(sp[4] for sp in cost.replay.spans if sp[0] == "_copy_from")
+    mul2_end = [sp[4] for sp in cost.replay.spans if sp[0].startswith("mul")][1]
+    assert waits[0].drain_us == pytest.approx(copy_end)  # the event: up to the copy only
+    assert waits[1].drain_us == pytest.approx(mul2_end)  # the device: everything
+    assert z is not None
+
+
+def test_launch_queue_limit_blocks_the_host() -> None:
+    # depth 2: kernels of 100 us launched every 10 us; the 3rd launch (host at 30) finds two
+    # pending (ending 110 and 210) and blocks until the first ends at 110
+    ops = [Op(f"k{i}", 10.0, 100.0) for i in range(4)]
+    r = timeline.replay(ops, _profile(queue_depth=2))
+    assert [sp[1:3] for sp in r.spans] == [(0.0, 10.0), (10.0, 20.0), (20.0, 110.0),
+                                           (110.0, 210.0)]
+    assert [sp[3:] for sp in r.spans] == [(10.0, 110.0), (110.0, 210.0), (210.0, 310.0),
+                                          (310.0, 410.0)]
+    assert r.queue_wait_us == (110.0 - 30.0) + (210.0 - 120.0)
+    unbounded = timeline.replay(ops, _profile(queue_depth=0))
+    assert unbounded.queue_wait_us == 0.0 and unbounded.spans[3][2] == 40.0
+    assert timeline.load_profile("h200").values["queue_depth"] == 1024
+
+
+def test_item_pays_its_copy_once() -> None:
+    import torch
+
+    from syncguard import SyncGuard
+    from syncguard.sim import simulated_device
+
+    dev = simulated_device("npu")
+    prof = timeline.load_profile("h200")
+    p = prof.values
+    x = torch.ones(1, device=dev)
+    model = timeline.StepModel(prof)
+    with model, SyncGuard(on_event=model.on_event):
+        model.begin()
+        x.item()
+        cost, _ = model.end(False)
+    (s,) = cost.replay.syncs
+    # launch, then the 4-byte copy on the stream, then the wake-up: the copy counted once
+    copy = p["kernel_us"] * 0 + p["copy_us"] + 4 / (p["d2h_gbps"] * 1e3)
+    assert s.resume_us == pytest.approx(p["launch_us"] + copy + p["sync_rtt_us"])
+    assert s.resume_us == pytest.approx(20.0, abs=0.01)  # 10 + 5 + 5: 10-20 us is typical
+
+
+def test_sort_passes_and_small_matmul_efficiency() -> None:
+    import torch
+
+    from syncguard.sim import simulated_device
+
+    dev = simulated_device("npu")
+    prof = timeline.load_profile("h200")
+    p = prof.values
+    rec = timeline.Recorder(prof)
+    from syncguard.sim import device as simdev
+
+    simdev.OP_OBSERVERS.append(rec.on_op)
+    try:
+        v = torch.ones(1, 32000, device=dev)
+        torch.sort(v, dim=-1)
+        a = torch.ones(8, 4096, device=dev, dtype=torch.float16)
+        w = torch.ones(4096, 4096, device=dev, dtype=torch.float16)
+        torch.mm(a, w)
+    finally:
+        simdev.OP_OBSERVERS.remove(rec.on_op)
+    ops = {o.name: o for o in rec.take()}
+    # sort: in 128 kB, out 128 kB values + 256 kB int64 indices, 4 passes over all of it
+    assert ops["sort"].dev_us == pytest.approx(
+        p["kernel_us"] + 4 * (128000 + 128000 + 256000) / (p["mem_gbps"] * 1e3))
+    # mm, M = 8: math at 8 / (8 + 64) of 790 TFLOP/s; memory (33.6 MB) still decides
+    flops = 2.0 * 8 * 4096 * 4096
+    math_us = flops / (p["matmul_tflops_16"] * (8 / 72) * 1e6)
+    mem_us = (8 * 4096 * 2 + 4096 * 4096 * 2 + 8 * 4096 * 2) / (p["mem_gbps"] * 1e3)
+    assert ops["mm"].dev_us == pytest.approx(p["kernel_us"] + max(math_us, mem_us))
+    assert math_us > flops / (p["matmul_tflops_16"] * 1e6) * 8  # well below peak

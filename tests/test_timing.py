@@ -53,15 +53,39 @@ def test_paths_advance_in_lockstep_with_rotating_order() -> None:
 
 def test_auto_rounds_fill_the_budget() -> None:
     clock, log, made = _Clock(), [], {}  # type: ignore[var-annotated]
-    # a round costs 10 s; budget 55 s: rounds 1-5 fit, a 6th would end at 60 s
+    # a round costs 10 s; budget 95 s: rounds 1-9 fit, a 10th would end at 100 s
     n = timing.interleaved(_factories(clock, log, {"a": 2.0, "b": 3.0}, made), steps=2,
-                           budget_s=55.0, clock=clock)
-    assert n == 5
+                           budget_s=95.0, clock=clock)
+    assert n == 9 and timing.MIN_ROUNDS == 8
     clock2, log2, made2 = _Clock(), [], {}  # type: ignore[var-annotated]
-    # a tiny budget still runs the minimum number of rounds
+    # a tiny budget still runs the minimum number of rounds (each cut to min_steps)
     n = timing.interleaved(_factories(clock2, log2, {"a": 2.0}, made2), steps=2, budget_s=1.0,
                            clock=clock2)
-    assert n == timing.MIN_ROUNDS
+    assert n == timing.MIN_ROUNDS and len(log2) == timing.MIN_ROUNDS
+
+
+def test_slow_steps_get_short_rounds_from_fresh_state() -> None:
+    # 2 s per step and path, 40 steps: one full round (160 s) would eat an 80 s budget 2x over;
+    # instead every round stops after the step that reaches 80/8 = 10 s (3 steps), or after
+    # min_steps when that is later, and a fresh round starts
+    clock, log, made = _Clock(), [], {}  # type: ignore[var-annotated]
+    samples: List[timing.Sample] = []
+    n = timing.interleaved(_factories(clock, log, {"a": 2.0, "b": 2.0}, made), steps=40,
+                           budget_s=80.0, clock=clock, on_sample=samples.append)
+    assert n == timing.MIN_ROUNDS and made == {"a": n, "b": n}
+    per_round = [sum(1 for s in samples if s.round == r and s.path == "a") for r in range(n)]
+    assert per_round == [3] * n  # both paths ran the same steps: pairs stay whole
+    assert [s.step for s in samples if s.round == 1 and s.path == "b"] == [0, 1, 2]
+    clock2, log2, made2 = _Clock(), [], {}  # type: ignore[var-annotated]
+    samples2: List[timing.Sample] = []
+    timing.interleaved(_factories(clock2, log2, {"a": 2.0, "b": 2.0}, made2), steps=40,
+                       budget_s=80.0, clock=clock2, on_sample=samples2.append, min_steps=5)
+    assert max(s.step for s in samples2) == 4  # never shorter than min_steps
+    # an explicit --repeat runs whole rounds
+    clock3, log3, made3 = _Clock(), [], {}  # type: ignore[var-annotated]
+    assert timing.interleaved(_factories(clock3, log3, {"a": 2.0}, made3), steps=40,
+                              rounds=2, budget_s=1.0, clock=clock3) == 2
+    assert len(log3) == 80
 
 
 def test_rounds_must_be_positive() -> None:

@@ -160,3 +160,15 @@ def test_cpu_run_merges_a_torch_profiler_trace(tmp_path: Any) -> None:
     steps = [e for e in doc["traceEvents"] if e.get("ph") == "X" and e["pid"] in theirs
              and e.get("name") == "step 2"]
     assert len(steps) == 2  # the record_function of a profiled step, once per path
+
+
+def test_each_wait_is_on_the_host_track_inside_its_op(run: results.RunResult) -> None:
+    doc = json.loads(trace.render(run))
+    names = _check_common(doc)
+    waits = [e for e in doc["traceEvents"] if e.get("cat") == "wait"]
+    launches = [e for e in doc["traceEvents"] if e.get("cat") == "launch"]
+    assert waits and all(names[(e["pid"], e["tid"])] == "host thread" for e in waits)
+    for w in waits:  # nested in the op's launch slice that waited (Perfetto needs nesting)
+        assert any(a["pid"] == w["pid"] and a["ts"] <= w["ts"] + 1e-6
+                   and w["ts"] + w["dur"] <= a["ts"] + a["dur"] + 1e-6 for a in launches), w
+    assert {w["name"] for w in waits} >= {"wait: _local_scalar_dense"}

@@ -63,7 +63,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    "scenario's first path, legacy in the built-in case study)")
     p.add_argument("--repeat", type=int, default=None, metavar="N",
                    help="rounds of the timed pass (paths interleaved step by step, each round "
-                   "from fresh state); default: as many as fit in --budget (1 to 10)")
+                   "from fresh state; latency verdicts need at least 3); default: 8 to 10 "
+                   "as fit in --budget, rounds cut short when slow steps would not fit 8")
     p.add_argument("--profile", default=None, metavar="NAME|FILE",
                    help="device profile of the modeled timeline on the simulated device: "
                    "a shipped one (910b, h200; default 910b), a profile JSON file, or none "

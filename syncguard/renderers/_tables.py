@@ -163,6 +163,16 @@ _MODELED: List[Tuple[str, str, str, Callable[[Any], str], bool]] = [
 ]
 
 
+_LATENCY = frozenset({"p50_ms", "p90_ms", "p99_ms", "ratio_vs_legacy"})
+
+
+def _ratio_of(r: Dict[str, Any]) -> Any:
+    from ..stats import Ratio
+
+    return Ratio(float(_num(r.get("ratio_vs_legacy"))), float(_num(r.get("ratio_lo"))),
+                 float(_num(r.get("ratio_hi"))), 0)
+
+
 def _summary_text(r: Any, col: str, fmt: Any) -> str:
     if col == "ratio_lo":
         lo, hi = r.get("ratio_lo"), r.get("ratio_hi")
@@ -199,7 +209,11 @@ def summary_tbl(sm: pd.DataFrame, *, branches: bool = True) -> Table:
     sections: List[List[Row]] = []
     for scenario in dict.fromkeys(sm["scenario"]):
         recs = sm[sm["scenario"] == scenario].to_dict("records")
-        marks = {k: _best_worst([r[k] for r in recs]) if colour else [""] * len(recs)
+        # host latency is coloured only where a ratio is measurable (its interval, as
+        # printed, excludes 1.0); counts and the modeled values are exact
+        measurable = any(_ratio_of(r).differs for r in recs)
+        marks = {k: _best_worst([r[k] for r in recs])
+                 if colour and (measurable or k not in _LATENCY) else [""] * len(recs)
                  for k, _, _, _, colour in spec}
         rows: List[Row] = []
         for i, r in enumerate(recs):
@@ -313,6 +327,23 @@ def compare_styles(r: Dict[str, Any]) -> Tuple[str, str, str]:
 _CHANGE_TEXT = {"regressed": "worse", "improved": "better", "changed": "changed", "": ""}
 
 
+def _host_cell(r: Dict[str, Any]) -> Cell:
+    """Absolute host time across two runs: a ratio only on the same machine (coloured only
+    when its interval excludes 1.0), else why not."""
+    why = str(r.get("machine") or "")
+    if why and why != "same":
+        return Cell("machine differs" if why.startswith("machine differs") else
+                    "machine not recorded")
+    x: Any = r.get("host_ratio")
+    if is_missing(x):
+        return Cell("-")
+    style = ""
+    if r.get("host_changed"):
+        style = "regressed" if float(x) > 1 else "improved"
+    return Cell(fmt_ratio_ci(x, r.get("host_lo"), r.get("host_hi")), style=style,
+                value=_num(x))
+
+
 def compare_tbl(df: pd.DataFrame, label_a: str = "A", label_b: str = "B",
                 title: Optional[str] = None) -> Table:
     """Rows of :func:`analysis.compare` / :func:`analysis.compare_paths`, styled by
@@ -328,6 +359,12 @@ def compare_tbl(df: pd.DataFrame, label_a: str = "A", label_b: str = "B",
             Column("latency_ratio", "ratio (95% CI)", "r", "latency ratio\n(95% CI)"),
             Column("outliers", f"outliers {label_a}/{label_b}", "r",
                    f"outliers\n{label_a}/{label_b}")]
+    runs = "machine" in df and any(isinstance(m, str) and m for m in df["machine"])
+    if runs:  # two runs: the ratio column is the path/baseline ratio's move between them
+        cols[7] = Column("latency_ratio", "ratio to base, moved (CI)", "r",
+                         "ratio to base\nmoved (CI)")
+        cols.append(Column("host", f"host time {label_b}/{label_a}", "r",
+                           f"host time\n{label_b}/{label_a}"))
     modeled = bool(len(df)) and bool(df["a_modeled_ms"].notna().any()
                                       or df["b_modeled_ms"].notna().any())
     if modeled:
@@ -348,6 +385,8 @@ def compare_tbl(df: pd.DataFrame, label_a: str = "A", label_b: str = "B",
                  Cell(fmt_ratio_ci(r["latency_ratio"], r["ratio_lo"], r["ratio_hi"]),
                       style=lat, value=_num(r["latency_ratio"])),
                  Cell(f"{fmt_int(r['a_outliers'])}/{fmt_int(r['b_outliers'])}")]
+        if runs:
+            cells.append(_host_cell(r))
         if modeled:
             cells += [Cell(fmt_ms(r["a_modeled_ms"]), value=_num(r["a_modeled_ms"])),
                       Cell(fmt_ms(r["b_modeled_ms"]),
@@ -356,9 +395,15 @@ def compare_tbl(df: pd.DataFrame, label_a: str = "A", label_b: str = "B",
         cells.append(Cell(_CHANGE_TEXT[row], style=row))
         rows.append(cells)
     n = int(df["changed"].sum()) if len(df) else 0
-    footer = (f"{n} of {len(df)} rows changed (hidden syncs differ, the latency ratio's 95% "
-              f"interval excludes 1.0, or the modeled latency moved; ratio = {label_b} / "
-              f"{label_a}, medians)")
+    if runs:
+        footer = (f"{n} of {len(df)} rows changed (hidden syncs differ, a path's ratio to its "
+                  f"run's baseline path moved beyond its interval, or the modeled latency "
+                  f"moved; intervals over rounds, family-wise 95%); host time is compared "
+                  f"only on the same machine and never marks a row changed")
+    else:
+        footer = (f"{n} of {len(df)} rows changed (hidden syncs differ, the latency ratio's "
+                  f"95% interval over rounds excludes 1.0, or the modeled latency moved; "
+                  f"ratio = {label_b} / {label_a}, medians)")
     return Table(title or f"Compare: {label_a} -> {label_b}", cols, [rows], footer,
                  "regressed" if any(compare_styles(r)[2] == "regressed"
                                     for r in df.to_dict("records")) else "")

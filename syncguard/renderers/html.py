@@ -36,7 +36,7 @@ h3{font-size:1.1em}
 .tbl{max-width:100%;overflow-x:auto;margin:.6em 0 1.2em}
 table{border-collapse:collapse;font-size:.9em}
 th,td{border:1px solid #d0d7de;padding:.25em .6em;vertical-align:top}
-td code{overflow-wrap:anywhere}
+td code{overflow-wrap:normal;word-break:normal}
 th{background:#f6f8fa;text-align:left}
 td.r{text-align:right;font-variant-numeric:tabular-nums}
 .best,.improved{color:#1a7f37;font-weight:600}
@@ -55,6 +55,21 @@ summary{cursor:pointer}
 dl.legend dt{font-weight:600}
 dl.legend dd{margin:0 0 .4em 1.5em;color:#57606a}
 """.strip()
+
+
+_BREAK_AFTER = "/\\.:_,"
+
+
+def code_breaks(s: str) -> str:
+    """Escaped code with line-break opportunities (``<wbr>``) only after a run of ``/ \\ . :
+    _ ,`` followed by more text: a long path or name wraps between its parts, never
+    mid-word (``Tensor.__bool__`` -> ``Tensor.__<wbr>bool__``)."""
+    out = []
+    for i, ch in enumerate(s):
+        out.append(esc(ch))
+        if ch in _BREAK_AFTER and i + 1 < len(s) and s[i + 1] not in _BREAK_AFTER:
+            out.append("<wbr>")
+    return "".join(out)
 
 
 def esc(s: object) -> str:
@@ -104,7 +119,7 @@ def table(t: _tables.Table) -> str:
         for c, a in zip(row, t.align):
             cls = " ".join(x for x in ("r" if a == "r" else "", c.style) if x)
             attr = f' class="{cls}"' if cls else ""
-            body = f"<code>{esc(c.text)}</code>" if c.code and c.text else esc(c.text)
+            body = f"<code>{code_breaks(c.text)}</code>" if c.code and c.text else esc(c.text)
             cells.append(f"<td{attr}>{body}</td>")
         out.append("<tr>" + "".join(cells) + "</tr>")
     out.append("</tbody></table></div>")
@@ -129,13 +144,16 @@ def plot_figure(result: RunResult, scenario: str) -> Any:
     from matplotlib.ticker import MaxNLocator
 
     paths = analysis.ordered_paths(s.path for s in result.steps if s.scenario == scenario)
-    lat: Dict[str, List[tuple]] = {p: [] for p in paths}
+    # one line per (path, round): each round runs the steps again from fresh state, so a
+    # line through every round's points would zig-zag back to step 0
+    lat: Dict[str, Dict[int, List[tuple]]] = {p: {} for p in paths}
     syn: Dict[str, List[tuple]] = {p: [] for p in paths}
     for s in result.steps:
         if s.scenario != scenario or s.warmup:
             continue
         if s.pass_ in ("timed", "exec") and not is_missing(s.latency_ms):
-            lat[s.path].append((s.step, float(s.latency_ms)))  # type: ignore[arg-type]
+            lat[s.path].setdefault(int(s.round or 0), []).append(
+                (s.step, float(s.latency_ms)))  # type: ignore[arg-type]
         if s.pass_ in ("counted", "exec"):
             syn[s.path].append((s.step, s.syncs))
     n = max(len(paths), 1)
@@ -150,10 +168,14 @@ def plot_figure(result: RunResult, scenario: str) -> Any:
             color = colors[i % len(colors)]
             marker, ls = _MARKERS[i % len(_MARKERS)], _LINES[i % len(_LINES)]
             size = max(7.0 - 1.5 * i, 3.0)
-            if lat[p]:
-                xs, ys = zip(*sorted(lat[p]))
+            rounds = sorted(lat[p])
+            for j, rnd in enumerate(rounds):
+                xs, ys = zip(*sorted(lat[p][rnd]))
+                label = plot_text(p) + (f" ({len(rounds)} rounds)" if len(rounds) > 1 else "")
                 ax1.plot(xs, ys, marker=marker, markersize=size, linestyle=ls,
-                         linewidth=max(2.0 - 0.4 * i, 1.0), color=color, label=plot_text(p))
+                         linewidth=max(2.0 - 0.4 * i, 1.0), color=color,
+                         alpha=1.0 if len(rounds) == 1 else 0.6,
+                         label=label if j == 0 else None)
             ax = sync_axes[i] if i < len(sync_axes) else sync_axes[-1]
             if syn[p]:
                 xs, ys = zip(*sorted(syn[p]))
@@ -163,7 +185,8 @@ def plot_figure(result: RunResult, scenario: str) -> Any:
             ax.yaxis.set_major_locator(MaxNLocator(integer=True, nbins=3))
             ax.set_ylabel(plot_text(p), rotation=0, ha="right", va="center", color=color)
         ax1.set_ylabel("latency per step (ms)")
-        ax1.set_title(f"{plot_text(scenario)}: latency, timed pass (warm-up excluded)", loc="left")
+        ax1.set_title(f"{plot_text(scenario)}: latency, timed pass, one line per round "
+                      "(warm-up excluded)", loc="left")
         sync_axes[0].set_title(f"{plot_text(scenario)}: hidden syncs per step, counted pass, "
                                "one panel per path (warm-up excluded)", loc="left")
         sync_axes[-1].set_xlabel("step")

@@ -286,6 +286,9 @@ class Event:
 
     def record(self, stream: Optional[Stream] = None) -> None:
         self._time = time.perf_counter()
+        from .. import timeline  # the modeled timeline places the event on the stream
+
+        timeline.event_record(self)
 
     def wait(self, stream: Optional[Stream] = None) -> None:
         """Make a stream wait for the event: device-side, no host sync."""
@@ -295,6 +298,9 @@ class Event:
 
     def synchronize(self) -> None:
         """Wait on the host for the event: reported as an explicit sync."""
+        from .. import timeline  # modeled: the host waits for the work before the record
+
+        timeline.event_wait(self)
         _report(f"torch.{_DEVICE_NAME}.Event.synchronize")
 
     def elapsed_time(self, end_event: Event) -> float:
