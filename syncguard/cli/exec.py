@@ -2,8 +2,9 @@
 or `syncguard exec [OPTIONS] -m MODULE [ARGS]`.
 
 The program runs in this process with sys.argv, __main__ and sys.path[0] as a plain run has
-them. Each call of a --step function (or each `with syncguard.step():` block) is one step; with
-neither, the whole program is one step. Every finished step is streamed to OUT/result.jsonl
+them. Each call of a --step function (or each `with syncguard.step():` block) is one step; each
+call of a --loop function begins a step that lasts until its next call; with none of them, the
+whole program is one step. Every finished step is streamed to OUT/result.jsonl
 (OUT/result.rank<N>.jsonl under torchrun); `syncguard show` and `compare` read it.
 
 Exit code: the program's own when it fails (its traceback shown as a plain run shows it);
@@ -17,7 +18,7 @@ import argparse
 import os
 import sys
 import time
-from typing import Any, Optional, Tuple
+from typing import Any, Dict, Optional, Tuple
 
 NAME = "exec"
 HELP = "run your own program under the guard (per-step syncs, reports, CI gate)"
@@ -29,6 +30,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--step", action="append", default=[], metavar="MODULE:QUALNAME",
                    help="each call of this function or method is one step, e.g. "
                    "sglang.srt.managers.scheduler:Scheduler.run_batch (repeatable)")
+    p.add_argument("--loop", action="append", default=[], metavar="MODULE:QUALNAME",
+                   help="each call of this function begins a step that lasts until its next "
+                   "call (the last until the call that drove the loop returns), so syncs in "
+                   "the loop around it count too, e.g. model:Decoder.forward for one step per "
+                   "token; a first call with another input shape is labelled prefill "
+                   "(repeatable)")
     p.add_argument("--device", default="auto", choices=DEVICES,
                    help="auto (npu if torch_npu works, else cuda if available, else sim), sim "
                    "(simulated npu + torch_npu stand-in set up before the program starts), "
@@ -109,8 +116,15 @@ def main(args: argparse.Namespace) -> int:
     try:
         program = parse_command(args.program or [], args.module)
         steps = [parse_step(s) for s in args.step]
+        steps += [parse_step(s, "--loop") for s in args.loop]
     except (ProgramError, StepSpecError) as exc:
         raise UsageError(str(exc)) from None
+    seen: Dict[str, str] = {}
+    for t in steps:
+        if t.label in seen:
+            raise UsageError(f"{t.flag} {t.spec}: step name {t.label} is also {seen[t.label]}: "
+                             f"each --step and --loop needs a distinct name")
+        seen[t.label] = f"{t.flag} {t.spec}"
     if args.output not in (None, "-"):
         args.output = os.path.abspath(args.output)
     rank = rank_from_env()

@@ -84,12 +84,12 @@ def execute(opts: ExecOptions, target: Any, out: str) -> int:
         for t in opts.steps:
             if t.module in own:  # the program's own code, which runs as __main__
                 if main_file is None:
-                    raise UsageError(f"--step {t.spec}: the program's code is not a Python "
+                    raise UsageError(f"{t.flag} {t.spec}: the program's code is not a Python "
                                      f"source file; mark the step with syncguard.step()")
                 t.module = "__main__"
             why = static_missing(t, main_file if t.module == "__main__" else None)
             if why is not None:
-                raise UsageError(f"--step {t.spec}: {why}")
+                raise UsageError(f"{t.flag} {t.spec}: {why}")
     if opts.max_syncs is None and opts.max_syncs_per_step is None and opts.fmt != "text":
         raise UsageError(f"--format {opts.fmt}: needs --max-syncs or --max-syncs-per-step "
                          f"(the budget to gate on)")
@@ -98,7 +98,8 @@ def execute(opts: ExecOptions, target: Any, out: str) -> int:
     path = os.path.join(out, result_name(opts.rank))
     header = {
         "env": environment(target.kind, target.name), "argv": opts.argv,
-        "options": {"steps": [t.spec for t in opts.steps], "warmup": opts.warmup,
+        "options": {"steps": [t.spec for t in opts.steps if not t.loop],
+                    "loops": [t.spec for t in opts.steps if t.loop], "warmup": opts.warmup,
                     "max_syncs": opts.max_syncs,
                     "max_syncs_per_step": opts.max_syncs_per_step, "device": target.kind},
         "exec": {"program": program.target, "module": program.module, "args": program.args,

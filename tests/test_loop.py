@@ -1,0 +1,127 @@
+"""``syncguard exec --loop``: each call begins a step that lasts until the next call, so the
+per-token sync in the loop around a model's forward lands in that token's step."""
+
+from __future__ import annotations
+
+import os
+import sys
+from typing import Iterator, List, Tuple
+
+import pytest
+
+from syncguard import results
+from syncguard.cli import main
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+EXAMPLE = os.path.join(ROOT, "examples", "token_loop")
+GENERATE = os.path.join(EXAMPLE, "generate.py")
+STOPPING = os.path.join(EXAMPLE, "stopping.py")
+TOPLOOP = os.path.join(ROOT, "tests", "data", "exec", "toploop.py")
+FORWARD = "model:TinyDecoder.forward"
+
+
+def _line(path: str, text: str) -> int:
+    with open(path) as f:
+        return next(i for i, line in enumerate(f, 1) if text in line)
+
+
+@pytest.fixture
+def clean(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    monkeypatch.setattr(sys, "path", sys.path[:])
+    monkeypatch.delenv("RANK", raising=False)
+    monkeypatch.delenv("WORLD_SIZE", raising=False)
+    yield
+    for m in ("model", "stopping", "toploop"):
+        sys.modules.pop(m, None)
+
+
+def _exec(tmp_path, opts: List[str], script: str = GENERATE,
+          args: Tuple[str, ...] = ("--tokens", "5")) -> Tuple[int, results.RunResult]:
+    out = str(tmp_path / "o")
+    rc = main(["exec", "--device", "sim", "--out", out, "--force", "--width", "200", *opts,
+               "--", "python", script, *args])
+    name = "result.rank0.jsonl" if os.environ.get("RANK") else "result.jsonl"
+    return rc, results.load(os.path.join(out, name))
+
+
+def test_loop_gives_one_step_per_token_with_its_sync(tmp_path, clean, capsys):
+    rc, res = _exec(tmp_path, ["--loop", FORWARD])
+    assert rc == 0
+    fwd = [s for s in res.steps if s.path == "TinyDecoder.forward"]
+    assert [(s.step, s.syncs) for s in fwd] == [(i, 1) for i in range(5)]
+    # the first call has the whole prompt: prefill; the others one token each
+    assert [s.labels for s in fwd] == [{"phase": "prefill"}] + [None] * 4
+    stop = _line(STOPPING, "return bool(done)")
+    inside = [e for e in res.events if e["path"] == "TinyDecoder.forward"]
+    assert {(e["filename"], e["lineno"], e["step"]) for e in inside} == {
+        (STOPPING, stop, i) for i in range(5)}
+    # the caller of the helper is in each event's stack
+    drive = _line(GENERATE, "if stop(next_ids):")
+    assert all((e["stack"][1]["lineno"], e["stack"][1]["function"]) == (drive, "decode_loop")
+               for e in inside)
+    assert res.header["options"]["loops"] == [FORWARD]
+
+
+def test_step_on_the_same_forward_sees_no_sync(tmp_path, clean):
+    """Why --loop exists: the per-token sync is in the loop around forward, not in it."""
+    rc, res = _exec(tmp_path, ["--step", FORWARD])
+    assert rc == 0 and [s.syncs for s in res.steps] == [0] * 5
+
+
+def test_last_step_ends_when_the_driving_call_returns(tmp_path, clean):
+    """The readback after decode_loop returned is outside every step, not in the last one."""
+    _, res = _exec(tmp_path, ["--loop", FORWARD])
+    assert res.steps[-1].syncs == 1
+    after = _line(GENERATE, "tokens.cpu()")
+    assert any(after == e["lineno"] for e in res.events if e["path"] != "TinyDecoder.forward"
+               ) or any(f"generate.py:{after}" in str(n) for n in res.notes)
+
+
+def test_top_level_loop_ends_with_the_program(tmp_path, clean, monkeypatch):
+    monkeypatch.chdir(os.path.dirname(TOPLOOP))
+    _, res = _exec(tmp_path, ["--loop", "toploop:Model.forward"], TOPLOOP, ("--readback",))
+    assert [s.syncs for s in res.steps] == [1, 1, 1, 2]
+    assert [s.labels for s in res.steps] == [{"phase": "prefill"}, None, None, None]
+
+
+def test_loop_with_warmup_gate_and_step(tmp_path, clean):
+    rc, res = _exec(tmp_path, ["--loop", FORWARD, "--step", "stopping:StopOnToken.__call__",
+                               "--warmup", "2", "--max-syncs-per-step", "0"])
+    assert rc == 1  # the stop check's step: 1 sync per call, budget 0
+    by = {}
+    for s in res.steps:
+        by.setdefault(s.path, []).append((s.step, s.warmup, s.syncs))
+    # a --step call inside a loop step is its own step: its syncs are not the loop step's
+    assert by["TinyDecoder.forward"] == [(0, True, 0), (1, True, 0)] + [
+        (i, False, 0) for i in range(2, 5)]
+    assert by["StopOnToken.__call__"] == [(0, True, 1), (1, True, 1)] + [
+        (i, False, 1) for i in range(2, 5)]
+
+
+def test_loop_gate_per_step(tmp_path, clean):
+    rc, _ = _exec(tmp_path, ["--loop", FORWARD, "--max-syncs-per-step", "1"])
+    assert rc == 0
+    rc, _ = _exec(tmp_path, ["--loop", FORWARD, "--max-syncs-per-step", "0"])
+    assert rc == 1
+
+
+def test_loop_under_a_rank(tmp_path, clean, monkeypatch):
+    monkeypatch.setenv("RANK", "0")
+    monkeypatch.setenv("WORLD_SIZE", "1")
+    rc, res = _exec(tmp_path, ["--loop", FORWARD])
+    assert rc == 0 and [s.syncs for s in res.steps] == [1] * 5
+    assert {s.rank for s in res.steps} == {0}
+
+
+def test_names_must_be_distinct(tmp_path, clean, capsys):
+    rc = main(["exec", "--device", "sim", "--out", str(tmp_path / "o"), "--loop", FORWARD,
+               "--step", FORWARD, "--", "python", GENERATE])
+    assert rc == 2
+    assert "distinct name" in capsys.readouterr().err
+
+
+def test_missing_loop_target_names_the_flag(tmp_path, clean, capsys):
+    rc = main(["exec", "--device", "sim", "--out", str(tmp_path / "o"), "--loop",
+               "model:TinyDecoder.nope", "--", "python", GENERATE])
+    assert rc == 2
+    assert "--loop model:TinyDecoder.nope" in capsys.readouterr().err
