@@ -71,7 +71,7 @@ def test_exact_counts_and_lines(demo, tmp_path, form, capsys):
     assert {s.path for s in res.steps} == {"Engine.step"}
     assert res.complete and all(s.pass_ == "exec" for s in res.steps)
     sites = {(e["step"], os.path.basename(e["filename"]), e["lineno"], e["thread"])
-             for e in res.events if not e["allowed"]}
+             for e in res.events if not e["allowed"] and e["path"] != results.OUTSIDE_PATH}
     assert sites == {
         (2, "engine.py", _line("two-a"), "MainThread"),
         (2, "engine.py", _line("two-b"), "MainThread"),
@@ -85,8 +85,13 @@ def test_exact_counts_and_lines(demo, tmp_path, form, capsys):
     with open(os.path.join(HERE, "loopdemo", "run.py")) as f:
         line = next(i for i, t in enumerate(f, 1) if "final readback, outside every step" in t)
     assert note["message"] == ("1 hidden sync outside every step (not gated): "
-                               f"{note['sites'][0]}") and note["sites"][0].endswith(
+                               f"{note['sites'][0]} x1") and note["sites"][0].endswith(
         f"run.py:{line}") and not os.path.isabs(note["sites"][0])
+    # and per site in the result, as events of no step, after the last step (7)
+    (ev,) = [e for e in res.events if e["path"] == results.OUTSIDE_PATH]
+    assert (os.path.basename(ev["filename"]), ev["lineno"], ev["step"], ev["after_step"],
+            ev["kind"], ev["count"]) == ("run.py", line, None, 7, "d2h_copy", 1)
+    assert [(r["lineno"], r["count"]) for r in results.outside_sites(res)] == [(line, 1)]
 
 
 @pytest.mark.parametrize("form", ["script", "module"])

@@ -125,3 +125,45 @@ def test_missing_loop_target_names_the_flag(tmp_path, clean, capsys):
                "model:TinyDecoder.nope", "--", "python", GENERATE])
     assert rc == 2
     assert "--loop model:TinyDecoder.nope" in capsys.readouterr().err
+
+
+def test_syncs_outside_steps_per_site_and_gate(tmp_path, clean, capsys):
+    """--step on the forward leaves the stop check outside every step: kept per site (kind,
+    op, line, count) in result.jsonl, events.csv and the sites table, and gated on request."""
+    rc, res = _exec(tmp_path, ["--step", FORWARD, "--max-syncs-outside", "3"])
+    assert rc == 1
+    cap = capsys.readouterr()
+    assert "FAIL  generate.py [outside steps]: 12 hidden syncs, budget 3" in cap.out
+    err = cap.err
+    stop = _line(STOPPING, "return bool(done)")
+    rows = {(os.path.basename(r["filename"]), r["lineno"]): r
+            for r in results.outside_sites(res)}
+    assert rows[("stopping.py", stop)]["count"] == 5
+    assert rows[("stopping.py", stop)]["kind"] == "scalar_read"
+    assert rows[("stopping.py", stop)]["op"] == "aten::_local_scalar_dense"
+    after = sorted(e["after_step"] for e in res.events if e["lineno"] == stop)
+    assert after == [0, 1, 2, 3, 4]  # one after each step: a per-step site
+    with open(tmp_path / "o" / "events.csv") as f:
+        csv = f.read()
+    assert "(outside steps),exec,,scalar_read,Tensor.__bool__" in csv
+    assert "(outside steps)" in err  # the sites table
+    # `check OUT` gates the recorded run again, outside syncs on their recorded budget
+    assert main(["check", str(tmp_path / "o"), "--max-syncs", "99"]) == 0
+    assert main(["check", str(tmp_path / "o")]) == 1
+    assert "[outside steps]: 12 hidden syncs, budget 3" in capsys.readouterr().out
+    rc, _ = _exec(tmp_path, ["--step", FORWARD, "--max-syncs-outside", "12"])
+    assert rc == 0
+
+
+def test_old_results_outside_note_still_read(tmp_path):
+    """A result from before outside syncs were events: its note's file:line list."""
+    import json
+
+    p = tmp_path / "old.jsonl"
+    head = {"type": "header", "schema": 1, "env": {}}
+    note = {"type": "note", "message": "2 hidden syncs outside every step (not gated): a.py:3",
+            "outside_steps": 2, "sites": ["a.py:3"]}
+    p.write_text("\n".join(json.dumps(x) for x in (head, note)) + "\n")
+    res = results.load(str(p))
+    assert [(r["filename"], r["lineno"], r["count"]) for r in results.outside_sites(res)] == [
+        ("a.py", 3, None)]

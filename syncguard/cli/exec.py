@@ -9,8 +9,9 @@ whole program is one step. Every finished step is streamed to OUT/result.jsonl
 
 Exit code: the program's own when it fails (its traceback shown as a plain run shows it);
 else 2 when a --step never matched (missing module or attribute), 1 when a step name has
-more hidden syncs than --max-syncs over the run, or one step call more than
---max-syncs-per-step, 0 otherwise; 130 on Ctrl-C, after writing the reports."""
+more hidden syncs than --max-syncs over the run, one step call more than
+--max-syncs-per-step, or the syncs outside every step more than --max-syncs-outside, 0
+otherwise; 130 on Ctrl-C, after writing the reports."""
 
 from __future__ import annotations
 
@@ -48,6 +49,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--max-syncs-per-step", type=int, default=None, metavar="N",
                    help="hidden syncs allowed in any one step call (the max over the steps "
                    "of each step name; default: no gate)")
+    p.add_argument("--max-syncs-outside", type=int, default=None, metavar="N",
+                   help="hidden syncs allowed outside every step, in total over the run "
+                   "(set-up, the readback after the loop; default: no gate)")
     from .check import add_allow_arguments
 
     add_allow_arguments(p)
@@ -110,7 +114,8 @@ def main(args: argparse.Namespace) -> int:
     from .run import REPORT_FILES
 
     for flag, v in (("--warmup", args.warmup), ("--max-syncs", args.max_syncs),
-                    ("--max-syncs-per-step", args.max_syncs_per_step)):
+                    ("--max-syncs-per-step", args.max_syncs_per_step),
+                    ("--max-syncs-outside", args.max_syncs_outside)):
         if v is not None and v < 0:
             raise UsageError(f"{flag}: must be >= 0, got {v}")
     try:
@@ -137,6 +142,7 @@ def main(args: argparse.Namespace) -> int:
         args.output = os.path.join(out, gate_file)
     opts = ExecOptions(program=program, steps=steps, warmup=args.warmup,
                        max_syncs=args.max_syncs, max_syncs_per_step=args.max_syncs_per_step,
+                       max_syncs_outside=args.max_syncs_outside,
                        allow_sites=_allow_sites(args),
                        fmt=args.format, output=args.output, width=report_width(args.width),
                        rank=rank, argv=sys.argv[1:])

@@ -78,6 +78,9 @@ class ExecSession:
                                       Optional[Dict[str, str]]]] = None
         self._loop: Optional[_LoopStep] = None
         self.outside: List[SyncEvent] = []
+        #: for each of :attr:`outside`, the index of the step begun last before it
+        self.outside_after: List[Optional[int]] = []
+        self._last: Optional[int] = None
         self.totals: Dict[str, StepTotals] = {}
         self._timer = DeviceTimer(target)
         self._t_start = 0.0
@@ -103,6 +106,7 @@ class ExecSession:
                 self._loop.events.append(dataclasses.replace(ev, step=self._loop.index))
             else:
                 self.outside.append(ev)
+                self.outside_after.append(self._last)
 
     def _loop_live(self) -> bool:
         """Whether the open loop step still runs: False once the call that drove the loop
@@ -134,6 +138,7 @@ class ExecSession:
                 self._end_loop(shape if same else None)
             i = self._next.get(name, 0)
             self._next[name] = i + 1
+            self._last = i
             self._loop = _LoopStep(name, i, time.perf_counter(), self._timer.start(), driver,
                                    threading.get_ident(), shape, first=not same)
 
@@ -171,6 +176,7 @@ class ExecSession:
                 self._end_loop()  # the loop's driver returned: its last step is over
             i = self._next.get(name, 0)
             self._next[name] = i + 1
+            self._last = i
             cm = self.guard.step(i)
             cm.__enter__()
             self._buf = []
@@ -245,7 +251,7 @@ class ExecSession:
             self._flush()
             if not self._next and complete:
                 evs = [dataclasses.replace(e, step=0) for e in self.outside]
-                self.outside = []
+                self.outside, self.outside_after = [], []
                 self._next[PROGRAM_STEP] = 1
                 self._record(PROGRAM_STEP, 0, False, evs,
                              (time.perf_counter() - self._t_start) * 1e3, None)
