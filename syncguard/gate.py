@@ -39,6 +39,7 @@ from typing import Any, Dict, Iterable, List, Optional, Tuple, Union
 from ._words import plural
 from .baseline import Baseline, BaselineSite, Finding, display_path, site_key
 from .events import SyncEvent, site_line
+from .sites import caller_text
 
 __all__ = ["Site", "Tally", "Verdict", "baseline_from", "judge"]
 
@@ -59,7 +60,7 @@ class Site:
         """``file:line in function: API (op) xN, steps 2-4`` (see :func:`events.site_line`)."""
         ev = self.event
         return site_line(ev.filename, ev.lineno, ev.function, ev.api, ev.op, self.count,
-                         self.steps, root=root)
+                         self.steps, root=root, caller=caller_text(ev.filename, ev.stack, root))
 
 
 class Tally:
@@ -156,7 +157,8 @@ class Verdict:
         for f in self.findings:
             ev = f.event
             text = site_line(ev.filename, ev.lineno, ev.function, ev.api, ev.op, f.count,
-                             f.steps, root=root)
+                             f.steps, root=root,
+                             caller=caller_text(ev.filename, ev.stack, root))
             out.append(f"{text}  ({f.message})" if self.max_syncs is None else text)
         return out
 

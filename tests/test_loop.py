@@ -167,3 +167,50 @@ def test_old_results_outside_note_still_read(tmp_path):
     res = results.load(str(p))
     assert [(r["filename"], r["lineno"], r["count"]) for r in results.outside_sites(res)] == [
         ("a.py", 3, None)]
+
+
+def test_report_leads_with_per_token_sync_and_its_caller(tmp_path, clean, capsys,
+                                                          monkeypatch):
+    monkeypatch.chdir(ROOT)  # sites relative to the repository
+    rc, res = _exec(tmp_path, ["--loop", FORWARD, "--max-syncs-per-step", "0"])
+    assert rc == 1
+    cap = capsys.readouterr()
+    stop, drive = _line(STOPPING, "return bool(done)"), _line(GENERATE, "if stop(next_ids):")
+    site = (f"examples/token_loop/stopping.py:{stop} in __call__, called from "
+            f"examples/token_loop/generate.py:{drive} in decode_loop")
+    first = cap.err.splitlines()[0]
+    assert first.startswith(f"1 hidden sync per token at {site} (Tensor.__bool__)"), first
+    # the verdict says per token; the sites table says per step or once, and the caller
+    assert f"TinyDecoder.forward: 1 hidden sync per token at {site}" in " ".join(
+        cap.err.split())
+    assert "1.00/step" in cap.err and "once" in cap.err
+    # the gate line names the same site, the same way; `check` on the result too
+    assert f"      {site}: Tensor.__bool__ (aten::_local_scalar_dense) x5, steps 0-4" in (
+        cap.out)
+    assert main(["check", str(tmp_path / "o"), "--format", "github"]) == 1
+    out = capsys.readouterr().out
+    assert f"      {site}: Tensor.__bool__" in out
+    assert (f"hidden host sync in __call__, called from examples/token_loop/generate.py:{drive}"
+            f" in decode_loop:") in out
+    with open(tmp_path / "o" / "report.md") as f:
+        md = f.read()
+    assert "1 hidden sync per token" in md and "called from" in md
+
+
+def test_sites_per_step_or_once(tmp_path, clean):
+    from syncguard import analysis
+
+    _, res = _exec(tmp_path, ["--step", FORWARD])
+    st = analysis.sites(res)
+    by = {(os.path.basename(r["filename"]), r["lineno"]): r for r in st.to_dict("records")}
+    stop = by[("stopping.py", _line(STOPPING, "return bool(done)"))]
+    assert stop["path"] == results.OUTSIDE_PATH and stop["per_step"] and stop["rate"] == 1.0
+    assert stop["steps"] == "after 0-4"
+    setup = by[("generate.py", _line(GENERATE, "model = TinyDecoder()"))]
+    assert not setup["per_step"] and setup["steps"] == "before any"
+    # and the verdict has a clause for the per-step syncs outside every step
+    from syncguard.renderers._common import verdict_options, verdicts
+
+    (_, sentence), = verdicts(analysis.summary(res), analysis.merge_paths(st), code="",
+                              **verdict_options(res))
+    assert "outside every step: 1 hidden sync per step at " in sentence

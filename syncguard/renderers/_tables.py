@@ -238,6 +238,12 @@ def sites_tbl(st: pd.DataFrame, allowed: bool, base: Optional[str] = None) -> Ta
             Column("steps", "steps")]
     if allowed:
         cols.append(Column("reason", "reason", under="api"))
+    callers = bool(len(sub)) and "caller_filename" in sub and any(sub["caller_filename"])
+    if callers:  # a site in a helper: the code that called it
+        cols.append(Column("caller", "called from", under="site"))
+    per = bool(len(sub)) and "per_step" in sub and not allowed
+    if per:
+        cols.append(Column("per", "per step", under="count"))
     modeled = bool(len(sub)) and "modeled_stall_us" in sub and bool(
         sub["modeled_stall_us"].notna().any())
     if modeled:
@@ -254,12 +260,34 @@ def sites_tbl(st: pd.DataFrame, allowed: bool, base: Optional[str] = None) -> Ta
                Cell(str(r["steps"]))]
         if allowed:
             row.append(Cell(str(r["reason"])))
+        if callers:
+            row.append(Cell(caller_phrase(r, base), True))
+        if per:
+            row.append(Cell(per_phrase(r)))
         if modeled:
             row += [Cell(fmt_int(r["modeled_stall_us"]), value=_num(r["modeled_stall_us"])),
                     Cell(fmt_int(r["modeled_bubble_us"]), value=_num(r["modeled_bubble_us"]))]
         rows.append(row)
     title = "Allowed syncs" if allowed else "Hidden sync sites"
     return Table(title, cols, [[row] for row in rows])
+
+
+def caller_phrase(r: Dict[str, Any], base: Optional[str] = None) -> str:
+    """``called from generate.py:25 in decode_loop`` for a :func:`analysis.sites` row whose
+    site is in a helper; ``""`` otherwise."""
+    from ..sites import frame_text
+
+    if not r.get("caller_filename"):
+        return ""
+    return "called from " + frame_text(r["caller_filename"], r["caller_lineno"],
+                                       r["caller_function"], base)
+
+
+def per_phrase(r: Dict[str, Any]) -> str:
+    """``1.00/step`` for a site that syncs in most steps, ``once`` for the others."""
+    if not r.get("per_step") or is_missing(r.get("rate")):
+        return "once"
+    return f"{float(r['rate']):.2f}/step"
 
 
 def per_step_tbl(result: RunResult, scenario: str, max_steps: int = 200, head: int = 10,

@@ -15,7 +15,7 @@ from .. import analysis
 from .._escape import html_text, plot_text
 from ..analysis import is_missing
 from . import _tables
-from ._common import environment_parts, legend, note_texts, status_text, timed_on_hardware, verdicts
+from ._common import environment_parts, legend, note_texts, status_text, verdict_options, verdicts
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
@@ -240,7 +240,7 @@ def render(result: RunResult, *, title: str = "syncguard report", show_time: boo
         out.append(f'<p class="key">{key} (all terms in the <a href="#legend">legend</a>)</p>')
     out += ["<h2>Verdict</h2>", "<ul>"]
     for scenario, sentence in verdicts(sm, st, code="\x00", base=base,
-                                       show_wait=timed_on_hardware(result)):
+                                       **verdict_options(result)):
         parts = sentence.split("\x00")
         body = "".join(f"<code>{esc(p)}</code>" if i % 2 else esc(p)
                        for i, p in enumerate(parts))
