@@ -375,7 +375,8 @@ def per_step(result: RunResult, scenario: str) -> pd.DataFrame:
                 if is_missing(batch) and any_rec.pass_ != "exec":  # exec: batch not known
                     batch = any_rec.batch_size
                 warm = warm or bool(any_rec.warmup)
-            row[f"{path}.branch"] = any_rec.branch if any_rec is not None else ""
+            row[f"{path}.branch"] = "" if any_rec is None else (
+                any_rec.branch or (any_rec.labels or {}).get("phase", ""))  # exec: prefill
             row[f"{path}.syncs"] = c.syncs if c is not None else _nan()
             row[f"{path}.latency_ms"] = _percentile(lat_rounds.get((step, path), []), 50)
         row["batch_size"] = batch

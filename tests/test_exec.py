@@ -507,7 +507,7 @@ def test_a_step_that_raises_keeps_its_syncs_and_is_marked(tmp_path, monkeypatch)
 
 def test_exec_reports_have_no_ratio_between_step_names(tmp_path, monkeypatch):
     """Two step names of one program are not alternatives of one step: no ratio or saved
-    columns or verdict between them, an exec latency legend, no batch size."""
+    columns or verdict between them, an exec latency legend, no batch size or branch."""
     from syncguard import analysis
     from syncguard.renderers import markdown
 
@@ -525,8 +525,9 @@ def test_exec_reports_have_no_ratio_between_step_names(tmp_path, monkeypatch):
     assert "host time per step call, measured under the guard" in md
     per_step = [ln for ln in md.splitlines() if ln.startswith("| 0 ")]
     cells = [c.strip() for c in per_step[0].split("|")]
-    assert cells[2] == "-"  # batch: not known in exec
-    assert cells[5] != "-" and float(cells[5]) > 0  # a's host time of step 0, in ms
+    # no batch (not known in exec) and no branch column: step, a syncs, a ms, b syncs, b ms
+    assert len(cells) == 7 and "| batch" not in md and "branch |" not in md
+    assert cells[3] != "-" and float(cells[3]) > 0  # a's host time of step 0, in ms
 
 
 def test_max_syncs_per_step(demo, tmp_path, capsys):

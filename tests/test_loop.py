@@ -214,3 +214,24 @@ def test_sites_per_step_or_once(tmp_path, clean):
     (_, sentence), = verdicts(analysis.summary(res), analysis.merge_paths(st), code="",
                               **verdict_options(res))
     assert "outside every step: 1 hidden sync per step at " in sentence
+
+
+def test_exec_report_shows_only_columns_that_apply(tmp_path, clean):
+    """No batch column (not known), a phase column only where a step has one, no legend for
+    modeled columns that are not shown, no "timed pass" in the plot of a run without one."""
+    from syncguard.renderers import html, terminal
+
+    _, res = _exec(tmp_path, ["--loop", FORWARD])
+    text = terminal.render(res, width=160)
+    table = text[text.index("Per step:"):text.index("Hidden sync sites")]
+    assert "batch" not in table and "branch" not in table and "phase" in table
+    assert "prefill" in table
+    assert "\nmodeled " not in text and "counted pass" not in text
+    _, res2 = _exec(tmp_path, ["--step", FORWARD])
+    table2 = terminal.render(res2, width=160)
+    table2 = table2[table2.index("Per step:"):table2.index("Hidden sync sites")]
+    assert "phase" not in table2 and "branch" not in table2
+    pytest.importorskip("matplotlib")
+    fig = html.plot_figure(res, "generate.py")
+    titles = [ax.get_title(loc="left") for ax in fig.axes]
+    assert not any("timed pass" in t or "counted pass" in t for t in titles), titles

@@ -37,7 +37,7 @@ LEGEND: Tuple[Tuple[str, str], ...] = (
 EXEC_LEGEND: Tuple[Tuple[str, str], ...] = (
     ("syncs/step", "hidden host<->device syncs per step call (under the guard, warm-up steps "
                    "excluded); mean and max"),
-    LEGEND[1],
+    ("allowed/step", "allowed syncs per step call (e.g. the token readback)"),
     ("p50/p90/p99/mean", "host time per step call, measured under the guard (interceptors "
                          "on), in ms, warm-up steps excluded"),
     *[kv for kv in LEGEND if kv[0] in ("out", "modeled", "steps")],
@@ -45,10 +45,13 @@ EXEC_LEGEND: Tuple[Tuple[str, str], ...] = (
 
 
 def legend(result: RunResult) -> Tuple[Tuple[str, str], ...]:
-    """The legend's terms for ``result``: :data:`EXEC_LEGEND` for an exec run."""
+    """The legend's terms for ``result``: :data:`EXEC_LEGEND` for an exec run; the modeled
+    columns' term only when the run has modeled values (the columns are shown)."""
     from ..analysis import is_exec
 
-    return EXEC_LEGEND if is_exec(result) else LEGEND
+    terms = EXEC_LEGEND if is_exec(result) else LEGEND
+    modeled = bool(result.timelines) or any(s.modeled_ms is not None for s in result.steps)
+    return terms if modeled else tuple(kv for kv in terms if kv[0] != "modeled")
 
 
 def header_get(header: Dict[str, Any], key: str) -> Any:
