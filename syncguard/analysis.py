@@ -443,7 +443,7 @@ def sites(result: RunResult, include_allowed: bool = True,
     import pandas as pd
 
     from .results import OUTSIDE_PATH
-    from .sites import caller_of
+    from .sites import caller_of, function_name
 
     groups: Dict[Tuple[Any, ...], Dict[str, Any]] = {}
     for e in result.events:
@@ -453,7 +453,8 @@ def sites(result: RunResult, include_allowed: bool = True,
         if allowed and not include_allowed:
             continue
         key = (str(e.get("scenario")), str(e.get("path")), e.get("filename"),
-               e.get("lineno"), e.get("function") or "", e.get("api") or "",
+               e.get("lineno"), function_name(e.get("function") or "", e.get("stack")),
+               e.get("api") or "",
                e.get("op") or "", e.get("kind") or "", allowed)
         g = groups.setdefault(key, {"count": 0, "steps": [], "reasons": [], "waits": [],
                                     "callers": Counter(), "after": set()})

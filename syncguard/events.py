@@ -43,11 +43,14 @@ class NoDeviceTensorsWarning(UserWarning):
 
 @dataclasses.dataclass(frozen=True)
 class Frame:
-    """One frame of user code: where a sync was made."""
+    """One frame of user code: where a sync was made. ``qualname``: the function's qualified
+    name where it differs from ``function`` (``StopOnToken.__call__``; Python 3.11+, else
+    empty), for reports; ``function`` stays the plain name that site keys use."""
 
     filename: str
     lineno: int
     function: str
+    qualname: str = ""
 
     def __str__(self) -> str:
         return f"{self.filename}:{self.lineno} in {self.function}"
@@ -98,17 +101,20 @@ class SyncEvent:
     @classmethod
     def from_dict(cls, d: Dict[str, Any]) -> SyncEvent:
         d = dict(d)
-        d["stack"] = tuple(Frame(**f) for f in d.get("stack", ()))
+        fields = {f.name for f in dataclasses.fields(Frame)}
+        d["stack"] = tuple(Frame(**{k: v for k, v in f.items() if k in fields})
+                           for f in d.get("stack", ()))
         fields = {f.name for f in dataclasses.fields(cls)}
         return cls(**{k: v for k, v in d.items() if k in fields})
 
     def describe(self, root: Optional[str] = None) -> str:
         """:func:`site_line` of this event, with its kind: ``sampler.py:212 in sample:
         Tensor.__bool__ (aten::is_nonzero) [scalar_read] x1, step 3``."""
-        from .sites import caller_text
+        from .sites import caller_text, function_name
 
         steps = () if self.step is None else (self.step,)
-        return site_line(self.filename, self.lineno, self.function, self.api, self.op,
+        return site_line(self.filename, self.lineno, function_name(self.function, self.stack),
+                         self.api, self.op,
                          self.count, steps, kind=self.kind, root=root,
                          caller=caller_text(self.filename, self.stack, root))
 

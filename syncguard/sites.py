@@ -40,10 +40,25 @@ def shown_path(filename: Any, base: Optional[str] = None) -> str:
 
 
 def _frame(fr: Any) -> Tuple[str, int, str]:
+    """``(file, line, name)`` of a stack frame (object or dict), the qualified name where one
+    was recorded."""
     if isinstance(fr, dict):
         return (str(fr.get("filename")), int(fr.get("lineno") or 0),
-                str(fr.get("function") or "?"))
-    return (str(fr.filename), int(fr.lineno), str(fr.function))
+                str(fr.get("qualname") or fr.get("function") or "?"))
+    return (str(fr.filename), int(fr.lineno),
+            str(getattr(fr, "qualname", "") or fr.function))
+
+
+def function_name(function: Any, stack: Optional[Iterable[Any]] = None) -> str:
+    """The site's function as reports name it: its qualified name from the innermost frame
+    of ``stack`` when recorded (``StopOnToken.__call__``), else ``function``."""
+    for fr in stack or ():
+        try:
+            _, _, name = _frame(fr)
+        except (TypeError, ValueError, AttributeError):
+            break
+        return name if name.rpartition(".")[2] == str(function) else str(function)
+    return str(function)
 
 
 #: the test runners that call a test function: never "the caller" of a site in a test

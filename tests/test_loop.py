@@ -176,7 +176,7 @@ def test_report_leads_with_per_token_sync_and_its_caller(tmp_path, clean, capsys
     assert rc == 1
     cap = capsys.readouterr()
     stop, drive = _line(STOPPING, "return bool(done)"), _line(GENERATE, "if stop(next_ids):")
-    site = (f"examples/token_loop/stopping.py:{stop} in __call__, called from "
+    site = (f"examples/token_loop/stopping.py:{stop} in StopOnToken.__call__, called from "
             f"examples/token_loop/generate.py:{drive} in decode_loop")
     first = cap.err.splitlines()[0]
     assert first.startswith(f"1 hidden sync per token at {site} (Tensor.__bool__)"), first
@@ -190,8 +190,8 @@ def test_report_leads_with_per_token_sync_and_its_caller(tmp_path, clean, capsys
     assert main(["check", str(tmp_path / "o"), "--format", "github"]) == 1
     out = capsys.readouterr().out
     assert f"      {site}: Tensor.__bool__" in out
-    assert (f"hidden host sync in __call__, called from examples/token_loop/generate.py:{drive}"
-            f" in decode_loop:") in out
+    assert ("hidden host sync in StopOnToken.__call__, called from "
+            f"examples/token_loop/generate.py:{drive} in decode_loop:") in out
     with open(tmp_path / "o" / "report.md") as f:
         md = f.read()
     assert "1 hidden sync per token" in md and "called from" in md
