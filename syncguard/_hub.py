@@ -173,7 +173,9 @@ class Hub:
         while f is not None and len(frames) < depth + 8:
             code = f.f_code
             if not self._skip(code.co_filename):
-                frames.append(Frame(code.co_filename, f.f_lineno, code.co_name))
+                q = getattr(code, "co_qualname", "")  # Python 3.11+
+                frames.append(Frame(code.co_filename, f.f_lineno, code.co_name,
+                                    q if q != code.co_name else ""))
                 soft.append(self._soft(code.co_filename))
             f = f.f_back  # type: ignore[assignment]
         if not all(soft):  # blame user code; keep the soft frames only when there is none

@@ -94,6 +94,15 @@ SITES_COLUMNS: Dict[str, str] = {
                         "simulated device with a device profile; NaN elsewhere)",
     "modeled_bubble_us": "modeled device idle caused per occurrence, mean (us; from the "
                          "stream's drain to the next kernel)",
+    "caller_filename": "file of the first frame outside the site's file that called it (the "
+                       "caller of a helper; empty when none), the most frequent one",
+    "caller_lineno": "line of that caller (0 when none)",
+    "caller_function": "function of that caller (empty when none)",
+    "per_step": "True when the site syncs in most steps of its path (at least half of them, "
+                "and at least 2; for syncs outside every step: after at least half of the "
+                "steps): a cost every step pays; False: once (set-up, prefill)",
+    "rate": "count / counted steps of the path (of the scenario's longest path for syncs "
+            "outside every step): hidden syncs per step from this site",
 }
 
 COMPARE_COLUMNS: Dict[str, str] = {
@@ -272,6 +281,12 @@ def is_exec(result: RunResult) -> bool:
     return any(s.pass_ == "exec" for s in result.steps)
 
 
+def loop_paths(result: RunResult) -> List[str]:
+    """The step names of an ``exec --loop`` run's loops (one step per call: per token)."""
+    loops = (result.header.get("options") or {}).get("loops") or []
+    return [str(s).partition(":")[2] for s in loops if isinstance(s, str)]
+
+
 def baseline_label(summary_df: pd.DataFrame) -> str:
     """The ratio columns' header: the baseline path's name when every scenario has the same
     short one (``legacy`` in the case study), else ``base``."""
@@ -399,7 +414,8 @@ def per_step(result: RunResult, scenario: str) -> pd.DataFrame:
                 if is_missing(batch) and any_rec.pass_ != "exec":  # exec: batch not known
                     batch = any_rec.batch_size
                 warm = warm or bool(any_rec.warmup)
-            row[f"{path}.branch"] = any_rec.branch if any_rec is not None else ""
+            row[f"{path}.branch"] = "" if any_rec is None else (
+                any_rec.branch or (any_rec.labels or {}).get("phase", ""))  # exec: prefill
             row[f"{path}.syncs"] = c.syncs if c is not None else _nan()
             row[f"{path}.latency_ms"] = _percentile(lat_rounds.get((step, path), []), 50)
         row["batch_size"] = batch
@@ -465,6 +481,9 @@ def sites(result: RunResult, include_allowed: bool = True,
     """
     import pandas as pd
 
+    from .results import OUTSIDE_PATH
+    from .sites import caller_of, function_name
+
     groups: Dict[Tuple[Any, ...], Dict[str, Any]] = {}
     for e in result.events:
         if e.get("warmup"):
@@ -473,9 +492,13 @@ def sites(result: RunResult, include_allowed: bool = True,
         if allowed and not include_allowed:
             continue
         key = (str(e.get("scenario")), str(e.get("path")), e.get("filename"),
-               e.get("lineno"), e.get("function") or "", e.get("api") or "",
+               e.get("lineno"), function_name(e.get("function") or "", e.get("stack")),
+               e.get("api") or "",
                e.get("op") or "", e.get("kind") or "", allowed)
-        g = groups.setdefault(key, {"count": 0, "steps": [], "reasons": [], "waits": []})
+        g = groups.setdefault(key, {"count": 0, "steps": [], "reasons": [], "waits": [],
+                                    "callers": Counter(), "after": set()})
+        g["callers"][caller_of(e.get("filename"), e.get("stack")) or ("", 0, "")] += 1
+        g["after"].add(e.get("after_step") if e.get("path") == OUTSIDE_PATH else e.get("step"))
         w = e.get("wait_us")
         if w is not None and not is_missing(w):
             g["waits"].append(float(w))
@@ -488,15 +511,30 @@ def sites(result: RunResult, include_allowed: bool = True,
     scen_idx = {s: i for i, s in enumerate(result.scenarios)}
     path_idx = {p: i for i, p in enumerate(ordered_paths(
         [s.path for s in result.steps] + [k[1] for k in groups]))}
+    counted: Counter = Counter()
+    for s in result.steps:
+        if s.pass_ in _PASSES["counted"] and not s.warmup:
+            counted[(s.scenario, s.path)] += 1
+    longest: Counter = Counter()
+    for (sc, _), n in counted.items():
+        longest[sc] = max(longest[sc], n)
     rows: List[Dict[str, Any]] = []
     for key, g in groups.items():
         scenario, path, filename, lineno, function, api, op, kind, allowed = key
+        n = longest[scenario] if path == OUTSIDE_PATH else counted[(scenario, path)]
+        seen = len(g["after"] - {None})
+        caller = g["callers"].most_common(1)[0][0]
         rows.append({
             "scenario": scenario, "path": path, "site": f"{filename}:{lineno}",
             "filename": filename, "lineno": lineno, "function": function, "api": api,
             "op": op, "kind": kind, "allowed": allowed, "reason": "; ".join(g["reasons"]),
-            "count": g["count"], "steps": step_ranges(g["steps"], max_parts),
+            "count": g["count"], "steps": step_ranges(g["steps"], max_parts) if path != (
+                OUTSIDE_PATH) else _after(g["after"], max_parts),
             "wait_us_mean": (sum(g["waits"]) / len(g["waits"])) if g["waits"] else float("nan"),
+            "caller_filename": caller[0], "caller_lineno": caller[1],
+            "caller_function": caller[2],
+            "per_step": n >= 2 and seen >= max(2, (n + 1) // 2),
+            "rate": g["count"] / n if n else float("nan"),
         })
     modeled = _modeled_sites(result)
     for r in rows:
@@ -507,6 +545,12 @@ def sites(result: RunResult, include_allowed: bool = True,
                              path_idx.get(r["path"], 0), -r["count"],
                              *site_order(r["filename"], r["lineno"]), r["api"]))
     return pd.DataFrame(rows, columns=list(SITES_COLUMNS))
+
+
+def _after(after: Any, max_parts: Optional[int]) -> str:
+    """``after 0-4``: the steps after which syncs outside every step came."""
+    text = step_ranges([a for a in after if a is not None], max_parts)
+    return f"after {text}" if text else "before any"
 
 
 def _modeled_sites(result: RunResult) -> Dict[Tuple[str, str, str], Tuple[List[float],
@@ -532,7 +576,7 @@ def merge_paths(sites_df: pd.DataFrame) -> pd.DataFrame:
         return sites_df.copy()
     # Timing differs between paths by nature: it does not keep two sites apart.
     keys = [c for c in sites_df.columns if c not in ("path", "wait_us_mean", "modeled_stall_us",
-                                                     "modeled_bubble_us")]
+                                                     "modeled_bubble_us", "rate")]
     merged: Dict[Tuple[Any, ...], Dict[str, Any]] = {}
     for r in sites_df.to_dict("records"):
         k = tuple(r[c] for c in keys)

@@ -43,11 +43,14 @@ class NoDeviceTensorsWarning(UserWarning):
 
 @dataclasses.dataclass(frozen=True)
 class Frame:
-    """One frame of user code: where a sync was made."""
+    """One frame of user code: where a sync was made. ``qualname``: the function's qualified
+    name where it differs from ``function`` (``StopOnToken.__call__``; Python 3.11+, else
+    empty), for reports; ``function`` stays the plain name that site keys use."""
 
     filename: str
     lineno: int
     function: str
+    qualname: str = ""
 
     def __str__(self) -> str:
         return f"{self.filename}:{self.lineno} in {self.function}"
@@ -98,29 +101,37 @@ class SyncEvent:
     @classmethod
     def from_dict(cls, d: Dict[str, Any]) -> SyncEvent:
         d = dict(d)
-        d["stack"] = tuple(Frame(**f) for f in d.get("stack", ()))
+        fields = {f.name for f in dataclasses.fields(Frame)}
+        d["stack"] = tuple(Frame(**{k: v for k, v in f.items() if k in fields})
+                           for f in d.get("stack", ()))
         fields = {f.name for f in dataclasses.fields(cls)}
         return cls(**{k: v for k, v in d.items() if k in fields})
 
     def describe(self, root: Optional[str] = None) -> str:
         """:func:`site_line` of this event, with its kind: ``sampler.py:212 in sample:
         Tensor.__bool__ (aten::is_nonzero) [scalar_read] x1, step 3``."""
+        from .sites import caller_text, function_name
+
         steps = () if self.step is None else (self.step,)
-        return site_line(self.filename, self.lineno, self.function, self.api, self.op,
-                         self.count, steps, kind=self.kind, root=root)
+        return site_line(self.filename, self.lineno, function_name(self.function, self.stack),
+                         self.api, self.op,
+                         self.count, steps, kind=self.kind, root=root,
+                         caller=caller_text(self.filename, self.stack, root))
 
 
 def site_line(filename: str, lineno: int, function: str, api: str, op: Optional[str] = None,
               count: int = 1, steps: Iterable[Optional[int]] = (), *,
-              kind: Optional[str] = None, root: Optional[str] = None) -> str:
-    """The one text form of a sync site, used by every report: ``file:line in function: API
-    (op) [kind] xcount, steps 2-4``. The file is relative to ``root`` (default: the current
-    directory) when under it; ``(op)`` only where known, ``[kind]`` only when given; steps as
+              kind: Optional[str] = None, root: Optional[str] = None, caller: str = "") -> str:
+    """The one text form of a sync site, used by every gate line: ``file:line in function,
+    called from file:line in function: API (op) [kind] xcount, steps 2-4``. The site as
+    :func:`syncguard.sites.site_text` names it (the file relative to ``root``, default the
+    current directory, when under it; ``caller`` from :func:`syncguard.sites.caller_text`,
+    left out when empty); ``(op)`` only where known, ``[kind]`` only when given; steps as
     ranges (``step 3`` for one), left out when there are none."""
     from ._words import steps_phrase
-    from .baseline import display_path  # imports this module: imported here, not at the top
+    from .sites import site_text
 
-    text = f"{display_path(filename, root)}:{lineno} in {function}: {api}"
+    text = f"{site_text(filename, lineno, function, caller, root)}: {api}"
     text += f" ({op})" if op else ""
     text += f" [{kind}]" if kind else ""
     text += f" x{count}"

@@ -39,6 +39,7 @@ from typing import Any, Dict, Iterable, List, Optional, Tuple, Union
 from ._words import plural
 from .baseline import Baseline, BaselineSite, Finding, display_path, site_key
 from .events import SyncEvent, site_line
+from .sites import caller_text, function_name
 
 __all__ = ["Site", "Tally", "Verdict", "baseline_from", "judge"]
 
@@ -58,8 +59,9 @@ class Site:
     def line(self, root: Optional[str] = None) -> str:
         """``file:line in function: API (op) xN, steps 2-4`` (see :func:`events.site_line`)."""
         ev = self.event
-        return site_line(ev.filename, ev.lineno, ev.function, ev.api, ev.op, self.count,
-                         self.steps, root=root)
+        return site_line(ev.filename, ev.lineno, function_name(ev.function, ev.stack), ev.api,
+                         ev.op, self.count,
+                         self.steps, root=root, caller=caller_text(ev.filename, ev.stack, root))
 
 
 class Tally:
@@ -155,8 +157,10 @@ class Verdict:
         out = []
         for f in self.findings:
             ev = f.event
-            text = site_line(ev.filename, ev.lineno, ev.function, ev.api, ev.op, f.count,
-                             f.steps, root=root)
+            text = site_line(ev.filename, ev.lineno, function_name(ev.function, ev.stack),
+                             ev.api, ev.op, f.count,
+                             f.steps, root=root,
+                             caller=caller_text(ev.filename, ev.stack, root))
             out.append(f"{text}  ({f.message})" if self.max_syncs is None else text)
         return out
 

@@ -542,9 +542,12 @@ def verdict_line(guard: SyncGuard, max_syncs: int, verdict: Any = None) -> str:
 
 def _site_lines(sites: List[Dict[str, Any]], root: str) -> List[str]:
     from .events import site_line
+    from .sites import caller_text, function_name
 
-    return ["  " + site_line(s["filename"], s["lineno"], s["function"], s["api"], s["op"],
-                             s["count"], s["steps"], root=root)
+    return ["  " + site_line(s["filename"], s["lineno"],
+                             function_name(s["function"], s.get("stack")), s["api"], s["op"],
+                             s["count"], s["steps"], root=root,
+                             caller=caller_text(s["filename"], s.get("stack"), root))
             for s in sorted(sites, key=lambda s: (-s["count"], s["filename"], s["lineno"]))]
 
 

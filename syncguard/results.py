@@ -10,6 +10,10 @@ A result file (``result.jsonl``) is one JSON object per line:
 - ``{"type": "step", ...}``: one finished step of one scenario and path (:class:`StepRecord`).
 - ``{"type": "event", ...}``: one host sync (:class:`syncguard.SyncEvent` fields plus
   ``scenario``, ``path`` and ``pass``).
+  Syncs an ``exec`` run made outside every step are events too, written at the end with
+  ``path`` = :data:`OUTSIDE_PATH`, ``step`` null and no step record; ``after_step`` is the
+  index of the step begun last before each (null before the first). Results written before
+  this kept only a ``note`` (total and ``file:line`` list): :func:`outside_sites` reads both.
 - ``{"type": "timeline", ...}``: the modeled device timeline of one counted step on the
   simulated device (:mod:`syncguard.timeline`).
 - ``{"type": "footer", "complete": true, ...}``: written only when the run finished.
@@ -46,6 +50,8 @@ if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
 
 SCHEMA = 1
+#: ``path`` of the events an ``exec`` run made outside every step
+OUTSIDE_PATH = "(outside steps)"
 
 
 class ResultError(ValueError):
@@ -234,6 +240,18 @@ class ResultWriter:
         assert self._f is not None
         os.fsync(self._f.fileno())
 
+    def events(self, scenario: str, path: str, pass_: str, events: List[SyncEvent],
+               rank: Optional[int] = None,
+               after: Optional[List[Optional[int]]] = None) -> None:
+        """Events that belong to no step record (``exec``: syncs outside every step, each
+        with ``after_step``, the step begun last before it, from ``after``)."""
+        extra: Dict[str, Any] = {} if rank is None else {"rank": rank}
+        for i, ev in enumerate(events):
+            if after is not None:
+                extra["after_step"] = after[i]
+            self._write({"type": "event", "scenario": scenario, "path": path, "pass": pass_,
+                         **extra, **ev.to_dict()})
+
     def timeline(self, fields: Dict[str, Any]) -> None:
         """The modeled device timeline of one step (:mod:`syncguard.timeline`)."""
         self._write({"type": "timeline", **fields})
@@ -388,7 +406,7 @@ _EVENT_FIELDS: Dict[str, Tuple[str, bool, bool]] = {
     "reason": ("str", False, True), "warmup": ("bool", False, True),
     "count": ("int", False, True), "device": ("str", False, True),
     "source": ("str", False, True), "wait_us": ("num", False, True),
-    "rank": ("int", False, True),
+    "rank": ("int", False, True), "after_step": ("int", False, True),
 }
 
 
@@ -631,3 +649,32 @@ def _load_lines(path: str, f: IO[str]) -> RunResult:
     if header is None:
         raise ResultError(f"{path}: no header line: not a syncguard result")
     return RunResult(header, steps, events, footer, notes, path, timelines)
+
+
+def outside_sites(result: RunResult) -> List[Dict[str, Any]]:
+    """The hidden syncs an ``exec`` run made outside every step, one dict per site and scenario
+    (``scenario``, ``filename``, ``lineno``, ``function``, ``kind``, ``api``, ``op``,
+    ``count``), most syncs first. A result from before these were events gives its note's
+    ``file:line`` list, with ``count`` None (only the total was kept)."""
+    out: Dict[Tuple[Any, ...], Dict[str, Any]] = {}
+    for e in result.events:
+        if e.get("path") != OUTSIDE_PATH or e.get("allowed"):
+            continue
+        key = (e.get("scenario"), e.get("filename"), e.get("lineno"), e.get("function"),
+               e.get("kind"), e.get("api"), e.get("op"))
+        row = out.setdefault(key, dict(zip(("scenario", "filename", "lineno", "function",
+                                             "kind", "api", "op"), key), count=0))
+        row["count"] += int(e.get("count") or 1)
+    if out:
+        return sorted(out.values(), key=lambda r: -r["count"])
+    old: List[Dict[str, Any]] = []
+    for n in result.notes:
+        if n.get("outside_steps") is None or not isinstance(n.get("sites"), list):
+            continue
+        for site in n["sites"]:
+            if isinstance(site, str):
+                f, _, line = site.rpartition(":")
+                old.append({"scenario": None, "filename": f, "lineno": int(line) if
+                            line.isdigit() else None, "function": None, "kind": None,
+                            "api": None, "op": None, "count": None})
+    return old

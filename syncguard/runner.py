@@ -274,7 +274,23 @@ class RunOptions:
     baseline: Optional[str] = None
     profile: Optional[str] = None  # device profile of the modeled timeline (sim); None: 910b
     repeat: Optional[int] = None  # timed rounds; None: as many as fit budget_s
-    budget_s: Optional[float] = None  # timed pass budget per scenario (s); None: default
+    #: time budget of the whole run (s; None: DEFAULT_RUN_BUDGET_S), split across the
+    #: scenarios: each gets an equal share of what is left, its counted pass first, its timed
+    #: pass the rest of the share (at least one round)
+    budget_s: Optional[float] = None
+
+
+#: the whole run's default time budget (s) when ``--repeat`` is not given
+DEFAULT_RUN_BUDGET_S = 180.0
+
+
+def timed_budget(total_s: float, elapsed_s: float, left: int, spent_s: float) -> float:
+    """The timed pass's budget (s) of the next scenario: its equal share of what is left of
+    the run's ``total_s`` after ``elapsed_s`` (``left`` scenarios to go, this one included),
+    less ``spent_s``, the time its counted pass took; 0 when nothing is left (the timed pass
+    still runs its one round)."""
+    share = (total_s - elapsed_s) / max(left, 1)
+    return max(0.0, share - spent_s)
 
 
 def prepare(scenarios: List[Scenario], opts: RunOptions) -> List[Scenario]:
@@ -328,8 +344,11 @@ def run(scenarios: List[Scenario], opts: RunOptions, result_path: str,
     }
     writer = ResultWriter(result_path, header)
     complete, reason = False, "interrupted"
+    total_s = DEFAULT_RUN_BUDGET_S if opts.budget_s is None else opts.budget_s
+    t_run = time.perf_counter()
     try:
-        for sc in scenarios:
+        for k, sc in enumerate(scenarios):
+            t_sc = time.perf_counter()
             for path in paths_for(sc, opts):
                 if opts.counted:
                     with lines if lines is not None else contextlib.nullcontext():
@@ -338,8 +357,9 @@ def run(scenarios: List[Scenario], opts: RunOptions, result_path: str,
             if opts.timed:  # paths interleaved step by step, repeated (syncguard.timing)
                 from .timing import timed_pass
 
+                now = time.perf_counter()
                 timed_pass(sc, paths_for(sc, opts), target, writer, progress, opts.repeat,
-                           opts.budget_s)
+                           timed_budget(total_s, t_sc - t_run, len(scenarios) - k, now - t_sc))
             if opts.timed and target.kind in ("cuda", "npu", "cpu"):  # syncguard.trace
                 from .timing import profiled_pass
 

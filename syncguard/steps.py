@@ -14,8 +14,9 @@ function with the same machinery (:func:`wrap_step`).
 from __future__ import annotations
 
 import functools
+import sys
 import threading
-from typing import Any, Callable, Optional, Protocol, TypeVar
+from typing import Any, Callable, Optional, Protocol, Tuple, TypeVar
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -161,3 +162,30 @@ def wrap_step(fn: F, name: str) -> F:
 
     stepped.__syncguard_step__ = name  # type: ignore[attr-defined]
     return stepped  # type: ignore[return-value]
+
+
+def wrap_loop(fn: F, name: str) -> F:
+    """``fn`` wrapped so that each call begins a step named ``name`` that lasts until the next
+    call (``syncguard exec --loop``): before ``fn`` runs, the recorder's
+    ``loop_call(name, caller_frame, shape)`` is called, ``shape`` being the first tensor
+    argument's shape (None without one), by which a prefill call is told apart. A plain call
+    when no recorder is active."""
+
+    @functools.wraps(fn)
+    def looped(*args: Any, **kwargs: Any) -> Any:
+        tick = getattr(_RECORDER, "loop_call", None)
+        if tick is not None:
+            tick(name, sys._getframe(1), _first_shape(args, kwargs))
+        return fn(*args, **kwargs)
+
+    looped.__syncguard_step__ = name  # type: ignore[attr-defined]
+    looped.__syncguard_loop__ = name  # type: ignore[attr-defined]
+    return looped  # type: ignore[return-value]
+
+
+def _first_shape(args: Any, kwargs: Any) -> Optional[Tuple[int, ...]]:
+    for a in (*args, *kwargs.values()):
+        shape = getattr(a, "shape", None)
+        if isinstance(shape, tuple) and not isinstance(a, type):
+            return tuple(shape)
+    return None

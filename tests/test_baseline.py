@@ -25,6 +25,7 @@ from syncguard.baseline import (
     key_path,
     site_key,
 )
+from syncguard.sites import caller_text
 
 # A decode loop with three sites: A every step, B `repeat` times a step, C only with `extra`.
 WORKLOAD = '''\
@@ -304,9 +305,14 @@ def test_gate_budget_counts_hidden_syncs_only(workload: Path) -> None:
     bad = judge(evs, max_syncs=5, scenario="sc", path="legacy")
     assert bad.failed and [f.count for f in bad.findings] == [3, 3]
     assert bad.total == ("sc", "legacy", 6, 5, True)
+    # decode is a helper of this file's _events: each site names that caller
+    first = next(e for e in evs if not e.allowed)
+    called = f", called from {caller_text(first.filename, first.stack)}"
+    assert called.endswith(" in _events")
     assert bad.site_lines() == [
-        "pkg/workload.py:4 in decode: Tensor.__bool__ (aten::_local_scalar_dense) x3, steps 0-2",
-        "pkg/workload.py:7 in decode: Tensor.tolist (aten::_to_copy) x3, steps 0-2"]
+        f"pkg/workload.py:4 in decode{called}: Tensor.__bool__ (aten::_local_scalar_dense) x3, "
+        "steps 0-2",
+        f"pkg/workload.py:7 in decode{called}: Tensor.tolist (aten::_to_copy) x3, steps 0-2"]
 
 
 def test_gate_skips_warmup_steps(workload: Path) -> None:
@@ -359,11 +365,13 @@ def test_one_site_line_for_events_ci_and_the_gate(workload: Path) -> None:
 
     evs = [e for e in _events(workload) if not e.allowed]
     ev = evs[0]
-    one = site_line(ev.filename, ev.lineno, ev.function, ev.api, ev.op, 3, [0, 1, 2])
-    assert one.startswith("pkg/workload.py:4 in decode: Tensor.__bool__")
+    caller = caller_text(ev.filename, ev.stack)
+    one = site_line(ev.filename, ev.lineno, ev.function, ev.api, ev.op, 3, [0, 1, 2],
+                    caller=caller)
+    assert one.startswith(f"pkg/workload.py:4 in decode, called from {caller}: Tensor.__bool__")
     assert one.endswith(" x3, steps 0-2")
     v = judge(evs, max_syncs=0)
     assert v.site_lines()[0] == one == ci_site_line(v.findings[0])
     assert ev.describe() == site_line(ev.filename, ev.lineno, ev.function, ev.api, ev.op, 1,
-                                      [0], kind=ev.kind)
+                                      [0], kind=ev.kind, caller=caller)
     assert "[scalar_read] x1, step 0" in ev.describe()

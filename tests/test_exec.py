@@ -47,6 +47,15 @@ def _exec(tmp_path, form: str, opts: List[str], prog_args: List[str] = ()) -> Tu
     return rc, out
 
 
+def _tool_frames(tb: str) -> List[str]:
+    """Lines of a printed traceback that name a file of syncguard's own package (the test
+    must not depend on the checkout's path, which may contain "syncguard" itself)."""
+    import syncguard
+
+    pkg = os.path.dirname(os.path.abspath(syncguard.__file__)) + os.sep
+    return [ln for ln in tb.splitlines() if pkg in ln or 'File "syncguard' in ln]
+
+
 def _per_step(out: str, name: str = "result.jsonl") -> Dict[int, int]:
     res = results.load(os.path.join(out, name))
     return {s.step: s.syncs for s in res.steps}
@@ -62,7 +71,7 @@ def test_exact_counts_and_lines(demo, tmp_path, form, capsys):
     assert {s.path for s in res.steps} == {"Engine.step"}
     assert res.complete and all(s.pass_ == "exec" for s in res.steps)
     sites = {(e["step"], os.path.basename(e["filename"]), e["lineno"], e["thread"])
-             for e in res.events if not e["allowed"]}
+             for e in res.events if not e["allowed"] and e["path"] != results.OUTSIDE_PATH}
     assert sites == {
         (2, "engine.py", _line("two-a"), "MainThread"),
         (2, "engine.py", _line("two-b"), "MainThread"),
@@ -76,8 +85,13 @@ def test_exact_counts_and_lines(demo, tmp_path, form, capsys):
     with open(os.path.join(HERE, "loopdemo", "run.py")) as f:
         line = next(i for i, t in enumerate(f, 1) if "final readback, outside every step" in t)
     assert note["message"] == ("1 hidden sync outside every step (not gated): "
-                               f"{note['sites'][0]}") and note["sites"][0].endswith(
+                               f"{note['sites'][0]} x1") and note["sites"][0].endswith(
         f"run.py:{line}") and not os.path.isabs(note["sites"][0])
+    # and per site in the result, as events of no step, after the last step (7)
+    (ev,) = [e for e in res.events if e["path"] == results.OUTSIDE_PATH]
+    assert (os.path.basename(ev["filename"]), ev["lineno"], ev["step"], ev["after_step"],
+            ev["kind"], ev["count"]) == ("run.py", line, None, 7, "d2h_copy", 1)
+    assert [(r["lineno"], r["count"]) for r in results.outside_sites(res)] == [(line, 1)]
 
 
 @pytest.mark.parametrize("form", ["script", "module"])
@@ -131,7 +145,7 @@ def test_program_traceback_is_the_programs(demo, tmp_path, form, capsys):
     err = capsys.readouterr().err
     assert "RuntimeError: engine failed at step 3" in err
     tb = err[err.index("Traceback"):err.index("RuntimeError: engine failed")]
-    assert "run.py" in tb and "syncguard" not in tb and "runpy" not in tb
+    assert "run.py" in tb and not _tool_frames(tb) and "runpy" not in tb
     assert sorted(_per_step(out)) == [0, 1, 2, 3]  # every finished step kept
     footer = results.load(os.path.join(out, "result.jsonl")).footer
     assert footer["exit_code"] == 1 and footer["reason"] == "program raised RuntimeError"
@@ -220,7 +234,7 @@ def test_script_step_errors_and_traceback(demo, tmp_path, capsys):
     tb = err[err.index("Traceback"):err.index("ValueError: selfloop failed")]
     line = next(i for i, t in enumerate(open(os.path.join(HERE, "selfloop.py")), 1)
                 if "raise ValueError" in t)
-    assert f'selfloop.py", line {line}, in <module>' in tb and "syncguard" not in tb
+    assert f'selfloop.py", line {line}, in <module>' in tb and not _tool_frames(tb)
 
 
 def test_command_forms():
@@ -493,7 +507,7 @@ def test_a_step_that_raises_keeps_its_syncs_and_is_marked(tmp_path, monkeypatch)
 
 def test_exec_reports_have_no_ratio_between_step_names(tmp_path, monkeypatch):
     """Two step names of one program are not alternatives of one step: no ratio or saved
-    columns or verdict between them, an exec latency legend, no batch size."""
+    columns or verdict between them, an exec latency legend, no batch size or branch."""
     from syncguard import analysis
     from syncguard.renderers import markdown
 
@@ -511,8 +525,9 @@ def test_exec_reports_have_no_ratio_between_step_names(tmp_path, monkeypatch):
     assert "host time per step call, measured under the guard" in md
     per_step = [ln for ln in md.splitlines() if ln.startswith("| 0 ")]
     cells = [c.strip() for c in per_step[0].split("|")]
-    assert cells[2] == "-"  # batch: not known in exec
-    assert cells[5] != "-" and float(cells[5]) > 0  # a's host time of step 0, in ms
+    # no batch (not known in exec) and no branch column: step, a syncs, a ms, b syncs, b ms
+    assert len(cells) == 7 and "| batch" not in md and "branch |" not in md
+    assert cells[3] != "-" and float(cells[3]) > 0  # a's host time of step 0, in ms
 
 
 def test_max_syncs_per_step(demo, tmp_path, capsys):
@@ -532,3 +547,29 @@ def test_max_syncs_per_step(demo, tmp_path, capsys):
     assert _exec(tmp_path, "script", ["--step", STEP, "--max-syncs-per-step", "2"])[0] == 0
     assert main(["check", out]) == 0  # not a total budget of 0
     assert _exec(tmp_path, "script", ["--max-syncs-per-step", "-1"])[0] == 2
+
+
+@pytest.mark.slow
+def test_tests_pass_from_a_checkout_named_syncguard(tmp_path):
+    """A plain ``git clone`` makes a folder named ``syncguard``: the traceback tests, which
+    look for syncguard's frames, must pass from there too."""
+    import shutil
+
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    git = shutil.which("git")
+    if git is None or subprocess.run([git, "-C", root, "rev-parse", "HEAD"],
+                                     capture_output=True).returncode != 0:
+        pytest.skip("needs git and a git checkout")
+    clone = tmp_path / "syncguard" / "syncguard"
+    subprocess.run([git, "clone", "-q", "--no-hardlinks", root, str(clone)], check=True)
+    # the working tree's version of this file and the code it tests, committed or not
+    for rel in ("tests/test_exec.py", "syncguard/execute/program.py"):
+        shutil.copyfile(os.path.join(root, rel), clone / rel)
+    env = dict(os.environ, PYTHONPATH=str(clone))
+    env.pop("PYTEST_ADDOPTS", None)
+    r = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+                        "-p", "no:xdist", "tests/test_exec.py", "-k",
+                        "traceback and not checkout_named"],
+                       cwd=clone, env=env, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-2000:]
+    assert "3 passed" in r.stdout

@@ -204,14 +204,17 @@ def test_plain_progress_prints_at_most_every_interval() -> None:
     buf = io.StringIO()
     p = PlainProgress(10, 5.0, buf, clock=lambda: now[0])
     for i in range(10):
-        now[0] = i * 2.0  # a step every 2 s: a line at 6 s and at 12 s (rate 0.5 steps/s)
-        p("sc", "flag", "counted", i + 1, 10)
+        now[0] = i * 2.0 + 2.0  # a step every 2 s: a line at the start, 8 s, 14 s and 20 s
+        p("sc" if i < 9 else "sc2", "flag", "counted", i + 1, 10)
     lines = buf.getvalue().splitlines()
-    assert lines == ["syncguard: progress: sc flag counted step 4/10, 4/10 steps done, "
-                     "0.7 steps/s",
+    # one when a scenario starts, then at most one per interval
+    assert lines == ["syncguard: progress: sc flag counted step 1/10, 1/10 steps done, "
+                     "0.5 steps/s",
+                     "syncguard: progress: sc flag counted step 4/10, 4/10 steps done, "
+                     "0.5 steps/s",
                      "syncguard: progress: sc flag counted step 7/10, 7/10 steps done, "
                      "0.5 steps/s",
-                     "syncguard: progress: sc flag counted step 10/10, 10/10 steps done, "
+                     "syncguard: progress: sc2 flag counted step 10/10, 10/10 steps done, "
                      "0.5 steps/s"]
 
 

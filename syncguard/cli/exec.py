@@ -2,14 +2,16 @@
 or `syncguard exec [OPTIONS] -m MODULE [ARGS]`.
 
 The program runs in this process with sys.argv, __main__ and sys.path[0] as a plain run has
-them. Each call of a --step function (or each `with syncguard.step():` block) is one step; with
-neither, the whole program is one step. Every finished step is streamed to OUT/result.jsonl
+them. Each call of a --step function (or each `with syncguard.step():` block) is one step; each
+call of a --loop function begins a step that lasts until its next call; with none of them, the
+whole program is one step. Every finished step is streamed to OUT/result.jsonl
 (OUT/result.rank<N>.jsonl under torchrun); `syncguard show` and `compare` read it.
 
 Exit code: the program's own when it fails (its traceback shown as a plain run shows it);
 else 2 when a --step never matched (missing module or attribute), 1 when a step name has
-more hidden syncs than --max-syncs over the run, or one step call more than
---max-syncs-per-step, 0 otherwise; 130 on Ctrl-C, after writing the reports."""
+more hidden syncs than --max-syncs over the run, one step call more than
+--max-syncs-per-step, or the syncs outside every step more than --max-syncs-outside, 0
+otherwise; 130 on Ctrl-C, after writing the reports."""
 
 from __future__ import annotations
 
@@ -17,7 +19,7 @@ import argparse
 import os
 import sys
 import time
-from typing import Optional, Tuple
+from typing import Dict, Optional, Tuple
 
 NAME = "exec"
 HELP = "run your own program under the guard (per-step syncs, reports, CI gate)"
@@ -29,6 +31,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--step", action="append", default=[], metavar="MODULE:QUALNAME",
                    help="each call of this function or method is one step, e.g. "
                    "sglang.srt.managers.scheduler:Scheduler.run_batch (repeatable)")
+    p.add_argument("--loop", action="append", default=[], metavar="MODULE:QUALNAME",
+                   help="each call of this function begins a step that lasts until its next "
+                   "call (the last until the call that drove the loop returns), so syncs in "
+                   "the loop around it count too, e.g. model:Decoder.forward for one step per "
+                   "token; a first call with another input shape is labelled prefill "
+                   "(repeatable)")
     p.add_argument("--device", default="auto", choices=DEVICES,
                    help="auto (npu if torch_npu works, else cuda if available, else sim), sim "
                    "(simulated npu + torch_npu stand-in set up before the program starts), "
@@ -41,6 +49,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--max-syncs-per-step", type=int, default=None, metavar="N",
                    help="hidden syncs allowed in any one step call (the max over the steps "
                    "of each step name; default: no gate)")
+    p.add_argument("--max-syncs-outside", type=int, default=None, metavar="N",
+                   help="hidden syncs allowed outside every step, in total over the run "
+                   "(set-up, the readback after the loop; default: no gate)")
     from .check import add_allow_arguments
 
     add_allow_arguments(p)
@@ -92,14 +103,22 @@ def main(args: argparse.Namespace) -> int:
     from .run import REPORT_FILES
 
     for flag, v in (("--warmup", args.warmup), ("--max-syncs", args.max_syncs),
-                    ("--max-syncs-per-step", args.max_syncs_per_step)):
+                    ("--max-syncs-per-step", args.max_syncs_per_step),
+                    ("--max-syncs-outside", args.max_syncs_outside)):
         if v is not None and v < 0:
             raise UsageError(f"{flag}: must be >= 0, got {v}")
     try:
         program = parse_command(args.program or [], args.module)
         steps = [parse_step(s) for s in args.step]
+        steps += [parse_step(s, "--loop") for s in args.loop]
     except (ProgramError, StepSpecError) as exc:
         raise UsageError(str(exc)) from None
+    seen: Dict[str, str] = {}
+    for t in steps:
+        if t.label in seen:
+            raise UsageError(f"{t.flag} {t.spec}: step name {t.label} is also {seen[t.label]}: "
+                             f"each --step and --loop needs a distinct name")
+        seen[t.label] = f"{t.flag} {t.spec}"
     if args.output not in (None, "-"):
         args.output = os.path.abspath(args.output)
     for p in args.record_lines:
@@ -115,6 +134,7 @@ def main(args: argparse.Namespace) -> int:
         args.output = os.path.join(out, gate_file)
     opts = ExecOptions(program=program, steps=steps, warmup=args.warmup,
                        max_syncs=args.max_syncs, max_syncs_per_step=args.max_syncs_per_step,
+                       max_syncs_outside=args.max_syncs_outside,
                        allow_sites=_allow_sites(args),
                        fmt=args.format, output=args.output, width=report_width(args.width),
                        rank=rank, argv=sys.argv[1:],

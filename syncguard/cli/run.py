@@ -6,9 +6,11 @@ under the guard, then a timed pass without interceptors. Every finished step is 
 OUT/result.jsonl, so an interrupted run keeps what it finished (render it with
 `syncguard show OUT/result.jsonl`).
 
-When stderr is not a terminal (CI logs), a plain progress line goes to stderr every few
-seconds (SYNCGUARD_PROGRESS_SECONDS, default 5). Ctrl-C or SIGTERM stops the run: the reports
-are still written from the finished steps, then the exit code is 130 (143 for SIGTERM). Report
+When stderr is not a terminal (CI logs), a plain progress line goes to stderr when a scenario
+starts and at most once a minute within one (SYNCGUARD_PROGRESS_SECONDS, default 60). The
+whole run has a time budget (--budget, default 180 s), split across the scenarios; the
+expected total is printed at the start. Ctrl-C or SIGTERM stops the run: the reports are
+still written from the finished steps, then the exit code is 130 (143 for SIGTERM). Report
 files are written atomically and never through a symbolic link already in OUT."""
 
 from __future__ import annotations
@@ -70,8 +72,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    "a shipped one (910b, h200; default 910b), a profile JSON file, or none "
                    "(no modeled timeline: saves a few us per op of the counted pass)")
     p.add_argument("--budget", type=float, default=None, metavar="SECONDS",
-                   help="time budget of the timed pass per scenario when --repeat is not "
-                   "given (default 20)")
+                   help="time budget of the whole run when --repeat is not given (default "
+                   "180), split across the scenarios: each gets an equal share of what is "
+                   "left, its counted pass first, its timed pass the rest (at least one "
+                   "round); the expected total is printed at the start")
     p.add_argument("--width", type=int, default=None, help="terminal width for the tables")
     p.add_argument("--record-lines", action="append", default=[], metavar="PATH",
                    help="record which `syncguard lint` candidate lines under PATH ran in the "
@@ -179,7 +183,7 @@ def prepare_out(out: str, files: Sequence[str], force: bool) -> str:
     return out
 
 
-PROGRESS_ENV, PROGRESS_DEFAULT_S = "SYNCGUARD_PROGRESS_SECONDS", 5.0
+PROGRESS_ENV, PROGRESS_DEFAULT_S = "SYNCGUARD_PROGRESS_SECONDS", 60.0
 
 
 def progress_interval() -> float:
@@ -199,7 +203,8 @@ def progress_interval() -> float:
 
 
 class PlainProgress:
-    """Progress for logs: one plain line on ``stream`` at most every ``interval`` seconds,
+    """Progress for logs: one plain line on ``stream`` when a scenario starts, and within one
+    at most every ``interval`` seconds (a CI log wants a line per scenario or per minute),
     naming the scenario, path, pass and step, the steps done of ``total`` and the rate since
     the previous line (steps per second). ``total`` None: not known in advance (the timed
     pass runs as many rounds as fit its time budget)."""
@@ -210,21 +215,24 @@ class PlainProgress:
         self.done = 0
         self._t = clock()
         self._done_at_t = 0
+        self._scenario: Optional[str] = None
 
     def __call__(self, sc: str, path: str, pass_: str, step: int, n: int) -> None:
         from .._escape import terminal
 
         self.done += 1
         now = self.clock()
-        if now - self._t < self.interval:
+        first = sc != self._scenario
+        self._scenario = sc
+        if now - self._t < self.interval and not first:
             return
         dt = max(now - self._t, 1e-9)
-        rate = (self.done - self._done_at_t) / dt
+        rate = f", {(self.done - self._done_at_t) / dt:.1f} steps/s"
         self._t, self._done_at_t = now, self.done
         try:
             print(f"syncguard: progress: {terminal(sc)} {terminal(path)} {pass_} step "
                   f"{step}/{n}, {self.done}{'' if self.total is None else f'/{self.total}'} "
-                  f"steps done, {rate:.1f} steps/s",
+                  f"steps done{rate}",
                   file=self.stream, flush=True)
         except (OSError, ValueError):  # a closed log must not stop the run
             pass
@@ -244,6 +252,27 @@ def _line_recorder(args: argparse.Namespace) -> Any:
     from ..lint.lines import LineRecorder
 
     return LineRecorder(candidates(paths))
+
+
+def expectation(scenarios: Sequence[Any], opts: Any) -> str:
+    """The line printed at the start: what runs, and the expected total time."""
+    from .._words import plural
+    from ..runner import DEFAULT_RUN_BUDGET_S, paths_for
+
+    runs = sum(len(paths_for(s, opts)) for s in scenarios)
+    head = f"syncguard: {plural(len(scenarios), 'scenario')}, {plural(runs, 'scenario path')}"
+    if not opts.timed:
+        return f"{head}: counted passes only (--no-timed), no time budget"
+    if opts.repeat is not None:
+        return f"{head}: {opts.repeat} timed round(s) each (--repeat), no time budget"
+    total = DEFAULT_RUN_BUDGET_S if opts.budget_s is None else opts.budget_s
+    return (f"{head}: expect about {_duration(total)} in total (--budget {total:g} s for the "
+            f"whole run, split across the scenarios; a loaded machine may exceed it, as each "
+            f"scenario's counted pass and first timed round always run)")
+
+
+def _duration(s: float) -> str:
+    return f"{s:.0f} s" if s < 120 else f"{s / 60:.1f} min"
 
 
 def main(args: argparse.Namespace) -> int:
@@ -272,6 +301,7 @@ def main(args: argparse.Namespace) -> int:
                     * (int(opts.counted) + int(opts.timed) * (opts.repeat or 0))
                     for s in scenarios)
     stop: Optional[KeyboardInterrupt] = None
+    print(expectation(scenarios, opts), file=sys.stderr, flush=True)
     plain = None if err.is_terminal else PlainProgress(total, interval, sys.stderr)
     with Progress(TextColumn("{task.description}", markup=False), BarColumn(),
                   MofNCompleteColumn(), console=err, transient=True,

@@ -25,6 +25,7 @@ class ExecOptions:
     warmup: int = 0
     max_syncs: Optional[int] = None
     max_syncs_per_step: Optional[int] = None
+    max_syncs_outside: Optional[int] = None
     allow_sites: Sequence[Tuple[str, str]] = ()
     fmt: str = "text"
     output: Optional[str] = None
@@ -69,11 +70,11 @@ def execute(opts: ExecOptions, target: Any, out: str) -> int:
     from .. import steps as markers
     from .._selftest import selftest
     from ..errors import EXIT_OK, EXIT_OVER, EXIT_USAGE, UsageError
-    from ..results import ResultWriter, environment
+    from ..results import OUTSIDE_PATH, ResultWriter, environment
     from .hooks import StepHooks, static_missing
     from .mainhook import main_source
     from .program import ProgramError, check, program_path, run, show_exception
-    from .session import ExecSession
+    from .session import EXEC_PASS, ExecSession
 
     program = opts.program
     try:
@@ -86,23 +87,25 @@ def execute(opts: ExecOptions, target: Any, out: str) -> int:
         for t in opts.steps:
             if t.module in own:  # the program's own code, which runs as __main__
                 if main_file is None:
-                    raise UsageError(f"--step {t.spec}: the program's code is not a Python "
+                    raise UsageError(f"{t.flag} {t.spec}: the program's code is not a Python "
                                      f"source file; mark the step with syncguard.step()")
                 t.module = "__main__"
             why = static_missing(t, main_file if t.module == "__main__" else None)
             if why is not None:
-                raise UsageError(f"--step {t.spec}: {why}")
-    if opts.max_syncs is None and opts.max_syncs_per_step is None and opts.fmt != "text":
-        raise UsageError(f"--format {opts.fmt}: needs --max-syncs or --max-syncs-per-step "
-                         f"(the budget to gate on)")
+                raise UsageError(f"{t.flag} {t.spec}: {why}")
+    if not _gated(opts) and opts.fmt != "text":
+        raise UsageError(f"--format {opts.fmt}: needs --max-syncs, --max-syncs-per-step or "
+                         f"--max-syncs-outside (the budget to gate on)")
     selftest(None if target.kind == "cpu" else str(target.device))
 
     path = os.path.join(out, result_name(opts.rank))
     header = {
         "env": environment(target.kind, target.name), "argv": opts.argv,
-        "options": {"steps": [t.spec for t in opts.steps], "warmup": opts.warmup,
+        "options": {"steps": [t.spec for t in opts.steps if not t.loop],
+                    "loops": [t.spec for t in opts.steps if t.loop], "warmup": opts.warmup,
                     "max_syncs": opts.max_syncs,
-                    "max_syncs_per_step": opts.max_syncs_per_step, "device": target.kind},
+                    "max_syncs_per_step": opts.max_syncs_per_step,
+                    "max_syncs_outside": opts.max_syncs_outside, "device": target.kind},
         "exec": {"program": program.target, "module": program.module, "args": program.args,
                  "rank": opts.rank, "world_size": os.environ.get("WORLD_SIZE")},
         "scenarios": {program.name: {"file": program.target, "steps": None,
@@ -140,11 +143,14 @@ def execute(opts: ExecOptions, target: Any, out: str) -> int:
         session.finish(complete=stop is None)
         if opts.record_lines:
             writer.note(**recorder.note())
+        if session.outside:  # per site, as events: kind, op, line and count of each
+            writer.events(program.name, OUTSIDE_PATH, EXEC_PASS, session.outside, opts.rank,
+                          session.outside_after)
         outside = [e for e in session.outside if not e.allowed]
         if outside:
             sites = _sites(outside)
-            writer.note(message=outside_message(outside), outside_steps=sum(
-                e.count for e in outside), sites=sites)
+            writer.note(message=outside_message(outside, opts.max_syncs_outside),
+                        outside_steps=sum(e.count for e in outside), sites=sites)
         if stop is not None:
             writer.close(False, reason=_signals.reason(stop), exit_code=_signals.exit_code(stop))
         elif code != 0:  # ran to its end, and failed: the reports say how
@@ -193,22 +199,30 @@ def own_module(program: Any) -> str:
     return str(program.target)
 
 
-def _sites(events: List[Any]) -> List[str]:
-    """``file:line`` of ``events``, paths as the reports show them, by file then line."""
+def _sites(events: List[Any], sort: bool = True) -> List[str]:
+    """``file:line`` of ``events``, paths as the reports show them: each once, by file then
+    line (``sort=False``: one per event, in order)."""
     from ..renderers._common import short_path
 
+    if not sort:
+        return [f"{short_path(e.filename)}:{int(e.lineno or 0)}" for e in events]
     return [f"{f}:{n}" for f, n in sorted({(short_path(e.filename), int(e.lineno or 0))
                                            for e in events})]
 
 
-def outside_message(outside: List[Any]) -> str:
-    """One line on the hidden syncs made outside every step (kept, not gated)."""
+def outside_message(outside: List[Any], budget: Optional[int] = None) -> str:
+    """One line on the hidden syncs made outside every step: the sites with the most first,
+    each with its count (``generate.py:39 x5``); gated only by ``--max-syncs-outside``."""
     from .._words import plural
 
-    sites = _sites(outside)
+    counts: Dict[str, int] = {}
+    for site, e in zip(_sites(outside, sort=False), outside):
+        counts[site] = counts.get(site, 0) + e.count
+    sites = [f"{s} x{n}" for s, n in sorted(counts.items(), key=lambda kv: -kv[1])]
     more = f" and {len(sites) - 3} more" if len(sites) > 3 else ""
+    gate = "not gated" if budget is None else f"budget {budget}"
     return (f"{plural(sum(e.count for e in outside), 'hidden sync')} outside every step "
-            f"(not gated): {', '.join(sites[:3])}{more}")
+            f"({gate}): {', '.join(sites[:3])}{more}")
 
 
 def _report(opts: ExecOptions, path: str, out: str, stop: Optional[BaseException],
@@ -230,7 +244,7 @@ def _report(opts: ExecOptions, path: str, out: str, stop: Optional[BaseException
                   f"`syncguard show {out}` merges the ranks")
     err.print(f"Wrote {path}")
     if outside and opts.rank is not None:  # otherwise the rendered report's notes say it
-        err.print(outside_message(outside))
+        err.print(outside_message(outside, opts.max_syncs_outside))
     if stop is not None:
         from .. import _signals
 
@@ -240,7 +254,7 @@ def _report(opts: ExecOptions, path: str, out: str, stop: Optional[BaseException
 def _gate(opts: ExecOptions, session: Any) -> bool:
     """Gate each step name's hidden syncs on ``--max-syncs`` (their total over the run) and
     ``--max-syncs-per-step`` (the worst step call); True when one is over."""
-    if opts.max_syncs is None and opts.max_syncs_per_step is None:
+    if not _gated(opts):
         return False
     from ..gate import judge
     from ..renderers.ci import emit
@@ -254,11 +268,24 @@ def _gate(opts: ExecOptions, session: Any) -> bool:
         if opts.max_syncs_per_step is not None:
             verdicts.append(per_step_verdict(tot.events, opts.max_syncs_per_step, label,
                                              f"{name} per step"))
+    if opts.max_syncs_outside is not None:
+        verdicts.append(judge([e for e in session.outside if not e.allowed],
+                              max_syncs=opts.max_syncs_outside, scenario=label,
+                              path=OUTSIDE_GATE))
     emit(opts.fmt, [v.total for v in verdicts], [f for v in verdicts for f in v.findings],
          opts.output)
     if opts.output not in (None, "-") and os.path.exists(opts.output):
         print(f"Wrote {opts.output}", file=sys.stderr)
     return any(v.failed for v in verdicts)
+
+
+#: the gate line's path of ``--max-syncs-outside``
+OUTSIDE_GATE = "outside steps"
+
+
+def _gated(opts: ExecOptions) -> bool:
+    return not (opts.max_syncs is None and opts.max_syncs_per_step is None
+                and opts.max_syncs_outside is None)
 
 
 def per_step_verdict(events: Sequence[Any], budget: int, scenario: str, path: str) -> Any:

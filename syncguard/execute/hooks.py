@@ -1,6 +1,7 @@
-"""``--step MODULE:QUALNAME``: wrap a named function or method as a step, at once when its
-module is imported already, else right after the module's body runs (a post-import hook on
-``sys.meta_path``), before any ``from module import name`` can capture the original."""
+"""``--step MODULE:QUALNAME`` (and ``--loop``): wrap a named function or method as a step (or
+a loop's step boundary), at once when its module is imported already, else right after the
+module's body runs (a post-import hook on ``sys.meta_path``), before any ``from module import
+name`` can capture the original."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ import threading
 import types
 from typing import Any, Dict, List, Optional, Sequence
 
-from ..steps import wrap_step
+from ..steps import wrap_loop, wrap_step
 
 
 class StepSpecError(ValueError):
@@ -22,28 +23,36 @@ class StepSpecError(ValueError):
 
 @dataclasses.dataclass
 class StepTarget:
-    """One ``--step``: module, qualified name within it, and what happened to it."""
+    """One ``--step`` (or ``--loop``): module, qualified name within it, and what happened
+    to it."""
 
     spec: str
     module: str
     qualname: str
     installed: bool = False
     error: Optional[str] = None
+    flag: str = "--step"
+
+    @property
+    def loop(self) -> bool:
+        """Each call begins a step that lasts until the next call (``--loop``)."""
+        return self.flag == "--loop"
 
     @property
     def label(self) -> str:
         return self.qualname
 
 
-def parse_step(spec: str) -> StepTarget:
-    """``pkg.mod:Class.method`` -> a :class:`StepTarget`; raises :class:`StepSpecError`."""
+def parse_step(spec: str, flag: str = "--step") -> StepTarget:
+    """``pkg.mod:Class.method`` -> a :class:`StepTarget` of ``flag`` (``--step`` or
+    ``--loop``); raises :class:`StepSpecError`."""
     mod, sep, qual = spec.partition(":")
     names = qual.split(".")
     if not sep or not mod or not all(n.isidentifier() for n in names) or not all(
             p.isidentifier() for p in mod.split(".")):
-        raise StepSpecError(f"--step {spec!r}: expected MODULE:QUALNAME, e.g. "
+        raise StepSpecError(f"{flag} {spec!r}: expected MODULE:QUALNAME, e.g. "
                             f"sglang.srt.managers.scheduler:Scheduler.run_batch")
-    return StepTarget(spec, mod, qual)
+    return StepTarget(spec, mod, qual, flag=flag)
 
 
 def _module_file(name: str) -> Optional[str]:
@@ -200,29 +209,30 @@ class StepHooks:
             try:
                 owner = getattr(owner, n)
             except AttributeError:
-                raise StepSpecError(f"--step {t.spec}: {'.'.join([t.module] + names[:i])} has "
+                raise StepSpecError(f"{t.flag} {t.spec}: {'.'.join([t.module] + names[:i])} has "
                                     f"no attribute {n!r}") from None
         last = names[-1]
         try:
             raw = inspect.getattr_static(owner, last)
         except AttributeError:
-            raise StepSpecError(f"--step {t.spec}: {'.'.join([t.module] + names[:-1])} has no "
+            raise StepSpecError(f"{t.flag} {t.spec}: {'.'.join([t.module] + names[:-1])} has no "
                                 f"attribute {last!r}") from None
         # an inherited method is patched on the named class only, and deleted afterwards
         had_own = not isinstance(owner, type) or last in owner.__dict__
         original = raw
+        wrap = wrap_loop if t.loop else wrap_step
         if isinstance(raw, staticmethod):
-            new: Any = staticmethod(wrap_step(raw.__func__, t.label))
+            new: Any = staticmethod(wrap(raw.__func__, t.label))
         elif isinstance(raw, classmethod):
-            new = classmethod(wrap_step(raw.__func__, t.label))  # type: ignore[arg-type]
+            new = classmethod(wrap(raw.__func__, t.label))  # type: ignore[arg-type]
         elif getattr(raw, "__syncguard_step__", None) is not None:
             if had_own:
                 return  # already a step
-            new = wrap_step(raw.__wrapped__, t.label)  # a base class's step, renamed here
+            new = wrap(raw.__wrapped__, t.label)  # a base class's step, renamed here
         elif callable(raw):
-            new = wrap_step(raw, t.label)
+            new = wrap(raw, t.label)
         else:
-            raise StepSpecError(f"--step {t.spec}: {type(raw).__name__} is not a function or "
+            raise StepSpecError(f"{t.flag} {t.spec}: {type(raw).__name__} is not a function or "
                                 f"method")
         setattr(owner, last, new)
         self._patched.append(_Installed(owner, last, had_own, original))
@@ -235,10 +245,10 @@ class StepHooks:
             if t.installed or t.error is not None:
                 continue
             if t.module == "__main__":
-                out.append(f"--step {t.spec}: the program never defined "
+                out.append(f"{t.flag} {t.spec}: the program never defined "
                            f"{t.qualname.split('.')[0]} at its top level")
             else:
-                out.append(f"--step {t.spec}: module {t.module} was never imported by the "
+                out.append(f"{t.flag} {t.spec}: module {t.module} was never imported by the "
                            f"program, so no call of {t.qualname} was seen")
         return out
 

@@ -24,7 +24,8 @@ def check_results(args: argparse.Namespace, paths: Sequence[str]) -> int:
     from ..cli.check import finish
     from ..events import SyncEvent
     from ..gate import Verdict, judge
-    from . import per_step_verdict
+    from ..results import OUTSIDE_PATH
+    from . import OUTSIDE_GATE, per_step_verdict
 
     base = Baseline.load(args.baseline) if args.baseline else None
     verdicts: List[Verdict] = []
@@ -55,7 +56,20 @@ def check_results(args: argparse.Namespace, paths: Sequence[str]) -> int:
                                       path=path))
             if per_step is not None:
                 verdicts.append(per_step_verdict(evs, per_step, sc, f"{path} per step"))
+        # and its --max-syncs-outside, on the syncs it made outside every step
+        outside = options.get("max_syncs_outside")
+        if (isinstance(outside, int) and not isinstance(outside, bool) and outside >= 0
+                and base is None and args.max_syncs is None
+                and not getattr(args, "update_baseline", None)):
+            for sc in dict.fromkeys(s.scenario for s in res.steps):
+                evs = [SyncEvent.from_dict({k: v for k, v in e.items() if k not in (
+                    "scenario", "path", "pass", "rank", "after_step")})
+                    for e in res.events if e.get("scenario") == sc
+                    and e.get("path") == OUTSIDE_PATH and not e.get("allowed")]
+                verdicts.append(judge(evs, max_syncs=outside, scenario=sc,
+                                      path=OUTSIDE_GATE))
     return finish(args, verdicts)
+
 
 
 def _warn_incomplete(path: str, res: RunResult) -> None:

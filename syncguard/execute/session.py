@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import sys
 import threading
 import time
 from typing import Any, Dict, List, Optional, Sequence, Tuple
@@ -19,6 +20,27 @@ from ..results import ResultWriter, StepRecord
 EXEC_PASS = "exec"
 #: the step name when the program marks no step: the whole program is one step
 PROGRAM_STEP = "program"
+#: ``labels["phase"]`` of a loop's first step when its input shape differs from the next
+#: call's (the whole prompt, then one token per call)
+PREFILL = "prefill"
+
+
+@dataclasses.dataclass
+class _LoopStep:
+    """The open step of a ``--loop`` function: begun by its last call, open until the next
+    call, or until the call that drove the loop (``driver``, the first frame outside torch and
+    syncguard above the call) returns."""
+
+    name: str
+    index: int
+    t0: float
+    dev: Any
+    driver: Any  # a frame
+    thread: int
+    shape: Any
+    first: bool  # the first call of this drive of the loop
+    events: List[SyncEvent] = dataclasses.field(default_factory=list)
+    t_end: Optional[float] = None  # set when the driver was seen to have returned
 
 
 @dataclasses.dataclass
@@ -54,7 +76,11 @@ class ExecSession:
         self._buf: List[SyncEvent] = []
         self._pending: Optional[Tuple[str, int, List[SyncEvent], float, Any,
                                       Optional[Dict[str, str]]]] = None
+        self._loop: Optional[_LoopStep] = None
         self.outside: List[SyncEvent] = []
+        #: for each of :attr:`outside`, the index of the step begun last before it
+        self.outside_after: List[Optional[int]] = []
+        self._last: Optional[int] = None
         self.totals: Dict[str, StepTotals] = {}
         self._timer = DeviceTimer(target)
         self._t_start = 0.0
@@ -74,15 +100,83 @@ class ExecSession:
     # -- events and steps ------------------------------------------------------------------
     def _on_event(self, ev: SyncEvent) -> None:
         with self._lock:
-            (self._buf if self._open is not None else self.outside).append(ev)
+            if self._open is not None:
+                self._buf.append(ev)
+            elif self._loop is not None and self._loop_live():
+                self._loop.events.append(dataclasses.replace(ev, step=self._loop.index))
+            else:
+                self.outside.append(ev)
+                self.outside_after.append(self._last)
+
+    def _loop_live(self) -> bool:
+        """Whether the open loop step still runs: False once the call that drove the loop
+        is seen (from its own thread) to have returned; the step then ends here."""
+        lp = self._loop
+        if lp is None or lp.t_end is not None:
+            return False
+        if lp.thread != threading.get_ident():
+            return True  # another thread's sync: the driver's stack is not this one's
+        f: Any = sys._getframe(1)
+        while f is not None:
+            if f is lp.driver:
+                return True
+            f = f.f_back
+        lp.t_end = time.perf_counter()
+        return False
+
+    def loop_call(self, name: str, caller: Any, shape: Any) -> None:
+        """A call of a ``--loop`` function (:func:`syncguard.steps.wrap_loop`): ends the
+        open loop step, begins step ``name``. ``caller``: the frame that made the call."""
+        if os.getpid() != self._pid:
+            return
+        _signals.check()
+        driver = _driver(caller)
+        with self._lock:
+            lp = self._loop
+            same = (lp is not None and lp.driver is driver and self._loop_live())
+            if lp is not None:
+                self._end_loop(shape if same else None)
+            i = self._next.get(name, 0)
+            self._next[name] = i + 1
+            self._last = i
+            self._loop = _LoopStep(name, i, time.perf_counter(), self._timer.start(), driver,
+                                   threading.get_ident(), shape, first=not same)
+
+    def _end_loop(self, next_shape: Any = None) -> None:
+        """Record the open loop step. Its first step of a drive is labelled prefill when the
+        next call of the same drive (``next_shape``) has a different input shape."""
+        lp, self._loop = self._loop, None
+        if lp is None:
+            return
+        labels = None
+        if lp.first and next_shape is not None and lp.shape is not None and (
+                lp.shape != next_shape):
+            labels = {"phase": PREFILL}
+        self._close(lp.name, lp.index, lp.t0, lp.dev, lp.events, labels, lp.t_end)
+
+    def _close(self, name: str, i: int, t0: float, dev: Any, evs: List[SyncEvent],
+               labels: Optional[Dict[str, str]], t_end: Optional[float] = None) -> None:
+        self._timer.stop(dev)
+        latency_ms = ((t_end or time.perf_counter()) - t0) * 1e3
+        self._flush()
+        if dev is None:
+            self._record(name, i, i < self.warmup, evs, latency_ms, None, labels)
+        else:
+            # Device time needs the step's end event complete. Waiting for it now would
+            # stall the program's host-device overlap every step; so the record is
+            # written one step late, when the event has (almost surely) completed.
+            self._pending = (name, i, evs, latency_ms, dev, labels)
 
     def begin(self, name: str) -> None:
         if os.getpid() != self._pid:  # a forked child: the result file is the parent's
             return
         _signals.check()  # a Ctrl-C/SIGTERM the program swallowed still stops it here
         with self._lock:
+            if self._loop is not None and not self._loop_live():
+                self._end_loop()  # the loop's driver returned: its last step is over
             i = self._next.get(name, 0)
             self._next[name] = i + 1
+            self._last = i
             cm = self.guard.step(i)
             cm.__enter__()
             self._buf = []
@@ -100,19 +194,9 @@ class ExecSession:
             if self._open is None:
                 return
             name, i, t0, dev, cm = self._open
-            self._timer.stop(dev)
-            latency_ms = (time.perf_counter() - t0) * 1e3
             cm.__exit__(None, None, None)
             evs, self._buf, self._open = self._buf, [], None
-            self._flush()
-            labels = None if raised is None else {"raised": raised}
-            if dev is None:
-                self._record(name, i, i < self.warmup, evs, latency_ms, None, labels)
-            else:
-                # Device time needs the step's end event complete. Waiting for it now would
-                # stall the program's host-device overlap every step; so the record is
-                # written one step late, when the event has (almost surely) completed.
-                self._pending = (name, i, evs, latency_ms, dev, labels)
+            self._close(name, i, t0, dev, evs, None if raised is None else {"raised": raised})
 
     def _flush(self) -> None:
         """Write the step held back for its device time (waits for its end event)."""
@@ -158,13 +242,30 @@ class ExecSession:
             if self._open is not None:  # the program ended inside a step: not a finished step
                 self._open[4].__exit__(None, None, None)
                 self._open = None
+            if self._loop is not None:
+                if complete:  # the loop's last step: it ends with the program at the latest
+                    self._end_loop()
+                else:  # Ctrl-C: not a finished step
+                    self._timer.stop(self._loop.dev)
+                    self._loop = None
             self._flush()
             if not self._next and complete:
                 evs = [dataclasses.replace(e, step=0) for e in self.outside]
-                self.outside = []
+                self.outside, self.outside_after = [], []
                 self._next[PROGRAM_STEP] = 1
                 self._record(PROGRAM_STEP, 0, False, evs,
                              (time.perf_counter() - self._t_start) * 1e3, None)
 
     def step_names(self) -> List[str]:
         return list(self._next)
+
+
+def _driver(frame: Any) -> Any:
+    """The first frame from ``frame`` outwards that is neither torch's nor syncguard's: the
+    code that drives a loop (``nn.Module.__call__`` between it and ``forward`` skipped)."""
+    from .._hub import HUB
+
+    f = frame
+    while f is not None and HUB._skip(f.f_code.co_filename):
+        f = f.f_back
+    return f if f is not None else frame

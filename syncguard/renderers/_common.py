@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 import datetime
-import os
-from typing import TYPE_CHECKING, Any, Dict, List, Optional, Tuple
+from typing import TYPE_CHECKING, Any, Dict, List, Optional, Sequence, Tuple
 
 from ..analysis import BASELINE, is_missing
 
@@ -38,7 +37,7 @@ LEGEND: Tuple[Tuple[str, str], ...] = (
 EXEC_LEGEND: Tuple[Tuple[str, str], ...] = (
     ("syncs/step", "hidden host<->device syncs per step call (under the guard, warm-up steps "
                    "excluded); mean and max"),
-    LEGEND[1],
+    ("allowed/step", "allowed syncs per step call (e.g. the token readback)"),
     ("p50/p90/p99/mean", "host time per step call, measured under the guard (interceptors "
                          "on), in ms, warm-up steps excluded"),
     *[kv for kv in LEGEND if kv[0] in ("out", "modeled", "steps")],
@@ -46,10 +45,13 @@ EXEC_LEGEND: Tuple[Tuple[str, str], ...] = (
 
 
 def legend(result: RunResult) -> Tuple[Tuple[str, str], ...]:
-    """The legend's terms for ``result``: :data:`EXEC_LEGEND` for an exec run."""
+    """The legend's terms for ``result``: :data:`EXEC_LEGEND` for an exec run; the modeled
+    columns' term only when the run has modeled values (the columns are shown)."""
     from ..analysis import is_exec
 
-    return EXEC_LEGEND if is_exec(result) else LEGEND
+    terms = EXEC_LEGEND if is_exec(result) else LEGEND
+    modeled = bool(result.timelines) or any(s.modeled_ms is not None for s in result.steps)
+    return terms if modeled else tuple(kv for kv in terms if kv[0] != "modeled")
 
 
 def header_get(header: Dict[str, Any], key: str) -> Any:
@@ -146,22 +148,10 @@ def note_texts(result: RunResult) -> List[str]:
 
 
 def short_path(filename: Any, base: Optional[str] = None) -> str:
-    """``filename`` relative to ``base`` (default: the current directory) when inside it;
-    a path inside ``site-packages`` from there on; else unchanged."""
-    if is_missing(filename):
-        return "?"
-    f = str(filename)
-    if os.path.isabs(f):
-        base = os.path.abspath(base or os.getcwd())
-        try:
-            if os.path.commonpath([base, f]) == base:
-                return os.path.relpath(f, base)
-        except ValueError:  # different drives
-            pass
-        marker = "site-packages" + os.sep
-        if marker in f:
-            return f.split(marker, 1)[1]
-    return f
+    """``filename`` as every report shows it (:func:`syncguard.sites.shown_path`)."""
+    from ..sites import shown_path
+
+    return shown_path(None if is_missing(filename) else filename, base)
 
 
 def short_site(site: str, base: Optional[str] = None) -> str:
@@ -225,8 +215,8 @@ def fmt_syncs(x: Any) -> str:
 
 
 def verdicts(summary_df: pd.DataFrame, sites_df: pd.DataFrame, max_sites: int = 2,
-             code: str = "`", base: Optional[str] = None, show_wait: bool = False
-             ) -> List[Tuple[str, str]]:
+             code: str = "`", base: Optional[str] = None, show_wait: bool = False,
+             loops: Sequence[str] = (), exact: bool = False) -> List[Tuple[str, str]]:
     """One sentence per scenario, as ``(scenario, sentence)``; sites wrapped in ``code``.
     ``sites_df`` is :func:`analysis.sites` output, optionally through
     :func:`analysis.merge_paths`; up to ``max_sites`` sites per path, most syncs first.
@@ -238,6 +228,12 @@ def verdicts(summary_df: pd.DataFrame, sites_df: pd.DataFrame, max_sites: int = 
     device time and the measured host time are separate sentences, each saying where it holds.
     A latency difference is stated only when the interval over rounds, as printed, excludes
     1.0 (:mod:`syncguard.stats`).
+
+    Per-step sites (``per_step``) lead; the others read ``(API, once)``. A site in a helper
+    names its caller (``at `stopping.py:14` in __call__, called from `generate.py:25` in
+    decode_loop``). Paths in ``loops`` (``exec --loop``) count "per token"; ``exact`` (exec)
+    writes a whole mean as an integer ("1 hidden sync per token"). Per-step syncs outside
+    every step (``exec``) get their own clause.
     """
     out: List[Tuple[str, str]] = []
     hidden = sites_df[~sites_df["allowed"].astype(bool)] if len(sites_df) else sites_df
@@ -253,16 +249,11 @@ def verdicts(summary_df: pd.DataFrame, sites_df: pd.DataFrame, max_sites: int = 
             elif float(m) == 0.0:
                 text = f"{r['path']}: 0"
             else:
-                text = f"{r['path']}: {float(m):.2f} hidden syncs per step"
+                unit = "token" if r["path"] in loops else "step"
+                text = f"{r['path']}: {rate_phrase(float(m), unit, exact)}"
                 mine = [s for s in hidden.to_dict("records") if s["scenario"] == scenario
                         and r["path"] in str(s["path"]).split(", ")]
-                mine.sort(key=lambda s: -int(s["count"]))  # stable: file order among ties
-                where = []
-                for s in mine[:max_sites]:
-                    where.append(f"{code}{short_site(s['site'], base)}{code} ({s['api']})")
-                if where:
-                    more = len(mine) - len(where)
-                    text += " at " + ", ".join(where) + (f" and {more} more" if more > 0 else "")
+                text += _where(mine, max_sites, code, base)
                 wait = r.get("sync_wait_us_mean")
                 if show_wait and not is_missing(wait):
                     text += f", the host waiting {float(wait):.1f} us per step in them"
@@ -274,6 +265,14 @@ def verdicts(summary_df: pd.DataFrame, sites_df: pd.DataFrame, max_sites: int = 
             if r["path"] != base_path and not is_missing(ratio):
                 measured.append(f"{r['path']} vs {base_path} " + _ratio_text(r))
             parts.append(text)
+        from ..results import OUTSIDE_PATH
+
+        outside = [s for s in hidden.to_dict("records") if s["scenario"] == scenario
+                   and s["path"] == OUTSIDE_PATH and s.get("per_step")]
+        if outside:
+            rate = sum(float(s["rate"]) for s in outside)
+            parts.append(f"outside every step: {rate_phrase(rate, 'step', exact)}"
+                         + _where(outside, max_sites, code, base))
         sentence = "; ".join(parts) + "."
         profiles = {str(r.get("profile") or "") for r in rows.to_dict("records")}
         if modeled:
@@ -284,6 +283,75 @@ def verdicts(summary_df: pd.DataFrame, sites_df: pd.DataFrame, max_sites: int = 
                          + "; ".join(measured) + ".")
         out.append((str(scenario), sentence))
     return out
+
+
+def verdict_options(result: RunResult) -> Dict[str, Any]:
+    """:func:`verdicts` keywords for ``result``: sync waits on hardware, loops per token, and
+    whole numbers for an exec run."""
+    from ..analysis import is_exec, loop_paths
+
+    return {"show_wait": timed_on_hardware(result), "loops": loop_paths(result),
+            "exact": is_exec(result)}
+
+
+def headline(result: RunResult, summary_df: pd.DataFrame, sites_df: pd.DataFrame,
+             base: Optional[str] = None) -> Optional[str]:
+    """An exec report's first line: the step name with the most hidden syncs per step, and
+    its per-step sites: ``1 hidden sync per token at stopping.py:14 in __call__, called from
+    generate.py:25 in decode_loop (Tensor.__bool__) [generate.py: TinyDecoder.forward]``.
+    None for other results."""
+    from ..analysis import is_exec, loop_paths
+
+    if not is_exec(result) or not len(summary_df):
+        return None
+    rows = [r for r in summary_df.to_dict("records") if not is_missing(r["syncs_mean"])]
+    if not rows:
+        return None
+    r = max(rows, key=lambda r: float(r["syncs_mean"]))
+    unit = "token" if r["path"] in loop_paths(result) else "step"
+    where = f"[{r['scenario']}: {r['path']}]"
+    if float(r["syncs_mean"]) == 0.0:
+        return f"0 hidden syncs per {unit} {where}"
+    hidden = sites_df[~sites_df["allowed"].astype(bool)] if len(sites_df) else sites_df
+    mine = [s for s in hidden.to_dict("records") if s["scenario"] == r["scenario"]
+            and r["path"] in str(s["path"]).split(", ")]
+    every = [s for s in mine if bool(s.get("per_step", True))] or mine
+    return (f"{rate_phrase(float(r['syncs_mean']), unit, True)}{_where(every, 2, '', base)} "
+            f"{where}")
+
+
+def rate_phrase(rate: float, unit: str = "step", exact: bool = False) -> str:
+    """``1.00 hidden syncs per step``; with ``exact``, a whole number as one: ``1 hidden sync
+    per token``."""
+    if exact and rate == int(rate):
+        n = int(rate)
+        return f"{n} hidden sync{'' if n == 1 else 's'} per {unit}"
+    return f"{rate:.2f} hidden syncs per {unit}"
+
+
+def site_phrase(s: Dict[str, Any], code: str = "`", base: Optional[str] = None) -> str:
+    """A :func:`analysis.sites` row's site for a sentence: ```sampler.py:123``` or, in a
+    helper, ```stopping.py:14` in __call__, called from `generate.py:25` in decode_loop``."""
+    text = f"{code}{short_site(s['site'], base)}{code}"
+    if s.get("caller_filename"):
+        caller = f"{short_path(s['caller_filename'], base)}:{s['caller_lineno']}"
+        text += (f" in {s['function']}, called from {code}{caller}{code} in "
+                 f"{s['caller_function']}")
+    return text
+
+
+def _where(mine: List[Dict[str, Any]], max_sites: int, code: str, base: Optional[str]) -> str:
+    """`` at `a.py:3` (Tensor.item), `b.py:9` (Tensor.cpu, once) and 2 more``: per-step
+    sites first, most syncs first (stable: file order among ties)."""
+    mine = sorted(mine, key=lambda s: (not bool(s.get("per_step", True)), -int(s["count"])))
+    where = []
+    for s in mine[:max_sites]:
+        once = "" if bool(s.get("per_step", True)) else ", once"
+        where.append(f"{site_phrase(s, code, base)} ({s['api']}{once})")
+    if not where:
+        return ""
+    more = len(mine) - len(where)
+    return " at " + ", ".join(where) + (f" and {more} more" if more > 0 else "")
 
 
 def _ratio_text(r: Dict[str, Any]) -> str:

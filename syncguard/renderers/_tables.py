@@ -201,6 +201,8 @@ def summary_tbl(sm: pd.DataFrame, *, branches: bool = True) -> Table:
                     "r", short.replace("/legacy", f"/{base}"),
                     under={"p50_lo_ms": "p50_ms", "ratio_lo": "ratio_vs_legacy"}.get(k))
              for k, h, short, _, _ in spec]
+    if branches and len(sm) and not any(sm["branches"]):  # exec: never a branch
+        branches = False
     has_dev = bool(len(sm)) and sm["device_ms_mean"].notna().any()
     if has_dev:
         cols.append(Column("device_ms_mean", "device ms", "r", "device\nms"))
@@ -244,6 +246,12 @@ def sites_tbl(st: pd.DataFrame, allowed: bool, base: Optional[str] = None) -> Ta
             Column("steps", "steps")]
     if allowed:
         cols.append(Column("reason", "reason", under="api"))
+    callers = bool(len(sub)) and "caller_filename" in sub and any(sub["caller_filename"])
+    if callers:  # a site in a helper: the code that called it
+        cols.append(Column("caller", "called from", under="site"))
+    per = bool(len(sub)) and "per_step" in sub and not allowed
+    if per:
+        cols.append(Column("per", "per step", under="count"))
     modeled = bool(len(sub)) and "modeled_stall_us" in sub and bool(
         sub["modeled_stall_us"].notna().any())
     if modeled:
@@ -260,12 +268,34 @@ def sites_tbl(st: pd.DataFrame, allowed: bool, base: Optional[str] = None) -> Ta
                Cell(str(r["steps"]))]
         if allowed:
             row.append(Cell(str(r["reason"])))
+        if callers:
+            row.append(Cell(caller_phrase(r, base), True))
+        if per:
+            row.append(Cell(per_phrase(r)))
         if modeled:
             row += [Cell(fmt_int(r["modeled_stall_us"]), value=_num(r["modeled_stall_us"])),
                     Cell(fmt_int(r["modeled_bubble_us"]), value=_num(r["modeled_bubble_us"]))]
         rows.append(row)
     title = "Allowed syncs" if allowed else "Hidden sync sites"
     return Table(title, cols, [[row] for row in rows])
+
+
+def caller_phrase(r: Dict[str, Any], base: Optional[str] = None) -> str:
+    """``called from generate.py:25 in decode_loop`` for a :func:`analysis.sites` row whose
+    site is in a helper; ``""`` otherwise."""
+    from ..sites import frame_text
+
+    if not r.get("caller_filename"):
+        return ""
+    return "called from " + frame_text(r["caller_filename"], r["caller_lineno"],
+                                       r["caller_function"], base)
+
+
+def per_phrase(r: Dict[str, Any]) -> str:
+    """``1.00/step`` for a site that syncs in most steps, ``once`` for the others."""
+    if not r.get("per_step") or is_missing(r.get("rate")):
+        return "once"
+    return f"{float(r['rate']):.2f}/step"
 
 
 def per_step_tbl(result: RunResult, scenario: str, max_steps: int = 200, head: int = 10,
@@ -275,12 +305,18 @@ def per_step_tbl(result: RunResult, scenario: str, max_steps: int = 200, head: i
     Notable steps are marked ``note``, warm-up steps ``dim``."""
     df = analysis.per_step(result, scenario)
     paths = analysis.ordered_paths(s.path for s in result.steps if s.scenario == scenario)
-    cols = [Column("step", "step", "r"), Column("batch", "batch", "r")]
-    for p in paths:
-        cols += [Column(f"{p}.branch", f"{p} branch", short=f"{p}\nbranch"),
-                 Column(f"{p}.syncs", f"{p} syncs", "r", "syncs"),
-                 Column(f"{p}.latency_ms", f"{p} ms", "r", "ms")]
     recs = df.to_dict("records")
+    # columns that never apply are left out (exec: no batch size; no branch unless a phase)
+    batch = not analysis.is_exec(result) or any(not is_missing(r["batch_size"]) for r in recs)
+    branch = {p: not analysis.is_exec(result) or any(r[f"{p}.branch"] for r in recs)
+              for p in paths}
+    cols = [Column("step", "step", "r")] + ([Column("batch", "batch", "r")] if batch else [])
+    for p in paths:
+        name = "phase" if analysis.is_exec(result) else "branch"
+        cols += [Column(f"{p}.branch", f"{p} {name}", short=f"{p}\n{name}")] if branch[p] else []
+        cols += [Column(f"{p}.syncs", f"{p} syncs", "r", f"{p}\nsyncs" if not branch[p]
+                        else "syncs"),
+                 Column(f"{p}.latency_ms", f"{p} ms", "r", "ms")]
     if len(recs) <= max_steps:
         plan = [("row", i) for i in range(len(recs))]
     else:
@@ -292,12 +328,14 @@ def per_step_tbl(result: RunResult, scenario: str, max_steps: int = 200, head: i
             continue
         r = recs[val]
         mark = "dim" if r["warmup"] else "note" if r["notable"] else ""
-        row = [Cell(step_label(r["step"], r["warmup"]), style=mark, value=int(r["step"])),
-               Cell(fmt_int(r["batch_size"]), style=mark if mark == "dim" else "",
-                    value=_num(r["batch_size"]))]
+        row = [Cell(step_label(r["step"], r["warmup"]), style=mark, value=int(r["step"]))]
+        if batch:
+            row.append(Cell(fmt_int(r["batch_size"]), style=mark if mark == "dim" else "",
+                            value=_num(r["batch_size"])))
         for p in paths:
-            row += [Cell(r[f"{p}.branch"] or "-", style=mark),
-                    Cell(fmt_int(r[f"{p}.syncs"]), style=mark, value=_num(r[f"{p}.syncs"])),
+            if branch[p]:
+                row.append(Cell(r[f"{p}.branch"] or "-", style=mark))
+            row += [Cell(fmt_int(r[f"{p}.syncs"]), style=mark, value=_num(r[f"{p}.syncs"])),
                     Cell(fmt_ms(r[f"{p}.latency_ms"]), style=mark if mark == "dim" else "",
                          value=_num(r[f"{p}.latency_ms"]))]
         rows.append(row)

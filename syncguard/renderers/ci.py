@@ -20,6 +20,7 @@ from .._words import plural, steps_phrase
 from ..baseline import Finding, display_path, site_key
 from ..events import KINDS
 from ..events import site_line as _site_line
+from ..sites import caller_text, function_name
 
 #: (scenario, path, hidden syncs, budget, failed)
 Total = Tuple[str, str, int, int, bool]
@@ -98,7 +99,9 @@ def _by_total(findings: Sequence[Finding]) -> Dict[Tuple[str, str], List[Finding
 def site_line(f: Finding) -> str:
     """``file:line in function: api (op) xN, steps 2-19`` (:func:`syncguard.events.site_line`)."""
     ev = f.event
-    return _site_line(ev.filename, ev.lineno, ev.function, ev.api, ev.op, f.count, f.steps)
+    return _site_line(ev.filename, ev.lineno, function_name(ev.function, ev.stack), ev.api,
+                      ev.op, f.count, f.steps,
+                      caller=caller_text(ev.filename, ev.stack))
 
 
 def render_text(totals: Sequence[Total], findings: Sequence[Finding],
@@ -151,7 +154,10 @@ def annotation_message(f: Finding) -> str:
     op = f" ({ev.op})" if ev.op else ""
     steps = steps_phrase(f.steps)
     where = f" in {steps}" if steps else ""
-    return (f"hidden host sync in {ev.function}: {ev.api}{op} x{f.count}{where} "
+    caller = caller_text(ev.filename, ev.stack)
+    called = f", called from {caller}" if caller else ""
+    fn = function_name(ev.function, ev.stack)
+    return (f"hidden host sync in {fn}{called}: {ev.api}{op} x{f.count}{where} "
             f"[{f.scenario}/{f.path}]: {f.message}")
 
 

@@ -15,7 +15,7 @@ from .. import analysis
 from .._escape import html_text, plot_text
 from ..analysis import is_missing
 from . import _tables
-from ._common import environment_parts, legend, note_texts, status_text, timed_on_hardware, verdicts
+from ._common import environment_parts, legend, note_texts, status_text, verdict_options, verdicts
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
@@ -185,10 +185,13 @@ def plot_figure(result: RunResult, scenario: str) -> Any:
             ax.yaxis.set_major_locator(MaxNLocator(integer=True, nbins=3))
             ax.set_ylabel(plot_text(p), rotation=0, ha="right", va="center", color=color)
         ax1.set_ylabel("latency per step (ms)")
-        ax1.set_title(f"{plot_text(scenario)}: latency, timed pass, one line per round "
-                      "(warm-up excluded)", loc="left")
-        sync_axes[0].set_title(f"{plot_text(scenario)}: hidden syncs per step, counted pass, "
-                               "one panel per path (warm-up excluded)", loc="left")
+        if analysis.is_exec(result):  # one pass under the guard: no timed or counted pass
+            timed, counted, each = "measured under the guard", "", "step name"
+        else:
+            timed, counted, each = "timed pass, one line per round", ", counted pass", "path"
+        ax1.set_title(f"{plot_text(scenario)}: latency, {timed} (warm-up excluded)", loc="left")
+        sync_axes[0].set_title(f"{plot_text(scenario)}: hidden syncs per step{counted}, "
+                               f"one panel per {each} (warm-up excluded)", loc="left")
         sync_axes[-1].set_xlabel("step")
         sync_axes[-1].xaxis.set_major_locator(MaxNLocator(integer=True))
         ax1.set_ylim(bottom=0)
@@ -263,7 +266,7 @@ def render(result: RunResult, *, title: str = "syncguard report", show_time: boo
         out.append(f'<p class="key">{key} (all terms in the <a href="#legend">legend</a>)</p>')
     out += ["<h2>Verdict</h2>", "<ul>"]
     for scenario, sentence in verdicts(sm, st, code="\x00", base=base,
-                                       show_wait=timed_on_hardware(result)):
+                                       **verdict_options(result)):
         parts = sentence.split("\x00")
         body = "".join(f"<code>{esc(p)}</code>" if i % 2 else esc(p)
                        for i, p in enumerate(parts))

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, List, Optional
 from .. import analysis
 from .._escape import html_text, md_code, md_text
 from . import _tables
-from ._common import environment_parts, legend, note_texts, status_text, timed_on_hardware, verdicts
+from ._common import environment_parts, legend, note_texts, status_text, verdict_options, verdicts
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
@@ -92,7 +92,7 @@ def render(result: RunResult, *, title: str = "syncguard report", show_time: boo
     out += [f"{hs} Summary", "", table(_tables.summary_tbl(sm)), ""]
     out += [f"{hs} Verdict", ""]
     for scenario, sentence in verdicts(sm, st, code=_MARK, base=base,
-                                       show_wait=timed_on_hardware(result)):
+                                       **verdict_options(result)):
         out.append(f"- **{text(scenario)}**: {_verdict_md(sentence)}")
     out.append("")
     out += [f"{hs} Sync sites", ""]

@@ -16,8 +16,9 @@ from . import _tables
 from ._common import (
     LEGEND,
     header_line,
+    headline,
     note_texts,
-    timed_on_hardware,
+    verdict_options,
     verdicts,
 )
 from ._common import legend as _legend
@@ -159,8 +160,11 @@ def print_report(result: RunResult, console: Console, *, steps: bool = True,
     per scenario; ``show_time=False`` leaves the creation time out of the header; ``base`` is
     the directory site paths are shown relative to (default: the current directory).
     """
-    print_header(result, console, show_time)
     sm = analysis.summary(result)
+    lead = headline(result, sm, analysis.sites(result, max_parts=8), base)
+    if lead:  # an exec run: the answer first
+        console.print(_t(lead, "bold"))
+    print_header(result, console, show_time)
     used: List[str] = []
 
     def show(t: _tables.Table) -> None:
@@ -174,7 +178,7 @@ def print_report(result: RunResult, console: Console, *, steps: bool = True,
         st = analysis.merge_paths(analysis.sites(result, max_parts=8))
         console.print(_t("Verdict", "bold"))
         for scenario, sentence in verdicts(sm, st, code="", base=base,
-                                       show_wait=timed_on_hardware(result)):
+                                       **verdict_options(result)):
             line = _t(f"{scenario}: ", "bold")
             line.append(_safe(sentence))
             console.print(line)
