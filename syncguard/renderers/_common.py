@@ -19,9 +19,9 @@ LEGEND: Tuple[Tuple[str, str], ...] = (
     ("allowed/step", "allowed syncs per step (e.g. the token readback), counted pass"),
     ("p50/p90/p99/mean", "host time per step up to its token readback, in ms (timed pass "
                          "without interceptors, warm-up steps excluded)"),
-    ("ratio", "median latency / the baseline path's median, steps paired by (round, step) of the "
-              "interleaved timed pass, with its 95% bootstrap interval; a difference is "
-              "claimed only when the interval excludes 1.00x"),
+    ("ratio", "latency / the baseline path's, one log-ratio of medians per round of the "
+              "interleaved timed pass, with its 95% t interval over the rounds (at least 3); "
+              "a difference is claimed only when the interval, as printed, excludes 1.00x"),
     ("saved", "(baseline p50 - this path's p50) latency in us per token, shown only when the "
               "ratio's interval excludes 1.00x"),
     ("out", "timed steps beyond Tukey's fences (1.5 IQR): counted, never dropped"),
