@@ -17,6 +17,7 @@ import contextlib
 import functools
 import sys
 import threading
+import weakref
 from time import perf_counter as _perf
 from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple, Union
 
@@ -591,43 +592,109 @@ def _wrap(orig: Callable[..., Any], api: str, classify: Classifier) -> Callable[
 
 
 class _SequenceSlots:
-    """Undo a CPython side effect of patching ``__getitem__``/``__setitem__`` on a heap type.
+    """Undo a CPython side effect of patching ``__getitem__``/``__setitem__`` on a heap type,
+    on that type and on every subclass of it.
 
     Setting a Python ``__getitem__`` on ``torch.Tensor`` fills the type's ``sq_item`` slot as
     well as ``mp_subscript`` (and ``__setitem__`` fills ``sq_ass_item``), and deleting the
-    attribute again leaves them filled. A filled ``sq_item`` makes every tensor pass
-    ``PySequence_Check``, so ``torch.tensor([t0, t0])`` of 0-d tensors tries ``len()`` on them
-    and raises, inside the guard and after it. Indexing itself goes through ``mp_subscript``
-    (checked first by ``PyObject_GetItem``), so the two sequence slots are put back to what
-    they were (empty) after every patch and unpatch. Only on CPython with the standard type
-    layout (checked against the type's name); elsewhere nothing is touched."""
+    attribute again leaves them filled. CPython updates the same slots on every subclass that
+    inherits the attribute (``torch.nn.Parameter``, the simulated device's tensor type, a
+    user's subclass), and a subclass created while the patch is on is born with them filled.
+    A filled ``sq_item`` makes every tensor of that type pass ``PySequence_Check``, so
+    ``torch.tensor([t0, t0])`` of 0-d tensors tries ``len()`` on them and raises, inside the
+    guard and for the rest of the process. Indexing itself goes through ``mp_subscript``
+    (checked first by ``PyObject_GetItem``), so the two sequence slots of the root and of every
+    subclass that inherits the attribute from it are put back to what they were before the
+    first patch (a subclass first seen later: the root's) after every patch and unpatch. A
+    subclass that defines the attribute itself is left alone (CPython keeps its slots right).
+    Only on CPython with the standard type layout (checked against each type's name);
+    elsewhere nothing is touched."""
 
     _AS_SEQUENCE = 13  # PyTypeObject: 3 header words, then tp_name ... tp_as_sequence
     _SQ_ITEM, _SQ_ASS_ITEM = 3, 5  # PySequenceMethods
+    _NAMES = ("__getitem__", "__setitem__")  # the attribute behind each slot, in order
 
-    def __init__(self, tp: type) -> None:
-        self.slots: List[Tuple[Any, Optional[int]]] = []
+    def __init__(self, root: type) -> None:
+        self.root = root
+        # type -> its two slots (ctypes views), and their values before the first patch
+        self._views: weakref.WeakKeyDictionary[type, Optional[Tuple[Any, Any]]] = (
+            weakref.WeakKeyDictionary())
+        self._orig: weakref.WeakKeyDictionary[type, Tuple[Optional[int], Optional[int]]] = (
+            weakref.WeakKeyDictionary())
+        ok = (sys.implementation.name == "cpython"
+              and getattr(sys, "_is_gil_enabled", lambda: True)())
+        self.enabled = ok and self._view(root) is not None
+        self.snapshot()
+
+    def _view(self, tp: type) -> Optional[Tuple[Any, Any]]:
+        try:
+            return self._views[tp]
+        except KeyError:
+            pass
+        view: Optional[Tuple[Any, Any]] = None
         try:
             import ctypes
 
             word = ctypes.sizeof(ctypes.c_void_p)
-            if (sys.implementation.name != "cpython"
-                    or not getattr(sys, "_is_gil_enabled", lambda: True)()
-                    or ctypes.c_char_p.from_address(id(tp) + 3 * word).value
-                    != tp.__name__.encode()):
-                return
+            name = ctypes.c_char_p.from_address(id(tp) + 3 * word).value
             seq = ctypes.c_void_p.from_address(id(tp) + self._AS_SEQUENCE * word).value
-            if not seq:
-                return
-            for i in (self._SQ_ITEM, self._SQ_ASS_ITEM):
-                slot = ctypes.c_void_p.from_address(seq + i * word)
-                self.slots.append((slot, slot.value))
+            if name == tp.__name__.encode() and seq:
+                view = (ctypes.c_void_p.from_address(seq + self._SQ_ITEM * word),
+                        ctypes.c_void_p.from_address(seq + self._SQ_ASS_ITEM * word))
         except Exception:  # an unexpected layout: leave the type alone
-            self.slots = []
+            view = None
+        self._views[tp] = view
+        return view
+
+    def _tree(self) -> List[type]:
+        """The root and every subclass of it alive now."""
+        out: List[type] = []
+        seen: set = set()
+        todo = [self.root]
+        while todo:
+            tp = todo.pop()
+            if id(tp) in seen:
+                continue
+            seen.add(id(tp))
+            out.append(tp)
+            todo.extend(type.__subclasses__(tp))
+        return out
+
+    def snapshot(self) -> None:
+        """Record the slots of every type of the tree not recorded yet (call while nothing is
+        patched: the values are what each type must have without syncguard)."""
+        if not self.enabled:
+            return
+        for tp in self._tree():
+            if tp not in self._orig:
+                view = self._view(tp)
+                if view is not None:
+                    self._orig[tp] = (view[0].value, view[1].value)
 
     def restore(self) -> None:
-        for slot, value in self.slots:
-            slot.value = value
+        if not self.enabled:
+            return
+        root_vals = self._orig.get(self.root)
+        if root_vals is None:
+            return
+        for tp in self._tree():
+            view = self._view(tp)
+            if view is None:
+                continue
+            vals = self._orig.get(tp, root_vals)
+            for i, name in enumerate(self._NAMES):
+                if tp is not self.root and self._defined_below_root(tp, name):
+                    continue
+                if view[i].value != vals[i]:
+                    view[i].value = vals[i]
+
+    def _defined_below_root(self, tp: type, name: str) -> bool:
+        for c in tp.__mro__:
+            if c is self.root:
+                return False
+            if name in c.__dict__:
+                return True
+        return True  # not a subclass after all: leave it alone
 
 
 Saved = Tuple[Any, str, bool, Any]  # owner, attribute, had its own attribute, original
@@ -672,8 +739,8 @@ class _Patcher:
         self.lock = threading.RLock()
         self.users = 0
         self.saved: List[Saved] = []
-        # the sequence slots of each type whose __getitem__/__setitem__ is patched, as they
-        # were before the first patch (see _SequenceSlots)
+        # the sequence slots of each type whose __getitem__/__setitem__ is patched, and of its
+        # subclasses, as they were before the first patch (see _SequenceSlots)
         self.slots: Dict[Any, _SequenceSlots] = {}
 
     def acquire(self) -> None:
@@ -706,6 +773,8 @@ class _Patcher:
         if self.saved:  # left by an interrupted uninstall: finish it first
             self._uninstall()
         plan = self._plan()
+        for seq in self.slots.values():  # subclasses made since: their slots as they are now
+            seq.snapshot()
         try:
             with _switches_held():
                 for owner, name, own, orig, wrapper in plan:
