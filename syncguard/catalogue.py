@@ -87,6 +87,14 @@ def _d2h_nb(dev: str, pinned: bool) -> torch.Tensor:
     return buf.copy_(x, non_blocking=True)
 
 
+def _to_own_device(x: torch.Tensor) -> torch.Tensor:
+    return x.to(x.device)  # the same tensor comes back: nothing is copied
+
+
+def _empty(dev: str) -> torch.Tensor:
+    return torch.empty(0, device=dev)
+
+
 def _event_sync(dev: str) -> None:
     mod = _devmod(dev)
     ev = mod.Event()  # type: ignore[attr-defined]
@@ -158,6 +166,11 @@ CATCH: List[Case] = [
          {"cuda": 2, "npu": 0}, line="torch.multinomial(p, 1)"),
     Case("torch.tensor(list, device=)", lambda d: torch.tensor([1, 2], device=d), 1,
          host_distinct=True, line="torch.tensor([1, 2], device=dev)"),
+    Case("torch.tensor([t0, t1])", lambda d: torch.tensor([_n(d, 1), _n(d, 2)]), 2,
+         line="torch.tensor([t0, t1]) with 0-d device tensors (one host read each)"),
+    Case("torch.tensor([t0, t1], device=)",
+         lambda d: torch.tensor([_n(d, 1), _n(d, 2)], device=d), 3, host_distinct=True,
+         line="torch.tensor([t0, t1], device=dev): a read per element, then one upload"),
     Case("cpu_t.to(dev)", lambda d: torch.arange(4).to(d), 1, host_distinct=True,
          line="x_cpu.to(dev)"),
     Case("pageable .to(dev, non_blocking=True)",
@@ -207,4 +220,8 @@ ZERO: List[Case] = [
     Case("pinned_buf.copy_(t, non_blocking=True)", lambda d: _d2h_nb(d, True), 0,
          host_distinct=True),
     Case("device.to(dev) (same device)", lambda d: _t(d, 1).to(d), 0, host_distinct=True),
+    Case("t.to(t.device) (same tensor)", lambda d: _to_own_device(_t(d, 1)), 0),
+    Case("torch.tensor([], device=)", lambda d: torch.tensor([], device=d), 0),
+    Case("empty.to(dev), empty.cpu()", lambda d: (torch.empty(0).to(d), _empty(d).cpu()), 0),
+    Case("empty_buf.copy_(empty t)", lambda d: torch.empty(0).copy_(_empty(d)), 0),
 ]

@@ -31,7 +31,10 @@ from .opmodel import OpSyncModel, load_model
 # kind, op, device, count, source. ``count`` is a ByModel mapping for an in-kernel read on a
 # device type without a model of its own: each guard then applies its own ``model=``.
 Hit = Tuple[str, Optional[str], Optional[str], Union[int, ByModel], Optional[str]]
-Classifier = Callable[[Tuple[Any, ...], Dict[str, Any]], Optional[Hit]]
+#: What a classifier finds: one hit, or several for a call that syncs more than one way, in
+#: the order the runtime does them (``torch.tensor([t0, t1], device=d)``: reads, then a copy).
+Hits = Union[Hit, List[Hit]]
+Classifier = Callable[[Tuple[Any, ...], Dict[str, Any]], Optional[Hits]]
 
 #: A classifier's verdict "no sync, and nothing inside this call is one": the backend-level
 #: safety net stays quiet for its duration.
@@ -157,7 +160,7 @@ def _scalar(args: Tuple[Any, ...], kwargs: Dict[str, Any]) -> Optional[Hit]:
 
 def _format(args: Tuple[Any, ...], kwargs: Dict[str, Any]) -> Optional[Hit]:
     d = _dev(args[0])
-    if d is None:
+    if d is None or args[0].numel() == 0:  # an empty tensor prints without reading
         return None
     if args[0].dim() == 0:
         return (E.SCALAR_READ, "aten::_local_scalar_dense", d, 1, None)
@@ -166,12 +169,16 @@ def _format(args: Tuple[Any, ...], kwargs: Dict[str, Any]) -> Optional[Hit]:
 
 def _d2h(args: Tuple[Any, ...], kwargs: Dict[str, Any]) -> Optional[Hit]:
     d = _dev(args[0])
-    return (E.D2H_COPY, "aten::_to_copy", d, 1, None) if d is not None else None
+    if d is None or args[0].numel() == 0:  # copy_ returns before copying an empty tensor
+        return None
+    return (E.D2H_COPY, "aten::_to_copy", d, 1, None)
 
 
 def _repr(args: Tuple[Any, ...], kwargs: Dict[str, Any]) -> Optional[Hit]:
     d = _dev(args[0])
-    return (E.D2H_COPY, "aten::_to_copy", d, 1, "printing") if d is not None else None
+    if d is None or args[0].numel() == 0:  # "tensor([], device=...)": nothing read
+        return None
+    return (E.D2H_COPY, "aten::_to_copy", d, 1, "printing")
 
 
 def _numpy(args: Tuple[Any, ...], kwargs: Dict[str, Any]) -> Optional[Hit]:
@@ -187,17 +194,24 @@ def _cpu(args: Tuple[Any, ...], kwargs: Dict[str, Any]) -> Optional[Hit]:
 def _to(args: Tuple[Any, ...], kwargs: Dict[str, Any]) -> Optional[Hit]:
     self = args[0]
     target: Optional[str] = None
+    spec: Any = None
     non_blocking = bool(kwargs.get("non_blocking", False))
     for a in args[1:]:
         if isinstance(a, bool):
             non_blocking = a
             break
         if isinstance(a, _Tensor):
-            target = a.device.type
+            target, spec = a.device.type, a.device
         elif target is None and not isinstance(a, torch.dtype):
-            target = _device_type_of(a)
+            target, spec = _device_type_of(a), a
     if "device" in kwargs and kwargs["device"] is not None:
-        target = _device_type_of(kwargs["device"])
+        spec = kwargs["device"]
+        target = _device_type_of(spec)
+    if isinstance(spec, torch.device) and spec.type == "cpu" and self.is_cpu:
+        # ``c.to(c.device)``, ``c.to(other_tensor)``: the tensor's own device, given as a
+        # device object, returns the same tensor and copies nothing. With devices=("cpu",)
+        # only "cpu" spelled as a string (or .cpu()) stands for the host.
+        return None
     return _copy_dir(self, target, non_blocking)
 
 
@@ -205,7 +219,9 @@ def _copy_dir(src: _Tensor, target: Optional[str], non_blocking: bool,
               dst: Optional[_Tensor] = None) -> Optional[Hit]:
     """Does copying ``src`` to device type ``target`` make the host wait? ``dst``: the
     destination tensor when the caller gives one (``copy_``), else a new one is allocated."""
-    if target is None:
+    if target is None or src.numel() == 0 or (dst is not None and dst.numel() == 0):
+        # copy_ returns before copying when there is nothing to copy (ATen/native/Copy.cpp
+        # copy_impl: iter.numel() == 0; torch_npu's copy_ likewise): no transfer, no wait
         return None
     src_t = src.device.type
     # With devices=("cpu",) a CPU tensor is device-resident and "cpu" the host: a copy to it
@@ -259,7 +275,7 @@ def _data_dep(op: str) -> Classifier:
     return cls
 
 
-def _where(args: Tuple[Any, ...], kwargs: Dict[str, Any]) -> Optional[Hit]:
+def _where(args: Tuple[Any, ...], kwargs: Dict[str, Any]) -> Optional[Hits]:
     if len(args) + len(kwargs) != 1:
         return None  # where(cond, x, y) is elementwise
     return _data_dep("aten::nonzero")(args, kwargs)
@@ -314,8 +330,8 @@ def _host_index(index: Any) -> bool:
     A 0-d host index is read on the host as an int: no copy."""
     items = index if isinstance(index, tuple) else (index,)
     for it in items:
-        if isinstance(it, _Tensor) and it.dim() > 0 and _dev(it) is None and not (
-                _FAKE and isinstance(it, _FAKE)):
+        if isinstance(it, _Tensor) and it.dim() > 0 and it.numel() > 0 and _dev(it) is None \
+                and not (_FAKE and isinstance(it, _FAKE)):
             return True
     return False
 
@@ -407,17 +423,66 @@ def _model(op: str, self_pos: int = 0) -> Classifier:
     return cls
 
 
+_NUMBERS = frozenset((int, float, bool, complex))
+
+
+def _size(x: Any) -> int:
+    """Elements of a number (1) or an array-like (numpy's ``size``)."""
+    return int(getattr(x, "size", 1)) if hasattr(x, "shape") else 1
+
+
+def _list_data(data: Any) -> Tuple[int, int, Optional[str]]:
+    """(elements, device tensors, their device) in the nested lists/tuples ``data`` that
+    ``torch.tensor`` builds from. PyTorch stores each element on the host
+    (torch/csrc/utils/tensor_new.cpp recursive_store -> store_scalar, which converts a tensor
+    element with its ``__float__``/``__index__``/``__bool__``: one host read per device
+    tensor), then uploads the whole buffer once."""
+    elements = reads = 0
+    dev: Optional[str] = None
+    todo = [data]
+    while todo:
+        seq = todo.pop()
+        if not isinstance(seq, (list, tuple)):
+            if isinstance(seq, _Tensor):
+                elements += seq.numel()
+                d = _dev(seq)
+                if d is not None:
+                    reads += 1
+                    dev = dev or d
+            else:
+                elements += _size(seq)
+            continue
+        if _NUMBERS.issuperset(map(type, seq)):  # the common case, at C speed
+            elements += len(seq)
+        else:
+            todo.extend(seq)
+    return elements, reads, dev
+
+
+_PER_ELEMENT = "each device tensor in the list is read on the host"
+
+
 def _tensor_factory(device_pos: Optional[int]) -> Classifier:
-    def cls(args: Tuple[Any, ...], kwargs: Dict[str, Any]) -> Optional[Hit]:
+    def cls(args: Tuple[Any, ...], kwargs: Dict[str, Any]) -> Optional[Hits]:
         spec = kwargs.get("device") if device_pos is None else _a(args, kwargs, device_pos,
                                                                      "device")
         target = _device_type_of(spec)
         data = args[0] if args else kwargs.get("data")
         if isinstance(data, _Tensor):
             return _copy_dir(data, target, False)
-        if target is None:
-            return None
-        return _h2d(None, target, False)
+        hits: List[Hit] = []
+        if isinstance(data, (list, tuple)):
+            elements, reads, dev = _list_data(data)
+            # one event per element read, as the runtime does them, before the upload
+            hits.extend([(E.SCALAR_READ, "aten::_local_scalar_dense", dev, 1, _PER_ELEMENT)]
+                        * reads)
+        else:
+            elements = _size(data)  # a number, an array
+        if elements and target is not None:
+            copy = _h2d(None, target, False)
+            if copy is not None:
+                hits.append(copy)
+        return hits[0] if len(hits) == 1 else (hits or None)
 
     return cls
 
@@ -504,24 +569,29 @@ def _targets() -> List[Target]:
     return t
 
 
-def _call_reporting(hit: Hit, api: str, call: Callable[..., Any], args: Tuple[Any, ...],
+def _call_reporting(hit: Hits, api: str, call: Callable[..., Any], args: Tuple[Any, ...],
                     kwargs: Dict[str, Any]) -> Any:
     """Run ``call(*args, **kwargs)`` (a classified call) with this thread marked busy, so
-    nothing nested inside reports again, and report ``hit`` (unless it is :data:`QUIET`):
-    before the call when a guard raises, else after it with the time the call took."""
+    nothing nested inside reports again, and report ``hit`` (unless it is :data:`QUIET`; a
+    list: each in order): before the call when a guard raises, else after it with the time
+    the call took (given to the last)."""
     tls = HUB.tls
     tls.busy += 1
     try:
         if hit is QUIET:
             return call(*args, **kwargs)
-        kind, op, device, count, source = hit
+        hits = hit if isinstance(hit, list) else [hit]
         if HUB.raising:  # report first: "raise" stops the call before it syncs
-            HUB.deliver(kind, api, op, device, count, source)
+            for kind, op, device, count, source in hits:
+                HUB.deliver(kind, api, op, device, count, source)
             return call(*args, **kwargs)
         # Time the call: on a real device, how long the host waited in this sync.
         t0 = _perf()
         out = call(*args, **kwargs)
-        HUB.deliver(kind, api, op, device, count, source, (_perf() - t0) * 1e6)
+        wait = (_perf() - t0) * 1e6
+        for i, (kind, op, device, count, source) in enumerate(hits):
+            HUB.deliver(kind, api, op, device, count, source,
+                        wait if i == len(hits) - 1 else None)
         return out
     finally:
         tls.busy -= 1

@@ -289,8 +289,10 @@ def test_tensor_of_0d_tensors_works_inside_and_after_a_guard() -> None:
         x = torch.arange(4)
         x[x > 1]
         x[x > 2] = torch.tensor(0)
-    assert [e.api for e in g.events] == ["Tensor.__float__", "Tensor.__float__",
-                                         "Tensor.__getitem__", "Tensor.__setitem__"]
+    read = ("torch.tensor", "aten::_local_scalar_dense")
+    assert [(e.api, e.op) for e in g.events] == [
+        read, read, ("Tensor.__getitem__", "aten::index.Tensor"),
+        ("Tensor.__setitem__", "aten::index_put_")]
 
 
 
