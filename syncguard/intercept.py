@@ -673,12 +673,13 @@ class _SequenceSlots:
     A filled ``sq_item`` makes every tensor of that type pass ``PySequence_Check``, so
     ``torch.tensor([t0, t0])`` of 0-d tensors tries ``len()`` on them and raises, inside the
     guard and for the rest of the process. Indexing itself goes through ``mp_subscript``
-    (checked first by ``PyObject_GetItem``), so the two sequence slots of the root and of every
-    subclass that inherits the attribute from it are put back to what they were before the
-    first patch (a subclass first seen later: the root's) after every patch and unpatch. A
-    subclass that defines the attribute itself is left alone (CPython keeps its slots right).
-    Only on CPython with the standard type layout (checked against each type's name);
-    elsewhere nothing is touched."""
+    (checked first by ``PyObject_GetItem``), so after every patch and unpatch the two sequence
+    slots of the root and of every subclass alive are put back to the root's own before any
+    patch. A subclass that gets the attribute from elsewhere (its own, or a base outside the
+    root's ancestry) is left alone: CPython keeps its slots right. A root found with a slot
+    filled by CPython's generic function though the attribute is not its own (left so by an
+    earlier patch) counts as empty. Only on CPython with the standard type layout (checked
+    against each type's name); elsewhere nothing is touched."""
 
     _AS_SEQUENCE = 13  # PyTypeObject: 3 header words, then tp_name ... tp_as_sequence
     _SQ_ITEM, _SQ_ASS_ITEM = 3, 5  # PySequenceMethods
@@ -686,15 +687,30 @@ class _SequenceSlots:
 
     def __init__(self, root: type) -> None:
         self.root = root
-        # type -> its two slots (ctypes views), and their values before the first patch
+        self._root_mro = frozenset(root.__mro__)
+        # type -> its two slots (ctypes views); None: a layout not to touch
         self._views: weakref.WeakKeyDictionary[type, Optional[Tuple[Any, Any]]] = (
             weakref.WeakKeyDictionary())
-        self._orig: weakref.WeakKeyDictionary[type, Tuple[Optional[int], Optional[int]]] = (
-            weakref.WeakKeyDictionary())
-        ok = (sys.implementation.name == "cpython"
-              and getattr(sys, "_is_gil_enabled", lambda: True)())
-        self.enabled = ok and self._view(root) is not None
-        self.snapshot()
+        self.orig: Optional[Tuple[Optional[int], Optional[int]]] = None
+        if sys.implementation.name != "cpython" or not getattr(
+                sys, "_is_gil_enabled", lambda: True)():
+            return
+        view = self._view(root)
+        if view is None:
+            return
+
+        class _Probe:  # CPython's generic slot functions, as any Python class gets them
+            def __getitem__(self, i: Any) -> None: ...
+            def __setitem__(self, i: Any, v: Any) -> None: ...
+
+        generic = self._view(_Probe)
+        orig = []
+        for i, name in enumerate(self._NAMES):
+            v = view[i].value
+            if name not in vars(root) and generic is not None and v == generic[i].value:
+                v = None
+            orig.append(v)
+        self.orig = (orig[0], orig[1])
 
     def _view(self, tp: type) -> Optional[Tuple[Any, Any]]:
         try:
@@ -730,41 +746,20 @@ class _SequenceSlots:
             todo.extend(type.__subclasses__(tp))
         return out
 
-    def snapshot(self) -> None:
-        """Record the slots of every type of the tree not recorded yet (call while nothing is
-        patched: the values are what each type must have without syncguard)."""
-        if not self.enabled:
-            return
-        for tp in self._tree():
-            if tp not in self._orig:
-                view = self._view(tp)
-                if view is not None:
-                    self._orig[tp] = (view[0].value, view[1].value)
-
     def restore(self) -> None:
-        if not self.enabled:
-            return
-        root_vals = self._orig.get(self.root)
-        if root_vals is None:
+        orig = self.orig
+        if orig is None:
             return
         for tp in self._tree():
             view = self._view(tp)
             if view is None:
                 continue
-            vals = self._orig.get(tp, root_vals)
             for i, name in enumerate(self._NAMES):
-                if tp is not self.root and self._defined_below_root(tp, name):
+                if tp is not self.root and any(
+                        name in vars(c) for c in tp.__mro__ if c not in self._root_mro):
                     continue
-                if view[i].value != vals[i]:
-                    view[i].value = vals[i]
-
-    def _defined_below_root(self, tp: type, name: str) -> bool:
-        for c in tp.__mro__:
-            if c is self.root:
-                return False
-            if name in c.__dict__:
-                return True
-        return True  # not a subclass after all: leave it alone
+                if view[i].value != orig[i]:
+                    view[i].value = orig[i]
 
 
 Saved = Tuple[Any, str, bool, Any]  # owner, attribute, had its own attribute, original
@@ -781,6 +776,34 @@ def _restore(owner: Any, name: str, own: bool, orig: Any) -> None:
 
 _MISSING = object()
 _SEQ_NAMES = ("__getitem__", "__setitem__")
+
+
+def _unwrap_leftovers(targets: List[Target]) -> List[str]:
+    """Remove interceptors that no bookkeeping of this patcher records (left by an earlier
+    patch set whose records are gone: a guard cut short, syncguard imported afresh), so
+    that nothing is wrapped twice and the originals come back. A wrapper whose original is
+    what the owner inherits is deleted, else the original is set back. Returns
+    ``owner.attr`` of each."""
+    healed: List[str] = []
+    for owner, name, _api, _cls in targets:
+        v = vars(owner).get(name, _MISSING)
+        while getattr(v, "__syncguard__", False) is True:
+            orig = v.__wrapped__  # type: ignore[union-attr]
+            inherited = next((vars(b)[name] for b in getattr(owner, "__mro__", (owner,))[1:]
+                              if name in vars(b)), _MISSING)
+            if inherited is orig:
+                delattr(owner, name)
+            else:
+                setattr(owner, name, orig)
+            healed.append(f"{getattr(owner, '__name__', owner)}.{name}")
+            v = vars(owner).get(name, _MISSING)
+    if healed:
+        import logging
+
+        logging.getLogger("syncguard").warning(
+            "syncguard: removed %d interceptor(s) an earlier guard left on torch (%s)",
+            len(healed), ", ".join(sorted(set(healed))[:5]))
+    return healed
 
 
 @contextlib.contextmanager
@@ -812,6 +835,9 @@ class _Patcher:
         # the sequence slots of each type whose __getitem__/__setitem__ is patched, and of its
         # subclasses, as they were before the first patch (see _SequenceSlots)
         self.slots: Dict[Any, _SequenceSlots] = {}
+        #: ``owner.attr`` of the interceptors an earlier patch set left installed, found and
+        #: removed by the last install (see :func:`_unwrap_leftovers`)
+        self.healed: List[str] = []
 
     def acquire(self) -> None:
         # The caller (SyncGuard.__enter__) defers Ctrl-C around this and undoes on a pending
@@ -831,20 +857,23 @@ class _Patcher:
 
     def _plan(self) -> List[Tuple[Any, str, bool, Any, Callable[..., Any]]]:
         plan = []
-        for owner, name, api, cls in _targets():
+        targets = _targets()
+        self.healed = _unwrap_leftovers(targets)
+        for owner, name, api, cls in targets:
             own = name in vars(owner)
             orig = vars(owner)[name] if own else getattr(owner, name)
             plan.append((owner, name, own, orig, _wrap(getattr(owner, name), api, cls)))
             if name in _SEQ_NAMES and owner not in self.slots:
                 self.slots[owner] = _SequenceSlots(owner)
+        if self.healed:
+            for seq in self.slots.values():
+                seq.restore()
         return plan
 
     def _install(self) -> None:
         if self.saved:  # left by an interrupted uninstall: finish it first
             self._uninstall()
         plan = self._plan()
-        for seq in self.slots.values():  # subclasses made since: their slots as they are now
-            seq.snapshot()
         try:
             with _switches_held():
                 for owner, name, own, orig, wrapper in plan:
@@ -1066,10 +1095,14 @@ def dispatch_net() -> Any:
     from torch.utils._python_dispatch import TorchDispatchMode
 
     class _DispatchNet(TorchDispatchMode):
+        #: set when its guard is taken down from elsewhere (another thread, or with another
+        #: mode above it): left on its stack, it reports nothing more
+        inert = False
+
         def __torch_dispatch__(self, func: Any, types: Any, args: Tuple[Any, ...] = (),
                                kwargs: Optional[Dict[str, Any]] = None) -> Any:
             kwargs = kwargs or {}
-            if HUB.guards and not HUB.tls.busy:
+            if HUB.guards and not HUB.tls.busy and not self.inert:
                 hit = _net_hit(func, args, kwargs)
                 if hit is not None:
                     return _call_reporting(hit, hit[1] or func.name(), func, args, kwargs)
