@@ -77,6 +77,27 @@ def _model_hit(op: str, d: str, args: Tuple[Any, ...], kwargs: Dict[str, Any]
     return (E.IN_KERNEL, op, d, by, None) if by else None
 
 
+def _api_model_hit(api: str, d: str, args: Tuple[Any, ...], kwargs: Dict[str, Any]
+                   ) -> Optional[Hit]:
+    """As :func:`_model_hit`, for a Python entry point whose C++ path syncs on some backends
+    (``Tensor.__setitem__`` with a Python number): the model's entry for ``api``."""
+    own = model_for(d)
+    if own is not None:
+        e = own.api_reads(api, args, kwargs)
+        if e is None:
+            return None
+        return (e.kind, e.op, d, e.reads, f"{own.backend} op model: {e.where}")
+    by: ByModel = {}
+    first = None
+    for name in sorted(HUB.models):
+        m = load_model(name)
+        e = m.api_reads(api, args, kwargs) if m is not None else None
+        if e is not None:
+            by[name] = (e.reads, f"{m.backend} op model: {e.where}")  # type: ignore[union-attr]
+            first = first or e
+    return (first.kind, first.op, d, by, None) if first is not None else None
+
+
 # -- helpers ------------------------------------------------------------------------------
 _Tensor = torch.Tensor
 
@@ -354,9 +375,20 @@ def _getitem(args: Tuple[Any, ...], kwargs: Dict[str, Any]) -> Optional[Hit]:
     return None
 
 
+def _scalar_write(args: Tuple[Any, ...], kwargs: Dict[str, Any]) -> Optional[Hit]:
+    """``x[index] = <Python number>``: what the device's op model says PyTorch's C++ path
+    does (on CUDA the number becomes a CPU tensor: copied into a 0-d destination, or
+    ``.to(device)`` for an integer index tensor; on NPU it is made on the device, and a
+    boolean mask goes through nonzero). See the models' ``Tensor.__setitem__`` entries."""
+    if not isinstance(args[2], (int, float, complex)):
+        return None
+    d = _dev(args[0])
+    return _api_model_hit("Tensor.__setitem__", d, args, kwargs) if d is not None else None
+
+
 def _setitem(args: Tuple[Any, ...], kwargs: Dict[str, Any]) -> Optional[Hit]:
     if not isinstance(args[1], (_Tensor, tuple, slice)):
-        return None
+        return _scalar_write(args, kwargs)  # x[0] = 0, x[...] = 0
     mask_dev, bounds = _has_bool_dev_index(args[1])
     value = args[2]
     if mask_dev is not None:
@@ -364,8 +396,9 @@ def _setitem(args: Tuple[Any, ...], kwargs: Dict[str, Any]) -> Optional[Hit]:
             return (E.DATA_DEPENDENT, "aten::index_put_", mask_dev, 1,
                     "boolean mask with a device tensor value")
         if not bounds:
-            # x[mask] = scalar lowers to masked_fill: no host read (PyTorch's own sync test).
-            return QUIET
+            # x[mask] = scalar: on CUDA it lowers to masked_fill, no host read (PyTorch's own
+            # sync test); the op model says where it does not (NPU)
+            return _scalar_write(args, kwargs) or QUIET
     if bounds:
         return (E.SCALAR_READ, "aten::_local_scalar_dense", _dev(args[0]), bounds,
                 "slice bound is a device tensor")
@@ -378,7 +411,7 @@ def _setitem(args: Tuple[Any, ...], kwargs: Dict[str, Any]) -> Optional[Hit]:
         # a device-to-device assignment (``a[:] = b``): no host wait. With devices=("cpu",)
         # the dispatch net would otherwise take the CPU copy_ for a device-to-host copy.
         return QUIET
-    return None
+    return _scalar_write(args, kwargs)
 
 
 def _device_side_index(index: Any) -> bool:
@@ -998,10 +1031,11 @@ def _classify_aten(func: Any) -> Any:
                     return (E.H2D_COPY, name, d, 1, _HOST_INDEX_WHY)
             if base != "aten::index":
                 v = a[2] if len(a) > 2 else k.get("values")
-                if isinstance(v, _Tensor) and (v.dim() == 0 or (
-                        v.numel() == 1 and v.device.type == "cpu")):
-                    # x[mask] = 1.0: PyTorch passes the scalar as a 0-d tensor and lowers it
-                    # to masked_fill: no nonzero, no host read (its own sync-warning test).
+                if isinstance(v, _Tensor) and v.numel() == 1 and v.device.type == "cpu":
+                    # x[mask] = 1.0 on CUDA: the scalar comes as a CPU tensor and PyTorch
+                    # lowers it to masked_fill (canDispatchToMaskedFill): no nonzero, no host
+                    # read (its own sync-warning test). On another device (the simulated npu)
+                    # the scalar is made there: the mask goes through nonzero.
                     return None
             for i in idx:
                 if isinstance(i, _Tensor) and i.dtype in (torch.bool, torch.uint8):
