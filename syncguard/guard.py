@@ -171,12 +171,13 @@ class SyncGuard:
 
     # -- context management --------------------------------------------------------------
     def __enter__(self) -> SyncGuard:
-        self._take_ticket(sys._getframe(1))
+        caller, was_active = sys._getframe(1), self._active
         try:
             with _signals.critical() as pending, self._lock:
-                HUB.heal()
+                HUB.heal()  # this guard too, if its last block was left without its exit
                 if self._active:
                     raise RuntimeError("this SyncGuard is already active")
+                self._take_ticket(caller)
                 self._thread = threading.get_ident()
                 PATCHER.acquire()
                 try:
@@ -196,7 +197,8 @@ class SyncGuard:
                     self._seen_mark = HUB.tensors_seen()
         except KeyboardInterrupt:
             # delivered as the entry ended: the caller's ``with`` will not exit it
-            self._abandon()
+            if not was_active:
+                self._abandon()
             raise
         if not self._active:  # the signal's handler returned without raising: enter again
             return self.__enter__()

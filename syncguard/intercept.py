@@ -166,6 +166,15 @@ def _h2d(src: Any, target: Optional[str], non_blocking: bool) -> Optional[Hit]:
     return (E.H2D_COPY, "aten::_to_copy", target, 1, why)
 
 
+def _empty(t: _Tensor) -> bool:
+    """A tensor with no element (a copy of it moves nothing); False when that cannot be told
+    without guarding on a symbolic size."""
+    try:
+        return t.numel() == 0 if not (_FAKE and isinstance(t, _FAKE)) else False
+    except Exception:
+        return False
+
+
 def _a(args: Tuple[Any, ...], kwargs: Dict[str, Any], i: int, name: str, default: Any = None
        ) -> Any:
     return args[i] if len(args) > i else kwargs.get(name, default)
@@ -181,7 +190,7 @@ def _scalar(args: Tuple[Any, ...], kwargs: Dict[str, Any]) -> Optional[Hit]:
 
 def _format(args: Tuple[Any, ...], kwargs: Dict[str, Any]) -> Optional[Hit]:
     d = _dev(args[0])
-    if d is None or args[0].numel() == 0:  # an empty tensor prints without reading
+    if d is None or _empty(args[0]):  # an empty tensor prints without reading
         return None
     if args[0].dim() == 0:
         return (E.SCALAR_READ, "aten::_local_scalar_dense", d, 1, None)
@@ -190,14 +199,14 @@ def _format(args: Tuple[Any, ...], kwargs: Dict[str, Any]) -> Optional[Hit]:
 
 def _d2h(args: Tuple[Any, ...], kwargs: Dict[str, Any]) -> Optional[Hit]:
     d = _dev(args[0])
-    if d is None or args[0].numel() == 0:  # copy_ returns before copying an empty tensor
+    if d is None or _empty(args[0]):  # copy_ returns before copying an empty tensor
         return None
     return (E.D2H_COPY, "aten::_to_copy", d, 1, None)
 
 
 def _repr(args: Tuple[Any, ...], kwargs: Dict[str, Any]) -> Optional[Hit]:
     d = _dev(args[0])
-    if d is None or args[0].numel() == 0:  # "tensor([], device=...)": nothing read
+    if d is None or _empty(args[0]):  # "tensor([], device=...)": nothing read
         return None
     return (E.D2H_COPY, "aten::_to_copy", d, 1, "printing")
 
@@ -240,7 +249,7 @@ def _copy_dir(src: _Tensor, target: Optional[str], non_blocking: bool,
               dst: Optional[_Tensor] = None) -> Optional[Hit]:
     """Does copying ``src`` to device type ``target`` make the host wait? ``dst``: the
     destination tensor when the caller gives one (``copy_``), else a new one is allocated."""
-    if target is None or src.numel() == 0 or (dst is not None and dst.numel() == 0):
+    if target is None or _empty(src) or (dst is not None and _empty(dst)):
         # copy_ returns before copying when there is nothing to copy (ATen/native/Copy.cpp
         # copy_impl: iter.numel() == 0; torch_npu's copy_ likewise): no transfer, no wait
         return None
@@ -779,11 +788,32 @@ class _SequenceSlots:
             todo.extend(type.__subclasses__(tp))
         return out
 
-    def restore(self) -> None:
-        orig = self.orig
-        if orig is None:
-            return
-        for tp in self._tree():
+    @contextlib.contextmanager
+    def batch(self) -> Iterator[None]:
+        """While a patch set is swapped (other threads held off): the types and the slots
+        to repair are found once, not at every :meth:`restore`."""
+        self._plan = self._repairs()
+        try:
+            yield
+        finally:
+            self._plan = None
+
+    _plan: Optional[List[Tuple[Any, int]]] = None
+
+    _cache: Tuple[Any, List[Tuple[Any, int]]] = ((), [])
+
+    def _repairs(self) -> List[Tuple[Any, int]]:
+        """(slot view, slot index) of every slot of the tree to keep at the root's value;
+        computed again when a type appears or goes, or gains or loses either attribute."""
+        out: List[Tuple[Any, int]] = []
+        if self.orig is None:
+            return out
+        tree = self._tree()
+        key = tuple((id(tp), "__getitem__" in tp.__dict__, "__setitem__" in tp.__dict__)
+                    for tp in tree)
+        if key == self._cache[0]:
+            return self._cache[1]
+        for tp in tree:
             view = self._view(tp)
             if view is None:
                 continue
@@ -791,8 +821,19 @@ class _SequenceSlots:
                 if tp is not self.root and any(
                         name in vars(c) for c in tp.__mro__ if c not in self._root_mro):
                     continue
-                if view[i].value != orig[i]:
-                    view[i].value = orig[i]
+                out.append((view[i], i))
+        self._cache = (key, out)
+        return out
+
+    def restore(self, name: Optional[str] = None) -> None:
+        """Put the slots back (only ``name``'s slot, when given)."""
+        orig = self.orig
+        if orig is None:
+            return
+        only = self._NAMES.index(name) if name in self._NAMES else None
+        for slot, i in self._plan if self._plan is not None else self._repairs():
+            if (only is None or i == only) and slot.value != orig[i]:
+                slot.value = orig[i]
 
 
 Saved = Tuple[Any, str, bool, Any]  # owner, attribute, had its own attribute, original
@@ -903,24 +944,31 @@ class _Patcher:
                 seq.restore()
         return plan
 
+    @contextlib.contextmanager
+    def _batched(self) -> Iterator[None]:
+        with contextlib.ExitStack() as stack:
+            for seq in list(self.slots.values()):
+                stack.enter_context(seq.batch())
+            yield
+
     def _install(self) -> None:
         if self.saved:  # left by an interrupted uninstall: finish it first
             self._uninstall()
         plan = self._plan()
         try:
-            with _switches_held():
+            with _switches_held(), self._batched():
                 for owner, name, own, orig, wrapper in plan:
                     self.saved.append((owner, name, own, orig))  # recorded before applied
                     setattr(owner, name, wrapper)
                     if name in _SEQ_NAMES:
-                        self.slots[owner].restore()
+                        self.slots[owner].restore(name)
         except BaseException:
             self._uninstall()
             raise
 
     def _uninstall(self) -> None:
         error: Optional[BaseException] = None
-        with _switches_held():
+        with _switches_held(), self._batched():
             while self.saved:
                 entry = self.saved[-1]
                 for _ in range(2):  # one retry: an injected or stray exception is not final
@@ -931,7 +979,7 @@ class _Patcher:
                         error = error or exc
                 self.saved.pop()
                 if entry[1] in _SEQ_NAMES and entry[0] in self.slots:
-                    self.slots[entry[0]].restore()
+                    self.slots[entry[0]].restore(entry[1])
             for seq in self.slots.values():
                 seq.restore()
         if error is not None:

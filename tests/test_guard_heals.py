@@ -217,3 +217,24 @@ def test_critical_blocks_at_the_os_level_and_delivers_after() -> None:
     with _signals.critical(deliver=False) as got:
         signal.raise_signal(signal.SIGTERM)
     assert got == [signal.SIGTERM]
+
+
+def test_a_stale_guard_can_be_entered_again() -> None:
+    x = torch.arange(3)
+    g = SyncGuard(devices=("cpu",))
+    real_exit = SyncGuard._exit
+
+    def cut(self: SyncGuard, *exc: Any) -> None:
+        raise KeyboardInterrupt
+
+    vars(SyncGuard)["__exit__"].fn = cut
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            with g:
+                pass
+    finally:
+        vars(SyncGuard)["__exit__"].fn = real_exit
+    assert g.stale
+    with g:  # its own entry takes the stale entry down first
+        x.sum().item()
+    assert g.count == 1 and not g.active and not HUB.guards and PATCHER.users == 0
