@@ -32,6 +32,9 @@ cat "$OUT/versions.txt"
 python -c "import sys, torch; sys.exit(0 if torch.cuda.is_available() else 1)" \
   || { echo "FAIL: torch.cuda.is_available() is False: no usable GPU here"; exit 2; }
 status=0
+# The calibration also lists the backend questions decided from source (catalogue.QUESTIONS:
+# a Python number written through an index, torch.tensor of 0-d device tensors, zero-element
+# copies) with "confirmed" or "CORRECT THE MODEL" (syncguard/opmodels/cuda.json says where).
 echo "== calibration (catalogue vs native ground truth)"
 timeout 120 python -m syncguard.calibration --device cuda --out "$OUT/calibration" \
   2>&1 | tee "$OUT/calibration.txt" || { echo "FAIL: calibration"; status=1; }

@@ -111,6 +111,21 @@ class Hub:
                 self.guards.append(guard)
             self._refresh()
 
+    def heal(self) -> List[SyncGuard]:
+        """Take down every stale guard (:attr:`SyncGuard.stale`: its ``with`` block was left
+        without its exit, e.g. a Ctrl-C as ``__exit__`` began), so that the patches it holds
+        go and a guard entered or exited now counts alone. Called by each guard's entry and
+        exit; returns the guards taken down."""
+        with self.lock:
+            stale = [g for g in self.guards if g.stale]
+        for g in stale:
+            g._abandon()
+        if stale:
+            log.warning("syncguard: took down %d guard(s) whose block was left without their "
+                        "exit (interrupted); torch is restored when no guard is active",
+                        len(stale))
+        return stale
+
     def remove(self, guard: SyncGuard) -> None:
         with self.lock:
             if guard in self.guards:

@@ -8,10 +8,12 @@ work a signal must not cut in half.
   both. Each signal is also recorded: if the exception lands in a ``__del__``, a weakref
   callback or code that catches ``BaseException``, it is lost, so the runners call
   :func:`check` at every step boundary and a run still stops within one step.
-- :func:`deferred` holds SIGINT and SIGTERM back while a block runs (swapping patches on
-  ``torch.Tensor``, closing the result file, writing reports) and delivers them when it ends:
-  a KeyboardInterrupt between a ``setattr`` and the bookkeeping that records it would leave a
-  patch behind for the rest of the process.
+- :func:`deferred` holds SIGINT and SIGTERM back while a block runs (closing the result
+  file, writing reports) and delivers them when it ends; :func:`critical` (swapping patches on
+  ``torch.Tensor``: a guard's entry and exit) also blocks them at the OS level, so not even
+  the instructions that set the deferral up can be cut: a KeyboardInterrupt between a
+  ``setattr`` and the bookkeeping that records it would leave a patch behind for the rest of
+  the process.
 
 Signal handlers can only be set from the main thread; elsewhere all of this is a no-op.
 """
@@ -132,6 +134,57 @@ def deferred(deliver: bool = True) -> Iterator[List[int]]:
     if deliver:
         for s in dict.fromkeys(got):
             _deliver(s, old.get(s))
+
+
+#: POSIX: signals can be blocked at the OS level and a pending one taken without a handler.
+_OS_BLOCK = hasattr(signal, "pthread_sigmask") and hasattr(signal, "sigtimedwait")
+
+
+@contextlib.contextmanager
+def critical(deliver: bool = True) -> Iterator[List[int]]:
+    """:func:`deferred`, closed at the OS level where the platform allows (POSIX, main
+    thread): SIGINT and SIGTERM are blocked with ``pthread_sigmask`` by the first call of the
+    block, so no Python handler can run inside it, not even in the instructions that set the
+    deferral up or take it down. A signal that arrives meanwhile stays pending in the kernel;
+    at the end it is taken (``sigtimedwait``), added to the yielded list and delivered (or,
+    without ``deliver``, left to the caller) after the old mask is back. A signal that was
+    already being handled when the block began is held by :func:`deferred`'s handlers, or
+    raises before the block's first line runs (nothing done yet). Elsewhere: :func:`deferred`.
+
+    Keep the block short and free of child processes: they would inherit the mask."""
+    if not (_OS_BLOCK and _main_thread()):
+        with deferred(deliver) as got:
+            yield got
+        return
+    old_mask = signal.pthread_sigmask(signal.SIG_BLOCK, ())  # a query: changes nothing
+    try:
+        signal.pthread_sigmask(signal.SIG_BLOCK, _HANDLED)
+        with deferred(deliver=False) as got:
+            yield got
+    finally:
+        # still blocked: take what arrived, then unblock (nothing left to deliver by then)
+        while True:
+            info = signal.sigtimedwait(_HANDLED, 0)
+            if info is None:
+                break
+            got.append(info.si_signo)
+        signal.pthread_sigmask(signal.SIG_SETMASK, old_mask)
+    if deliver:
+        for s in dict.fromkeys(got):
+            _deliver(s, signal.getsignal(s))
+
+
+def take_pending(got: List[int]) -> List[int]:
+    """Inside :func:`critical`: move the signals the OS holds for the block into ``got`` now
+    (they are delivered at its end as usual); returns ``got``. Elsewhere: ``got`` as is."""
+    if _OS_BLOCK and _main_thread():
+        pending = signal.sigpending()
+        for s in _HANDLED:
+            if s in pending:
+                info = signal.sigtimedwait((s,), 0)
+                if info is not None:
+                    got.append(info.si_signo)
+    return got
 
 
 def _deliver(signum: int, handler: Any) -> None:

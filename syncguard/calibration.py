@@ -136,8 +136,31 @@ def summary_lines(cal: Dict[str, Any]) -> List[str]:
                          f"{d['native']} ({why})")
         if "error" in r:
             lines.append(f"  {r['case']}: could not run: {r['error']}")
+    lines.extend(question_lines(cal))
     lines.append(f"{len(cal['cases'])} cases, {bad} unexplained disagreements")
     return lines
+
+
+def question_lines(cal: Dict[str, Any]) -> List[str]:
+    """One line per catalogue case whose count was decided from source, not measured
+    (:data:`syncguard.catalogue.QUESTIONS`): what the op model says and what this device's
+    native mechanisms saw. A disagreement is also listed above as unexplained (and fails the
+    check): correct the model's entry."""
+    from .catalogue import QUESTIONS
+
+    rows = {r["case"]: r for r in cal["cases"]}
+    out = []
+    for name in QUESTIONS:
+        r = rows.get(name)
+        if r is None:
+            continue
+        setup = r["syncguard"] - r["expected"]
+        native = ", ".join(f"{m} {n}" for m, n in r["native"].items())
+        verdict = ("confirmed" if all(n == r["syncguard"] for n in r["native"].values())
+                   else "CORRECT THE MODEL")
+        out.append(f"  question {name}: {cal['backend']} model {r['expected']} "
+                   f"(+{setup} setup) = syncguard {r['syncguard']}; native {native}: {verdict}")
+    return out
 
 
 def main(argv: Optional[List[str]] = None) -> int:

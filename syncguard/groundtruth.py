@@ -41,9 +41,6 @@ for _mech in ("cuda-debug", "cuda-trace"):
     KNOWN_BLIND_SPOTS[(_mech, "pageable_buf.copy_(t, non_blocking=True)")] = (
         "a non-blocking copy into pageable host memory is synchronous in the driver "
         "(cudaMemcpyAsync to pageable memory); no PyTorch check or trace callback sees it")
-KNOWN_BLIND_SPOTS[("sim-backend", "x[mask] = device tensor")] = (
-    "a one-element device value reaches index_put_ as a 0-d tensor, exactly as a Python scalar "
-    "does (x[mask] = 1.0, no sync): only the Python layer can tell them apart")
 for _case in ("device.synchronize()", "stream.synchronize()", "event.synchronize()"):
     KNOWN_BLIND_SPOTS[("sim-backend", _case)] = (
         "explicit synchronize is a device-module call, not an ATen op: the simulated module "

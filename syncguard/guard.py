@@ -4,9 +4,24 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
+import sys
 import threading
 import warnings
-from typing import TYPE_CHECKING, Any, Callable, Dict, Iterable, Iterator, List, Optional, Tuple
+import weakref
+from types import FrameType
+from typing import (
+    TYPE_CHECKING,
+    Any,
+    Callable,
+    Dict,
+    Iterable,
+    Iterator,
+    List,
+    Optional,
+    Tuple,
+    overload,
+)
 
 from . import _signals
 from ._hub import HUB, format_error
@@ -45,6 +60,31 @@ def _site_matches(pattern: str, frame: Frame) -> bool:
     return frame.function == pattern
 
 
+class _ExitMethod:
+    """The descriptor behind ``SyncGuard.__exit__``. Looked up on a guard, it returns a new
+    ``functools.partial`` of the exit bound to it (C code: calling it adds no frame that
+    holds it) and notes a weak reference to it with the looking-up frame and instruction. A
+    ``with`` statement looks ``__exit__`` up right before it calls ``__enter__`` and drops it
+    when the block is left: the entry keeps that weak reference as its ticket."""
+
+    def __init__(self, fn: Callable[..., None]) -> None:
+        self.fn = fn
+        self.__doc__ = fn.__doc__
+
+    @overload
+    def __get__(self, obj: None, owner: Any = None) -> Callable[..., None]: ...
+    @overload
+    def __get__(self, obj: SyncGuard, owner: Any = None) -> Callable[..., None]: ...
+
+    def __get__(self, obj: Optional[SyncGuard], owner: Any = None) -> Callable[..., None]:
+        if obj is None:
+            return self.fn
+        bound = functools.partial(self.fn, obj)
+        f = sys._getframe(1)
+        obj._exit_looked_up = (weakref.ref(bound), id(f), f.f_lasti)
+        return bound
+
+
 class SyncGuard:
     """Count every host read of device data made while the guard is active.
 
@@ -67,8 +107,12 @@ class SyncGuard:
 
     Syncs from every Python thread are counted while the guard is active; guards nest (each
     active guard records every event, in-kernel reads by its own ``model``). Entering and
-    exiting are atomic (Ctrl-C is deferred while the interceptors are swapped, and two threads
-    cannot both enter one guard); exiting a guard that is not active does nothing.
+    exiting are atomic (Ctrl-C and SIGTERM are held while the interceptors are swapped, on
+    POSIX blocked at the OS level, and two threads cannot both enter one guard); exiting a
+    guard that is not active does nothing. The guard heals: one whose ``with`` block was left
+    without its exit (a Ctrl-C landing as ``__exit__`` began) is taken down by the next guard's
+    entry or exit (:attr:`stale`), and interceptors an earlier patch set left on torch are
+    removed by the next install, so torch is restored once no guard is active.
 
     With ``on_sync="raise"``, a :class:`HostSyncError` the code under guard catches (a
     ``except RuntimeError`` around a sampler) is not lost: the guard keeps it (``raised``) and
@@ -121,56 +165,111 @@ class SyncGuard:
         self.raised: List[Tuple[SyncEvent, HostSyncError]] = []
         #: HostSyncErrors raised by guards nested in this one that the code swallowed.
         self.swallowed: List[SyncEvent] = []
+        # the with statement's exit callable (weakly), see _take_ticket and stale
+        self._exit_looked_up: Optional[Tuple[Any, int, int]] = None
+        self._ticket: Optional[Any] = None
 
     # -- context management --------------------------------------------------------------
     def __enter__(self) -> SyncGuard:
-        with _signals.deferred() as pending, self._lock:
-            if self._active:
-                raise RuntimeError("this SyncGuard is already active")
-            PATCHER.acquire()
-            try:
-                HUB.push(self)
-                if self.exhaustive:
-                    net = dispatch_net()
-                    net.__enter__()
-                    self._net = net
-            except BaseException:
-                self._undo_enter()
-                raise
-            if pending:  # Ctrl-C while entering: leave as never entered; the handler raises
-                self._undo_enter()
-            else:
-                self._active = True
+        caller, was_active = sys._getframe(1), self._active
+        try:
+            with _signals.critical() as pending, self._lock:
+                HUB.heal()  # this guard too, if its last block was left without its exit
+                if self._active:
+                    raise RuntimeError("this SyncGuard is already active")
+                self._take_ticket(caller)
                 self._thread = threading.get_ident()
-                self._raised_mark = len(self.raised)
-                self._seen_mark = HUB.tensors_seen()
+                PATCHER.acquire()
+                try:
+                    HUB.push(self)
+                    if self.exhaustive:
+                        net = dispatch_net()
+                        net.__enter__()
+                        self._net = net
+                except BaseException:
+                    self._undo_enter()
+                    raise
+                if _signals.take_pending(pending):
+                    self._undo_enter()  # Ctrl-C while entering: as never entered; it raises
+                else:
+                    self._active = True
+                    self._raised_mark = len(self.raised)
+                    self._seen_mark = HUB.tensors_seen()
+        except KeyboardInterrupt:
+            # delivered as the entry ended: the caller's ``with`` will not exit it
+            if not was_active:
+                self._abandon()
+            raise
         if not self._active:  # the signal's handler returned without raising: enter again
             return self.__enter__()
         return self
+
+    def _take_ticket(self, caller: FrameType) -> None:
+        """Keep a weak reference to the ``__exit__`` a ``with`` statement looked up just
+        before calling this entry (same frame, same instruction): while it lives, the with
+        block has not been left (see :meth:`stale`)."""
+        looked, self._exit_looked_up = self._exit_looked_up, None
+        self._ticket = None
+        if looked is not None and looked[1] == id(caller) and (
+                0 <= caller.f_lasti - looked[2] <= 16):
+            self._ticket = looked[0]
+
+    @property
+    def stale(self) -> bool:
+        """Active, though the ``with`` block that entered it was left without its exit (a
+        Ctrl-C at the first instruction of ``__exit__``, or as ``__enter__`` returned): the
+        hub takes it down at the next guard's entry or exit. A guard entered by calling
+        ``__enter__()`` directly is never stale."""
+        t = self._ticket
+        return self._active and t is not None and t() is None
+
+    def _abandon(self) -> None:
+        """Take down an entry the caller will never exit (idempotent)."""
+        with _signals.critical(deliver=False), self._lock:
+            if self._active:
+                self._active = False
+                self._undo_enter()
+            elif self in HUB.guards:  # listed but not marked active: cut short while entering
+                self._undo_enter()
 
     def _undo_enter(self) -> None:
         """Take down what entering set up: the dispatch net, the Hub's listing, the patches."""
         try:
             if self._net is not None:
                 net, self._net = self._net, None
-                net.__exit__(None, None, None)
+                if threading.get_ident() == self._thread or self._thread is None:
+                    net.__exit__(None, None, None)
+                else:  # a stale guard taken down from another thread: its net goes quiet
+                    net.inert = True
         finally:
             try:
                 HUB.remove(self)
             finally:
                 PATCHER.release()
 
-    def __exit__(self, exc_type: Any = None, exc: Any = None, tb: Any = None) -> None:
-        with _signals.deferred(), self._lock:
-            if not self._active:
-                return  # a second exit, or one without an entry: nothing to undo
-            if self._net is not None and threading.get_ident() != self._thread:
-                raise RuntimeError(
-                    "an exhaustive SyncGuard must be exited on the thread that entered it "
-                    "(its dispatch net lives on that thread's mode stack); it is still active")
-            self._active = False
-            self._undo_enter()
+    def _exit(self, exc_type: Any = None, exc: Any = None, tb: Any = None) -> None:
+        try:
+            with _signals.critical(), self._lock:
+                HUB.heal()
+                if not self._active:
+                    return  # a second exit, or one without an entry: nothing to undo
+                if self._net is not None and threading.get_ident() != self._thread:
+                    raise RuntimeError(
+                        "an exhaustive SyncGuard must be exited on the thread that entered it "
+                        "(its dispatch net lives on that thread's mode stack); it is still "
+                        "active")
+                self._active = False
+                self._undo_enter()
+        except KeyboardInterrupt:
+            # raised before the exit took effect (the signal came as it began): finish it
+            if self._active and (self._net is None or threading.get_ident() == self._thread):
+                self._abandon()
+            raise
         self._after_exit(exc)
+
+    #: ``__exit__`` (``exc_type, exc, tb``): each lookup on a guard is a new callable, which a
+    #: ``with`` statement holds until it exits (the guard's ticket, see :attr:`stale`).
+    __exit__ = _ExitMethod(_exit)
 
     def _after_exit(self, exc: Any) -> None:
         # A HostSyncError leaving the block (ours, or a nested guard's re-raise) is a failure

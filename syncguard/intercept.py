@@ -17,6 +17,7 @@ import contextlib
 import functools
 import sys
 import threading
+import weakref
 from time import perf_counter as _perf
 from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple, Union
 
@@ -30,7 +31,10 @@ from .opmodel import OpSyncModel, load_model
 # kind, op, device, count, source. ``count`` is a ByModel mapping for an in-kernel read on a
 # device type without a model of its own: each guard then applies its own ``model=``.
 Hit = Tuple[str, Optional[str], Optional[str], Union[int, ByModel], Optional[str]]
-Classifier = Callable[[Tuple[Any, ...], Dict[str, Any]], Optional[Hit]]
+#: What a classifier finds: one hit, or several for a call that syncs more than one way, in
+#: the order the runtime does them (``torch.tensor([t0, t1], device=d)``: reads, then a copy).
+Hits = Union[Hit, List[Hit]]
+Classifier = Callable[[Tuple[Any, ...], Dict[str, Any]], Optional[Hits]]
 
 #: A classifier's verdict "no sync, and nothing inside this call is one": the backend-level
 #: safety net stays quiet for its duration.
@@ -71,6 +75,27 @@ def _model_hit(op: str, d: str, args: Tuple[Any, ...], kwargs: Dict[str, Any]
         if e is not None:
             by[name] = (e.reads, f"{m.backend} op model: {e.where}")  # type: ignore[union-attr]
     return (E.IN_KERNEL, op, d, by, None) if by else None
+
+
+def _api_model_hit(api: str, d: str, args: Tuple[Any, ...], kwargs: Dict[str, Any]
+                   ) -> Optional[Hit]:
+    """As :func:`_model_hit`, for a Python entry point whose C++ path syncs on some backends
+    (``Tensor.__setitem__`` with a Python number): the model's entry for ``api``."""
+    own = model_for(d)
+    if own is not None:
+        e = own.api_reads(api, args, kwargs)
+        if e is None:
+            return None
+        return (e.kind, e.op, d, e.reads, f"{own.backend} op model: {e.where}")
+    by: ByModel = {}
+    first = None
+    for name in sorted(HUB.models):
+        m = load_model(name)
+        e = m.api_reads(api, args, kwargs) if m is not None else None
+        if e is not None:
+            by[name] = (e.reads, f"{m.backend} op model: {e.where}")  # type: ignore[union-attr]
+            first = first or e
+    return (first.kind, first.op, d, by, None) if first is not None else None
 
 
 # -- helpers ------------------------------------------------------------------------------
@@ -141,6 +166,15 @@ def _h2d(src: Any, target: Optional[str], non_blocking: bool) -> Optional[Hit]:
     return (E.H2D_COPY, "aten::_to_copy", target, 1, why)
 
 
+def _empty(t: _Tensor) -> bool:
+    """A tensor with no element (a copy of it moves nothing); False when that cannot be told
+    without guarding on a symbolic size."""
+    try:
+        return t.numel() == 0 if not (_FAKE and isinstance(t, _FAKE)) else False
+    except Exception:
+        return False
+
+
 def _a(args: Tuple[Any, ...], kwargs: Dict[str, Any], i: int, name: str, default: Any = None
        ) -> Any:
     return args[i] if len(args) > i else kwargs.get(name, default)
@@ -156,7 +190,7 @@ def _scalar(args: Tuple[Any, ...], kwargs: Dict[str, Any]) -> Optional[Hit]:
 
 def _format(args: Tuple[Any, ...], kwargs: Dict[str, Any]) -> Optional[Hit]:
     d = _dev(args[0])
-    if d is None:
+    if d is None or _empty(args[0]):  # an empty tensor prints without reading
         return None
     if args[0].dim() == 0:
         return (E.SCALAR_READ, "aten::_local_scalar_dense", d, 1, None)
@@ -165,12 +199,16 @@ def _format(args: Tuple[Any, ...], kwargs: Dict[str, Any]) -> Optional[Hit]:
 
 def _d2h(args: Tuple[Any, ...], kwargs: Dict[str, Any]) -> Optional[Hit]:
     d = _dev(args[0])
-    return (E.D2H_COPY, "aten::_to_copy", d, 1, None) if d is not None else None
+    if d is None or _empty(args[0]):  # copy_ returns before copying an empty tensor
+        return None
+    return (E.D2H_COPY, "aten::_to_copy", d, 1, None)
 
 
 def _repr(args: Tuple[Any, ...], kwargs: Dict[str, Any]) -> Optional[Hit]:
     d = _dev(args[0])
-    return (E.D2H_COPY, "aten::_to_copy", d, 1, "printing") if d is not None else None
+    if d is None or _empty(args[0]):  # "tensor([], device=...)": nothing read
+        return None
+    return (E.D2H_COPY, "aten::_to_copy", d, 1, "printing")
 
 
 def _numpy(args: Tuple[Any, ...], kwargs: Dict[str, Any]) -> Optional[Hit]:
@@ -186,17 +224,24 @@ def _cpu(args: Tuple[Any, ...], kwargs: Dict[str, Any]) -> Optional[Hit]:
 def _to(args: Tuple[Any, ...], kwargs: Dict[str, Any]) -> Optional[Hit]:
     self = args[0]
     target: Optional[str] = None
+    spec: Any = None
     non_blocking = bool(kwargs.get("non_blocking", False))
     for a in args[1:]:
         if isinstance(a, bool):
             non_blocking = a
             break
         if isinstance(a, _Tensor):
-            target = a.device.type
+            target, spec = a.device.type, a.device
         elif target is None and not isinstance(a, torch.dtype):
-            target = _device_type_of(a)
+            target, spec = _device_type_of(a), a
     if "device" in kwargs and kwargs["device"] is not None:
-        target = _device_type_of(kwargs["device"])
+        spec = kwargs["device"]
+        target = _device_type_of(spec)
+    if isinstance(spec, torch.device) and spec.type == "cpu" and self.is_cpu:
+        # ``c.to(c.device)``, ``c.to(other_tensor)``: the tensor's own device, given as a
+        # device object, returns the same tensor and copies nothing. With devices=("cpu",)
+        # only "cpu" spelled as a string (or .cpu()) stands for the host.
+        return None
     return _copy_dir(self, target, non_blocking)
 
 
@@ -204,7 +249,9 @@ def _copy_dir(src: _Tensor, target: Optional[str], non_blocking: bool,
               dst: Optional[_Tensor] = None) -> Optional[Hit]:
     """Does copying ``src`` to device type ``target`` make the host wait? ``dst``: the
     destination tensor when the caller gives one (``copy_``), else a new one is allocated."""
-    if target is None:
+    if target is None or _empty(src) or (dst is not None and _empty(dst)):
+        # copy_ returns before copying when there is nothing to copy (ATen/native/Copy.cpp
+        # copy_impl: iter.numel() == 0; torch_npu's copy_ likewise): no transfer, no wait
         return None
     src_t = src.device.type
     # With devices=("cpu",) a CPU tensor is device-resident and "cpu" the host: a copy to it
@@ -258,7 +305,7 @@ def _data_dep(op: str) -> Classifier:
     return cls
 
 
-def _where(args: Tuple[Any, ...], kwargs: Dict[str, Any]) -> Optional[Hit]:
+def _where(args: Tuple[Any, ...], kwargs: Dict[str, Any]) -> Optional[Hits]:
     if len(args) + len(kwargs) != 1:
         return None  # where(cond, x, y) is elementwise
     return _data_dep("aten::nonzero")(args, kwargs)
@@ -313,8 +360,8 @@ def _host_index(index: Any) -> bool:
     A 0-d host index is read on the host as an int: no copy."""
     items = index if isinstance(index, tuple) else (index,)
     for it in items:
-        if isinstance(it, _Tensor) and it.dim() > 0 and _dev(it) is None and not (
-                _FAKE and isinstance(it, _FAKE)):
+        if isinstance(it, _Tensor) and it.dim() > 0 and it.numel() > 0 and _dev(it) is None \
+                and not (_FAKE and isinstance(it, _FAKE)):
             return True
     return False
 
@@ -337,9 +384,20 @@ def _getitem(args: Tuple[Any, ...], kwargs: Dict[str, Any]) -> Optional[Hit]:
     return None
 
 
+def _scalar_write(args: Tuple[Any, ...], kwargs: Dict[str, Any]) -> Optional[Hit]:
+    """``x[index] = <Python number>``: what the device's op model says PyTorch's C++ path
+    does (on CUDA the number becomes a CPU tensor: copied into a 0-d destination, or
+    ``.to(device)`` for an integer index tensor; on NPU it is made on the device, and a
+    boolean mask goes through nonzero). See the models' ``Tensor.__setitem__`` entries."""
+    if not isinstance(args[2], (int, float, complex)):
+        return None
+    d = _dev(args[0])
+    return _api_model_hit("Tensor.__setitem__", d, args, kwargs) if d is not None else None
+
+
 def _setitem(args: Tuple[Any, ...], kwargs: Dict[str, Any]) -> Optional[Hit]:
     if not isinstance(args[1], (_Tensor, tuple, slice)):
-        return None
+        return _scalar_write(args, kwargs)  # x[0] = 0, x[...] = 0
     mask_dev, bounds = _has_bool_dev_index(args[1])
     value = args[2]
     if mask_dev is not None:
@@ -347,8 +405,9 @@ def _setitem(args: Tuple[Any, ...], kwargs: Dict[str, Any]) -> Optional[Hit]:
             return (E.DATA_DEPENDENT, "aten::index_put_", mask_dev, 1,
                     "boolean mask with a device tensor value")
         if not bounds:
-            # x[mask] = scalar lowers to masked_fill: no host read (PyTorch's own sync test).
-            return QUIET
+            # x[mask] = scalar: on CUDA it lowers to masked_fill, no host read (PyTorch's own
+            # sync test); the op model says where it does not (NPU)
+            return _scalar_write(args, kwargs) or QUIET
     if bounds:
         return (E.SCALAR_READ, "aten::_local_scalar_dense", _dev(args[0]), bounds,
                 "slice bound is a device tensor")
@@ -361,7 +420,7 @@ def _setitem(args: Tuple[Any, ...], kwargs: Dict[str, Any]) -> Optional[Hit]:
         # a device-to-device assignment (``a[:] = b``): no host wait. With devices=("cpu",)
         # the dispatch net would otherwise take the CPU copy_ for a device-to-host copy.
         return QUIET
-    return None
+    return _scalar_write(args, kwargs)
 
 
 def _device_side_index(index: Any) -> bool:
@@ -406,17 +465,66 @@ def _model(op: str, self_pos: int = 0) -> Classifier:
     return cls
 
 
+_NUMBERS = frozenset((int, float, bool, complex))
+
+
+def _size(x: Any) -> int:
+    """Elements of a number (1) or an array-like (numpy's ``size``)."""
+    return int(getattr(x, "size", 1)) if hasattr(x, "shape") else 1
+
+
+def _list_data(data: Any) -> Tuple[int, int, Optional[str]]:
+    """(elements, device tensors, their device) in the nested lists/tuples ``data`` that
+    ``torch.tensor`` builds from. PyTorch stores each element on the host
+    (torch/csrc/utils/tensor_new.cpp recursive_store -> store_scalar, which converts a tensor
+    element with its ``__float__``/``__index__``/``__bool__``: one host read per device
+    tensor), then uploads the whole buffer once."""
+    elements = reads = 0
+    dev: Optional[str] = None
+    todo = [data]
+    while todo:
+        seq = todo.pop()
+        if not isinstance(seq, (list, tuple)):
+            if isinstance(seq, _Tensor):
+                elements += seq.numel()
+                d = _dev(seq)
+                if d is not None:
+                    reads += 1
+                    dev = dev or d
+            else:
+                elements += _size(seq)
+            continue
+        if _NUMBERS.issuperset(map(type, seq)):  # the common case, at C speed
+            elements += len(seq)
+        else:
+            todo.extend(seq)
+    return elements, reads, dev
+
+
+_PER_ELEMENT = "each device tensor in the list is read on the host"
+
+
 def _tensor_factory(device_pos: Optional[int]) -> Classifier:
-    def cls(args: Tuple[Any, ...], kwargs: Dict[str, Any]) -> Optional[Hit]:
+    def cls(args: Tuple[Any, ...], kwargs: Dict[str, Any]) -> Optional[Hits]:
         spec = kwargs.get("device") if device_pos is None else _a(args, kwargs, device_pos,
                                                                      "device")
         target = _device_type_of(spec)
         data = args[0] if args else kwargs.get("data")
         if isinstance(data, _Tensor):
             return _copy_dir(data, target, False)
-        if target is None:
-            return None
-        return _h2d(None, target, False)
+        hits: List[Hit] = []
+        if isinstance(data, (list, tuple)):
+            elements, reads, dev = _list_data(data)
+            # one event per element read, as the runtime does them, before the upload
+            hits.extend([(E.SCALAR_READ, "aten::_local_scalar_dense", dev, 1, _PER_ELEMENT)]
+                        * reads)
+        else:
+            elements = _size(data)  # a number, an array
+        if elements and target is not None:
+            copy = _h2d(None, target, False)
+            if copy is not None:
+                hits.append(copy)
+        return hits[0] if len(hits) == 1 else (hits or None)
 
     return cls
 
@@ -502,24 +610,29 @@ def _targets() -> List[Target]:
     return t
 
 
-def _call_reporting(hit: Hit, api: str, call: Callable[..., Any], args: Tuple[Any, ...],
+def _call_reporting(hit: Hits, api: str, call: Callable[..., Any], args: Tuple[Any, ...],
                     kwargs: Dict[str, Any]) -> Any:
     """Run ``call(*args, **kwargs)`` (a classified call) with this thread marked busy, so
-    nothing nested inside reports again, and report ``hit`` (unless it is :data:`QUIET`):
-    before the call when a guard raises, else after it with the time the call took."""
+    nothing nested inside reports again, and report ``hit`` (unless it is :data:`QUIET`; a
+    list: each in order): before the call when a guard raises, else after it with the time
+    the call took (given to the last)."""
     tls = HUB.tls
     tls.busy += 1
     try:
         if hit is QUIET:
             return call(*args, **kwargs)
-        kind, op, device, count, source = hit
+        hits = hit if isinstance(hit, list) else [hit]
         if HUB.raising:  # report first: "raise" stops the call before it syncs
-            HUB.deliver(kind, api, op, device, count, source)
+            for kind, op, device, count, source in hits:
+                HUB.deliver(kind, api, op, device, count, source)
             return call(*args, **kwargs)
         # Time the call: on a real device, how long the host waited in this sync.
         t0 = _perf()
         out = call(*args, **kwargs)
-        HUB.deliver(kind, api, op, device, count, source, (_perf() - t0) * 1e6)
+        wait = (_perf() - t0) * 1e6
+        for i, (kind, op, device, count, source) in enumerate(hits):
+            HUB.deliver(kind, api, op, device, count, source,
+                        wait if i == len(hits) - 1 else None)
         return out
     finally:
         tls.busy -= 1
@@ -590,43 +703,136 @@ def _wrap(orig: Callable[..., Any], api: str, classify: Classifier) -> Callable[
 
 
 class _SequenceSlots:
-    """Undo a CPython side effect of patching ``__getitem__``/``__setitem__`` on a heap type.
+    """Undo a CPython side effect of patching ``__getitem__``/``__setitem__`` on a heap type,
+    on that type and on every subclass of it.
 
     Setting a Python ``__getitem__`` on ``torch.Tensor`` fills the type's ``sq_item`` slot as
     well as ``mp_subscript`` (and ``__setitem__`` fills ``sq_ass_item``), and deleting the
-    attribute again leaves them filled. A filled ``sq_item`` makes every tensor pass
-    ``PySequence_Check``, so ``torch.tensor([t0, t0])`` of 0-d tensors tries ``len()`` on them
-    and raises, inside the guard and after it. Indexing itself goes through ``mp_subscript``
-    (checked first by ``PyObject_GetItem``), so the two sequence slots are put back to what
-    they were (empty) after every patch and unpatch. Only on CPython with the standard type
-    layout (checked against the type's name); elsewhere nothing is touched."""
+    attribute again leaves them filled. CPython updates the same slots on every subclass that
+    inherits the attribute (``torch.nn.Parameter``, the simulated device's tensor type, a
+    user's subclass), and a subclass created while the patch is on is born with them filled.
+    A filled ``sq_item`` makes every tensor of that type pass ``PySequence_Check``, so
+    ``torch.tensor([t0, t0])`` of 0-d tensors tries ``len()`` on them and raises, inside the
+    guard and for the rest of the process. Indexing itself goes through ``mp_subscript``
+    (checked first by ``PyObject_GetItem``), so after every patch and unpatch the two sequence
+    slots of the root and of every subclass alive are put back to the root's own before any
+    patch. A subclass that gets the attribute from elsewhere (its own, or a base outside the
+    root's ancestry) is left alone: CPython keeps its slots right. A root found with a slot
+    filled by CPython's generic function though the attribute is not its own (left so by an
+    earlier patch) counts as empty. Only on CPython with the standard type layout (checked
+    against each type's name); elsewhere nothing is touched."""
 
     _AS_SEQUENCE = 13  # PyTypeObject: 3 header words, then tp_name ... tp_as_sequence
     _SQ_ITEM, _SQ_ASS_ITEM = 3, 5  # PySequenceMethods
+    _NAMES = ("__getitem__", "__setitem__")  # the attribute behind each slot, in order
 
-    def __init__(self, tp: type) -> None:
-        self.slots: List[Tuple[Any, Optional[int]]] = []
+    def __init__(self, root: type) -> None:
+        self.root = root
+        self._root_mro = frozenset(root.__mro__)
+        # type -> its two slots (ctypes views); None: a layout not to touch
+        self._views: weakref.WeakKeyDictionary[type, Optional[Tuple[Any, Any]]] = (
+            weakref.WeakKeyDictionary())
+        self.orig: Optional[Tuple[Optional[int], Optional[int]]] = None
+        if sys.implementation.name != "cpython" or not getattr(
+                sys, "_is_gil_enabled", lambda: True)():
+            return
+        view = self._view(root)
+        if view is None:
+            return
+
+        class _Probe:  # CPython's generic slot functions, as any Python class gets them
+            def __getitem__(self, i: Any) -> None: ...
+            def __setitem__(self, i: Any, v: Any) -> None: ...
+
+        generic = self._view(_Probe)
+        orig = []
+        for i, name in enumerate(self._NAMES):
+            v = view[i].value
+            if name not in vars(root) and generic is not None and v == generic[i].value:
+                v = None
+            orig.append(v)
+        self.orig = (orig[0], orig[1])
+
+    def _view(self, tp: type) -> Optional[Tuple[Any, Any]]:
+        try:
+            return self._views[tp]
+        except KeyError:
+            pass
+        view: Optional[Tuple[Any, Any]] = None
         try:
             import ctypes
 
             word = ctypes.sizeof(ctypes.c_void_p)
-            if (sys.implementation.name != "cpython"
-                    or not getattr(sys, "_is_gil_enabled", lambda: True)()
-                    or ctypes.c_char_p.from_address(id(tp) + 3 * word).value
-                    != tp.__name__.encode()):
-                return
+            name = ctypes.c_char_p.from_address(id(tp) + 3 * word).value
             seq = ctypes.c_void_p.from_address(id(tp) + self._AS_SEQUENCE * word).value
-            if not seq:
-                return
-            for i in (self._SQ_ITEM, self._SQ_ASS_ITEM):
-                slot = ctypes.c_void_p.from_address(seq + i * word)
-                self.slots.append((slot, slot.value))
+            if name == tp.__name__.encode() and seq:
+                view = (ctypes.c_void_p.from_address(seq + self._SQ_ITEM * word),
+                        ctypes.c_void_p.from_address(seq + self._SQ_ASS_ITEM * word))
         except Exception:  # an unexpected layout: leave the type alone
-            self.slots = []
+            view = None
+        self._views[tp] = view
+        return view
 
-    def restore(self) -> None:
-        for slot, value in self.slots:
-            slot.value = value
+    def _tree(self) -> List[type]:
+        """The root and every subclass of it alive now."""
+        out: List[type] = []
+        seen: set = set()
+        todo = [self.root]
+        while todo:
+            tp = todo.pop()
+            if id(tp) in seen:
+                continue
+            seen.add(id(tp))
+            out.append(tp)
+            todo.extend(type.__subclasses__(tp))
+        return out
+
+    @contextlib.contextmanager
+    def batch(self) -> Iterator[None]:
+        """While a patch set is swapped (other threads held off): the types and the slots
+        to repair are found once, not at every :meth:`restore`."""
+        self._plan = self._repairs()
+        try:
+            yield
+        finally:
+            self._plan = None
+
+    _plan: Optional[List[Tuple[Any, int]]] = None
+
+    _cache: Tuple[Any, List[Tuple[Any, int]]] = ((), [])
+
+    def _repairs(self) -> List[Tuple[Any, int]]:
+        """(slot view, slot index) of every slot of the tree to keep at the root's value;
+        computed again when a type appears or goes, or gains or loses either attribute."""
+        out: List[Tuple[Any, int]] = []
+        if self.orig is None:
+            return out
+        tree = self._tree()
+        key = tuple((id(tp), "__getitem__" in tp.__dict__, "__setitem__" in tp.__dict__)
+                    for tp in tree)
+        if key == self._cache[0]:
+            return self._cache[1]
+        for tp in tree:
+            view = self._view(tp)
+            if view is None:
+                continue
+            for i, name in enumerate(self._NAMES):
+                if tp is not self.root and any(
+                        name in vars(c) for c in tp.__mro__ if c not in self._root_mro):
+                    continue
+                out.append((view[i], i))
+        self._cache = (key, out)
+        return out
+
+    def restore(self, name: Optional[str] = None) -> None:
+        """Put the slots back (only ``name``'s slot, when given)."""
+        orig = self.orig
+        if orig is None:
+            return
+        only = self._NAMES.index(name) if name in self._NAMES else None
+        for slot, i in self._plan if self._plan is not None else self._repairs():
+            if (only is None or i == only) and slot.value != orig[i]:
+                slot.value = orig[i]
 
 
 Saved = Tuple[Any, str, bool, Any]  # owner, attribute, had its own attribute, original
@@ -643,6 +849,34 @@ def _restore(owner: Any, name: str, own: bool, orig: Any) -> None:
 
 _MISSING = object()
 _SEQ_NAMES = ("__getitem__", "__setitem__")
+
+
+def _unwrap_leftovers(targets: List[Target]) -> List[str]:
+    """Remove interceptors that no bookkeeping of this patcher records (left by an earlier
+    patch set whose records are gone: a guard cut short, syncguard imported afresh), so
+    that nothing is wrapped twice and the originals come back. A wrapper whose original is
+    what the owner inherits is deleted, else the original is set back. Returns
+    ``owner.attr`` of each."""
+    healed: List[str] = []
+    for owner, name, _api, _cls in targets:
+        v = vars(owner).get(name, _MISSING)
+        while getattr(v, "__syncguard__", False) is True:
+            orig = v.__wrapped__  # type: ignore[union-attr]
+            inherited = next((vars(b)[name] for b in getattr(owner, "__mro__", (owner,))[1:]
+                              if name in vars(b)), _MISSING)
+            if inherited is orig:
+                delattr(owner, name)
+            else:
+                setattr(owner, name, orig)
+            healed.append(f"{getattr(owner, '__name__', owner)}.{name}")
+            v = vars(owner).get(name, _MISSING)
+    if healed:
+        import logging
+
+        logging.getLogger("syncguard").warning(
+            "syncguard: removed %d interceptor(s) an earlier guard left on torch (%s)",
+            len(healed), ", ".join(sorted(set(healed))[:5]))
+    return healed
 
 
 @contextlib.contextmanager
@@ -671,9 +905,12 @@ class _Patcher:
         self.lock = threading.RLock()
         self.users = 0
         self.saved: List[Saved] = []
-        # the sequence slots of each type whose __getitem__/__setitem__ is patched, as they
-        # were before the first patch (see _SequenceSlots)
+        # the sequence slots of each type whose __getitem__/__setitem__ is patched, and of its
+        # subclasses, as they were before the first patch (see _SequenceSlots)
         self.slots: Dict[Any, _SequenceSlots] = {}
+        #: ``owner.attr`` of the interceptors an earlier patch set left installed, found and
+        #: removed by the last install (see :func:`_unwrap_leftovers`)
+        self.healed: List[str] = []
 
     def acquire(self) -> None:
         # The caller (SyncGuard.__enter__) defers Ctrl-C around this and undoes on a pending
@@ -693,32 +930,44 @@ class _Patcher:
 
     def _plan(self) -> List[Tuple[Any, str, bool, Any, Callable[..., Any]]]:
         plan = []
-        for owner, name, api, cls in _targets():
+        targets = _targets()
+        self.healed = _unwrap_leftovers(targets)
+        for owner, name, api, cls in targets:
             own = name in vars(owner)
             orig = vars(owner)[name] if own else getattr(owner, name)
             plan.append((owner, name, own, orig, _wrap(getattr(owner, name), api, cls)))
             if name in _SEQ_NAMES and owner not in self.slots:
                 self.slots[owner] = _SequenceSlots(owner)
+        if self.healed:
+            for seq in self.slots.values():
+                seq.restore()
         return plan
+
+    @contextlib.contextmanager
+    def _batched(self) -> Iterator[None]:
+        with contextlib.ExitStack() as stack:
+            for seq in list(self.slots.values()):
+                stack.enter_context(seq.batch())
+            yield
 
     def _install(self) -> None:
         if self.saved:  # left by an interrupted uninstall: finish it first
             self._uninstall()
         plan = self._plan()
         try:
-            with _switches_held():
+            with _switches_held(), self._batched():
                 for owner, name, own, orig, wrapper in plan:
                     self.saved.append((owner, name, own, orig))  # recorded before applied
                     setattr(owner, name, wrapper)
                     if name in _SEQ_NAMES:
-                        self.slots[owner].restore()
+                        self.slots[owner].restore(name)
         except BaseException:
             self._uninstall()
             raise
 
     def _uninstall(self) -> None:
         error: Optional[BaseException] = None
-        with _switches_held():
+        with _switches_held(), self._batched():
             while self.saved:
                 entry = self.saved[-1]
                 for _ in range(2):  # one retry: an injected or stray exception is not final
@@ -729,7 +978,7 @@ class _Patcher:
                         error = error or exc
                 self.saved.pop()
                 if entry[1] in _SEQ_NAMES and entry[0] in self.slots:
-                    self.slots[entry[0]].restore()
+                    self.slots[entry[0]].restore(entry[1])
             for seq in self.slots.values():
                 seq.restore()
         if error is not None:
@@ -829,10 +1078,11 @@ def _classify_aten(func: Any) -> Any:
                     return (E.H2D_COPY, name, d, 1, _HOST_INDEX_WHY)
             if base != "aten::index":
                 v = a[2] if len(a) > 2 else k.get("values")
-                if isinstance(v, _Tensor) and (v.dim() == 0 or (
-                        v.numel() == 1 and v.device.type == "cpu")):
-                    # x[mask] = 1.0: PyTorch passes the scalar as a 0-d tensor and lowers it
-                    # to masked_fill: no nonzero, no host read (its own sync-warning test).
+                if isinstance(v, _Tensor) and v.numel() == 1 and v.device.type == "cpu":
+                    # x[mask] = 1.0 on CUDA: the scalar comes as a CPU tensor and PyTorch
+                    # lowers it to masked_fill (canDispatchToMaskedFill): no nonzero, no host
+                    # read (its own sync-warning test). On another device (the simulated npu)
+                    # the scalar is made there: the mask goes through nonzero.
                     return None
             for i in idx:
                 if isinstance(i, _Tensor) and i.dtype in (torch.bool, torch.uint8):
@@ -926,10 +1176,14 @@ def dispatch_net() -> Any:
     from torch.utils._python_dispatch import TorchDispatchMode
 
     class _DispatchNet(TorchDispatchMode):
+        #: set when its guard is taken down from elsewhere (another thread, or with another
+        #: mode above it): left on its stack, it reports nothing more
+        inert = False
+
         def __torch_dispatch__(self, func: Any, types: Any, args: Tuple[Any, ...] = (),
                                kwargs: Optional[Dict[str, Any]] = None) -> Any:
             kwargs = kwargs or {}
-            if HUB.guards and not HUB.tls.busy:
+            if HUB.guards and not HUB.tls.busy and not self.inert:
                 hit = _net_hit(func, args, kwargs)
                 if hit is not None:
                     return _call_reporting(hit, hit[1] or func.name(), func, args, kwargs)

@@ -29,7 +29,8 @@ def test_catalogue_on_cpu_as_device(case: Case) -> None:
     assert g.count == case.expected("cuda"), [e.describe() for e in g.events]
 
 
-@pytest.mark.parametrize("case", [c for c in CATCH if c in CPU_CASES], ids=lambda c: c.name)
+@pytest.mark.parametrize("case", [c for c in CATCH if c in CPU_CASES and c.expected("cuda")],
+                         ids=lambda c: c.name)
 def test_attribution_points_at_catalogue_line(case: Case) -> None:
     g = _count(case)
     ev = g.counted_events[0]
@@ -289,8 +290,10 @@ def test_tensor_of_0d_tensors_works_inside_and_after_a_guard() -> None:
         x = torch.arange(4)
         x[x > 1]
         x[x > 2] = torch.tensor(0)
-    assert [e.api for e in g.events] == ["Tensor.__float__", "Tensor.__float__",
-                                         "Tensor.__getitem__", "Tensor.__setitem__"]
+    read = ("torch.tensor", "aten::_local_scalar_dense")
+    assert [(e.api, e.op) for e in g.events] == [
+        read, read, ("Tensor.__getitem__", "aten::index.Tensor"),
+        ("Tensor.__setitem__", "aten::index_put_")]
 
 
 
