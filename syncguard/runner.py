@@ -72,7 +72,7 @@ class DecodeLoop:
             raise err from exc
 
     def _stage(self, values: List[int]) -> torch.Tensor:
-        from .sampling import HostStager
+        from .staging import HostStager
 
         return HostStager(self.target.device).stage(values, torch.int64)
 

@@ -11,12 +11,8 @@
 from __future__ import annotations
 
 from syncguard.sampling.batch import (
-    BUILD_HOST,
     BUILD_MIXED,
-    BUILD_PAGEABLE,
-    BUILD_PINNED,
     DEFAULT_SEED,
-    HostStager,
     SamplingBatchInfo,
     SamplingRequest,
     compute_flags,
@@ -41,6 +37,7 @@ from syncguard.sampling.sampler import (
     top_k_top_p_min_p_sampling_from_logits_ascend,
     top_k_top_p_min_p_sampling_from_logits_ascend_with_branch,
 )
+from syncguard.staging import BUILD_HOST, BUILD_PAGEABLE, BUILD_PINNED, HostStager
 
 __all__ = [
     "BRANCHES",
