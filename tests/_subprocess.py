@@ -41,7 +41,9 @@ def run_stopped(tmp_path: Path, scenario: str, sig: int, after_steps: int, timeo
         try:
             deadline = time.monotonic() + timeout
             while step_lines(out / "result.jsonl") < after_steps:
-                assert proc.poll() is None, f"the run ended before signal {sig} was sent"
+                assert proc.poll() is None, (
+                    f"the run ended (exit {proc.returncode}) before signal {sig} was sent; "
+                    f"stderr: {(tmp_path / 'stderr').read_text(encoding='utf-8')[-2000:]}")
                 assert time.monotonic() < deadline, f"no {after_steps} steps written in time"
                 time.sleep(0.05)
             proc.send_signal(sig)
