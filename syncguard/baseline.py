@@ -251,14 +251,11 @@ class Baseline:
                 "sites": [s.to_dict() for s in self.sites]}
 
     def save(self, path: str) -> None:
-        """Write the baseline as JSON (atomically: a temporary file, then a rename)."""
-        parent = os.path.dirname(os.path.abspath(path))
-        os.makedirs(parent, exist_ok=True)
-        tmp = f"{path}.tmp{os.getpid()}"
-        with open(tmp, "w", encoding="utf-8") as f:
-            json.dump(self.to_dict(), f, indent=2, sort_keys=False)
-            f.write("\n")
-        os.replace(tmp, path)
+        """Write the baseline as JSON (atomically: a temporary file, then a rename; a device or
+        FIFO at ``path`` is written in place, never replaced: :mod:`syncguard._atomic`)."""
+        from ._atomic import write_text
+
+        write_text(path, json.dumps(self.to_dict(), indent=2, sort_keys=False) + "\n")
 
     @classmethod
     def load(cls, path: str) -> Baseline:

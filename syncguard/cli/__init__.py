@@ -80,6 +80,23 @@ def stdout_console(width: Optional[int] = None) -> Any:
     return _Console(width=report_width(width))
 
 
+def output_path(path: Optional[str], force: bool = True, flag: str = "-o") -> None:
+    """Refuse (:class:`UsageError`) an output path that cannot be written (a folder, socket,
+    FIFO without a reader...) or, without ``force``, a regular file already there; call
+    before any work. A device or FIFO is written as a stream, so it needs no ``force``."""
+    from .._atomic import OutputError, check_output
+
+    if path in (None, "-"):
+        return
+    assert path is not None
+    try:
+        kind = check_output(path)
+    except OutputError as exc:
+        raise UsageError(f"{flag}: {exc}") from None
+    if kind == "file" and not force:
+        raise UsageError(f"{flag} {path}: exists; pass --force to overwrite it")
+
+
 def error(msg: str) -> None:
     """One line on stderr: control characters and newlines in ``msg`` (from untrusted files)
     are shown as escapes."""
@@ -124,6 +141,7 @@ def main(argv: Optional[List[str]] = None) -> int:
         parser.print_help(sys.stderr)
         return EXIT_USAGE
     from .. import _signals
+    from .._atomic import OutputError
     from ..baseline import BaselineError
     from ..devices import DeviceError
     from ..events import SelfTestError
@@ -138,7 +156,7 @@ def main(argv: Optional[List[str]] = None) -> int:
             warnings.showwarning = _show_warning  # restored by catch_warnings
             return int(args._main(args))
     except (UsageError, ScenarioError, DeviceError, ResultError, OpModelError,
-            BaselineError, SubjectError) as exc:
+            BaselineError, SubjectError, OutputError) as exc:
         error(str(exc))
         return EXIT_USAGE
     except SelfTestError as exc:

@@ -79,13 +79,15 @@ def main(args: argparse.Namespace) -> int:
     from .._selftest import selftest
     from ..baseline import Baseline
     from ..gate import Tally, Verdict, judge
-    from . import UsageError, device_for_probe
+    from . import UsageError, device_for_probe, output_path
     from .run import options
 
     if args.max_syncs is not None and args.max_syncs < 0:
         raise UsageError(f"--max-syncs: must be >= 0, got {args.max_syncs}")
     if args.format in ("sarif", "junit") and args.output is None:
         args.output = "-"
+    output_path(args.output)  # devices and FIFOs written as streams; folders... refused now
+    output_path(args.update_baseline, flag="--update-baseline")
     from ..execute.recorded import check_results, is_result_path
 
     if args.scenarios and all(is_result_path(p) for p in args.scenarios):

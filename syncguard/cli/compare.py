@@ -4,7 +4,6 @@ hidden syncs and latency side by side, differences marked."""
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 
 NAME = "compare"
@@ -27,14 +26,13 @@ def main(args: argparse.Namespace) -> int:
     from .. import results
     from ..analysis import compare, compare_paths
     from ..renderers import terminal
-    from . import EXIT_OK, UsageError, stdout_console
+    from . import EXIT_OK, UsageError, output_path, stdout_console
 
     if args.output is not None:
         if not args.output.lower().endswith((".md", ".markdown", ".html", ".htm", ".csv")):
             raise UsageError(f"-o {args.output}: the comparison is written as .md, .html or "
                              ".csv")
-        if os.path.exists(args.output) and not args.force:
-            raise UsageError(f"-o {args.output}: exists; use --force to overwrite it")
+        output_path(args.output, args.force)  # a folder, socket... refused before any work
     a = results.load(args.a)
     console = stdout_console(args.width)  # a closed pipe (`| head`) exits quietly
     if args.b is not None:

@@ -98,7 +98,7 @@ def main(args: argparse.Namespace) -> int:
     from ..execute import ExecOptions, execute, rank_from_env, result_name
     from ..execute.hooks import StepSpecError, parse_step
     from ..execute.program import ProgramError, parse_command
-    from . import UsageError, report_width
+    from . import UsageError, output_path, report_width
     from .check import _allow_sites
     from .run import REPORT_FILES
 
@@ -113,6 +113,7 @@ def main(args: argparse.Namespace) -> int:
         raise UsageError(str(exc)) from None
     if args.output not in (None, "-"):
         args.output = os.path.abspath(args.output)
+        output_path(args.output)  # before the program runs: a folder, socket... refused
     rank = rank_from_env()
     target = _target(args.device)  # the simulated device exists before the program starts
     files = (result_name(rank),) if rank is not None else REPORT_FILES

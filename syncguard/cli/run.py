@@ -162,16 +162,31 @@ def out_dir(args: argparse.Namespace, device: str) -> str:
 def prepare_out(out: str, files: Sequence[str], force: bool) -> str:
     """Make the report folder ``out``; refuse (UsageError) when it is a file, or when one of
     ``files`` is already there and ``force`` is not set."""
+    from .._atomic import OutputError, output_kind
     from . import UsageError
 
     if os.path.exists(out) and not os.path.isdir(out):
         raise UsageError(f"--out: {out} exists and is not a folder")
     # lexists: a symbolic link (even a dangling one) is a clash too; --force replaces the link
     clash = [f for f in files if os.path.lexists(os.path.join(out, f))]
+    for f in clash:  # a folder, device or FIFO named like a report: refused even with --force
+        try:
+            kind = output_kind(os.path.join(out, f))
+        except OutputError as exc:
+            raise UsageError(f"--out: {exc}") from None
+        if kind != "file":
+            raise UsageError(f"--out: {os.path.join(out, f)}: is a device or FIFO, not a "
+                             f"regular file")
     if clash and not force:
         raise UsageError(f"{os.path.join(out, clash[0])} exists; pass --force to overwrite "
                          f"or choose another --out")
-    os.makedirs(out, exist_ok=True)
+    try:
+        os.makedirs(out, exist_ok=True)
+        probe = os.path.join(out, f".syncguard-probe-{os.getpid()}")
+        os.close(os.open(probe, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
+        os.unlink(probe)
+    except OSError as exc:  # /proc/x, a read-only mount: said now, not after the run
+        raise UsageError(f"--out: {out}: cannot write there: {exc.strerror}") from None
     return out
 
 

@@ -6,7 +6,6 @@ When the reader of stdout goes away (`syncguard show X | head`), show stops quie
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 
 NAME = "show"
@@ -25,12 +24,12 @@ def main(args: argparse.Namespace) -> int:
     from .. import results
     from .._atomic import write_text
     from ..renderers import renderer_for_path, terminal
-    from . import EXIT_OK, UsageError, stdout_console
+    from . import EXIT_OK, UsageError, output_path, stdout_console
 
+    if args.output:
+        output_path(args.output, args.force)  # before any work: a folder, socket... refused
     res = results.load(args.result)
     if args.output:
-        if os.path.lexists(args.output) and not args.force:
-            raise UsageError(f"{args.output} exists; pass --force to overwrite")
         try:
             render = renderer_for_path(args.output)
         except ValueError as exc:  # unknown extension: bad input, not an internal error
