@@ -72,12 +72,31 @@ def stdout_console(width: Optional[int] = None) -> Any:
     (rich's own handling exits 1, the code for "over budget")."""
     from rich.console import Console
 
+    from .._escape import line_safe
+
     class _Console(Console):
         def on_broken_pipe(self) -> None:
             self.quiet = True
             raise BrokenPipeError
 
-    return _Console(width=report_width(width))
+    # every printed line passes the workflow-command filter (a folded table cell included)
+    return _Console(width=report_width(width), file=line_safe(lambda: sys.stdout))
+
+
+def stderr_console(width: Optional[int] = None) -> Any:
+    """A rich Console on stderr whose every line passes :func:`~syncguard._escape.
+    no_workflow_lines` (``exec`` prints its report there: stdout is the program's)."""
+    from rich.console import Console
+
+    from .._escape import line_safe
+
+    return Console(width=width, file=line_safe(lambda: sys.stderr))
+
+
+def wrote(path: str, detail: str = "") -> None:
+    """``Wrote <path><detail>`` on stderr, the path escaped (a user's ``--out`` may hold a
+    newline or ESC)."""
+    print(f"Wrote {one_line(path)}{detail}", file=sys.stderr)
 
 
 def output_path(path: Optional[str], force: bool = True, flag: str = "-o") -> None:

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import sys
 from typing import Any, Dict, List, Sequence, Tuple
 
 NAME = "check"
@@ -141,17 +140,17 @@ def finish(args: argparse.Namespace, verdicts: List[Any], bubbles: Sequence[str]
     (also for recorded results)."""
     from ..gate import baseline_from
     from ..renderers.ci import emit
-    from . import EXIT_OK, EXIT_OVER
+    from . import EXIT_OK, EXIT_OVER, wrote
 
     if args.update_baseline:
         new = baseline_from(verdicts)
         new.save(args.update_baseline)
-        print(f"Wrote {args.update_baseline} ({len(new)} sites)", file=sys.stderr)
+        wrote(args.update_baseline, f" ({len(new)} sites)")
         return EXIT_OK
     emit(args.format, [v.total for v in verdicts], [f for v in verdicts for f in v.findings],
          args.output, baseline=args.baseline)
     if args.output not in (None, "-") and os.path.exists(args.output):
-        print(f"Wrote {args.output}", file=sys.stderr)
+        wrote(args.output)
     for line in bubbles:
         print(line)
     return EXIT_OVER if any(v.failed for v in verdicts) or bubbles else EXIT_OK

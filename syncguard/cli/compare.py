@@ -4,7 +4,6 @@ hidden syncs and latency side by side, differences marked."""
 from __future__ import annotations
 
 import argparse
-import sys
 
 NAME = "compare"
 HELP = "compare two runs, or two paths of one run"
@@ -26,7 +25,7 @@ def main(args: argparse.Namespace) -> int:
     from .. import results
     from ..analysis import compare, compare_paths
     from ..renderers import terminal
-    from . import EXIT_OK, UsageError, output_path, stdout_console
+    from . import EXIT_OK, UsageError, output_path, stdout_console, wrote
 
     if args.output is not None:
         if not args.output.lower().endswith((".md", ".markdown", ".html", ".htm", ".csv")):
@@ -66,5 +65,5 @@ def main(args: argparse.Namespace) -> int:
             write_text(args.output, text, newline="")  # atomic; never through a symlink
         except OSError as exc:
             raise UsageError(f"-o {args.output}: cannot write: {exc.strerror}") from None
-        print(f"Wrote {args.output}", file=sys.stderr)
+        wrote(args.output)
     return EXIT_OK

@@ -246,8 +246,9 @@ def main(args: argparse.Namespace) -> int:
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
     from .. import _signals, results, runner, scenario
+    from .._escape import line_safe, one_line
     from ..renderers import terminal, write_reports
-    from . import EXIT_INTERNAL, EXIT_OK, EXIT_OVER, stdout_console
+    from . import EXIT_INTERNAL, EXIT_OK, EXIT_OVER, stdout_console, wrote
 
     opts = options(args, timed=not args.no_timed)
     scenarios = runner.prepare(scenario.resolve(args.scenarios), opts)
@@ -256,7 +257,7 @@ def main(args: argparse.Namespace) -> int:
     opts.device = target.kind
     out = out_dir(args, target.kind)
     result_path = os.path.join(out, "result.jsonl")
-    err = Console(stderr=True)
+    err = Console(stderr=True, file=line_safe(lambda: sys.stderr))
     # with --repeat the steps are known; otherwise the timed pass takes as many rounds as fit
     # its budget, and the count is open-ended
     total: Optional[int] = None
@@ -293,17 +294,17 @@ def main(args: argparse.Namespace) -> int:
         stop = _signals.interrupt_for(late[0])
     terminal.render(res, stdout_console(args.width))
     for path in written:
-        print(f"Wrote {path}", file=sys.stderr)
-    print(f"Wrote {result_path}", file=sys.stderr)
+        wrote(path)
+    wrote(result_path)
     if stop is not None:
         print(f"syncguard: {_signals.describe(stop)}: kept {len(res.steps)} finished steps in "
-              f"{result_path}", file=sys.stderr)
+              f"{one_line(result_path)}", file=sys.stderr)
         return _signals.exit_code(stop)
     if args.crosscheck:
         rc = crosscheck(scenarios, opts, out)
         if rc not in (0, 1):
             return EXIT_INTERNAL
-        err.print(f"Wrote {os.path.join(out, 'crosscheck.json')}"
+        err.print(f"Wrote {one_line(os.path.join(out, 'crosscheck.json'))}"
                   + ("" if rc == 0 else " (disagreements listed above)"))
         if rc == 1:  # syncguard and the native count disagree: the run's counts are suspect
             return EXIT_OVER

@@ -6,7 +6,6 @@ When the reader of stdout goes away (`syncguard show X | head`), show stops quie
 from __future__ import annotations
 
 import argparse
-import sys
 
 NAME = "show"
 HELP = "render a result file"
@@ -24,7 +23,7 @@ def main(args: argparse.Namespace) -> int:
     from .. import results
     from .._atomic import write_text
     from ..renderers import renderer_for_path, terminal
-    from . import EXIT_OK, UsageError, output_path, stdout_console
+    from . import EXIT_OK, UsageError, output_path, stdout_console, wrote
 
     if args.output:
         output_path(args.output, args.force)  # before any work: a folder, socket... refused
@@ -39,7 +38,7 @@ def main(args: argparse.Namespace) -> int:
             write_text(args.output, text)  # temp file + rename: never through a link
         except OSError as exc:
             raise UsageError(f"{args.output}: cannot write: {exc.strerror}") from None
-        print(f"Wrote {args.output}", file=sys.stderr)
+        wrote(args.output)
         return EXIT_OK
     terminal.render(res, stdout_console(args.width))
     return EXIT_OK

@@ -198,28 +198,29 @@ def outside_message(outside: List[Any]) -> str:
 
 def _report(opts: ExecOptions, path: str, out: str, stop: Optional[BaseException],
             outside: List[Any]) -> None:
-    from rich.console import Console
-
     from .. import results
+    from .._escape import one_line
+    from ..cli import stderr_console, wrote
     from ..renderers import terminal, write_reports
 
-    err = Console(stderr=True, width=opts.width)
+    err = stderr_console(opts.width)
     res = results.load(path)
     if opts.rank is None:
         terminal.render(res, err)
         for p in write_reports(res, out):
-            err.print(f"Wrote {p}")
+            wrote(p)
     else:  # ranks print at once: one line each; `syncguard show OUT` merges them
         hidden = sum(s.syncs for s in res.steps if not s.warmup)
         err.print(f"rank {opts.rank}: {hidden} hidden syncs in {len(res.steps)} steps; "
-                  f"`syncguard show {out}` merges the ranks")
-    err.print(f"Wrote {path}")
+                  f"`syncguard show {one_line(out)}` merges the ranks", markup=False)
+    wrote(path)
     if outside and opts.rank is not None:  # otherwise the rendered report's notes say it
-        err.print(outside_message(outside))
+        err.print(outside_message(outside), markup=False)
     if stop is not None:
         from .. import _signals
 
-        err.print(f"{_signals.describe(stop)}: kept {len(res.steps)} finished steps in {path}")
+        err.print(f"{_signals.describe(stop)}: kept {len(res.steps)} finished steps in "
+                  f"{one_line(path)}", markup=False)
 
 
 def _gate(opts: ExecOptions, session: Any) -> bool:
@@ -227,6 +228,7 @@ def _gate(opts: ExecOptions, session: Any) -> bool:
     ``--max-syncs-per-step`` (the worst step call); True when one is over."""
     if opts.max_syncs is None and opts.max_syncs_per_step is None:
         return False
+    from ..cli import wrote
     from ..gate import judge
     from ..renderers.ci import emit
 
@@ -242,7 +244,7 @@ def _gate(opts: ExecOptions, session: Any) -> bool:
     emit(opts.fmt, [v.total for v in verdicts], [f for v in verdicts for f in v.findings],
          opts.output)
     if opts.output not in (None, "-") and os.path.exists(opts.output):
-        print(f"Wrote {opts.output}", file=sys.stderr)
+        wrote(opts.output)
     return any(v.failed for v in verdicts)
 
 

@@ -62,9 +62,11 @@ def _warn_incomplete(path: str, res: RunResult) -> None:
     """One line: an interrupted or terminated run is gated on the steps it kept only."""
     import sys
 
+    from .._escape import one_line
+
     footer = res.footer or {}
     why = footer.get("reason") or ("no footer: the run was cut short" if not footer else
                                    "stopped early")
     n = len(res.steps)
-    print(f"syncguard check: warning: {path}: INCOMPLETE run ({why}): gated on the {n} "
-          f"steps it kept", file=sys.stderr)
+    print(one_line(f"syncguard check: warning: {path}: INCOMPLETE run ({str(why)[:200]}): "
+                   f"gated on the {n} steps it kept"), file=sys.stderr)
