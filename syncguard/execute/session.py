@@ -34,10 +34,13 @@ class StepTotals:
 class ExecSession:
     """Owns the guard, the step counters and the result writer of one ``exec`` run.
 
-    ``begin``/``end`` are called by :mod:`syncguard.steps` for each outermost step (any
-    thread). Steps are numbered per step name from 0; the first ``warmup`` steps of each name
-    are kept but not counted. Syncs outside every step are kept apart (:attr:`outside`); when
-    the program has no step at all, the whole run becomes one step named ``program``.
+    ``begin``/``end`` are called by :mod:`syncguard.steps` for each outermost step of a
+    thread, on that thread: steps open at once on several threads are steps of their own, each
+    holding the syncs made on its thread (a thread with no step of its own, a step's helper,
+    syncs into the one step open, if only one is; else outside). Steps are numbered per step
+    name from 0 (in the order they begin); the first ``warmup`` steps of each name are kept
+    but not counted. Syncs outside every step are kept apart (:attr:`outside`); when the
+    program has no step at all, the whole run becomes one step named ``program``.
     """
 
     def __init__(self, program: str, writer: ResultWriter, target: Any, warmup: int = 0,
@@ -50,8 +53,9 @@ class ExecSession:
         self._lock = threading.RLock()
         self._pid = os.getpid()
         self._next: Dict[str, int] = {}
-        self._open: Optional[Tuple[str, int, float, Any, Any]] = None
-        self._buf: List[SyncEvent] = []
+        # per thread (ident): the open step (name, index, start, device timer) and its events
+        self._open: Dict[int, Tuple[str, int, float, Any]] = {}
+        self._buf: Dict[int, List[SyncEvent]] = {}
         self._pending: Optional[Tuple[str, int, List[SyncEvent], float, Any,
                                       Optional[Dict[str, str]]]] = None
         self.outside: List[SyncEvent] = []
@@ -74,19 +78,21 @@ class ExecSession:
     # -- events and steps ------------------------------------------------------------------
     def _on_event(self, ev: SyncEvent) -> None:
         with self._lock:
-            (self._buf if self._open is not None else self.outside).append(ev)
+            buf = self._buf.get(threading.get_ident())
+            if buf is None and len(self._buf) == 1:  # a helper thread of the one open step
+                buf = next(iter(self._buf.values()))
+            (self.outside if buf is None else buf).append(ev)
 
     def begin(self, name: str) -> None:
         if os.getpid() != self._pid:  # a forked child: the result file is the parent's
             return
         _signals.check()  # a Ctrl-C/SIGTERM the program swallowed still stops it here
+        tid = threading.get_ident()
         with self._lock:
             i = self._next.get(name, 0)
             self._next[name] = i + 1
-            cm = self.guard.step(i)
-            cm.__enter__()
-            self._buf = []
-            self._open = (name, i, time.perf_counter(), self._timer.start(), cm)
+            self._buf[tid] = []
+            self._open[tid] = (name, i, time.perf_counter(), self._timer.start())
 
     def failed(self, name: str, exc: str) -> None:
         """The step raised ``exc`` (a class name): recorded with the syncs it made until then,
@@ -96,14 +102,14 @@ class ExecSession:
     def end(self, name: str, raised: Optional[str] = None) -> None:
         if os.getpid() != self._pid:
             return
+        tid = threading.get_ident()
         with self._lock:
-            if self._open is None:
+            if tid not in self._open:
                 return
-            name, i, t0, dev, cm = self._open
+            name, i, t0, dev = self._open.pop(tid)
             self._timer.stop(dev)
             latency_ms = (time.perf_counter() - t0) * 1e3
-            cm.__exit__(None, None, None)
-            evs, self._buf, self._open = self._buf, [], None
+            evs = [dataclasses.replace(e, step=i) for e in self._buf.pop(tid)]
             self._flush()
             labels = None if raised is None else {"raised": raised}
             if dev is None:
@@ -124,11 +130,11 @@ class ExecSession:
 
     def abort(self, name: str) -> None:
         """The step was left by Ctrl-C: not a finished step, nothing is recorded for it."""
+        tid = threading.get_ident()
         with self._lock:
-            if self._open is not None:
-                self._open[4].__exit__(None, None, None)
-                self._timer.stop(self._open[3])
-                self._open, self._buf = None, []
+            if tid in self._open:
+                self._timer.stop(self._open.pop(tid)[3])
+                self._buf.pop(tid, None)
 
     def _record(self, name: str, i: int, warm: bool, evs: List[SyncEvent],
                 latency_ms: Optional[float], device_ms: Optional[float],
@@ -155,9 +161,9 @@ class ExecSession:
         ``program`` (its syncs were all outside steps until now), unless it did not finish
         (``complete=False``: Ctrl-C). Call with the guard off."""
         with self._lock:
-            if self._open is not None:  # the program ended inside a step: not a finished step
-                self._open[4].__exit__(None, None, None)
-                self._open = None
+            # the program ended inside steps (any thread): not finished steps
+            self._open.clear()
+            self._buf.clear()
             self._flush()
             if not self._next and complete:
                 evs = [dataclasses.replace(e, step=0) for e in self.outside]
