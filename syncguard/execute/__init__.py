@@ -118,7 +118,8 @@ def execute(opts: ExecOptions, target: Any, out: str) -> int:
         with session:
             hooks.install()
             try:
-                run(program, hooks.main_names(), hooks.module_ready)
+                with _signals.program_handlers():  # its own SIGTERM handler cannot swallow ours
+                    run(program, hooks.main_names(), hooks.module_ready)
             finally:
                 hooks.uninstall()
     except SystemExit as exc:
