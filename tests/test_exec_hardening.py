@@ -95,3 +95,47 @@ def test_a_program_that_never_reaches_a_step_again_is_stopped_after_the_grace_pe
     res = results.load(os.path.join(out, "result.jsonl"))
     assert [s.step for s in res.steps] == [0, 1, 2]
     assert os.path.exists(os.path.join(out, "report.html"))
+
+
+FORK_ENDS_NORMALLY = (
+    "import os, sys\n"
+    "import torch\n"
+    "import syncguard\n\n"
+    "x = torch.ones(2, device='npu')\n"
+    "child = False\n"
+    "for i in range(3):\n"
+    "    with syncguard.step('decode'):\n"
+    "        x.sum().item()\n"
+    "    if i == 1 and not child:\n"
+    "        pid = os.fork()\n"
+    "        child = pid == 0\n"
+    "        if child:\n"
+    "            with syncguard.step('child'):\n"
+    "                x.sum().item()\n"
+    "            {end}\n"
+    "        os.waitpid(pid, 0)\n")
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
+@pytest.mark.parametrize("end", ["sys.exit(0)", "break", "raise ValueError('child')"])
+def test_a_forked_child_never_finalises_the_run(end: str, tmp_path: Path) -> None:
+    """A child that exits through Python (sys.exit, falling off the end, an exception) does
+    not print the report, write files or a second footer: only the starting process does."""
+    import subprocess
+    import sys
+
+    from _subprocess import env
+
+    (tmp_path / "forky.py").write_text(FORK_ENDS_NORMALLY.replace("{end}", end))
+    out = tmp_path / "o"
+    proc = subprocess.run([sys.executable, "-m", "syncguard", "exec", "--device", "sim",
+                           "--out", str(out), "--", "python", "forky.py"], cwd=tmp_path,
+                          env=env(), capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stderr.count("Wrote ") == 7, proc.stderr  # six reports and result.jsonl, once
+    assert proc.stderr.count("Per step") <= 1
+    lines = (out / "result.jsonl").read_text(encoding="utf-8").splitlines()
+    footers = [i for i, ln in enumerate(lines) if '"type":"footer"' in ln]
+    assert footers == [len(lines) - 1], "a second footer, or one mid-file"
+    res = results.load(str(out))
+    assert [(s.path, s.step) for s in res.steps] == [("decode", i) for i in range(3)]

@@ -129,6 +129,8 @@ def execute(opts: ExecOptions, target: Any, out: str) -> int:
     except BaseException as exc:  # the program failed: its traceback, as a plain run shows
         show_exception(exc)
         code, raised = 1, type(exc).__name__
+    if os.getpid() != session.pid:  # a forked child left the program: the run is not its own
+        _child_exit(code if stop is None else _signals.exit_code(stop))
     # A second Ctrl-C or a SIGTERM now waits: the footer and every report are written whole.
     with _signals.deferred(deliver=False) as late:
         markers.set_recorder(prev)
@@ -160,6 +162,23 @@ def execute(opts: ExecOptions, target: Any, out: str) -> int:
     if step_errors:
         return EXIT_USAGE
     return EXIT_OVER if _gate(opts, session) else EXIT_OK
+
+
+def _child_exit(code: int) -> None:
+    """End a forked child of the program as Python would (its atexit handlers, its buffered
+    output) but without syncguard's finalisation: reports, footer and gate belong to the
+    process that started the run."""
+    import atexit
+
+    try:
+        atexit._run_exitfuncs()
+    finally:
+        for stream in (sys.stdout, sys.stderr):
+            try:
+                stream.flush()
+            except (OSError, ValueError, AttributeError):
+                pass
+        os._exit(code & 0xFF)
 
 
 def own_module(program: Any) -> str:

@@ -51,7 +51,7 @@ class ExecSession:
         self.program, self.writer, self.target = program, writer, target
         self.warmup, self.rank = warmup, rank
         self._lock = threading.RLock()
-        self._pid = os.getpid()
+        self.pid = os.getpid()  # the process that started the run: the only one to record
         self._next: Dict[str, int] = {}
         # per thread (ident): the open step (name, index, start, device timer) and its events
         self._open: Dict[int, Tuple[str, int, float, Any]] = {}
@@ -84,7 +84,7 @@ class ExecSession:
             (self.outside if buf is None else buf).append(ev)
 
     def begin(self, name: str) -> None:
-        if os.getpid() != self._pid:  # a forked child: the result file is the parent's
+        if os.getpid() != self.pid:  # a forked child: the result file is the parent's
             return
         _signals.check()  # a Ctrl-C/SIGTERM the program swallowed still stops it here
         tid = threading.get_ident()
@@ -100,7 +100,7 @@ class ExecSession:
         self.end(name, raised=exc)
 
     def end(self, name: str, raised: Optional[str] = None) -> None:
-        if os.getpid() != self._pid:
+        if os.getpid() != self.pid:
             return
         tid = threading.get_ident()
         with self._lock:
