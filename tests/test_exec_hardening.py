@@ -139,3 +139,41 @@ def test_a_forked_child_never_finalises_the_run(end: str, tmp_path: Path) -> Non
     assert footers == [len(lines) - 1], "a second footer, or one mid-file"
     res = results.load(str(out))
     assert [(s.path, s.step) for s in res.steps] == [("decode", i) for i in range(3)]
+
+
+PRINTS = (
+    "import torch\n"
+    "import syncguard\n\n"
+    "x = torch.ones(2, device='npu')\n"
+    "for i in range(50):\n"
+    "    with syncguard.step('decode'):\n"
+    "        x.sum().item()\n"
+    "    print('line', i, 'x' * 2000, flush=True)\n")
+
+
+@pytest.mark.skipif(os.name == "nt", reason="needs POSIX pipes")
+@pytest.mark.parametrize("merged", [True, False])
+def test_a_reader_that_goes_away_gives_141_after_every_report(merged: bool,
+                                                             tmp_path: Path) -> None:
+    """`exec ... 2>&1 | head -1` (and `exec ... | head -1`): all reports written, then 141,
+    as `run` does; never 1, the over-budget code."""
+    import subprocess
+    import sys
+
+    from _subprocess import env
+
+    from syncguard.renderers import REPORT_FILES
+
+    (tmp_path / "p.py").write_text(PRINTS)
+    out = tmp_path / "o"
+    proc = subprocess.Popen([sys.executable, "-m", "syncguard", "exec", "--device", "sim",
+                             "--out", str(out), "--", "python", "p.py"], cwd=tmp_path,
+                            env=env(), stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT if merged else subprocess.DEVNULL)
+    assert proc.stdout is not None
+    proc.stdout.readline()
+    proc.stdout.close()  # `head -1` is done
+    rc = proc.wait(timeout=120)
+    assert rc == 141
+    for name in [*REPORT_FILES, "result.jsonl"]:
+        assert (out / name).is_file(), name

@@ -70,27 +70,30 @@ def stdout_console(width: Optional[int] = None) -> Any:
     """A rich Console on stdout for reports (``width`` as :func:`report_width`). When the
     reader goes away it raises BrokenPipeError, which :func:`main` turns into a quiet exit
     (rich's own handling exits 1, the code for "over budget")."""
-    from rich.console import Console
-
     from .._escape import line_safe
+
+    # every printed line passes the workflow-command filter (a folded table cell included)
+    return _console_class()(width=report_width(width), file=line_safe(lambda: sys.stdout))
+
+
+def _console_class() -> Any:
+    from rich.console import Console
 
     class _Console(Console):
         def on_broken_pipe(self) -> None:
             self.quiet = True
             raise BrokenPipeError
 
-    # every printed line passes the workflow-command filter (a folded table cell included)
-    return _Console(width=report_width(width), file=line_safe(lambda: sys.stdout))
+    return _Console
 
 
 def stderr_console(width: Optional[int] = None) -> Any:
     """A rich Console on stderr whose every line passes :func:`~syncguard._escape.
-    no_workflow_lines` (``exec`` prints its report there: stdout is the program's)."""
-    from rich.console import Console
-
+    no_workflow_lines` (``exec`` prints its report there: stdout is the program's); a closed
+    pipe raises BrokenPipeError (exit 141 in :func:`main`), not rich's exit 1."""
     from .._escape import line_safe
 
-    return Console(width=width, file=line_safe(lambda: sys.stderr))
+    return _console_class()(width=width, file=line_safe(lambda: sys.stderr))
 
 
 def wrote(path: str, detail: str = "") -> None:
@@ -142,11 +145,13 @@ _ORIGINAL_SHOWWARNING = warnings.showwarning
 def _quiet_stdout() -> None:
     """The reader of stdout went away: send what Python still flushes at exit to devnull
     (else it prints "Exception ignored ... BrokenPipeError")."""
-    try:
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
-    except (OSError, ValueError, AttributeError):  # no real file descriptor (tests)
-        pass
+    for stream in (sys.stdout, sys.stderr):  # `2>&1 | head`: stderr is the same pipe
+        try:
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, stream.fileno())
+            os.close(devnull)
+        except (OSError, ValueError, AttributeError):  # no real file descriptor (tests)
+            pass
 
 
 def main(argv: Optional[List[str]] = None) -> int:

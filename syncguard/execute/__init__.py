@@ -66,7 +66,7 @@ def execute(opts: ExecOptions, target: Any, out: str) -> int:
     from .. import _signals
     from .. import steps as markers
     from .._selftest import selftest
-    from ..cli import EXIT_OK, EXIT_OVER, EXIT_USAGE, UsageError
+    from ..cli import EXIT_BROKEN_PIPE, EXIT_OK, EXIT_OVER, EXIT_USAGE, UsageError
     from ..results import ResultWriter, environment
     from .hooks import StepHooks, static_missing
     from .mainhook import main_source
@@ -126,6 +126,8 @@ def execute(opts: ExecOptions, target: Any, out: str) -> int:
         code = _exit_code(exc)
     except KeyboardInterrupt as exc:
         stop = exc
+    except BrokenPipeError:  # the reader of its output went away (`| head`): as `run`, 141
+        code = EXIT_BROKEN_PIPE
     except BaseException as exc:  # the program failed: its traceback, as a plain run shows
         show_exception(exc)
         code, raised = 1, type(exc).__name__
@@ -226,8 +228,9 @@ def _report(opts: ExecOptions, path: str, out: str, stop: Optional[BaseException
     err = stderr_console(opts.width)
     res = results.load(path)
     if opts.rank is None:
+        written = write_reports(res, out)  # before printing: a closed pipe loses no report
         terminal.render(res, err)
-        for p in write_reports(res, out):
+        for p in written:
             wrote(p)
     else:  # ranks print at once: one line each; `syncguard show OUT` merges them
         hidden = sum(s.syncs for s in res.steps if not s.warmup)
