@@ -22,13 +22,14 @@ is matched by ``(scenario, path, key)``.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import linecache
 import os
 import re
 import sys
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Dict, Iterator, List, Optional, Tuple
 
 from .events import SyncEvent
 
@@ -173,6 +174,27 @@ def site_key(ev: SyncEvent, root: Optional[str] = None) -> str:
     return f"{path}::{ev.function}::{ev.kind}::{ev.api}::{ev.op or '-'}::{where}"
 
 
+# ---------------------------------------------------------------------------- locking
+@contextlib.contextmanager
+def locked(path: str) -> Iterator[None]:
+    """Hold an exclusive ``flock`` on the folder of ``path`` while the block runs (the file
+    itself is replaced by a rename, so it cannot carry the lock; a folder lock leaves no file
+    behind). Without ``fcntl`` (Windows) the block runs unlocked."""
+    try:
+        import fcntl
+    except ImportError:  # pragma: no cover - Windows
+        yield
+        return
+    folder = os.path.dirname(os.path.abspath(path))
+    os.makedirs(folder, exist_ok=True)
+    fd = os.open(folder, os.O_RDONLY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # releases the lock
+
+
 # ---------------------------------------------------------------------------- findings
 @dataclasses.dataclass
 class Finding:
@@ -256,6 +278,21 @@ class Baseline:
         from ._atomic import write_text
 
         write_text(path, json.dumps(self.to_dict(), indent=2, sort_keys=False) + "\n")
+
+    @classmethod
+    def update(cls, path: str, sites: List[BaselineSite], replaced: Any) -> Baseline:
+        """Write ``path`` as: ``sites`` plus every site already in the file whose scenario is
+        not in ``replaced`` (the scenarios this run judged). The file is read again and
+        written under an exclusive lock (:func:`locked`), so two runs updating one baseline
+        (two pytest sessions with disjoint ``-k``) both keep their sites."""
+        replaced = set(replaced)
+        with locked(path):
+            old = cls.load(path) if os.path.lexists(path) else None
+            kept = [s for s in (old.sites if old is not None else [])
+                    if s.scenario not in replaced]
+            out = cls(kept + list(sites))
+            out.save(path)
+        return out
 
     @classmethod
     def load(cls, path: str) -> Baseline:
