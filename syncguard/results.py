@@ -487,14 +487,71 @@ def _load_document(path: str, f: IO[str]) -> RunResult:
     return RunResult(header, steps, events, footer, list(parts["notes"]), path, tls)
 
 
+_RANK_NAME = re.compile(r"result\.rank(.*)\.jsonl", re.DOTALL)
+_CANONICAL_RANK = re.compile(r"0|[1-9][0-9]{0,5}", re.ASCII)
+
+
+def rank_name(rank: int) -> str:
+    """The one file name of rank ``rank``'s result: ``result.rank<N>.jsonl``, N in ASCII
+    digits without leading zeros."""
+    return f"result.rank{rank}.jsonl"
+
+
 def rank_files(folder: str) -> List[Tuple[int, str]]:
-    """``(rank, path)`` of the per-rank results ``result.rank<N>.jsonl`` in ``folder``."""
+    """``(rank, path)`` of the per-rank results ``result.rank<N>.jsonl`` in ``folder``, by
+    rank. Raises :class:`ResultError` naming the file for a name that is not the canonical
+    one of its rank (``result.rank00.jsonl``, non-ASCII digits: they would merge as one rank,
+    counted twice)."""
     out = []
-    for name in os.listdir(folder):
-        m = re.fullmatch(r"result\.rank(\d+)\.jsonl", name)
-        if m:
-            out.append((int(m.group(1)), os.path.join(folder, name)))
+    for name in sorted(os.listdir(folder)):
+        m = _RANK_NAME.fullmatch(name)
+        if m is None:
+            continue
+        if not _CANONICAL_RANK.fullmatch(m.group(1)):
+            from ._escape import terminal
+
+            raise ResultError(f"{os.path.join(folder, terminal(name))}: not a rank file name "
+                              f"syncguard writes (result.rank<N>.jsonl, N in ASCII digits "
+                              f"without leading zeros): rename or remove it")
+        out.append((int(m.group(1)), os.path.join(folder, name)))
     return sorted(out)
+
+
+def check_ranks(folder: str, parts: List[Tuple[int, RunResult]]) -> None:
+    """Refuse (:class:`ResultError` naming the files) per-rank results that are not one run:
+    a world size that differs between them or from the ranks found, or different programs
+    (stale files of an earlier run left in ``folder``)."""
+    def where(rank: int) -> str:
+        return os.path.join(folder, rank_name(rank))
+
+    def exec_field(res: RunResult, key: str) -> Any:
+        ex = res.header.get("exec")
+        return ex.get(key) if isinstance(ex, dict) else None
+
+    first_rank, first = parts[0]
+    for rank, res in parts[1:]:
+        for key, what in (("world_size", "world size"), ("program", "program")):
+            a, b = exec_field(first, key), exec_field(res, key)
+            if a != b:
+                raise ResultError(f"{where(rank)}: {what} {str(b)[:80]!r} differs from "
+                                  f"{where(first_rank)} ({str(a)[:80]!r}): rank files of two "
+                                  f"runs in one folder; remove the stale ones or rerun with "
+                                  f"--force")
+    world = exec_field(first, "world_size")
+    try:
+        n = int(world) if world is not None else None
+    except (TypeError, ValueError):
+        n = None
+    ranks = [r for r, _ in parts]
+    if n is not None and ranks != list(range(n)):
+        extra = [r for r in ranks if r >= n]
+        if extra:
+            raise ResultError(f"{where(extra[0])}: rank {extra[0]} in a world of {n} (the "
+                              f"world size the rank files record): a stale file of an "
+                              f"earlier run; remove it or rerun with --force")
+        missing = sorted(set(range(n)) - set(ranks))
+        raise ResultError(f"{folder}: rank {missing[0]} of a world of {n} has no "
+                          f"{rank_name(missing[0])}")
 
 
 def merge_ranks(parts: List[Tuple[int, RunResult]], source: str) -> RunResult:
@@ -553,7 +610,14 @@ def load(path: str) -> RunResult:
     if os.path.isdir(path):
         ranks = rank_files(path)
         if ranks:
-            return merge_ranks([(r, load(p)) for r, p in ranks], path)
+            for name in ("result.jsonl", "result.json"):
+                if os.path.lexists(os.path.join(path, name)):
+                    raise ResultError(f"{os.path.join(path, name)}: beside rank files "
+                                      f"({os.path.basename(ranks[0][1])}...): two runs in one "
+                                      f"folder; load one file, or remove the stale one")
+            parts = [(r, load(p)) for r, p in ranks]
+            check_ranks(path, parts)
+            return merge_ranks(parts, path)
         for name in ("result.jsonl", "result.json"):
             if os.path.isfile(os.path.join(path, name)):
                 return load(os.path.join(path, name))
