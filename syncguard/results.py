@@ -218,7 +218,10 @@ class ResultWriter:
 
     def _write(self, obj: Dict[str, Any]) -> None:
         assert self._f is not None, "result writer is closed"
-        self._f.write(json.dumps(obj, separators=(",", ":"), default=str) + "\n")
+        from ._untrusted import dumps
+
+        # never NaN or Infinity: not JSON, and the file is read back for the reports
+        self._f.write(dumps(obj, separators=(",", ":"), default=str) + "\n")
         self._f.flush()
 
     def step(self, rec: StepRecord, events: List[SyncEvent]) -> None:
@@ -300,7 +303,19 @@ class RunResult:
     def write_json(self, f: IO[str]) -> None:
         """Write the whole result as one JSON document to ``f``, one step or event per line,
         without building the document in memory (a 10k-step run stays flat)."""
-        enc = json.JSONEncoder(default=str, separators=(",", ":"))
+        from ._untrusted import finite_json
+
+        plain = json.JSONEncoder(default=str, separators=(",", ":"), allow_nan=False)
+
+        class _Enc:  # NaN/Infinity become null: result.json stays JSON
+            @staticmethod
+            def encode(o: Any) -> str:
+                try:
+                    return plain.encode(o)
+                except ValueError:
+                    return plain.encode(finite_json(o))
+
+        enc = _Enc()
 
         def seq(items: Iterable[Any]) -> None:
             first = True
@@ -623,10 +638,12 @@ def load(path: str) -> RunResult:
                 return load(os.path.join(path, name))
         raise ResultError(f"{path}: no result.jsonl, result.json or result.rank<N>.jsonl in "
                           f"this folder")
-    try:
-        f = open(path, "rb")
-    except OSError as exc:
-        raise ResultError(f"{path}: cannot read: {exc.strerror}") from None
+    from ._untrusted import UntrustedError, open_regular
+
+    try:  # a regular file only: a FIFO or device is refused without blocking
+        f = open_regular(path, "result")
+    except UntrustedError as exc:
+        raise ResultError(str(exc)) from None
     with f:
         start = f.read(4)
         if start[:2] in (b"\xff\xfe", b"\xfe\xff") or (len(start) >= 2 and (

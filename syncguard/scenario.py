@@ -72,6 +72,8 @@ _GREEDY_EPS = 1e-6
 TOP_K_MAX = 1 << 30
 #: Scenario files larger than this are refused before parsing (bytes).
 MAX_FILE_BYTES = 1 << 20
+#: Seeds are 64-bit (torch.Generator.manual_seed); larger ones are refused, not wrapped.
+SEED_MAX = 2 ** 64 - 1
 
 
 def _builtin_dir() -> str:
@@ -231,7 +233,7 @@ def _request(file: str, where: str, table: Any) -> List[RequestSpec]:
     if top_k != -1 and top_k < 1:
         f.fail("top_k", f"must be -1 (no top-k) or >= 1, got {top_k}")
     min_p = f.get("min_p", (float,), 0.0, lo=0.0, hi=1.0)
-    seed = f.get("seed", (int,), None, lo=0)
+    seed = f.get("seed", (int,), None, lo=0, hi=SEED_MAX)
     f.done()
     ids = [rid] if count == 1 and "count" not in f.table else [f"{rid}-{i}" for i in range(count)]
     return [RequestSpec(i, temperature, top_p, top_k, min_p, seed) for i in ids]
@@ -260,7 +262,7 @@ def parse(text: str, file: str = "<memory>") -> Scenario:
     warmup = f.get("warmup", (int,), min(2, steps - 1), lo=0)
     if warmup >= steps:
         f.fail("warmup", f"must be < steps ({steps}), got {warmup}")
-    seed = f.get("seed", (int,), 0, lo=0)
+    seed = f.get("seed", (int,), 0, lo=0, hi=SEED_MAX)
     deterministic = f.get("deterministic", (bool,), False)
     # ``subjects`` (any registered subject or MODULE:OBJ) or the older ``paths``
     key = "subjects" if "subjects" in data else "paths"
@@ -389,19 +391,12 @@ def _check_logit_range(file: str, dtype: str, scale: float, reqs: List[RequestSp
 def load(path: str) -> Scenario:
     """Load a scenario file (UTF-8 TOML). Raises :class:`ScenarioError` (unreadable, not UTF-8,
     too large, malformed)."""
-    try:
-        with open(path, "rb") as fh:
-            raw = fh.read(MAX_FILE_BYTES + 1)
-    except OSError as exc:
-        raise ScenarioError(f"{path}: cannot read: {exc.strerror}") from None
-    if len(raw) > MAX_FILE_BYTES:
-        raise ScenarioError(f"{path}: larger than {MAX_FILE_BYTES >> 20} MiB: not a scenario "
-                            f"file")
-    try:
-        text = raw.decode("utf-8-sig")  # a leading BOM is dropped
-    except UnicodeDecodeError as exc:
-        raise ScenarioError(f"{path}: not UTF-8 text (byte 0x{raw[exc.start]:02x} at offset "
-                            f"{exc.start}); save the scenario as UTF-8") from None
+    from ._untrusted import UntrustedError, read_text
+
+    try:  # a regular UTF-8 file, size bounded, never blocking on a FIFO
+        text = read_text(path, "scenario", MAX_FILE_BYTES)
+    except UntrustedError as exc:
+        raise ScenarioError(str(exc)) from None
     return parse(text, path)
 
 
