@@ -45,7 +45,7 @@ def test_the_request_limit_can_be_raised_on_purpose(monkeypatch: pytest.MonkeyPa
 def test_finishing_many_of_many_live_requests_is_linear() -> None:
     """An event finishing 30k of 60k live requests: list.remove made it quadratic."""
     n = 60_000
-    reqs = "".join(f'[[requests]]\nid = "r"\ncount = 4096\n'.replace('"r"', f'"r{k}"')
+    reqs = "".join('[[requests]]\nid = "r"\ncount = 4096\n'.replace('"r"', f'"r{k}"')
                    for k in range(n // 4096)) + f'[[requests]]\nid = "z"\ncount = {n % 4096}\n'
     finish = ", ".join(f'"r{k}-{i}"' for k in range(n // 4096) for i in range(0, 4096, 2))
     text = HEAD + reqs + f"[[events]]\nstep = 1\nfinish = [{finish}]\n"
