@@ -134,3 +134,45 @@ def test_what_syncguard_writes_never_holds_nan_or_infinity(tmp_path: Path) -> No
     for line in (tmp_path / "r.jsonl").read_text(encoding="utf-8").splitlines():
         json.loads(line, parse_constant=lambda c: pytest.fail(f"{c} written"))
     assert _untrusted.dumps({"a": float("-inf")}) == '{"a": null}'
+
+
+def _mutations(valid: bytes, seed: int) -> bytes:
+    import random
+
+    rng = random.Random(seed)
+    b = bytearray(valid)
+    for _ in range(rng.randint(1, 8)):
+        if not b:
+            break
+        op = rng.randrange(4)
+        i = rng.randrange(len(b))
+        if op == 0:
+            b[i] = rng.randrange(256)
+        elif op == 1:
+            del b[i:i + rng.randint(1, 20)]
+        elif op == 2:
+            b[i:i] = rng.choice([b"[", b"{", b"1e999", b"NaN", b"\xff", b'"', b"-1", b"\x00"])
+        else:
+            b = b[:i]
+    return bytes(b)
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_random_baseline_and_profile_mutations_raise_only_their_error(
+        seed: int, tmp_path: Path) -> None:
+    """Fuzz: a mutated baseline or profile loads or raises the reader's own one-line error
+    (exit 2 in the CLI), never anything else."""
+    from syncguard.baseline import Baseline, BaselineError, BaselineSite
+    from syncguard.timeline import ProfileError, load_profile
+
+    good = tmp_path / "good.json"
+    Baseline([BaselineSite("s", "p", f"k{i}", i, site="a.py:1") for i in range(3)]).save(
+        str(good))
+    for valid, load, err in ((good.read_bytes(), Baseline.load, BaselineError),
+                             (SHIPPED.read_bytes(), load_profile, ProfileError)):
+        p = tmp_path / "m.json"
+        p.write_bytes(_mutations(valid, seed))
+        try:
+            load(str(p))
+        except err as exc:
+            assert "\n" not in str(exc) and str(p) in str(exc)
