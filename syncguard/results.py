@@ -674,12 +674,30 @@ def load(path: str) -> RunResult:
 _DOC_START = '{"header": '
 
 
+def _shared(event: Dict[str, Any], strings: Dict[str, str]) -> Dict[str, Any]:
+    """``event`` with its string values (and its stack frames' strings) replaced by one shared
+    copy per distinct string: a run's events repeat the same file names, functions, kinds and
+    APIs, and a result of 200,000 events would otherwise hold a copy of each per event."""
+    for k, v in event.items():
+        if type(v) is str:
+            event[k] = strings.setdefault(v, v)
+    stack = event.get("stack")
+    if stack:
+        for fr in stack:
+            if type(fr) is dict:
+                for k, v in fr.items():
+                    if type(v) is str:
+                        fr[k] = strings.setdefault(v, v)
+    return event
+
+
 def _load_lines(path: str, f: IO[str]) -> RunResult:
     header: Optional[Dict[str, Any]] = None
     steps: List[StepRecord] = []
     events: List[Dict[str, Any]] = []
     notes: List[Dict[str, Any]] = []
     timelines: List[Dict[str, Any]] = []
+    strings: Dict[str, str] = {}
     footer = None
     torn: Optional[int] = None  # a line that did not parse: fine only if it is the last one
     for i, line in enumerate(f, 1):
@@ -700,7 +718,8 @@ def _load_lines(path: str, f: IO[str]) -> RunResult:
         elif t == "step":
             steps.append(_step(f"{path}:{i}", obj))
         elif t == "event":
-            events.append(_check_fields(f"{path}:{i}", "event", obj, _EVENT_FIELDS))
+            events.append(_shared(_check_fields(f"{path}:{i}", "event", obj, _EVENT_FIELDS),
+                                  strings))
         elif t == "footer":
             footer = {"type": "footer", **obj}
         elif t == "note":

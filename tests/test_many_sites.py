@@ -44,3 +44,15 @@ def test_the_top_sites_are_the_ones_with_the_most_syncs(tmp_path: Path,
     rc, out, _ = cli(capsys, "check", str(res))
     assert rc == 1 and "model.py:999" in out and "and 11 more failing sites" in out
     assert os.path.exists(res)
+
+
+def test_loaded_events_share_their_repeated_strings(tmp_path: Path) -> None:
+    """Per-site memory: 200,000 events of one file hold one copy of its name, not 200,000."""
+    from syncguard import results
+
+    res = results.load(str(write_result(tmp_path / "r.jsonl", events=[
+        {"lineno": i + 1, "stack": [{"filename": "model.py", "lineno": i + 1,
+                                     "function": "f"}]} for i in range(3)])))
+    a, b = res.events[0], res.events[2]
+    assert a["filename"] is b["filename"] and a["api"] is b["api"]
+    assert a["stack"][0]["filename"] is b["stack"][0]["filename"]
