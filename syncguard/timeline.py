@@ -43,8 +43,8 @@ SOURCES = ("spec", "estimate", "calibrated")
 #: by almost nothing (5e-324 GB/s).
 PHYSICAL: Dict[str, Tuple[float, float, str]] = {
     "us": (0.0, 1e6, "us"),  # up to one second per launch, kernel or sync
-    "gbps": (1e-3, 1e6, "GB/s"),
-    "tflops": (1e-3, 1e6, "TFLOP/s"),
+    "gbps": (1e-6, 1e6, "GB/s"),  # a measured CPU stand-in can be slow: only absurd is out
+    "tflops": (1e-6, 1e6, "TFLOP/s"),
 }
 #: Op-level detail (for trace.json) is kept for this many non-warm-up steps per path.
 TRACE_STEPS = 8
