@@ -433,6 +433,21 @@ def _check_fields(where: str, what: str, obj: Any,
     return obj
 
 
+_FRAME_KEYS = {"filename", "lineno", "function"}
+
+
+def _event(where: str, obj: Any) -> Dict[str, Any]:
+    """An event line checked like :func:`_check_fields`, and its ``stack`` frame by frame
+    (each ``{"filename": str, "lineno": int, "function": str}``, as ``SyncEvent`` reads it)."""
+    ev = _check_fields(where, "event", obj, _EVENT_FIELDS)
+    for i, fr in enumerate(ev.get("stack") or ()):
+        if not (type(fr) is dict and set(fr) == _FRAME_KEYS and _is_str(fr["filename"])
+                and _is_int(fr["lineno"]) and _is_str(fr["function"])):
+            raise ResultError(f"{where}: event.stack[{i}]: must be an object with filename "
+                              f"(a string), lineno (an integer >= 0) and function (a string)")
+    return ev
+
+
 def _step(where: str, obj: Any) -> StepRecord:
     d = _check_fields(where, "step", obj, _STEP_FIELDS)
     return StepRecord.from_dict(d)
@@ -487,8 +502,7 @@ def _load_document(path: str, f: IO[str]) -> RunResult:
         if not isinstance(parts[key], list):
             raise ResultError(f"{path}: {key}: must be a JSON array")
     steps = [_step(f"{path}: steps[{i}]", d) for i, d in enumerate(parts["steps"])]
-    events = [_check_fields(f"{path}: events[{i}]", "event", e, _EVENT_FIELDS)
-              for i, e in enumerate(parts["events"])]
+    events = [_event(f"{path}: events[{i}]", e) for i, e in enumerate(parts["events"])]
     for i, n in enumerate(parts["notes"]):
         if not isinstance(n, dict):
             raise ResultError(f"{path}: notes[{i}]: must be a JSON object")
@@ -718,8 +732,7 @@ def _load_lines(path: str, f: IO[str]) -> RunResult:
         elif t == "step":
             steps.append(_step(f"{path}:{i}", obj))
         elif t == "event":
-            events.append(_shared(_check_fields(f"{path}:{i}", "event", obj, _EVENT_FIELDS),
-                                  strings))
+            events.append(_shared(_event(f"{path}:{i}", obj), strings))
         elif t == "footer":
             footer = {"type": "footer", **obj}
         elif t == "note":

@@ -176,3 +176,13 @@ def test_random_baseline_and_profile_mutations_raise_only_their_error(
             load(str(p))
         except err as exc:
             assert "\n" not in str(exc) and str(p) in str(exc)
+
+
+@pytest.mark.parametrize("stack", [[{"bogus": 1}], [1], [{"filename": "a.py", "lineno": "3",
+                                                          "function": "f"}]])
+def test_a_crafted_stack_frame_is_exit_2(stack: list, tmp_path: Path,
+                                         capsys: pytest.CaptureFixture) -> None:
+    """A recorded event's stack is read back as frames by check: a bad one was exit 3."""
+    res = write_result(tmp_path / "r.jsonl", events=[{"stack": stack}])
+    rc, _, err = cli(capsys, "check", str(res))
+    assert rc == EXIT_USAGE and "event.stack[0]" in one_error_line(err)
