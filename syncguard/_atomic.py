@@ -3,7 +3,10 @@
 :func:`atomic_open` writes to a new temporary file in the target's folder and renames it over
 the target only once everything is written and flushed, so a reader (or an interrupted run)
 sees the old file or the new one, never a 0-byte or half-written one. The rename replaces a
-symbolic link at the target itself: nothing is ever written where a link points.
+symbolic link at the target itself: nothing is ever written where a link points. Only a
+regular file (or a link) is ever replaced: a character device (``/dev/null``, a terminal) or a
+FIFO at the path is written as a stream, never swapped for a file, and a folder, socket or
+block device is refused (:class:`OutputError`). :func:`check_output` says so before any work.
 
 :func:`open_stream` opens a file that is written as it goes (``result.jsonl``): a link at the
 path is removed first and the file opened with ``O_NOFOLLOW``.
@@ -12,11 +15,78 @@ path is removed first and the file opened with ``O_NOFOLLOW``.
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import secrets
+import stat
 from typing import IO, Iterator, Optional
 
 _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
+_NONBLOCK = getattr(os, "O_NONBLOCK", 0)
+
+
+class OutputError(ValueError):
+    """An output path syncguard will not write (a folder, socket, block device, a FIFO nobody
+    reads, a parent that is not a folder); the message names the path and why."""
+
+
+def output_kind(path: str) -> str:
+    """What writing ``path`` does: ``"new"`` (nothing there), ``"file"`` (a regular file or a
+    symbolic link: replaced atomically) or ``"stream"`` (a character device or FIFO: written
+    in place). Raises :class:`OutputError` for anything else."""
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        parent = os.path.dirname(os.path.abspath(path))
+        while not os.path.lexists(parent):
+            parent = os.path.dirname(parent)
+        if not os.path.isdir(parent):
+            raise OutputError(f"{path}: {parent} is not a folder") from None
+        return "new"
+    except NotADirectoryError:
+        raise OutputError(f"{path}: a parent of it is not a folder") from None
+    except OSError as exc:
+        raise OutputError(f"{path}: {exc.strerror}") from None
+    mode = st.st_mode
+    if stat.S_ISREG(mode) or stat.S_ISLNK(mode):
+        return "file"
+    if stat.S_ISCHR(mode) or stat.S_ISFIFO(mode):
+        return "stream"
+    what = ("a folder" if stat.S_ISDIR(mode) else "a socket" if stat.S_ISSOCK(mode)
+            else "a block device" if stat.S_ISBLK(mode) else "not a regular file")
+    raise OutputError(f"{path}: is {what}; syncguard writes regular files, character devices "
+                      f"and FIFOs only")
+
+
+def _open_stream_target(path: str) -> int:
+    """A character device or FIFO opened for writing in place (no create, no truncate, no
+    link followed). A FIFO is opened without blocking: with no reader that fails at once
+    (:class:`OutputError`) instead of hanging."""
+    try:
+        fd = os.open(path, os.O_WRONLY | _NOFOLLOW | _NONBLOCK)
+    except OSError as exc:
+        if exc.errno == errno.ENXIO:
+            raise OutputError(f"{path}: a FIFO with no reader") from None
+        raise OutputError(f"{path}: cannot write: {exc.strerror}") from None
+    st = os.fstat(fd)
+    if not (stat.S_ISCHR(st.st_mode) or stat.S_ISFIFO(st.st_mode)):  # swapped meanwhile
+        os.close(fd)
+        raise OutputError(f"{path}: changed while it was opened")
+    if _NONBLOCK:
+        import fcntl
+
+        fcntl.fcntl(fd, fcntl.F_SETFL, fcntl.fcntl(fd, fcntl.F_GETFL) & ~_NONBLOCK)
+    return fd
+
+
+def check_output(path: str) -> str:
+    """Raise :class:`OutputError` when ``path`` cannot be written as an output (see
+    :func:`output_kind`); call before any work. A FIFO must have a reader now. Returns the
+    kind."""
+    kind = output_kind(path)
+    if kind == "stream":
+        os.close(_open_stream_target(path))
+    return kind
 
 
 def _create_new(path: str) -> int:
@@ -30,7 +100,13 @@ def atomic_open(path: str, *, encoding: str = "utf-8",
                 newline: Optional[str] = None) -> Iterator[IO[str]]:
     """A text file to write ``path`` with: a temporary file next to it, renamed over ``path``
     when the block ends without an exception (also on KeyboardInterrupt it is removed and
-    ``path`` left as it was). The parent folder is created if needed."""
+    ``path`` left as it was). The parent folder is created if needed. A character device or
+    FIFO at ``path`` is written in place instead (see :func:`output_kind`)."""
+    if output_kind(path) == "stream":
+        with os.fdopen(_open_stream_target(path), "w", encoding=encoding,
+                       newline=newline) as s:
+            yield s
+        return
     parent = os.path.dirname(os.path.abspath(path))
     os.makedirs(parent, exist_ok=True)
     base = os.path.basename(path)
@@ -66,6 +142,8 @@ def open_stream(path: str, *, encoding: str = "utf-8") -> IO[str]:
     """Open ``path`` for writing line by line, truncating it, without following a link: a
     symbolic link at ``path`` is removed and a regular file created in its place."""
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    if output_kind(path) == "stream":
+        raise OutputError(f"{path}: is a device or FIFO, not a regular file")
     if os.path.islink(path):
         os.unlink(path)
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | _NOFOLLOW, 0o666)

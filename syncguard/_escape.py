@@ -5,7 +5,13 @@ crafted. Each output has its own rules, applied here and nowhere else:
 
 - :func:`terminal`: control characters (C0, DEL, C1) and bidirectional overrides shown as
   visible escapes (``\\x1b``, ``\\n``, ``\\u202e``), so text never moves the cursor, starts a
-  line (a GitHub workflow command in a CI log) or recolours a terminal.
+  line (a GitHub workflow command in a CI log) or recolours a terminal; a ``::`` that could
+  begin a line (at the start or after a space, where a table wraps) becomes ``\\x3a:``.
+- :func:`no_workflow_lines` / :class:`LineSafeStream`: the last word on everything printed:
+  no line of it begins (after spaces or colours, which the GitHub runner skips) with ``::``,
+  even where a table cell was folded mid-word.
+- :func:`csv_cell`: a CSV cell a spreadsheet never reads as a formula (``= + - @``, tab, CR
+  at the start get a leading ``'``), control characters visible.
 - :func:`gh_data` / :func:`gh_property`: GitHub workflow-command escaping (``%``, CR, LF; also
   ``:`` and ``,`` in properties).
 - :func:`xml_text`: characters XML 1.0 forbids replaced by visible escapes (JUnit).
@@ -20,7 +26,7 @@ from __future__ import annotations
 
 import html as _html
 import re
-from typing import Any, Optional
+from typing import IO, Any, Callable, Optional, cast
 
 #: Scenario names and request ids: letters, digits and ``_ . + -``, starting with a letter,
 #: digit or ``_``; at most :data:`NAME_MAX` characters.
@@ -52,10 +58,63 @@ def name_problem(value: str) -> Optional[str]:
     return None
 
 
+# "::" where a line could begin once the text is printed: at its start, or after a space where
+# a table may wrap it onto a new line (the GitHub runner skips leading spaces)
+_WORKFLOW = re.compile(r"(?:^|(?<=\s))::")
+# "::" at the start of a line after spaces, tabs or colour codes (SGR sequences)
+_WORKFLOW_LINE = re.compile(r"^((?:[ \t]|\x1b\[[0-9;]*m)*)::", re.MULTILINE)
+_LINE_START = re.compile(r"(?:[ \t]|\x1b\[[0-9;]*m)*\Z")
+
+
 def terminal(s: Any) -> str:
     """``s`` as text safe on a terminal or in a CI log: every control character (newlines
-    included) and bidi override replaced by a visible escape."""
-    return _UNSAFE.sub(_visible, str(s))
+    included) and bidi override replaced by a visible escape, and a ``::`` that could begin a
+    line (a GitHub workflow command) shown as ``\\x3a:``."""
+    return _WORKFLOW.sub("\\\\x3a:", _UNSAFE.sub(_visible, str(s)))
+
+
+def no_workflow_lines(text: str, at_line_start: bool = True) -> str:
+    """``text`` (many lines, as printed) with every line that begins with ``::`` after
+    spaces or colour codes made inert (``\\x3a:``). ``at_line_start``: whether ``text``
+    continues a line holding only spaces so far (False: it continues other text)."""
+    if at_line_start:
+        return _WORKFLOW_LINE.sub(r"\1\\x3a:", text)
+    head, sep, rest = text.partition("\n")  # the first line continues other text: as it is
+    return head + sep + _WORKFLOW_LINE.sub(r"\1\\x3a:", rest) if sep else text
+
+
+class LineSafeStream:
+    """A text stream that writes to ``target()`` (resolved at each write, so a replaced
+    ``sys.stdout`` is followed) through :func:`no_workflow_lines`; everything else (isatty,
+    fileno, encoding) is the target's. Rich consoles print reports through it."""
+
+    def __init__(self, target: Any) -> None:
+        self._target = target
+        self._at_start = True
+
+    def write(self, text: str) -> int:
+        self._target().write(no_workflow_lines(text, self._at_start))
+        tail = text.rpartition("\n")[2]
+        self._at_start = bool(_LINE_START.match(tail)) and (self._at_start or "\n" in text)
+        return len(text)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._target(), name)
+
+
+def line_safe(target: Callable[[], IO[str]]) -> IO[str]:
+    """A :class:`LineSafeStream` on ``target()``, typed as the stream it stands for."""
+    return cast(IO[str], LineSafeStream(target))
+
+
+def csv_cell(v: Any) -> Any:
+    """A CSV cell: text starting with ``= + - @`` (or tab, CR) gets a leading ``'`` so no
+    spreadsheet runs it as a formula; control characters shown as escapes. Numbers and
+    None pass unchanged."""
+    if not isinstance(v, str):
+        return v
+    t = _UNSAFE.sub(_visible, v)  # "::" is harmless in a file: kept as it is
+    return "'" + t if v[:1] in ("=", "+", "-", "@", "\t", "\r") else t
 
 
 def one_line(s: Any) -> str:

@@ -15,6 +15,12 @@ work a signal must not cut in half.
   ``setattr`` and the bookkeeping that records it would leave a patch behind for the rest of
   the process.
 
+- :func:`program_handlers` (``exec`` wraps the user's program in it): a program that sets
+  its own SIGINT/SIGTERM handlers (servers do) gets them called, but syncguard's stays in
+  place: the first signal is recorded and handed to the program's handler, the run stops at
+  the program's next step boundary, and a second signal (or the grace period,
+  ``SYNCGUARD_STOP_GRACE_SECONDS``, default 10) stops it at once, reports written.
+
 Signal handlers can only be set from the main thread; elsewhere all of this is a no-op.
 """
 
@@ -104,6 +110,76 @@ def stop_on_signals() -> Iterator[None]:
         for s, h in old.items():
             signal.signal(s, h)
         _requested = None
+
+
+GRACE_ENV, GRACE_DEFAULT_S = "SYNCGUARD_STOP_GRACE_SECONDS", 10.0
+
+
+def _grace_seconds() -> float:
+    try:
+        v = float(os.environ.get(GRACE_ENV, "") or GRACE_DEFAULT_S)
+    except ValueError:
+        v = GRACE_DEFAULT_S
+    return v if 0 <= v < 1e9 else GRACE_DEFAULT_S
+
+
+@contextlib.contextmanager
+def program_handlers() -> Iterator[None]:
+    """While the block runs a user's program: ``signal.signal``/``signal.getsignal`` for
+    SIGINT and SIGTERM record the program's handler instead of replacing syncguard's (see the
+    module docstring). Restored when the block ends."""
+    global _requested
+    if not _main_thread():
+        yield
+        return
+    real_signal, real_getsignal = signal.signal, signal.getsignal
+    theirs: Dict[int, Any] = {}
+    timers: List[threading.Timer] = []
+
+    def grace(signum: int) -> None:
+        with contextlib.suppress(OSError):
+            os.kill(os.getpid(), signum)  # a second signal: stops even a blocked program
+
+    def ours(signum: int, frame: Any) -> None:
+        global _requested
+        if _requested is not None:  # the second signal, or the grace period ran out
+            raise interrupt_for(_requested)
+        _requested = signum
+        handler = theirs.get(signum)
+        if handler is None or handler == signal.SIG_DFL:
+            raise interrupt_for(signum)  # no handler of the program's: stop now
+        t = threading.Timer(_grace_seconds(), grace, (signum,))
+        t.daemon = True
+        t.start()
+        timers.append(t)
+        if callable(handler):  # the program's shutdown path; the next step boundary stops
+            handler(signum, frame)
+
+    def their_signal(signum: Any, handler: Any) -> Any:
+        if signum in _HANDLED and _main_thread():
+            prev = theirs.get(signum, signal.default_int_handler if signum == signal.SIGINT
+                              else signal.SIG_DFL)
+            real_signal(signum, handler)  # validates it as signal.signal would
+            real_signal(signum, ours)
+            theirs[signum] = handler
+            return prev
+        return real_signal(signum, handler)
+
+    def their_getsignal(signum: Any) -> Any:
+        if signum in _HANDLED and signum in theirs:
+            return theirs[signum]
+        return real_getsignal(signum)
+
+    old = {s: real_signal(s, ours) for s in _HANDLED}
+    signal.signal, signal.getsignal = their_signal, their_getsignal  # type: ignore[assignment]
+    try:
+        yield
+    finally:
+        signal.signal, signal.getsignal = real_signal, real_getsignal  # type: ignore[assignment]
+        for t in timers:
+            t.cancel()
+        for s, h in old.items():
+            real_signal(s, h)
 
 
 @contextlib.contextmanager

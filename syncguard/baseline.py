@@ -22,18 +22,21 @@ is matched by ``(scenario, path, key)``.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import linecache
 import os
 import re
 import sys
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Dict, Iterator, List, Optional, Tuple
 
 from .events import SyncEvent
 
 FORMAT = "syncguard-baseline"
 VERSION = 1
+#: The largest baseline file read (a baseline of 100k sites is about 40 MiB).
+MAX_FILE_BYTES = 256 << 20
 
 _REQUIRED: Tuple[Tuple[str, type], ...] = (
     ("scenario", str), ("path", str), ("key", str), ("count", int),
@@ -173,6 +176,27 @@ def site_key(ev: SyncEvent, root: Optional[str] = None) -> str:
     return f"{path}::{ev.function}::{ev.kind}::{ev.api}::{ev.op or '-'}::{where}"
 
 
+# ---------------------------------------------------------------------------- locking
+@contextlib.contextmanager
+def locked(path: str) -> Iterator[None]:
+    """Hold an exclusive ``flock`` on the folder of ``path`` while the block runs (the file
+    itself is replaced by a rename, so it cannot carry the lock; a folder lock leaves no file
+    behind). Without ``fcntl`` (Windows) the block runs unlocked."""
+    try:
+        import fcntl
+    except ImportError:  # pragma: no cover - Windows
+        yield
+        return
+    folder = os.path.dirname(os.path.abspath(path))
+    os.makedirs(folder, exist_ok=True)
+    fd = os.open(folder, os.O_RDONLY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # releases the lock
+
+
 # ---------------------------------------------------------------------------- findings
 @dataclasses.dataclass
 class Finding:
@@ -251,28 +275,39 @@ class Baseline:
                 "sites": [s.to_dict() for s in self.sites]}
 
     def save(self, path: str) -> None:
-        """Write the baseline as JSON (atomically: a temporary file, then a rename)."""
-        parent = os.path.dirname(os.path.abspath(path))
-        os.makedirs(parent, exist_ok=True)
-        tmp = f"{path}.tmp{os.getpid()}"
-        with open(tmp, "w", encoding="utf-8") as f:
-            json.dump(self.to_dict(), f, indent=2, sort_keys=False)
-            f.write("\n")
-        os.replace(tmp, path)
+        """Write the baseline as JSON (atomically: a temporary file, then a rename; a device or
+        FIFO at ``path`` is written in place, never replaced: :mod:`syncguard._atomic`)."""
+        from ._atomic import write_text
+
+        write_text(path, json.dumps(self.to_dict(), indent=2, sort_keys=False) + "\n")
+
+    @classmethod
+    def update(cls, path: str, sites: List[BaselineSite], replaced: Any) -> Baseline:
+        """Write ``path`` as: ``sites`` plus every site already in the file whose scenario is
+        not in ``replaced`` (the scenarios this run judged). The file is read again and
+        written under an exclusive lock (:func:`locked`), so two runs updating one baseline
+        (two pytest sessions with disjoint ``-k``) both keep their sites."""
+        replaced = set(replaced)
+        with locked(path):
+            old = cls.load(path) if os.path.lexists(path) else None
+            kept = [s for s in (old.sites if old is not None else [])
+                    if s.scenario not in replaced]
+            out = cls(kept + list(sites))
+            out.save(path)
+        return out
 
     @classmethod
     def load(cls, path: str) -> Baseline:
         """Read a baseline file; :class:`BaselineError` (a ValueError) names the file and the
         problem when it is missing, not JSON, of another format or version, or malformed."""
-        try:
-            with open(path, encoding="utf-8") as f:
-                text = f.read()
-        except OSError as exc:
-            raise BaselineError(f"cannot read baseline {path}: {exc.strerror or exc}") from exc
-        try:
-            data = json.loads(text)
-        except ValueError as exc:
-            raise BaselineError(f"baseline {path} is not valid JSON: {exc}") from exc
+        from ._untrusted import UntrustedError, load_json
+
+        try:  # a regular UTF-8 file, size and nesting bounded, never blocking on a FIFO
+            data = load_json(path, "baseline", MAX_FILE_BYTES)
+        except UntrustedError as exc:
+            if exc.strerror:
+                raise BaselineError(f"cannot read baseline {path}: {exc.strerror}") from None
+            raise BaselineError(f"baseline {exc}") from None
         return cls.from_dict(data, source=path)
 
     @classmethod

@@ -20,11 +20,12 @@ def load_tool_table(path: str) -> Dict[str, Any]:
         import tomllib
     else:  # pragma: no cover
         import tomli as tomllib
-    try:
-        with open(path, "rb") as f:
-            data = tomllib.load(f)
-    except OSError as exc:
-        raise ValueError(f"{path}: cannot read: {exc.strerror}") from None
+    from ._untrusted import UntrustedError, read_text
+
+    try:  # a regular UTF-8 file, size bounded, never blocking on a FIFO
+        data = tomllib.loads(read_text(path, "pyproject.toml", 16 << 20))
+    except UntrustedError as exc:
+        raise ValueError(str(exc)) from None
     except tomllib.TOMLDecodeError as exc:
         raise ValueError(f"{path}: not valid TOML: {exc}") from None
     except UnicodeDecodeError as exc:

@@ -466,12 +466,8 @@ class _BaselineRun:
 
         data = {"format": "syncguard-baseline", "version": 1, "sites": list(self.sites)}
         new = Baseline.from_dict(data, source=self.path)
-        judged = set(self.judged)
-        kept = [s for s in (self.base.sites if self.base is not None else [])
-                if s.scenario not in judged]
-        out = Baseline(new.sites + kept)
-        out.save(self.path)
-        return len(out)
+        # read again under a lock: another session may have written it since this one began
+        return len(Baseline.update(self.path, new.sites, self.judged))
 
 
 @pytest.hookimpl(optionalhook=True)

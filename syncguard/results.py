@@ -226,7 +226,10 @@ class ResultWriter:
 
     def _write(self, obj: Dict[str, Any]) -> None:
         assert self._f is not None, "result writer is closed"
-        self._f.write(json.dumps(obj, separators=(",", ":"), default=str) + "\n")
+        from ._untrusted import dumps
+
+        # never NaN or Infinity: not JSON, and the file is read back for the reports
+        self._f.write(dumps(obj, separators=(",", ":"), default=str) + "\n")
         self._f.flush()
 
     def step(self, rec: StepRecord, events: List[SyncEvent]) -> None:
@@ -320,7 +323,19 @@ class RunResult:
     def write_json(self, f: IO[str]) -> None:
         """Write the whole result as one JSON document to ``f``, one step or event per line,
         without building the document in memory (a 10k-step run stays flat)."""
-        enc = json.JSONEncoder(default=str, separators=(",", ":"))
+        from ._untrusted import finite_json
+
+        plain = json.JSONEncoder(default=str, separators=(",", ":"), allow_nan=False)
+
+        class _Enc:  # NaN/Infinity become null: result.json stays JSON
+            @staticmethod
+            def encode(o: Any) -> str:
+                try:
+                    return plain.encode(o)
+                except ValueError:
+                    return plain.encode(finite_json(o))
+
+        enc = _Enc()
 
         def seq(items: Iterable[Any]) -> None:
             first = True
@@ -438,6 +453,21 @@ def _check_fields(where: str, what: str, obj: Any,
     return obj
 
 
+_FRAME_KEYS = {"filename", "lineno", "function"}
+
+
+def _event(where: str, obj: Any) -> Dict[str, Any]:
+    """An event line checked like :func:`_check_fields`, and its ``stack`` frame by frame
+    (each ``{"filename": str, "lineno": int, "function": str}``, as ``SyncEvent`` reads it)."""
+    ev = _check_fields(where, "event", obj, _EVENT_FIELDS)
+    for i, fr in enumerate(ev.get("stack") or ()):
+        if not (type(fr) is dict and set(fr) == _FRAME_KEYS and _is_str(fr["filename"])
+                and _is_int(fr["lineno"]) and _is_str(fr["function"])):
+            raise ResultError(f"{where}: event.stack[{i}]: must be an object with filename "
+                              f"(a string), lineno (an integer >= 0) and function (a string)")
+    return ev
+
+
 def _step(where: str, obj: Any) -> StepRecord:
     d = _check_fields(where, "step", obj, _STEP_FIELDS)
     return StepRecord.from_dict(d)
@@ -492,8 +522,7 @@ def _load_document(path: str, f: IO[str]) -> RunResult:
         if not isinstance(parts[key], list):
             raise ResultError(f"{path}: {key}: must be a JSON array")
     steps = [_step(f"{path}: steps[{i}]", d) for i, d in enumerate(parts["steps"])]
-    events = [_check_fields(f"{path}: events[{i}]", "event", e, _EVENT_FIELDS)
-              for i, e in enumerate(parts["events"])]
+    events = [_event(f"{path}: events[{i}]", e) for i, e in enumerate(parts["events"])]
     for i, n in enumerate(parts["notes"]):
         if not isinstance(n, dict):
             raise ResultError(f"{path}: notes[{i}]: must be a JSON object")
@@ -507,14 +536,71 @@ def _load_document(path: str, f: IO[str]) -> RunResult:
     return RunResult(header, steps, events, footer, list(parts["notes"]), path, tls)
 
 
+_RANK_NAME = re.compile(r"result\.rank(.*)\.jsonl", re.DOTALL)
+_CANONICAL_RANK = re.compile(r"0|[1-9][0-9]{0,5}", re.ASCII)
+
+
+def rank_name(rank: int) -> str:
+    """The one file name of rank ``rank``'s result: ``result.rank<N>.jsonl``, N in ASCII
+    digits without leading zeros."""
+    return f"result.rank{rank}.jsonl"
+
+
 def rank_files(folder: str) -> List[Tuple[int, str]]:
-    """``(rank, path)`` of the per-rank results ``result.rank<N>.jsonl`` in ``folder``."""
+    """``(rank, path)`` of the per-rank results ``result.rank<N>.jsonl`` in ``folder``, by
+    rank. Raises :class:`ResultError` naming the file for a name that is not the canonical
+    one of its rank (``result.rank00.jsonl``, non-ASCII digits: they would merge as one rank,
+    counted twice)."""
     out = []
-    for name in os.listdir(folder):
-        m = re.fullmatch(r"result\.rank(\d+)\.jsonl", name)
-        if m:
-            out.append((int(m.group(1)), os.path.join(folder, name)))
+    for name in sorted(os.listdir(folder)):
+        m = _RANK_NAME.fullmatch(name)
+        if m is None:
+            continue
+        if not _CANONICAL_RANK.fullmatch(m.group(1)):
+            from ._escape import terminal
+
+            raise ResultError(f"{os.path.join(folder, terminal(name))}: not a rank file name "
+                              f"syncguard writes (result.rank<N>.jsonl, N in ASCII digits "
+                              f"without leading zeros): rename or remove it")
+        out.append((int(m.group(1)), os.path.join(folder, name)))
     return sorted(out)
+
+
+def check_ranks(folder: str, parts: List[Tuple[int, RunResult]]) -> None:
+    """Refuse (:class:`ResultError` naming the files) per-rank results that are not one run:
+    a world size that differs between them or from the ranks found, or different programs
+    (stale files of an earlier run left in ``folder``)."""
+    def where(rank: int) -> str:
+        return os.path.join(folder, rank_name(rank))
+
+    def exec_field(res: RunResult, key: str) -> Any:
+        ex = res.header.get("exec")
+        return ex.get(key) if isinstance(ex, dict) else None
+
+    first_rank, first = parts[0]
+    for rank, res in parts[1:]:
+        for key, what in (("world_size", "world size"), ("program", "program")):
+            a, b = exec_field(first, key), exec_field(res, key)
+            if a != b:
+                raise ResultError(f"{where(rank)}: {what} {str(b)[:80]!r} differs from "
+                                  f"{where(first_rank)} ({str(a)[:80]!r}): rank files of two "
+                                  f"runs in one folder; remove the stale ones or rerun with "
+                                  f"--force")
+    world = exec_field(first, "world_size")
+    try:
+        n = int(world) if world is not None else None
+    except (TypeError, ValueError):
+        n = None
+    ranks = [r for r, _ in parts]
+    if n is not None and ranks != list(range(n)):
+        extra = [r for r in ranks if r >= n]
+        if extra:
+            raise ResultError(f"{where(extra[0])}: rank {extra[0]} in a world of {n} (the "
+                              f"world size the rank files record): a stale file of an "
+                              f"earlier run; remove it or rerun with --force")
+        missing = sorted(set(range(n)) - set(ranks))
+        raise ResultError(f"{folder}: rank {missing[0]} of a world of {n} has no "
+                          f"{rank_name(missing[0])}")
 
 
 def merge_ranks(parts: List[Tuple[int, RunResult]], source: str) -> RunResult:
@@ -573,16 +659,25 @@ def load(path: str) -> RunResult:
     if os.path.isdir(path):
         ranks = rank_files(path)
         if ranks:
-            return merge_ranks([(r, load(p)) for r, p in ranks], path)
+            for name in ("result.jsonl", "result.json"):
+                if os.path.lexists(os.path.join(path, name)):
+                    raise ResultError(f"{os.path.join(path, name)}: beside rank files "
+                                      f"({os.path.basename(ranks[0][1])}...): two runs in one "
+                                      f"folder; load one file, or remove the stale one")
+            parts = [(r, load(p)) for r, p in ranks]
+            check_ranks(path, parts)
+            return merge_ranks(parts, path)
         for name in ("result.jsonl", "result.json"):
             if os.path.isfile(os.path.join(path, name)):
                 return load(os.path.join(path, name))
         raise ResultError(f"{path}: no result.jsonl, result.json or result.rank<N>.jsonl in "
                           f"this folder")
-    try:
-        f = open(path, "rb")
-    except OSError as exc:
-        raise ResultError(f"{path}: cannot read: {exc.strerror}") from None
+    from ._untrusted import UntrustedError, open_regular
+
+    try:  # a regular file only: a FIFO or device is refused without blocking
+        f = open_regular(path, "result")
+    except UntrustedError as exc:
+        raise ResultError(str(exc)) from None
     with f:
         start = f.read(4)
         if start[:2] in (b"\xff\xfe", b"\xfe\xff") or (len(start) >= 2 and (
@@ -613,12 +708,30 @@ def load(path: str) -> RunResult:
 _DOC_START = '{"header": '
 
 
+def _shared(event: Dict[str, Any], strings: Dict[str, str]) -> Dict[str, Any]:
+    """``event`` with its string values (and its stack frames' strings) replaced by one shared
+    copy per distinct string: a run's events repeat the same file names, functions, kinds and
+    APIs, and a result of 200,000 events would otherwise hold a copy of each per event."""
+    for k, v in event.items():
+        if type(v) is str:
+            event[k] = strings.setdefault(v, v)
+    stack = event.get("stack")
+    if stack:
+        for fr in stack:
+            if type(fr) is dict:
+                for k, v in fr.items():
+                    if type(v) is str:
+                        fr[k] = strings.setdefault(v, v)
+    return event
+
+
 def _load_lines(path: str, f: IO[str]) -> RunResult:
     header: Optional[Dict[str, Any]] = None
     steps: List[StepRecord] = []
     events: List[Dict[str, Any]] = []
     notes: List[Dict[str, Any]] = []
     timelines: List[Dict[str, Any]] = []
+    strings: Dict[str, str] = {}
     footer = None
     torn: Optional[int] = None  # a line that did not parse: fine only if it is the last one
     for i, line in enumerate(f, 1):
@@ -639,7 +752,7 @@ def _load_lines(path: str, f: IO[str]) -> RunResult:
         elif t == "step":
             steps.append(_step(f"{path}:{i}", obj))
         elif t == "event":
-            events.append(_check_fields(f"{path}:{i}", "event", obj, _EVENT_FIELDS))
+            events.append(_shared(_event(f"{path}:{i}", obj), strings))
         elif t == "footer":
             footer = {"type": "footer", **obj}
         elif t == "note":

@@ -72,6 +72,8 @@ _GREEDY_EPS = 1e-6
 TOP_K_MAX = 1 << 30
 #: Scenario files larger than this are refused before parsing (bytes).
 MAX_FILE_BYTES = 1 << 20
+#: Seeds are 64-bit (torch.Generator.manual_seed); larger ones are refused, not wrapped.
+SEED_MAX = 2 ** 64 - 1
 
 
 def _builtin_dir() -> str:
@@ -231,7 +233,7 @@ def _request(file: str, where: str, table: Any) -> List[RequestSpec]:
     if top_k != -1 and top_k < 1:
         f.fail("top_k", f"must be -1 (no top-k) or >= 1, got {top_k}")
     min_p = f.get("min_p", (float,), 0.0, lo=0.0, hi=1.0)
-    seed = f.get("seed", (int,), None, lo=0)
+    seed = f.get("seed", (int,), None, lo=0, hi=SEED_MAX)
     f.done()
     ids = [rid] if count == 1 and "count" not in f.table else [f"{rid}-{i}" for i in range(count)]
     return [RequestSpec(i, temperature, top_p, top_k, min_p, seed) for i in ids]
@@ -260,7 +262,7 @@ def parse(text: str, file: str = "<memory>") -> Scenario:
     warmup = f.get("warmup", (int,), min(2, steps - 1), lo=0)
     if warmup >= steps:
         f.fail("warmup", f"must be < steps ({steps}), got {warmup}")
-    seed = f.get("seed", (int,), 0, lo=0)
+    seed = f.get("seed", (int,), 0, lo=0, hi=SEED_MAX)
     deterministic = f.get("deterministic", (bool,), False)
     # ``subjects`` (any registered subject or MODULE:OBJ) or the older ``paths``
     key = "subjects" if "subjects" in data else "paths"
@@ -282,18 +284,21 @@ def parse(text: str, file: str = "<memory>") -> Scenario:
     forward_ms = lg.get("forward_ms", (float,), 0.0, lo=0.0, hi=60_000.0)
     lg.done()
     raw_reqs = f.get("requests", (list,))
+    raw_events = f.get("events", (list,), [])
+    _check_declared(file, raw_reqs, raw_events)  # before anything is expanded
     requests: List[RequestSpec] = []
     for i, r in enumerate(raw_reqs):
         requests.extend(_request(file, f"requests[{i}]", r))
     if not requests:
         f.fail("requests", "needs at least one request")
-    live = [r.id for r in requests]
+    # the batch as an ordered set: a finish or join is O(1), however many requests are live
+    live: Dict[str, None] = {}
+    for r in requests:
+        if r.id in live:
+            f.fail("requests", f"duplicate request id {r.id!r}")
+        live[r.id] = None
     seen = set(live)
-    if len(seen) != len(live):
-        dup = next(x for x in live if live.count(x) > 1)
-        f.fail("requests", f"duplicate request id {dup!r}")
     events: List[EventSpec] = []
-    raw_events = f.get("events", (list,), [])
     indexed = []
     for i, e in enumerate(raw_events):
         ef = _Fields(file, f"events[{i}]", e)
@@ -314,13 +319,13 @@ def parse(text: str, file: str = "<memory>") -> Scenario:
             if rid not in live:
                 raise ScenarioError(f"{file}: events[{i}].finish[{j}]: request {rid!r} is not "
                                     f"in the batch at step {step}")
-            live.remove(rid)
+            del live[rid]
         for r in ev.join:
             if r.id in seen:
                 raise ScenarioError(f"{file}: events[{i}].join: request id {r.id!r} is "
                                     f"already used")
             seen.add(r.id)
-            live.append(r.id)
+            live[r.id] = None
         if not live:
             raise ScenarioError(f"{file}: events[{i}]: leaves the batch empty at step {step}")
         events.append(ev)
@@ -345,6 +350,31 @@ def parse(text: str, file: str = "<memory>") -> Scenario:
     return Scenario(name, description, vocab, dtype, steps, warmup, seed, deterministic,
                     tuple(paths), scale, workload, tuple(requests), tuple(events), max_syncs,
                     file, text, forward_ms)
+
+
+def _declared(tables: Any) -> int:
+    """Requests a list of request tables declares, ``count`` included (an unchecked count
+    counts as 1: it is refused when the table is read)."""
+    if not isinstance(tables, list):
+        return 0
+    n = 0
+    for t in tables:
+        c = t.get("count", 1) if isinstance(t, dict) else 1
+        n += c if type(c) is int and c > 0 else 1
+    return n
+
+
+def _check_declared(file: str, raw_reqs: Any, raw_events: Any) -> None:
+    """Refuse, before any request is expanded, more requests (the batch and every join,
+    counts included) than ``SYNCGUARD_MAX_REQUESTS`` (default 65536)."""
+    limit = _limit(REQUESTS_ENV, REQUESTS_DEFAULT)
+    total = _declared(raw_reqs)
+    if isinstance(raw_events, list):
+        total += sum(_declared(e.get("join")) for e in raw_events if isinstance(e, dict))
+    if total > limit:
+        raise ScenarioError(f"{file}: requests: {total} requests declared (the batch and every "
+                            f"event's join, counts included), over the {limit:g} limit; set "
+                            f"{REQUESTS_ENV} to raise it on purpose")
 
 
 def _subject_names(paths: Sequence[str]) -> List[str]:
@@ -389,24 +419,18 @@ def _check_logit_range(file: str, dtype: str, scale: float, reqs: List[RequestSp
 def load(path: str) -> Scenario:
     """Load a scenario file (UTF-8 TOML). Raises :class:`ScenarioError` (unreadable, not UTF-8,
     too large, malformed)."""
-    try:
-        with open(path, "rb") as fh:
-            raw = fh.read(MAX_FILE_BYTES + 1)
-    except OSError as exc:
-        raise ScenarioError(f"{path}: cannot read: {exc.strerror}") from None
-    if len(raw) > MAX_FILE_BYTES:
-        raise ScenarioError(f"{path}: larger than {MAX_FILE_BYTES >> 20} MiB: not a scenario "
-                            f"file")
-    try:
-        text = raw.decode("utf-8-sig")  # a leading BOM is dropped
-    except UnicodeDecodeError as exc:
-        raise ScenarioError(f"{path}: not UTF-8 text (byte 0x{raw[exc.start]:02x} at offset "
-                            f"{exc.start}); save the scenario as UTF-8") from None
+    from ._untrusted import UntrustedError, read_text
+
+    try:  # a regular UTF-8 file, size bounded, never blocking on a FIFO
+        text = read_text(path, "scenario", MAX_FILE_BYTES)
+    except UntrustedError as exc:
+        raise ScenarioError(str(exc)) from None
     return parse(text, path)
 
 
 #: Environment variables that raise (or lower) the resource limits, and their defaults.
 MEMORY_ENV, MEMORY_DEFAULT_GB = "SYNCGUARD_MAX_MEMORY_GB", 16.0
+REQUESTS_ENV, REQUESTS_DEFAULT = "SYNCGUARD_MAX_REQUESTS", 65536.0
 WORK_ENV, WORK_DEFAULT_GFLOP = "SYNCGUARD_MAX_STEP_GFLOP", 200.0
 
 

@@ -1,8 +1,9 @@
 """Step markers: ``with syncguard.step():`` or ``@syncguard.step`` around one decode step.
 
 A marker does nothing (one global read and a ``None`` test) unless a step recorder is active,
-which ``syncguard exec`` installs for the program it runs. Nested and recursive steps, on any
-thread, belong to the outermost one: only the outermost opens and closes a step.
+which ``syncguard exec`` installs for the program it runs. Steps are per thread: steps open at
+once on several threads are each a step of their own (and each gated); nested and recursive
+steps on one thread belong to the outermost one, which alone opens and closes a step.
 
 The recorder is any object with ``begin(name) -> None`` and ``end(name) -> None`` (and
 optionally ``abort(name)``, for a step Ctrl-C left unfinished, and ``failed(name, exc_name)``,
@@ -22,7 +23,8 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 
 class StepRecorder(Protocol):
-    """Receives step boundaries. ``begin``/``end`` are called for the outermost step only."""
+    """Receives step boundaries. ``begin``/``end`` are called for the outermost step of a
+    thread only, on that thread."""
 
     def begin(self, name: str) -> None: ...
 
@@ -31,16 +33,31 @@ class StepRecorder(Protocol):
 
 _RECORDER: Optional[StepRecorder] = None
 _LOCK = threading.Lock()
-_DEPTH = 0  # open steps, all threads together: a step is process-wide, like the guard's index
+
+
+class _Depth(threading.local):
+    n = 0  # open steps on this thread
+    gen = -1  # the _GENERATION n was counted in
+
+
+_DEPTH = _Depth()
+_GENERATION = 0  # bumped by set_recorder: depths counted under another recorder are stale
 
 
 def set_recorder(recorder: Optional[StepRecorder]) -> Optional[StepRecorder]:
     """Install ``recorder`` (None removes it); returns the previous one."""
-    global _RECORDER, _DEPTH
+    global _RECORDER, _GENERATION
     with _LOCK:
         prev, _RECORDER = _RECORDER, recorder
-        _DEPTH = 0
+        _GENERATION += 1
     return prev
+
+
+def _depth() -> _Depth:
+    d = _DEPTH
+    if d.gen != _GENERATION:
+        d.n, d.gen = 0, _GENERATION
+    return d
 
 
 def active() -> bool:
@@ -49,14 +66,12 @@ def active() -> bool:
 
 
 def _enter(name: str) -> Optional[StepRecorder]:
-    global _DEPTH
     rec = _RECORDER
     if rec is None:
         return None
-    with _LOCK:
-        _DEPTH += 1
-        outer = _DEPTH == 1
-    if outer:
+    d = _depth()
+    d.n += 1
+    if d.n == 1:
         try:
             rec.begin(name)
         except BaseException:
@@ -71,9 +86,8 @@ def _leave(rec: Optional[StepRecorder], name: str, exc: Optional[type] = None) -
     ``abort(name)`` is called instead of ``end`` when it has one. One left by another
     exception ran until it raised: ``failed(name, exception class name)`` when the recorder
     has it, else ``end``."""
-    global _DEPTH
-    with _LOCK:
-        _DEPTH = max(0, _DEPTH - 1)
+    d = _depth()
+    d.n = max(0, d.n - 1)
     if rec is not None:
         if exc is not None and issubclass(exc, KeyboardInterrupt):
             abort = getattr(rec, "abort", None)

@@ -35,7 +35,6 @@ from __future__ import annotations
 
 import collections
 import dataclasses
-import json
 import math
 import os
 import threading
@@ -53,6 +52,14 @@ NUMERIC = ("mem_gbps", "matmul_tflops_16", "matmul_tflops_32", "vector_tflops", 
 #: values, which model what those files modeled: no queue limit, one pass, full efficiency).
 OPTIONAL: Dict[str, float] = {"queue_depth": 0.0, "sort_passes": 1.0, "matmul_half_rows": 0.0}
 SOURCES = ("spec", "estimate", "calibrated")
+#: What a profile's numbers may be, by unit (the last part of the name): (lowest, highest,
+#: unit). Beyond these no device exists, and the model's sums overflow (1e308 us) or divide
+#: by almost nothing (5e-324 GB/s).
+PHYSICAL: Dict[str, Tuple[float, float, str]] = {
+    "us": (0.0, 1e6, "us"),  # up to one second per launch, kernel or sync
+    "gbps": (1e-6, 1e6, "GB/s"),  # a measured CPU stand-in can be slow: only absurd is out
+    "tflops": (1e-6, 1e6, "TFLOP/s"),
+}
 #: Op-level detail (for trace.json) is kept for this many non-warm-up steps per path (as many
 #: as the profiler trace of a real device keeps, syncguard.timing.PROFILED_STEPS; the detail
 #: costs the counted pass time on every op).
@@ -132,8 +139,11 @@ def parse_profile(doc: Any, file: str) -> Profile:
         if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) \
                 or v < 0:
             raise ProfileError(f"{file}: params.{key}.value: must be a number >= 0, got {v!r}")
-        if key.endswith(("gbps", "tflops", "_16", "_32")) and v == 0:
-            raise ProfileError(f"{file}: params.{key}.value: a rate must be > 0")
+        lo, hi, unit = PHYSICAL[key.rsplit("_", 1)[-1] if not key.startswith("matmul")
+                                else "tflops"]
+        if not lo <= v <= hi:
+            raise ProfileError(f"{file}: params.{key}.value: {v!r} {unit} is outside the "
+                               f"physical range {lo:g} to {hi:g} {unit}")
         values[key] = float(v)
     unknown = sorted(set(params) - set(NUMERIC) - set(OPTIONAL) - {"combine"})
     if unknown:
@@ -151,16 +161,15 @@ def load_profile(name_or_file: Optional[str] = None) -> Profile:
     spec = name_or_file or DEFAULT_PROFILE
     path = spec if (os.sep in spec or spec.endswith(".json")) else os.path.join(
         PROFILE_DIR, f"{spec}.json")
-    if not os.path.isfile(path):
+    if not os.path.lexists(path):
         raise ProfileError(f"--profile: {spec}: no such profile file or shipped profile "
                            f"(shipped: {', '.join(profile_names())})")
-    try:
-        with open(path, encoding="utf-8") as f:
-            doc = json.load(f)
-    except OSError as exc:
-        raise ProfileError(f"{path}: cannot read: {exc.strerror}") from None
-    except json.JSONDecodeError as exc:
-        raise ProfileError(f"{path}:{exc.lineno}: not valid JSON: {exc.msg}") from None
+    from ._untrusted import UntrustedError, load_json
+
+    try:  # a regular UTF-8 file, size and nesting bounded, never blocking on a FIFO
+        doc = load_json(path, "profile", 1 << 20)
+    except UntrustedError as exc:
+        raise ProfileError(str(exc)) from None
     return parse_profile(doc, path)
 
 

@@ -188,7 +188,7 @@ def test_save_load_round_trip(workload: Path, tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("content, fragment", [
-    ("{", "is not valid JSON"),
+    ("{", "not valid JSON"),
     ("[]", "is not a syncguard baseline"),
     ('{"format": "other", "version": 1, "sites": []}', "is not a syncguard baseline"),
     ('{"format": "syncguard-baseline", "version": 2, "sites": []}', "has version 2"),

@@ -84,6 +84,13 @@ def stdout_console(width: Optional[int] = None) -> Any:
     """A rich Console on stdout for reports (``width`` as :func:`report_width`). When the
     reader goes away it raises BrokenPipeError, which :func:`main` turns into a quiet exit
     (rich's own handling exits 1, the code for "over budget")."""
+    from .._escape import line_safe
+
+    # every printed line passes the workflow-command filter (a folded table cell included)
+    return _console_class()(width=report_width(width), file=line_safe(lambda: sys.stdout))
+
+
+def _console_class() -> Any:
     from rich.console import Console
 
     class _Console(Console):
@@ -91,7 +98,39 @@ def stdout_console(width: Optional[int] = None) -> Any:
             self.quiet = True
             raise BrokenPipeError
 
-    return _Console(width=report_width(width))
+    return _Console
+
+
+def stderr_console(width: Optional[int] = None) -> Any:
+    """A rich Console on stderr whose every line passes :func:`~syncguard._escape.
+    no_workflow_lines` (``exec`` prints its report there: stdout is the program's); a closed
+    pipe raises BrokenPipeError (exit 141 in :func:`main`), not rich's exit 1."""
+    from .._escape import line_safe
+
+    return _console_class()(width=width, file=line_safe(lambda: sys.stderr))
+
+
+def wrote(path: str, detail: str = "") -> None:
+    """``Wrote <path><detail>`` on stderr, the path escaped (a user's ``--out`` may hold a
+    newline or ESC)."""
+    print(f"Wrote {one_line(path)}{detail}", file=sys.stderr)
+
+
+def output_path(path: Optional[str], force: bool = True, flag: str = "-o") -> None:
+    """Refuse (:class:`UsageError`) an output path that cannot be written (a folder, socket,
+    FIFO without a reader...) or, without ``force``, a regular file already there; call
+    before any work. A device or FIFO is written as a stream, so it needs no ``force``."""
+    from .._atomic import OutputError, check_output
+
+    if path in (None, "-"):
+        return
+    assert path is not None
+    try:
+        kind = check_output(path)
+    except OutputError as exc:
+        raise UsageError(f"{flag}: {exc}") from None
+    if kind == "file" and not force:
+        raise UsageError(f"{flag} {path}: exists; pass --force to overwrite it")
 
 
 def error(msg: str) -> None:
@@ -120,11 +159,13 @@ _ORIGINAL_SHOWWARNING = warnings.showwarning
 def _quiet_stdout() -> None:
     """The reader of stdout went away: send what Python still flushes at exit to devnull
     (else it prints "Exception ignored ... BrokenPipeError")."""
-    try:
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
-    except (OSError, ValueError, AttributeError):  # no real file descriptor (tests)
-        pass
+    for stream in (sys.stdout, sys.stderr):  # `2>&1 | head`: stderr is the same pipe
+        try:
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, stream.fileno())
+            os.close(devnull)
+        except (OSError, ValueError, AttributeError):  # no real file descriptor (tests)
+            pass
 
 
 def main(argv: Optional[List[str]] = None) -> int:
@@ -138,6 +179,7 @@ def main(argv: Optional[List[str]] = None) -> int:
         parser.print_help(sys.stderr)
         return EXIT_USAGE
     from .. import _signals, devices
+    from .._atomic import OutputError
     from ..baseline import BaselineError
     from ..devices import DeviceError
     from ..events import SelfTestError
@@ -155,7 +197,7 @@ def main(argv: Optional[List[str]] = None) -> int:
             warnings.showwarning = _show_warning  # restored by catch_warnings
             return int(args._main(args))
     except (UsageError, ScenarioError, DeviceError, ResultError, OpModelError,
-            BaselineError, SubjectError) as exc:
+            BaselineError, SubjectError, OutputError) as exc:
         error(str(exc))
         return EXIT_USAGE
     except SelfTestError as exc:

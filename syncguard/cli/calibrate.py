@@ -38,7 +38,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    from . import EXIT_INTERNAL, EXIT_OK, EXIT_OVER, UsageError
+    from . import EXIT_INTERNAL, EXIT_OK, EXIT_OVER, UsageError, wrote
     from . import target as resolve_target
 
     target = resolve_target(args.device)  # one clear line (exit 2) when the device is missing
@@ -86,14 +86,14 @@ def main(args: argparse.Namespace) -> int:
             write_text(path, json.dumps(current, indent=2) + "\n")
         except OSError as exc:
             raise UsageError(f"--write-model {path}: cannot write: {exc.strerror}") from None
-        print(f"Wrote {path}", file=sys.stderr)
+        wrote(path)
     return EXIT_OK
 
 
 def _write_profile(args: argparse.Namespace, target: Any) -> None:
     from ..calibration import measure_profile
     from ..timeline import ProfileError, load_profile, parse_profile
-    from . import UsageError
+    from . import UsageError, wrote
 
     try:
         base = load_profile(args.profile_base or ("h200" if args.device == "cuda" else "910b"))
@@ -108,4 +108,4 @@ def _write_profile(args: argparse.Namespace, target: Any) -> None:
     except OSError as exc:
         raise UsageError(f"--profile-out {args.profile_out}: cannot write: {exc.strerror}") \
             from None
-    print(f"Wrote {args.profile_out}", file=sys.stderr)
+    wrote(args.profile_out)

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import sys
 from typing import Any, Dict, List, Sequence, Tuple
 
 NAME = "check"
@@ -79,7 +78,7 @@ def main(args: argparse.Namespace) -> int:
     from .._selftest import selftest
     from ..baseline import Baseline
     from ..gate import Tally, Verdict, judge
-    from . import UsageError, device_for_probe
+    from . import UsageError, device_for_probe, output_path
     from . import target as cli_target
     from .run import options
 
@@ -87,6 +86,8 @@ def main(args: argparse.Namespace) -> int:
         raise UsageError(f"--max-syncs: must be >= 0, got {args.max_syncs}")
     if args.format in ("sarif", "junit") and args.output is None:
         args.output = "-"
+    output_path(args.output)  # devices and FIFOs written as streams; folders... refused now
+    output_path(args.update_baseline, flag="--update-baseline")
     from ..execute.recorded import check_results, is_result_path
 
     if args.scenarios and all(is_result_path(p) for p in args.scenarios):
@@ -140,17 +141,17 @@ def finish(args: argparse.Namespace, verdicts: List[Any], bubbles: Sequence[str]
     (also for recorded results)."""
     from ..gate import baseline_from
     from ..renderers.ci import emit
-    from . import EXIT_OK, EXIT_OVER
+    from . import EXIT_OK, EXIT_OVER, wrote
 
     if args.update_baseline:
         new = baseline_from(verdicts)
         new.save(args.update_baseline)
-        print(f"Wrote {args.update_baseline} ({len(new)} sites)", file=sys.stderr)
+        wrote(args.update_baseline, f" ({len(new)} sites)")
         return EXIT_OK
     emit(args.format, [v.total for v in verdicts], [f for v in verdicts for f in v.findings],
          args.output, baseline=args.baseline)
     if args.output not in (None, "-") and os.path.exists(args.output):
-        print(f"Wrote {args.output}", file=sys.stderr)
+        wrote(args.output)
     for line in bubbles:
         print(line)
     return EXIT_OVER if any(v.failed for v in verdicts) or bubbles else EXIT_OK

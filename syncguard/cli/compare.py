@@ -4,8 +4,6 @@ hidden syncs and latency side by side, differences marked."""
 from __future__ import annotations
 
 import argparse
-import os
-import sys
 
 NAME = "compare"
 HELP = "compare two runs, or two paths of one run"
@@ -27,14 +25,13 @@ def main(args: argparse.Namespace) -> int:
     from .. import results
     from ..analysis import compare, compare_paths
     from ..renderers import terminal
-    from . import EXIT_OK, UsageError, stdout_console
+    from . import EXIT_OK, UsageError, output_path, stdout_console, wrote
 
     if args.output is not None:
         if not args.output.lower().endswith((".md", ".markdown", ".html", ".htm", ".csv")):
             raise UsageError(f"-o {args.output}: the comparison is written as .md, .html or "
                              ".csv")
-        if os.path.exists(args.output) and not args.force:
-            raise UsageError(f"-o {args.output}: exists; use --force to overwrite it")
+        output_path(args.output, args.force)  # a folder, socket... refused before any work
     a = results.load(args.a)
     console = stdout_console(args.width)  # a closed pipe (`| head`) exits quietly
     if args.b is not None:
@@ -68,5 +65,5 @@ def main(args: argparse.Namespace) -> int:
             write_text(args.output, text, newline="")  # atomic; never through a symlink
         except OSError as exc:
             raise UsageError(f"-o {args.output}: cannot write: {exc.strerror}") from None
-        print(f"Wrote {args.output}", file=sys.stderr)
+        wrote(args.output)
     return EXIT_OK

@@ -93,11 +93,27 @@ def _out_dir(args: argparse.Namespace, device: str, files: Tuple[str, ...]) -> s
     return prepare_out(os.path.abspath(out), files, args.force)  # absolute: it may chdir
 
 
+def _clear_stale_ranks(out: str) -> None:
+    """``--force`` under torchrun, on rank 0: remove the rank files of an earlier run that
+    this run's ranks will not overwrite (ranks at or above WORLD_SIZE), so `show OUT` never
+    merges them into this run."""
+    from ..results import rank_files
+
+    try:
+        world = int(os.environ.get("WORLD_SIZE", ""))
+        ranks = rank_files(out)
+    except ValueError:  # no world size, or a file name not ours: left for `show` to name
+        return
+    for r, p in ranks:
+        if r >= world:
+            os.unlink(p)
+
+
 def main(args: argparse.Namespace) -> int:
     from ..execute import ExecOptions, execute, rank_from_env, result_name
     from ..execute.hooks import StepSpecError, parse_step
     from ..execute.program import ProgramError, parse_command
-    from . import UsageError, report_width
+    from . import UsageError, output_path, report_width
     from . import target as cli_target
     from .check import _allow_sites
     from .run import REPORT_FILES
@@ -121,6 +137,7 @@ def main(args: argparse.Namespace) -> int:
         seen[t.label] = f"{t.flag} {t.spec}"
     if args.output not in (None, "-"):
         args.output = os.path.abspath(args.output)
+        output_path(args.output)  # before the program runs: a folder, socket... refused
     for p in args.record_lines:
         if not os.path.exists(p):
             raise UsageError(f"--record-lines {p}: no such file or folder")
@@ -132,6 +149,8 @@ def main(args: argparse.Namespace) -> int:
     out = _out_dir(args, target.kind, files + ((gate_file,) if gate_file else ()))
     if gate_file:
         args.output = os.path.join(out, gate_file)
+    if rank == 0 and args.force:
+        _clear_stale_ranks(out)
     opts = ExecOptions(program=program, steps=steps, warmup=args.warmup,
                        max_syncs=args.max_syncs, max_syncs_per_step=args.max_syncs_per_step,
                        max_syncs_outside=args.max_syncs_outside,

@@ -170,16 +170,31 @@ def out_dir(args: argparse.Namespace, device: str) -> str:
 def prepare_out(out: str, files: Sequence[str], force: bool) -> str:
     """Make the report folder ``out``; refuse (UsageError) when it is a file, or when one of
     ``files`` is already there and ``force`` is not set."""
+    from .._atomic import OutputError, output_kind
     from . import UsageError
 
     if os.path.exists(out) and not os.path.isdir(out):
         raise UsageError(f"--out: {out} exists and is not a folder")
     # lexists: a symbolic link (even a dangling one) is a clash too; --force replaces the link
     clash = [f for f in files if os.path.lexists(os.path.join(out, f))]
+    for f in clash:  # a folder, device or FIFO named like a report: refused even with --force
+        try:
+            kind = output_kind(os.path.join(out, f))
+        except OutputError as exc:
+            raise UsageError(f"--out: {exc}") from None
+        if kind != "file":
+            raise UsageError(f"--out: {os.path.join(out, f)}: is a device or FIFO, not a "
+                             f"regular file")
     if clash and not force:
         raise UsageError(f"{os.path.join(out, clash[0])} exists; pass --force to overwrite "
                          f"or choose another --out")
-    os.makedirs(out, exist_ok=True)
+    try:
+        os.makedirs(out, exist_ok=True)
+        probe = os.path.join(out, f".syncguard-probe-{os.getpid()}")
+        os.close(os.open(probe, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
+        os.unlink(probe)
+    except OSError as exc:  # /proc/x, a read-only mount: said now, not after the run
+        raise UsageError(f"--out: {out}: cannot write there: {exc.strerror}") from None
     return out
 
 
@@ -280,8 +295,9 @@ def main(args: argparse.Namespace) -> int:
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
     from .. import _signals, results, runner, scenario
+    from .._escape import line_safe, one_line
     from ..renderers import terminal, write_reports
-    from . import EXIT_INTERNAL, EXIT_OK, EXIT_OVER, stdout_console
+    from . import EXIT_INTERNAL, EXIT_OK, EXIT_OVER, stdout_console, wrote
     from . import target as cli_target
 
     opts = options(args, timed=not args.no_timed)
@@ -292,7 +308,7 @@ def main(args: argparse.Namespace) -> int:
     opts.device = target.kind
     out = out_dir(args, target.kind)
     result_path = os.path.join(out, "result.jsonl")
-    err = Console(stderr=True)
+    err = Console(stderr=True, file=line_safe(lambda: sys.stderr))
     # with --repeat the steps are known; otherwise the timed pass takes as many rounds as fit
     # its budget, and the count is open-ended
     total: Optional[int] = None
@@ -331,17 +347,17 @@ def main(args: argparse.Namespace) -> int:
         stop = _signals.interrupt_for(late[0])
     terminal.render(res, stdout_console(args.width))
     for path in written:
-        print(f"Wrote {path}", file=sys.stderr)
-    print(f"Wrote {result_path}", file=sys.stderr)
+        wrote(path)
+    wrote(result_path)
     if stop is not None:
         print(f"syncguard: {_signals.describe(stop)}: kept {len(res.steps)} finished steps in "
-              f"{result_path}", file=sys.stderr)
+              f"{one_line(result_path)}", file=sys.stderr)
         return _signals.exit_code(stop)
     if args.crosscheck:
         rc = crosscheck(scenarios, opts, out)
         if rc not in (0, 1):
             return EXIT_INTERNAL
-        err.print(f"Wrote {os.path.join(out, 'crosscheck.json')}"
+        err.print(f"Wrote {one_line(os.path.join(out, 'crosscheck.json'))}"
                   + ("" if rc == 0 else " (disagreements listed above)"))
         if rc == 1:  # syncguard and the native count disagree: the run's counts are suspect
             return EXIT_OVER

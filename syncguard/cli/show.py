@@ -6,8 +6,6 @@ When the reader of stdout goes away (`syncguard show X | head`), show stops quie
 from __future__ import annotations
 
 import argparse
-import os
-import sys
 
 NAME = "show"
 HELP = "render a result file"
@@ -25,12 +23,12 @@ def main(args: argparse.Namespace) -> int:
     from .. import results
     from .._atomic import write_text
     from ..renderers import renderer_for_path, terminal
-    from . import EXIT_OK, UsageError, stdout_console
+    from . import EXIT_OK, UsageError, output_path, stdout_console, wrote
 
+    if args.output:
+        output_path(args.output, args.force)  # before any work: a folder, socket... refused
     res = results.load(args.result)
     if args.output:
-        if os.path.lexists(args.output) and not args.force:
-            raise UsageError(f"{args.output} exists; pass --force to overwrite")
         try:
             render = renderer_for_path(args.output)
         except ValueError as exc:  # unknown extension: bad input, not an internal error
@@ -40,7 +38,7 @@ def main(args: argparse.Namespace) -> int:
             write_text(args.output, text)  # temp file + rename: never through a link
         except OSError as exc:
             raise UsageError(f"{args.output}: cannot write: {exc.strerror}") from None
-        print(f"Wrote {args.output}", file=sys.stderr)
+        wrote(args.output)
         return EXIT_OK
     terminal.render(res, stdout_console(args.width))
     return EXIT_OK

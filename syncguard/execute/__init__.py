@@ -69,7 +69,7 @@ def execute(opts: ExecOptions, target: Any, out: str) -> int:
     from .. import _signals
     from .. import steps as markers
     from .._selftest import selftest
-    from ..errors import EXIT_OK, EXIT_OVER, EXIT_USAGE, UsageError
+    from ..errors import EXIT_BROKEN_PIPE, EXIT_OK, EXIT_OVER, EXIT_USAGE, UsageError
     from ..results import OUTSIDE_PATH, ResultWriter, environment
     from .hooks import StepHooks, static_missing
     from .mainhook import main_source
@@ -124,7 +124,7 @@ def execute(opts: ExecOptions, target: Any, out: str) -> int:
         with session:
             hooks.install()
             try:
-                with recorder:
+                with recorder, _signals.program_handlers():  # its own SIGTERM handler
                     run(program, hooks.main_names(), hooks.module_ready)
             finally:
                 hooks.uninstall()
@@ -132,9 +132,13 @@ def execute(opts: ExecOptions, target: Any, out: str) -> int:
         code = _exit_code(exc)
     except KeyboardInterrupt as exc:
         stop = exc
+    except BrokenPipeError:  # the reader of its output went away (`| head`): as `run`, 141
+        code = EXIT_BROKEN_PIPE
     except BaseException as exc:  # the program failed: its traceback, as a plain run shows
         show_exception(exc)
         code, raised = 1, type(exc).__name__
+    if os.getpid() != session.pid:  # a forked child left the program: the run is not its own
+        _child_exit(code if stop is None else _signals.exit_code(stop))
     # A second Ctrl-C or a SIGTERM now waits: the footer and every report are written whole.
     with _signals.deferred(deliver=False) as late:
         markers.set_recorder(prev)
@@ -182,6 +186,23 @@ def _line_recorder(paths: Sequence[str]) -> Any:
     return LineRecorder(candidates(paths) if paths else {})
 
 
+def _child_exit(code: int) -> None:
+    """End a forked child of the program as Python would (its atexit handlers, its buffered
+    output) but without syncguard's finalisation: reports, footer and gate belong to the
+    process that started the run."""
+    import atexit
+
+    try:
+        atexit._run_exitfuncs()
+    finally:
+        for stream in (sys.stdout, sys.stderr):
+            try:
+                stream.flush()
+            except (OSError, ValueError, AttributeError):
+                pass
+        os._exit(code & 0xFF)
+
+
 def own_module(program: Any) -> str:
     """The module name the program's code would have if imported: the script's stem, the
     ``-m`` module, or ``PKG.__main__`` for ``-m PKG``."""
@@ -227,28 +248,30 @@ def outside_message(outside: List[Any], budget: Optional[int] = None) -> str:
 
 def _report(opts: ExecOptions, path: str, out: str, stop: Optional[BaseException],
             outside: List[Any]) -> None:
-    from rich.console import Console
-
     from .. import results
+    from .._escape import one_line
+    from ..cli import stderr_console, wrote
     from ..renderers import terminal, write_reports
 
-    err = Console(stderr=True, width=opts.width)
+    err = stderr_console(opts.width)
     res = results.load(path)
     if opts.rank is None:
+        written = write_reports(res, out)  # before printing: a closed pipe loses no report
         terminal.render(res, err)
-        for p in write_reports(res, out):
-            err.print(f"Wrote {p}")
+        for p in written:
+            wrote(p)
     else:  # ranks print at once: one line each; `syncguard show OUT` merges them
         hidden = sum(s.syncs for s in res.steps if not s.warmup)
         err.print(f"rank {opts.rank}: {hidden} hidden syncs in {len(res.steps)} steps; "
-                  f"`syncguard show {out}` merges the ranks")
-    err.print(f"Wrote {path}")
+                  f"`syncguard show {one_line(out)}` merges the ranks", markup=False)
+    wrote(path)
     if outside and opts.rank is not None:  # otherwise the rendered report's notes say it
-        err.print(outside_message(outside, opts.max_syncs_outside))
+        err.print(outside_message(outside, opts.max_syncs_outside), markup=False)
     if stop is not None:
         from .. import _signals
 
-        err.print(f"{_signals.describe(stop)}: kept {len(res.steps)} finished steps in {path}")
+        err.print(f"{_signals.describe(stop)}: kept {len(res.steps)} finished steps in "
+                  f"{one_line(path)}", markup=False)
 
 
 def _gate(opts: ExecOptions, session: Any) -> bool:
@@ -256,6 +279,7 @@ def _gate(opts: ExecOptions, session: Any) -> bool:
     ``--max-syncs-per-step`` (the worst step call); True when one is over."""
     if not _gated(opts):
         return False
+    from ..cli import wrote
     from ..gate import judge
     from ..renderers.ci import emit
 
@@ -275,7 +299,7 @@ def _gate(opts: ExecOptions, session: Any) -> bool:
     emit(opts.fmt, [v.total for v in verdicts], [f for v in verdicts for f in v.findings],
          opts.output)
     if opts.output not in (None, "-") and os.path.exists(opts.output):
-        print(f"Wrote {opts.output}", file=sys.stderr)
+        wrote(opts.output)
     return any(v.failed for v in verdicts)
 
 

@@ -1,15 +1,18 @@
 """``syncguard check RESULT|FOLDER``: gate recorded results (an ``exec`` run, a folder of
 per-rank results) instead of running scenarios. Each (scenario, path) is gated on its own;
 with several ranks each rank is its own scenario (``<name> [rank N]``), so the gate fails
-when any rank is over budget and names that rank."""
+when any rank is over budget and names that rank. ``--allow`` and ``--config`` apply to the
+recorded events as they would have in the run: a hidden sync whose recorded stack matches an
+allowed site is gated as allowed (a malformed or missing config is an error, as for a run)."""
 
 from __future__ import annotations
 
 import argparse
 import os
-from typing import TYPE_CHECKING, List, Sequence
+from typing import TYPE_CHECKING, List, Sequence, Tuple
 
 if TYPE_CHECKING:
+    from ..events import SyncEvent
     from ..results import RunResult
 
 
@@ -21,13 +24,14 @@ def is_result_path(p: str) -> bool:
 def check_results(args: argparse.Namespace, paths: Sequence[str]) -> int:
     from .. import results
     from ..baseline import Baseline
-    from ..cli.check import finish
+    from ..cli.check import _allow_sites, finish
     from ..events import SyncEvent
     from ..gate import Verdict, judge
     from ..results import OUTSIDE_PATH
     from . import OUTSIDE_GATE, per_step_verdict
 
     base = Baseline.load(args.baseline) if args.baseline else None
+    allow_sites = _allow_sites(args)  # --allow and [tool.syncguard] allow, checked now
     verdicts: List[Verdict] = []
     for p in paths:
         res = results.load(p)
@@ -47,10 +51,10 @@ def check_results(args: argparse.Namespace, paths: Sequence[str]) -> int:
         keys = list(dict.fromkeys((s.scenario, s.path) for s in res.steps
                                   if s.pass_ in ("counted", "exec")))
         for sc, path in keys:
-            evs = [SyncEvent.from_dict({k: v for k, v in e.items() if k not in (
+            evs = allowed_now([SyncEvent.from_dict({k: v for k, v in e.items() if k not in (
                 "scenario", "path", "pass", "rank")})
                 for e in res.events if e.get("scenario") == sc and e.get("path") == path
-                and e.get("pass") in ("counted", "exec")]
+                and e.get("pass") in ("counted", "exec")], allow_sites)
             if total:
                 verdicts.append(judge(evs, max_syncs=budget, baseline=base, scenario=sc,
                                       path=path))
@@ -71,14 +75,37 @@ def check_results(args: argparse.Namespace, paths: Sequence[str]) -> int:
     return finish(args, verdicts)
 
 
+def allowed_now(events: List[SyncEvent], sites: Sequence[Tuple[str, str]]) -> List[SyncEvent]:
+    """``events`` with each hidden sync whose recorded stack (or its own frame) matches one of
+    ``sites`` (``(pattern, reason)``, as :class:`~syncguard.guard.SyncGuard` takes them)
+    marked allowed with that reason."""
+    if not sites:
+        return events
+    import dataclasses
+
+    from ..events import Frame
+    from ..guard import _site_matches
+
+    out = []
+    for e in events:
+        if not e.allowed:
+            frames = e.stack or (Frame(e.filename, e.lineno, e.function),)
+            reason = next((r for p, r in sites for fr in frames if _site_matches(p, fr)), None)
+            if reason is not None:
+                e = dataclasses.replace(e, allowed=True, reason=reason)
+        out.append(e)
+    return out
+
 
 def _warn_incomplete(path: str, res: RunResult) -> None:
     """One line: an interrupted or terminated run is gated on the steps it kept only."""
     import sys
 
+    from .._escape import one_line
+
     footer = res.footer or {}
     why = footer.get("reason") or ("no footer: the run was cut short" if not footer else
                                    "stopped early")
     n = len(res.steps)
-    print(f"syncguard check: warning: {path}: INCOMPLETE run ({why}): gated on the {n} "
-          f"steps it kept", file=sys.stderr)
+    print(one_line(f"syncguard check: warning: {path}: INCOMPLETE run ({str(why)[:200]}): "
+                   f"gated on the {n} steps it kept"), file=sys.stderr)

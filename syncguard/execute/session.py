@@ -56,10 +56,13 @@ class StepTotals:
 class ExecSession:
     """Owns the guard, the step counters and the result writer of one ``exec`` run.
 
-    ``begin``/``end`` are called by :mod:`syncguard.steps` for each outermost step (any
-    thread). Steps are numbered per step name from 0; the first ``warmup`` steps of each name
-    are kept but not counted. Syncs outside every step are kept apart (:attr:`outside`); when
-    the program has no step at all, the whole run becomes one step named ``program``.
+    ``begin``/``end`` are called by :mod:`syncguard.steps` for each outermost step of a
+    thread, on that thread: steps open at once on several threads are steps of their own, each
+    holding the syncs made on its thread (a thread with no step of its own, a step's helper,
+    syncs into the one step open, if only one is; else outside). Steps are numbered per step
+    name from 0 (in the order they begin); the first ``warmup`` steps of each name are kept
+    but not counted. Syncs outside every step are kept apart (:attr:`outside`); when the
+    program has no step at all, the whole run becomes one step named ``program``.
     """
 
     def __init__(self, program: str, writer: ResultWriter, target: Any, warmup: int = 0,
@@ -70,10 +73,11 @@ class ExecSession:
         self.program, self.writer, self.target = program, writer, target
         self.warmup, self.rank = warmup, rank
         self._lock = threading.RLock()
-        self._pid = os.getpid()
+        self.pid = os.getpid()  # the process that started the run: the only one to record
         self._next: Dict[str, int] = {}
-        self._open: Optional[Tuple[str, int, float, Any, Any]] = None
-        self._buf: List[SyncEvent] = []
+        # per thread (ident): the open step (name, index, start, device timer) and its events
+        self._open: Dict[int, Tuple[str, int, float, Any]] = {}
+        self._buf: Dict[int, List[SyncEvent]] = {}
         self._pending: Optional[Tuple[str, int, List[SyncEvent], float, Any,
                                       Optional[Dict[str, str]]]] = None
         self._loop: Optional[_LoopStep] = None
@@ -100,8 +104,11 @@ class ExecSession:
     # -- events and steps ------------------------------------------------------------------
     def _on_event(self, ev: SyncEvent) -> None:
         with self._lock:
-            if self._open is not None:
-                self._buf.append(ev)
+            buf = self._buf.get(threading.get_ident())
+            if buf is None and len(self._buf) == 1:  # a helper thread of the one open step
+                buf = next(iter(self._buf.values()))
+            if buf is not None:
+                buf.append(ev)
             elif self._loop is not None and self._loop_live():
                 self._loop.events.append(dataclasses.replace(ev, step=self._loop.index))
             else:
@@ -127,7 +134,7 @@ class ExecSession:
     def loop_call(self, name: str, caller: Any, shape: Any) -> None:
         """A call of a ``--loop`` function (:func:`syncguard.steps.wrap_loop`): ends the
         open loop step, begins step ``name``. ``caller``: the frame that made the call."""
-        if os.getpid() != self._pid:
+        if os.getpid() != self.pid:
             return
         _signals.check()
         driver = _driver(caller)
@@ -168,19 +175,18 @@ class ExecSession:
             self._pending = (name, i, evs, latency_ms, dev, labels)
 
     def begin(self, name: str) -> None:
-        if os.getpid() != self._pid:  # a forked child: the result file is the parent's
+        if os.getpid() != self.pid:  # a forked child: the result file is the parent's
             return
         _signals.check()  # a Ctrl-C/SIGTERM the program swallowed still stops it here
+        tid = threading.get_ident()
         with self._lock:
             if self._loop is not None and not self._loop_live():
                 self._end_loop()  # the loop's driver returned: its last step is over
             i = self._next.get(name, 0)
             self._next[name] = i + 1
             self._last = i
-            cm = self.guard.step(i)
-            cm.__enter__()
-            self._buf = []
-            self._open = (name, i, time.perf_counter(), self._timer.start(), cm)
+            self._buf[tid] = []
+            self._open[tid] = (name, i, time.perf_counter(), self._timer.start())
 
     def failed(self, name: str, exc: str) -> None:
         """The step raised ``exc`` (a class name): recorded with the syncs it made until then,
@@ -188,14 +194,14 @@ class ExecSession:
         self.end(name, raised=exc)
 
     def end(self, name: str, raised: Optional[str] = None) -> None:
-        if os.getpid() != self._pid:
+        if os.getpid() != self.pid:
             return
+        tid = threading.get_ident()
         with self._lock:
-            if self._open is None:
+            if tid not in self._open:
                 return
-            name, i, t0, dev, cm = self._open
-            cm.__exit__(None, None, None)
-            evs, self._buf, self._open = self._buf, [], None
+            name, i, t0, dev = self._open.pop(tid)
+            evs = [dataclasses.replace(e, step=i) for e in self._buf.pop(tid)]
             self._close(name, i, t0, dev, evs, None if raised is None else {"raised": raised})
 
     def _flush(self) -> None:
@@ -208,11 +214,11 @@ class ExecSession:
 
     def abort(self, name: str) -> None:
         """The step was left by Ctrl-C: not a finished step, nothing is recorded for it."""
+        tid = threading.get_ident()
         with self._lock:
-            if self._open is not None:
-                self._open[4].__exit__(None, None, None)
-                self._timer.stop(self._open[3])
-                self._open, self._buf = None, []
+            if tid in self._open:
+                self._timer.stop(self._open.pop(tid)[3])
+                self._buf.pop(tid, None)
 
     def _record(self, name: str, i: int, warm: bool, evs: List[SyncEvent],
                 latency_ms: Optional[float], device_ms: Optional[float],
@@ -239,9 +245,9 @@ class ExecSession:
         ``program`` (its syncs were all outside steps until now), unless it did not finish
         (``complete=False``: Ctrl-C). Call with the guard off."""
         with self._lock:
-            if self._open is not None:  # the program ended inside a step: not a finished step
-                self._open[4].__exit__(None, None, None)
-                self._open = None
+            # the program ended inside steps (any thread): not finished steps
+            self._open.clear()
+            self._buf.clear()
             if self._loop is not None:
                 if complete:  # the loop's last step: it ends with the program at the latest
                     self._end_loop()

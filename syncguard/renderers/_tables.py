@@ -231,10 +231,20 @@ def summary_tbl(sm: pd.DataFrame, *, branches: bool = True) -> Table:
     return Table("Summary", cols, sections)
 
 
-def sites_tbl(st: pd.DataFrame, allowed: bool, base: Optional[str] = None) -> Table:
+def sites_tbl(st: pd.DataFrame, allowed: bool, base: Optional[str] = None,
+              top: Optional[int] = None) -> Table:
     """Hidden (or allowed) sync sites of :func:`analysis.sites` (through
-    :func:`analysis.merge_paths`); hidden counts are marked ``worst``."""
+    :func:`analysis.merge_paths`); hidden counts are marked ``worst``. With ``top``, only the
+    ``top`` sites with the most syncs, and a footer counting the rest."""
     sub = st[st["allowed"].astype(bool) == allowed] if len(st) else st
+    footer = ""
+    if top is not None and len(sub) > top:
+        rest = sub.sort_values("count", ascending=False, kind="stable")
+        left = rest.iloc[top:]
+        sub = rest.iloc[:top]
+        footer = (f"... and {len(left)} more {'allowed' if allowed else 'hidden'} sync sites "
+                  f"({int(left['count'].sum())} syncs), not shown: every site is in "
+                  f"report.md, report.html and events.csv")
     cols = [Column("scenario", "scenario", short="scenario\npath"),
             Column("path", "path", under="scenario"),
             Column("site", "site", short="site\nfunction"),
@@ -277,7 +287,7 @@ def sites_tbl(st: pd.DataFrame, allowed: bool, base: Optional[str] = None) -> Ta
                     Cell(fmt_int(r["modeled_bubble_us"]), value=_num(r["modeled_bubble_us"]))]
         rows.append(row)
     title = "Allowed syncs" if allowed else "Hidden sync sites"
-    return Table(title, cols, [[row] for row in rows])
+    return Table(title, cols, [[row] for row in rows], footer)
 
 
 def caller_phrase(r: Dict[str, Any], base: Optional[str] = None) -> str:

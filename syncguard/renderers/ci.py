@@ -104,10 +104,16 @@ def site_line(f: Finding) -> str:
                       caller=caller_text(ev.filename, ev.stack))
 
 
+#: Failing sites listed per scenario path in the text format (the most syncs first; the
+#: rest counted in one line): the machine formats list them all.
+TEXT_MAX_SITES = 20
+
+
 def render_text(totals: Sequence[Total], findings: Sequence[Finding],
                 baseline: Optional[str] = None) -> str:
     """One line per scenario/path (OK or FAIL, hidden syncs, budget), and under each failing
-    one every failing site (:func:`site_line`, plus why it fails against a baseline)."""
+    one its failing sites (:func:`site_line`, plus why it fails against a baseline), at most
+    :data:`TEXT_MAX_SITES` of them, then a line counting the rest."""
     by = _by_total(findings)
     lines: List[str] = []
     failed = sum(1 for t in totals if t[4])
@@ -132,9 +138,14 @@ def render_text(totals: Sequence[Total], findings: Sequence[Finding],
         lines.append(_escape.terminal(f"{status:<4}  {scenario} [{path}]: "
                                       f"{plural(n, 'hidden sync')}, {limit}"))
         if bad:
-            for f in sites:
+            for f in sites[:TEXT_MAX_SITES]:
                 why = f"  ({f.message})" if baseline else ""
                 lines.append("      " + _escape.terminal(f"{site_line(f)}{why}"))
+            if len(sites) > TEXT_MAX_SITES:
+                rest = sites[TEXT_MAX_SITES:]
+                lines.append(f"      ... and {len(rest)} more failing sites "
+                             f"({plural(sum(f.count for f in rest), 'hidden sync')}): every "
+                             f"site is in the sarif, junit and github formats and the reports")
     return "\n".join(lines) + "\n"
 
 

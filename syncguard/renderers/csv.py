@@ -2,7 +2,8 @@
 the report model (:func:`render_table`: the comparison, the summary).
 
 Columns and units of the raw exports: :data:`syncguard.results.STEP_COLUMNS` and
-:data:`syncguard.results.EVENT_COLUMNS` (plus ``filename`` and ``lineno``).
+:data:`syncguard.results.EVENT_COLUMNS` (plus ``filename`` and ``lineno``). Text cells go
+through :func:`syncguard._escape.csv_cell`: none starts a spreadsheet formula.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ import csv as _csv
 import io
 from typing import TYPE_CHECKING
 
+from .._escape import csv_cell
 from ..analysis import is_missing
 from . import _tables
 
@@ -20,14 +22,25 @@ if TYPE_CHECKING:  # pragma: no cover
     from ..results import RunResult
 
 
+def _safe_df(df: pd.DataFrame) -> pd.DataFrame:
+    """Text cells through :func:`~syncguard._escape.csv_cell` (no formula, no control
+    characters); numbers untouched."""
+    from pandas.api.types import is_numeric_dtype
+
+    for col in df.columns:
+        if not is_numeric_dtype(df[col].dtype):
+            df[col] = df[col].map(csv_cell)
+    return df
+
+
 def render_steps(result: RunResult) -> str:
     """One row per step record (warm-up steps included, flagged in ``warmup``)."""
-    return result.steps_df().to_csv(index=False, lineterminator="\n")
+    return _safe_df(result.steps_df()).to_csv(index=False, lineterminator="\n")
 
 
 def render_events(result: RunResult) -> str:
     """One row per sync event (hidden and allowed, warm-up included)."""
-    return result.events_df().to_csv(index=False, lineterminator="\n")
+    return _safe_df(result.events_df()).to_csv(index=False, lineterminator="\n")
 
 
 def render(result: RunResult, table: str = "steps") -> str:
@@ -48,9 +61,9 @@ def render_table(t: _tables.Table) -> str:
                      for sec in t.sections for r in sec)]
     header = []
     for i, c in enumerate(t.columns):
-        header.append(c.header)
+        header.append(csv_cell(c.header))
         if i in styled:
-            header.append(f"{c.header} style")
+            header.append(csv_cell(f"{c.header} style"))
     buf = io.StringIO()
     w = _csv.writer(buf, lineterminator="\n")
     w.writerow(header)
@@ -61,9 +74,9 @@ def render_table(t: _tables.Table) -> str:
             out = []
             for i, cell in enumerate(r):
                 if cell.value is None:
-                    out.append(cell.text)
+                    out.append(csv_cell(cell.text))
                 else:
-                    out.append("" if is_missing(cell.value) else cell.value)
+                    out.append("" if is_missing(cell.value) else csv_cell(cell.value))
                 if i in styled:
                     out.append(cell.style)
             w.writerow(out)

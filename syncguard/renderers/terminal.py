@@ -31,6 +31,10 @@ if TYPE_CHECKING:  # pragma: no cover
 
     from ..results import RunResult
 
+#: Sites shown per sites table in the terminal (the rest are counted in one line; the file
+#: reports list every site): a program with 20,000 sync sites prints a screenful, not 80,000
+#: lines.
+MAX_SITES = 20
 #: the look of each semantic style of :mod:`._tables` (green good, red bad)
 STYLE_LOOK: Dict[str, str] = {
     "best": "bold green", "improved": "bold green", "worst": "bold red",
@@ -153,12 +157,15 @@ def print_header(result: RunResult, console: Console, show_time: bool = True) ->
 
 def print_report(result: RunResult, console: Console, *, steps: bool = True,
                  sites: bool = True, legend: bool = True, head: int = 5, tail: int = 5,
-                 show_time: bool = True, base: Optional[str] = None) -> None:
+                 show_time: bool = True, base: Optional[str] = None,
+                 max_sites: Optional[int] = MAX_SITES) -> None:
     """Print the whole report to ``console``.
 
     ``steps``/``sites``/``legend`` switch those parts; ``head``/``tail`` steps are always shown
     per scenario; ``show_time=False`` leaves the creation time out of the header; ``base`` is
-    the directory site paths are shown relative to (default: the current directory).
+    the directory site paths are shown relative to (default: the current directory);
+    ``max_sites``: the sites tables show the sites with the most syncs, then a line counting
+    the rest (the file reports list them all; None: every site).
     """
     sm = analysis.summary(result)
     lead = headline(result, sm, analysis.sites(result, max_parts=8), base)
@@ -189,12 +196,17 @@ def print_report(result: RunResult, console: Console, *, steps: bool = True,
     if sites:
         st = analysis.merge_paths(analysis.sites(result, max_parts=8))
         hidden = st[~st["allowed"].astype(bool)] if len(st) else st
+        tables = []
         if len(hidden):
-            show(_tables.sites_tbl(st, False, base))
+            tables.append(_tables.sites_tbl(st, False, base, max_sites))
         elif not sm.empty:
             console.print(_t("No hidden syncs outside warm-up.", BEST))
         if len(st) and st["allowed"].astype(bool).any():
-            show(_tables.sites_tbl(st, True, base))
+            tables.append(_tables.sites_tbl(st, True, base, max_sites))
+        for t in tables:
+            show(t)
+            if t.footer:
+                console.print(_t(t.footer, "dim"))
     if legend:
         console.print(_t("Legend", "bold"))
         console.print(legend_table(list(dict.fromkeys(used)), _legend(result)))
