@@ -458,13 +458,16 @@ _FRAME_KEYS = {"filename", "lineno", "function"}
 
 def _event(where: str, obj: Any) -> Dict[str, Any]:
     """An event line checked like :func:`_check_fields`, and its ``stack`` frame by frame
-    (each ``{"filename": str, "lineno": int, "function": str}``, as ``SyncEvent`` reads it)."""
+    (each ``{"filename": str, "lineno": int, "function": str}`` and an optional
+    ``"qualname": str``, as ``SyncEvent`` reads it)."""
     ev = _check_fields(where, "event", obj, _EVENT_FIELDS)
     for i, fr in enumerate(ev.get("stack") or ()):
-        if not (type(fr) is dict and set(fr) == _FRAME_KEYS and _is_str(fr["filename"])
-                and _is_int(fr["lineno"]) and _is_str(fr["function"])):
+        if not (type(fr) is dict and set(fr) - {"qualname"} == _FRAME_KEYS
+                and _is_str(fr["filename"]) and _is_int(fr["lineno"])
+                and _is_str(fr["function"]) and _is_str(fr.get("qualname", ""))):
             raise ResultError(f"{where}: event.stack[{i}]: must be an object with filename "
-                              f"(a string), lineno (an integer >= 0) and function (a string)")
+                              f"(a string), lineno (an integer >= 0), function (a string) "
+                              f"and optionally qualname (a string)")
     return ev
 
 

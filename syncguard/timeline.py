@@ -59,6 +59,9 @@ PHYSICAL: Dict[str, Tuple[float, float, str]] = {
     "us": (0.0, 1e6, "us"),  # up to one second per launch, kernel or sync
     "gbps": (1e-6, 1e6, "GB/s"),  # a measured CPU stand-in can be slow: only absurd is out
     "tflops": (1e-6, 1e6, "TFLOP/s"),
+    "depth": (0.0, 1e7, "launches"),  # queue_depth: 0 means no limit
+    "passes": (1.0, 64.0, "passes"),  # sort_passes over memory
+    "rows": (0.0, 1e9, "rows"),  # matmul_half_rows: 0 means full efficiency
 }
 #: Op-level detail (for trace.json) is kept for this many non-warm-up steps per path (as many
 #: as the profiler trace of a real device keeps, syncguard.timing.PROFILED_STEPS; the detail
