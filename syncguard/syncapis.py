@@ -59,7 +59,9 @@ RULES: Dict[str, Rule] = {r.id: r for r in (
          "(torch.where, masks) or read it once per step where a readback already happens."),
     Rule("SG102", "scalar-conversion", "A device tensor converted to a Python scalar",
          "int()/float()/bool()/range()/indexing a list with a device tensor reads one scalar "
-         "on the host (aten::_local_scalar_dense): the host waits for the device."),
+         "on the host (aten::_local_scalar_dense): the host waits for the device. "
+         "torch.tensor([t0, t1]) of 0-d device tensors reads each element so (then uploads "
+         "the values with device=): torch.stack keeps them on the device."),
     Rule("SG103", "item", "Tensor.item() on a device tensor",
          ".item() copies one scalar to the host and waits for the device queue to drain."),
     Rule("SG201", "device-to-host", "A device-to-host copy",
@@ -68,14 +70,17 @@ RULES: Dict[str, Rule] = {r.id: r for r in (
     Rule("SG301", "data-dependent-shape", "An op whose output shape depends on device data",
          "nonzero/argwhere/torch.where(cond)/unique/masked_select/bincount/boolean-mask "
          "indexing/repeat_interleave without output_size/one_hot without num_classes must "
-         "read a count on the host to size the output. Pass the size (output_size, "
+         "read a count on the host to size the output (x[mask] = v too: on NPU even for a "
+         "Python number v). Pass the size (output_size, "
          "num_classes) or keep a fixed-shape form (torch.where(c, x, y), masked_fill)."),
     Rule("SG302", "bool-result", "An op that returns a Python bool from device data",
          "torch.equal/torch.allclose return a Python bool: the host waits for the result."),
     Rule("SG401", "host-to-device", "A blocking host-to-device copy",
          "torch.tensor(host values, device=dev), .to(dev) of a pageable host tensor and a "
          "host index tensor into a device tensor copy host memory to the device; the host "
-         "waits unless the source is pinned and non_blocking=True."),
+         "waits unless the source is pinned and non_blocking=True. On CUDA a Python number "
+         "written into a 0-d destination (x[0] = 0 of a 1-d x) or through an index tensor "
+         "(x[idx] = 0) is copied from the host too; a slice or a row of a 2-d x is a fill_."),
     Rule("SG501", "print-tensor", "A device tensor printed or formatted",
          "print()/str()/repr()/f-strings of a device tensor copy it to the host to format it."),
     Rule("SG601", "explicit-sync", "An explicit synchronize()",
@@ -126,7 +131,8 @@ APIS: List[SyncApi] = [
             "aten::_local_scalar_dense", "formatting reads the value on the host"),
     # host-to-device copies
     SyncApi("tensor", _t("torch",), "special", "SG401", "h2d_copy", "aten::_to_copy",
-            "host values copied to the device (blocking)"),
+            "host values copied to the device (blocking); a list of device tensors is read "
+            "element by element first"),
     SyncApi("as_tensor", _t("torch",), "special", "SG401", "h2d_copy", "aten::_to_copy",
             "host values copied to the device (blocking)"),
     SyncApi("cuda", _t("Tensor",), "special", "SG401", "h2d_copy", "aten::_to_copy",
@@ -138,7 +144,9 @@ APIS: List[SyncApi] = [
             "aten::index.Tensor", "a boolean mask index is nonzero; a host index tensor is "
             "copied to the device"),
     SyncApi("__setitem__", _t("Tensor",), "special", "SG301", "data_dependent",
-            "aten::index_put_", "a boolean mask with a device tensor value reads the mask"),
+            "aten::index_put_", "a boolean mask reads the mask (with a device tensor value; "
+            "on NPU with a Python number too); on CUDA a Python number written into a 0-d "
+            "destination or through an index tensor is copied from the host"),
     SyncApi("index_put_", _t("Tensor",), "special", "SG301", "data_dependent",
             "aten::index_put_", "a boolean mask index reads the mask on the host"),
     SyncApi("index_put", _t("Tensor",), "special", "SG301", "data_dependent",

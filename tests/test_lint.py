@@ -114,7 +114,6 @@ def test_each_rule_flags_a_device_value(body: str, rule: str, api: str) -> None:
 NO_SYNC = [
     "a = torch.where(x > 0, x, 0.0)",
     "x.masked_fill_(x > 0, 0.0)",
-    "x[x > 0] = 1.0",
     "a = torch.repeat_interleave(x, y, output_size=8)",
     "a = torch.repeat_interleave(x, 2)",
     "a = F.one_hot(y, num_classes=8)",
@@ -136,6 +135,123 @@ NO_SYNC = [
 @pytest.mark.parametrize("body", NO_SYNC)
 def test_no_sync_forms_are_not_reported(body: str) -> None:
     assert [f for f in _lint(body) if f.reported] == []
+
+
+# -- a Python number written through an index; torch.tensor of device scalars -------------
+# (the backends differ: see the op models' Tensor.__setitem__ entries and the catalogue)
+SETITEM_CASES = [
+    # 0-d destination: CUDA copies the value from the host (x is 1-d: certain)
+    ("x[0] = 0", "SG401", CERTAIN, "0-d"),
+    ("x.__setitem__(0, 0.0)", "SG401", CERTAIN, "0-d"),
+    ("x[-1] = 1.5", "SG401", CERTAIN, "0-d"),
+    ("x[n] = 0", "SG401", CERTAIN, "0-d"),           # an int name
+    ("x[unk] = 0", "SG401", LIKELY, "0-d"),          # an index of unknown place
+    ("z = torch.zeros(2, 3, device=device)\nz[0, 1] = 0", "SG401", CERTAIN, "0-d"),
+    ("x_in[0] = 0", "SG401", LIKELY, "0-d"),         # rank unknown: likely
+    ("x_in.__setitem__(0, 0.0)", "SG401", LIKELY, "0-d"),
+    # an index tensor: CUDA's index_put_ copies the value
+    ("x[y] = 0.0", "SG401", CERTAIN, "index"),
+    ("x.__setitem__(torch.arange(2, device=device), 0.0)", "SG401", CERTAIN, "index"),
+    ("x[0, y] = 1", "SG401", CERTAIN, "index"),
+    # a boolean mask: NPU's index_put_ goes through nonzero
+    ("x[x > 0] = 1.0", "SG301", CERTAIN, "mask"),
+    ("x.__setitem__(x > 0, 1.0)", "SG301", CERTAIN, "mask"),
+    ("m = x > 0\nx[m] = n", "SG301", CERTAIN, "mask"),
+]
+_WHY = {"0-d": ("backend-dependent", "CUDA", "0-d destination", "fill_"),
+        "index": ("index tensor", "CUDA", "no sync on NPU"),
+        "mask": ("NPU", "nonzero", "CUDA uses masked_fill")}
+
+
+@pytest.mark.parametrize("body,rule,severity,why", SETITEM_CASES,
+                         ids=[c[0] for c in SETITEM_CASES])
+def test_python_number_written_through_an_index(body: str, rule: str, severity: str,
+                                                why: str) -> None:
+    f = _last(body)
+    assert f is not None, body
+    assert (f.rule, f.api, f.severity) == (rule, "Tensor.__setitem__", severity)
+    assert f.reported
+    assert all(w in f.why for w in _WHY[why]), f.why
+
+
+SETITEM_SILENT = [
+    "x[1:2] = 0",                                   # a slice keeps a dimension: fill_
+    "x.__setitem__(slice(1, 2), 0.0)",
+    "x[:] = 0",
+    "x[None, 0] = 0",
+    "z = x.view(2, 4)\nz[0] = 0",                   # a row of a 2-d tensor: fill_
+    "x.view(2, 4).__setitem__(0, 0.0)",
+    "z = torch.zeros(2, 3, device=device)\nz[0] = 0",
+    "z = torch.zeros((2, 3), device=device)\nz[1] = 1.0",
+    "z = torch.zeros(2, 3, device=device)\nz.__setitem__(0, 0.0)",
+    "z = torch.zeros(2, 3, device=device)\nz += 1\nz[0] = 0",
+    "z = torch.zeros(2, 3, device=device)\nif n:\n    z = z * 2\nz[0] = 0",
+    "x[0] = y[0]",                                   # a device value: copy_ on the device
+    "h[0] = 0",                                      # a host tensor
+    "lst[0] = 0",
+    "unk[0] = 0",                                    # not known to be a tensor
+]
+
+
+@pytest.mark.parametrize("body", SETITEM_SILENT)
+def test_slices_and_rows_of_2d_tensors_are_silent(body: str) -> None:
+    assert [(f.rule, f.text) for f in _lint(body) if f.reported] == []
+
+
+def test_a_rank_from_a_module_function_and_branches() -> None:
+    src = textwrap.dedent("""\
+        import torch
+
+        def make(dev, n):
+            return torch.tensor([float(v) for v in range(n)]).to(dev)
+
+        def make2d(dev):
+            return torch.zeros(2, 2).to(dev)
+
+        def f(dev, c):
+            make(dev, 3)[0] = 0
+            make2d(dev)[0] = 0
+            z = make2d(dev) if c else make(dev, 3)
+            z[0] = 0
+        """)
+    found = {f.line: f for f in check_source(src, "r.py") if f.reported}
+    assert found[10].severity == CERTAIN and found[10].rule == "SG401"
+    assert 11 not in found
+    assert found[13].severity == LIKELY  # either rank: the lint cannot tell
+
+
+@pytest.mark.parametrize("body,severity,upload", [
+    ("t0 = torch.tensor(1).to(device)\nt1 = y[0]\na = torch.tensor([t0, t1])", CERTAIN, False),
+    ("a = torch.tensor([y[0], y[1]], device=device)", CERTAIN, True),
+    ("a = torch.tensor([[y[0]], [y[1]]])", CERTAIN, False),
+    ("a = torch.as_tensor((y[0], 1), device='npu')", CERTAIN, True),
+    ("a = torch.tensor([v for v in y])", CERTAIN, False),
+    ("a = torch.tensor([x_in[0], x_in[1]])", LIKELY, False),
+])
+def test_torch_tensor_of_device_scalars(body: str, severity: str, upload: bool) -> None:
+    f = _last(body)
+    assert f is not None and f.reported
+    assert (f.rule, f.severity) == ("SG102", severity)
+    assert f.api in ("torch.tensor", "torch.as_tensor")
+    assert "each element" in f.why and ("back to the device" in f.why) == upload
+
+
+@pytest.mark.parametrize("body", [
+    "a = torch.tensor([1, 2])",
+    "a = torch.tensor([n, n + 1])",
+    "a = torch.tensor([h[0], h[1]])",               # host scalars: no sync
+    "a = torch.tensor([y[0].item(), 2.0]) + n",  # the .item() is the sync (SG103)
+    "a = torch.tensor([], device=device)",          # no element: nothing copied
+    "e = torch.empty(0, device=device)\na = e.cpu()",
+    "e = torch.zeros(0, 3, device=device)\na = e.tolist()",
+    "a = torch.empty(0).to(device)",
+    "h.new_zeros(0).copy_(torch.empty(0, device=device))",
+])
+def test_host_scalars_and_empty_tensors_are_silent(body: str) -> None:
+    last = len((PRE + textwrap.indent(textwrap.dedent(body), "    ")).rstrip("\n").split("\n"))
+    found = [f for f in _lint(body) if f.reported and f.line == last]
+    assert [(f.rule, f.api) for f in found] in ([], [("SG103", "Tensor.item")]), found
+    assert not any("SG102" in a for f in found for a in f.also)
 
 
 # -- device inference ---------------------------------------------------------------------

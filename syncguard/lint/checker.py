@@ -105,6 +105,16 @@ get_device nelement ndimension is_pinned is_floating_point type keys values item
 _HOST_METHODS = frozenset("cpu numpy tolist item pin_memory".split())
 #: table APIs whose name is common on non-tensors: an unknown receiver stays silent
 _GENERIC = frozenset("unique equal allclose copy_ to numpy synchronize".split())
+#: (rank or None, known to have no element): what the code says of a tensor's shape
+_Shape = Tuple[Optional[int], bool]
+_NO_SHAPE: _Shape = (None, False)
+#: methods whose result has the receiver's shape
+_SAME_RANK = frozenset("""to cuda npu cpu float half double long int bool bfloat16 contiguous
+clone detach pin_memory fill_ zero_ copy_ masked_fill_ clamp_ requires_grad_ t transpose
+permute softmax log_softmax cumsum neg abs exp log sqrt sigmoid relu tanh""".split())
+#: index or value expressions that are no Python int or number, even of a Python place
+_NOT_INT_NODES = (ast.List, ast.Tuple, ast.Set, ast.Dict, ast.ListComp, ast.SetComp,
+                  ast.DictComp, ast.GeneratorExp, ast.JoinedStr, ast.Lambda)
 _FACTORIES = frozenset("""zeros ones empty full arange rand randn randint tensor as_tensor
 linspace logspace eye empty_strided randperm zeros_like ones_like empty_like full_like
 rand_like randn_like randint_like from_numpy frombuffer""".split())
@@ -118,6 +128,8 @@ class _Ctx:
         self.lines = lines
         self.aliases: Dict[str, str] = {}
         self.returns: Dict[str, str] = {}
+        #: what module-level functions' returns say of the shape, where every return agrees
+        self.shape_returns: Dict[str, _Shape] = {}
         self.findings: List[Finding] = []
         self.collect = True
         #: the file imports torch: without it an unknown value is not taken for a tensor
@@ -149,6 +161,10 @@ class _Func:
         self.ret: Optional[str] = None
         #: names bound to boolean tensors (comparisons, ~ & | of them)
         self.masks: Set[str] = set()
+        #: names (and ``self.x`` keys) bound to tensors of a known rank or known empty
+        self.shapes: Dict[str, _Shape] = {}
+        #: the shape of each return statement's value (:meth:`shape_of`)
+        self.ret_shapes: List[_Shape] = []
 
     # -- findings ---------------------------------------------------------------------
     def flag(self, node: ast.AST, rule: str, api: str, why: str, severity: str,
@@ -187,11 +203,13 @@ class _Func:
     def bind(self, target: ast.expr, v: str, value: Optional[ast.expr] = None) -> None:
         if isinstance(target, ast.Name):
             self.env[target.id] = v
+            self.bind_shape(target.id, value)
         elif isinstance(target, ast.Attribute):
             key = _attr_key(target)
             self.ev(target.value)
             if key is not None:
                 self.env[key] = v
+                self.bind_shape(key, value)
         elif isinstance(target, (ast.Tuple, ast.List)):
             vals = value.elts if isinstance(value, (ast.Tuple, ast.List)) and len(
                 value.elts) == len(target.elts) else None
@@ -200,22 +218,205 @@ class _Func:
         elif isinstance(target, ast.Starred):
             self.bind(target.value, v)
         elif isinstance(target, ast.Subscript):
-            self.store_subscript(target, v)
+            self.store_subscript(target, v, value)
 
-    def store_subscript(self, target: ast.Subscript, v: str) -> None:
+    def bind_shape(self, key: str, value: Optional[ast.expr]) -> None:
+        shape = self.shape_of(value)
+        if shape == _NO_SHAPE:
+            self.shapes.pop(key, None)
+        else:
+            self.shapes[key] = shape
+
+    def store_subscript(self, target: ast.Subscript, v: str,
+                        value: Optional[ast.expr] = None) -> None:
         base = self.ev(target.value)
         idx = self.ev(target.slice)
         self.slice_bounds(target.slice)
-        if not is_tensorish(base):
-            return
-        if self.is_mask(target.slice, idx):
+        if is_tensorish(base):
+            self.setitem(target, target.value, base, target.slice, idx, value, v)
+
+    def setitem(self, node: ast.AST, recv: ast.expr, base: str, idx_node: ast.expr, idx: str,
+                value: Optional[ast.expr], v: str) -> None:  # noqa: C901
+        """``recv[idx_node] = value`` (a store, or an explicit ``recv.__setitem__`` call) on
+        a tensor in place ``base``; ``idx`` and ``v`` the places of the index and value.
+
+        A Python number written through an index costs differently per backend (the op
+        models' ``Tensor.__setitem__`` entries): CUDA makes the value on the host, so a
+        0-d destination (``x[0]`` of a 1-d x) is a blocking copy_ and an index tensor makes
+        index_put_ copy it to the device, while a boolean mask is masked_fill (no sync); the
+        NPU makes the value on the device, so only the mask syncs (index_put_ -> nonzero)."""
+        number = value is not None and _is_number(value, v)
+        if self.is_mask(idx_node, idx):
             if syncs_on(v):
-                self.flag(target, "SG301", "Tensor.__setitem__",
+                self.flag(node, "SG301", "Tensor.__setitem__",
                           "a boolean mask assigned a tensor value reads the mask on the host",
                           _sev(combine([idx, v])), idx)
-        elif base in (DEVICE, TENSOR) and idx in (HOST, PINNED):
-            self.flag(target, "SG401", "Tensor.__setitem__",
+            elif number and base in (DEVICE, TENSOR):
+                self.flag(node, "SG301", "Tensor.__setitem__",
+                          "a boolean mask assigned a Python number: on NPU index_put_ runs "
+                          "nonzero and reads the count on the host (CUDA uses masked_fill: "
+                          "no sync)", _sev(DEVICE if DEVICE in (base, idx) else base), base)
+            return
+        if base not in (DEVICE, TENSOR):
+            return
+        items = idx_node.elts if isinstance(idx_node, ast.Tuple) else [idx_node]
+        kinds = [self.index_kind(it) for it in items]
+        if idx in (HOST, PINNED) or "host" in kinds:
+            self.flag(node, "SG401", "Tensor.__setitem__",
                       "a host index tensor is copied to the device", _sev(base), base)
+            return
+        if not number or any(k in ("slice", "none", "other") for k in kinds):
+            return  # a slice or None keeps a dimension: fill_ into it, no copy
+        if "tensor" in kinds:
+            self.flag(node, "SG401", "Tensor.__setitem__",
+                      "a Python number written through an index tensor: on CUDA index_put_ "
+                      "copies the value to the device and waits (no sync on NPU)",
+                      _sev(base), base)
+            return
+        rank = self.rank_of(recv)
+        ints = sum(k in ("int", "unknown") for k in kinds)
+        if rank is None:
+            if "ellipsis" in kinds:
+                return  # x[..., 0] = 0: mostly on tensors of several dimensions
+            sev = LIKELY
+        elif rank != ints:
+            return  # the destination keeps a dimension: fill_, no sync
+        else:
+            sev = CERTAIN if base == DEVICE and "unknown" not in kinds else LIKELY
+        self.flag(node, "SG401", "Tensor.__setitem__",
+                  "a Python number written through an integer index: the cost is "
+                  "backend-dependent (CUDA: a blocking host-to-device copy of the value into "
+                  "a 0-d destination, e.g. x[i] of a 1-d x; a row of a 2-d tensor is a fill_ "
+                  "with no sync; NPU: no sync)", sev, base)
+
+    def index_kind(self, it: ast.expr) -> str:
+        """One item of an index: ``slice``, ``none``, ``ellipsis``, ``int``, ``tensor``,
+        ``host`` (a host index tensor), ``unknown`` (a value of unknown place: an int
+        mostly) or ``other`` (a list, a bool, a string...)."""
+        if isinstance(it, ast.Slice) or (isinstance(it, ast.Call) and isinstance(
+                it.func, ast.Name) and it.func.id == "slice"):
+            return "slice"
+        if isinstance(it, ast.Name) and it.id == "Ellipsis":
+            return "ellipsis"
+        lit = it.operand if isinstance(it, ast.UnaryOp) and isinstance(
+            it.op, (ast.USub, ast.UAdd)) else it
+        if isinstance(lit, ast.Constant):
+            if lit.value is None:
+                return "none"
+            if lit.value is Ellipsis:
+                return "ellipsis"
+            return "int" if isinstance(lit.value, int) and not isinstance(
+                lit.value, bool) else "other"
+        v = self.ev_quiet(it)
+        if v in (DEVICE, TENSOR):
+            return "tensor"
+        if v in (HOST, PINNED):
+            return "host"
+        if v == PY:
+            return "other" if isinstance(it, _NOT_INT_NODES) else "int"
+        return "unknown"
+
+    # -- shapes -------------------------------------------------------------------------
+    def rank_of(self, node: Optional[ast.expr]) -> Optional[int]:
+        """The number of dimensions of the tensor ``node`` evaluates to, None if unknown."""
+        return self.shape_of(node)[0]
+
+    def is_empty(self, node: Optional[ast.expr]) -> bool:
+        """``node`` is known to be a tensor of no element (its copies copy nothing)."""
+        return self.shape_of(node)[1]
+
+    def shape_of(self, node: Optional[ast.expr]) -> _Shape:  # noqa: C901
+        """What the code says of the shape of the tensor ``node`` evaluates to (factories'
+        sizes, ``view``/``reshape``, literals, names bound to them, module functions
+        returning them): (rank or None, known to have no element). Reads places quietly."""
+        if node is None:
+            return _NO_SHAPE
+        if isinstance(node, ast.Constant):
+            return (0, False) if isinstance(node.value, (int, float, complex)) else _NO_SHAPE
+        if isinstance(node, ast.UnaryOp):
+            return self.shape_of(node.operand)
+        if isinstance(node, ast.Name):
+            return self.shapes.get(node.id, _NO_SHAPE)
+        if isinstance(node, ast.Attribute):
+            key = _attr_key(node)
+            return self.shapes.get(key, _NO_SHAPE) if key is not None else _NO_SHAPE
+        if isinstance(node, ast.BinOp):
+            (lr, le), (rr, re_) = self.shape_of(node.left), self.shape_of(node.right)
+            return (None if lr is None or rr is None else max(lr, rr)), le or re_
+        if isinstance(node, ast.Subscript):
+            base = self.rank_of(node.value)
+            if base is None:
+                return _NO_SHAPE
+            items = node.slice.elts if isinstance(node.slice, ast.Tuple) else [node.slice]
+            for it in items:
+                k = self.index_kind(it)
+                if k == "int":
+                    base -= 1
+                elif k == "none":
+                    base += 1
+                elif k != "slice":
+                    return _NO_SHAPE
+            return (base if base >= 0 else None), False
+        if isinstance(node, ast.Call):
+            return self.call_shape(node)
+        return _NO_SHAPE
+
+    def call_shape(self, node: ast.Call) -> _Shape:  # noqa: C901
+        func = node.func
+        q = self.ctx.qual(func)
+        if q is not None:
+            head, _, name = q.rpartition(".")
+            if head != "torch":
+                return _NO_SHAPE
+            if name in ("zeros", "ones", "empty", "rand", "randn"):
+                return _size_shape(node.args)
+            if name == "full":
+                return _size_shape(node.args[:1])
+            if name in ("arange", "linspace", "logspace", "randperm"):
+                return 1, False
+            if name == "eye":
+                return 2, False
+            if name in ("tensor", "as_tensor") and node.args:
+                a = node.args[0]
+                return self.literal_rank(a), isinstance(a, (ast.List, ast.Tuple)) and not a.elts
+            if name.endswith("_like") and node.args:
+                return self.shape_of(node.args[0])
+            return _NO_SHAPE
+        if isinstance(func, ast.Name):
+            return self.ctx.shape_returns.get(func.id, _NO_SHAPE)
+        if not isinstance(func, ast.Attribute):
+            return _NO_SHAPE
+        m = func.attr
+        if m in ("view", "reshape"):  # the same elements
+            rank, empty = _size_shape(node.args)
+            return rank, empty or self.is_empty(func.value)
+        if m in ("new_zeros", "new_ones", "new_empty"):
+            return _size_shape(node.args)
+        if m == "new_full":
+            return _size_shape(node.args[:1])
+        if m == "flatten" and not node.args and not node.keywords:
+            return 1, self.is_empty(func.value)
+        if m == "unsqueeze":
+            rank, empty = self.shape_of(func.value)
+            return (None if rank is None else rank + 1), empty
+        if m in _SAME_RANK:
+            return self.shape_of(func.value)
+        return _NO_SHAPE
+
+    def literal_rank(self, node: ast.expr) -> Optional[int]:
+        """Rank of ``torch.tensor(node)``: the nesting of a literal of numbers."""
+        if isinstance(node, (ast.List, ast.Tuple)):
+            if not node.elts:
+                return 1
+            ranks = {self.literal_rank(e) for e in node.elts}
+            if len(ranks) != 1 or None in ranks:
+                return None
+            return 1 + ranks.pop()  # type: ignore[operator]
+        if isinstance(node, ast.ListComp):  # [float(v) for v in vals]: numbers only
+            return 1 if _is_number_expr(node.elt) else None
+        if _is_number_expr(node):
+            return 0
+        return self.rank_of(node)
 
     # -- expressions ------------------------------------------------------------------
     def ev(self, node: Optional[ast.AST]) -> str:  # noqa: C901 - one dispatch on node type
@@ -293,6 +494,7 @@ class _Func:
 
     def comprehension(self, node: ast.expr) -> str:
         saved = dict(self.env)
+        saved_shapes = dict(self.shapes)
         for gen in node.generators:  # type: ignore[attr-defined]
             self.bind(gen.target, _element(self.ev(gen.iter)))
             for cond in gen.ifs:
@@ -303,6 +505,7 @@ class _Func:
         else:
             v = self.ev(node.elt)  # type: ignore[attr-defined]
         self.env = saved
+        self.shapes = saved_shapes
         return v if v != PY else PY
 
     def attribute(self, node: ast.Attribute) -> str:
@@ -492,6 +695,20 @@ class _Func:
             dev_node = kw.get("device") if "device" in kw else (
                 node.args[2] if name == "as_tensor" and len(node.args) > 2 else None)
             place, sure = self.place_of_device(dev_node)
+            elems = self.element_places(node.args[0]) if node.args else []
+            if node.args and isinstance(node.args[0], (ast.List, ast.Tuple)) and not (
+                    node.args[0].elts):
+                return place  # torch.tensor([], device=dev): no element, nothing copied
+            if any(syncs_on(e) for e in elems):
+                # each element is a tensor read as a Python scalar, then the values are built
+                # into a host tensor (and uploaded with device=)
+                self.flag(node, "SG102", f"torch.{name}",
+                          f"torch.{name}() of a list of device tensors reads each element on "
+                          "the host (one sync per element)" + (
+                              ", then copies the values back to the device" if
+                              place == DEVICE else ""),
+                          _sev(DEVICE if DEVICE in elems else TENSOR), combine(elems))
+                return place
             if place == DEVICE and first != DEVICE:
                 self.api_flag(node, name, "torch", CERTAIN if sure else LIKELY, first,
                               "host values copied to the device: the host waits for the copy")
@@ -537,6 +754,19 @@ class _Func:
             return TENSOR
         return res
 
+    def element_places(self, node: ast.expr) -> List[str]:
+        """The places of the leaves of a list/tuple literal (nested), or of a list
+        comprehension's elements; [] for anything else (a name: a list or a tensor)."""
+        if isinstance(node, (ast.List, ast.Tuple)):
+            out: List[str] = []
+            for e in node.elts:
+                out.extend(self.element_places(e) if isinstance(e, (ast.List, ast.Tuple))
+                           else [self.ev_quiet(e)])
+            return out
+        if isinstance(node, ast.ListComp):
+            return [self.ev_quiet(node)]
+        return []
+
     def int_args(self, args: Sequence[ast.expr], vals: Sequence[str]) -> None:
         """Arguments where an int is expected: a 0-d tensor there is read on the host."""
         for a, v in zip(args, vals):
@@ -570,7 +800,12 @@ class _Func:
             self.int_args(node.args, vals)
         if "alpha" in kw and r in (DEVICE, TENSOR):
             self.int_args([kw["alpha"]], [self.ev_quiet(kw["alpha"])])
-        if m in ("__setitem__", "__getitem__") and node.args and r in (DEVICE, TENSOR):
+        if m == "__setitem__" and node.args and r in (DEVICE, TENSOR):
+            self.setitem(node, func.value, r, node.args[0], vals[0],
+                         node.args[1] if len(node.args) > 1 else None,
+                         vals[1] if len(vals) > 1 else DEVICE)
+            return r
+        if m == "__getitem__" and node.args and r in (DEVICE, TENSOR):
             idx_v = vals[0]
             value_v = vals[1] if len(vals) > 1 else DEVICE
             if self.is_mask(node.args[0], idx_v) and syncs_on(value_v):
@@ -578,6 +813,13 @@ class _Func:
                               "a boolean mask index reads the mask on the host")
             return r
         if m in ("to", "cuda", "npu") or (m == "copy_" and node.args):
+            if self.is_empty(func.value) or (m == "copy_" and self.is_empty(node.args[0])):
+                # a copy of no element returns before copying: nothing waits
+                saved, self.ctx.collect = self.ctx.collect, False
+                try:
+                    return self.copy_method(node, m, r, vals, kw)
+                finally:
+                    self.ctx.collect = saved
             return self.copy_method(node, m, r, vals, kw)
         if r in (HOST, PINNED) and m in _APIS and any("Tensor" in a.owners for a in _APIS[m]):
             a = next(a for a in _APIS[m] if "Tensor" in a.owners)
@@ -590,6 +832,8 @@ class _Func:
         if m in _PY_METHODS:
             return PY
         apis = [a for a in _APIS.get(m, ()) if "Tensor" in a.owners]
+        if m in ("cpu", "tolist", "numpy") and self.is_empty(func.value):
+            apis = []  # a copy of no element: nothing waits
         if apis and tensor_recv:
             a = apis[0]
             sev_v = r
@@ -690,11 +934,17 @@ class _Func:
     def branch(self, *bodies: Sequence[ast.stmt]) -> None:
         """Run each body from the current state and join the results."""
         start = dict(self.env)
+        start_shapes = dict(self.shapes)
         ends: List[Dict[str, str]] = []
+        end_shapes: List[Dict[str, _Shape]] = []
         for b in bodies:
             self.env = dict(start)
+            self.shapes = dict(start_shapes)
             self.body(b)
             ends.append(self.env)
+            end_shapes.append(self.shapes)
+        self.shapes = {k: r for k, r in end_shapes[0].items()
+                       if all(e.get(k) == r for e in end_shapes[1:])}
         changed: Set[str] = set()
         get = start.get
         for e in ends:
@@ -736,7 +986,8 @@ class _Func:
         elif isinstance(s, ast.AugAssign):
             v = combine([self.ev(s.target), self.ev(s.value)])
             if isinstance(s.target, (ast.Name, ast.Attribute)):
-                self.bind(s.target, v)
+                # x += y has the shape of x + y (broadcast)
+                self.bind(s.target, v, ast.BinOp(left=s.target, op=s.op, right=s.value))
         elif isinstance(s, (ast.If, ast.While)):
             self.condition(s.test, self.ev(s.test))
             if isinstance(s, ast.While):
@@ -765,6 +1016,7 @@ class _Func:
         elif isinstance(s, ast.Return):
             v = self.ev(s.value) if s.value is not None else PY
             self.ret = v if self.ret is None else join(self.ret, v)
+            self.ret_shapes.append(self.shape_of(s.value))
         elif isinstance(s, ast.Expr):
             self.ev(s.value)
         elif isinstance(s, (ast.With, ast.AsyncWith)):
@@ -866,6 +1118,50 @@ def _no_check_multinomial(node: ast.Call, pos: int, kw: Dict[str, ast.expr]) -> 
     return _is_true(rep) and not (isinstance(n, ast.Constant) and n.value == 1)
 
 
+def _is_number_expr(node: ast.expr) -> bool:
+    """A number literal (``0``, ``-1.5``) or ``int()``/``float()``/``bool()`` of something."""
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)):
+        node = node.operand
+    if isinstance(node, ast.Constant):
+        return isinstance(node.value, (int, float, complex))
+    return isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in (
+        "int", "float", "bool", "complex")
+
+
+def _is_number(node: ast.expr, v: str) -> bool:
+    """``node`` (in place ``v``) is a Python number: a literal, or a Python value that is no
+    container, string or function (``n``, ``len(a) - 1``, ``math.inf``)."""
+    if _is_number_expr(node):
+        return True
+    if isinstance(node, ast.Constant):
+        return False  # a string, None, bytes
+    return v == PY and not isinstance(node, _NOT_INT_NODES)
+
+
+def _size_shape(args: Sequence[ast.expr]) -> _Shape:
+    """What a size given as ``args`` says: (its number of dimensions: ``(2, 3)``, ``2, 3``,
+    ``8``, ``-1``; None for one name (an int or a shape) or a starred argument, whether a
+    literal 0 makes it empty)."""
+    items: Sequence[ast.expr] = args
+    if len(args) == 1 and isinstance(args[0], (ast.Tuple, ast.List)):
+        items = args[0].elts
+    empty = any(isinstance(a, ast.Constant) and a.value == 0 and not isinstance(a.value, bool)
+                for a in items)
+    if not items or any(isinstance(a, ast.Starred) for a in items):
+        return (0 if items is not args and not items else None), empty
+    if len(items) > 1:
+        return len(items), empty
+    a = items[0]
+    if items is not args:
+        return 1, empty  # (n,)
+    if isinstance(a, ast.UnaryOp) and isinstance(a.op, ast.USub):
+        a = a.operand
+    if isinstance(a, ast.Constant) and isinstance(a.value, int) and not isinstance(
+            a.value, bool):
+        return 1, empty
+    return None, empty
+
+
 def _is_true(node: Optional[ast.expr]) -> bool:
     return isinstance(node, ast.Constant) and node.value is True
 
@@ -942,6 +1238,9 @@ def _returns(tree: ast.Module, ctx: _Ctx) -> None:
             f = top.function(s, s.name)
             if f.ret is not None and f.ret != UNKNOWN:
                 ctx.returns[s.name] = f.ret
+            shapes = set(f.ret_shapes)
+            if len(shapes) == 1 and _NO_SHAPE not in shapes:
+                ctx.shape_returns[s.name] = shapes.pop()
     ctx.collect = True
 
 
