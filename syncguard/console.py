@@ -22,7 +22,7 @@ def stdout_console(width: Optional[int] = None) -> Any:
     """A rich Console on stdout for reports (``width`` as :func:`report_width`). When the
     reader goes away it raises BrokenPipeError, which :func:`main` turns into a quiet exit
     (rich's own handling exits 1, the code for "over budget")."""
-    from .._escape import line_safe
+    from ._escape import line_safe
 
     # every printed line passes the workflow-command filter (a folded table cell included)
     return _console_class()(width=report_width(width), file=line_safe(lambda: sys.stdout))
@@ -43,7 +43,7 @@ def stderr_console(width: Optional[int] = None) -> Any:
     """A rich Console on stderr whose every line passes :func:`~syncguard._escape.
     no_workflow_lines` (``exec`` prints its report there: stdout is the program's); a closed
     pipe raises BrokenPipeError (exit 141 in :func:`main`), not rich's exit 1."""
-    from .._escape import line_safe
+    from ._escape import line_safe
 
     return _console_class()(width=width, file=line_safe(lambda: sys.stderr))
 
