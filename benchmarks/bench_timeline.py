@@ -37,7 +37,7 @@ from typing import Any, Dict, List
 import torch
 from _common import REPORTS, environment, interleaved, median, rounded, write_report
 
-from syncguard import runner, scenario, stats, timeline
+from syncguard import devices, runner, scenario, stats, timeline
 
 TARGET_RATIO = 1.10
 
@@ -67,7 +67,7 @@ def main(argv: List[str]) -> int:
     tmp = tempfile.mkdtemp(prefix="bench_timeline_")
     torch.set_num_threads(1)  # process CPU time then measures this thread's work
     env = environment()
-    target = runner.resolve_target("sim")
+    target = devices.resolve_target("sim")
     prof = timeline.load_profile(args.profile)
     out: Dict[str, Any] = {}
     for name in args.scenarios:

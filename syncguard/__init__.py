@@ -18,7 +18,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from .guard import StepCount, SyncGuard
     from .steps import step
 
-__version__ = "0.1.0"
+from ._version import __version__
 
 __all__ = [
     "KINDS", "Frame", "HostSyncError", "SelfTestError", "StepCount", "SyncEvent", "SyncGuard",

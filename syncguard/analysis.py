@@ -18,6 +18,8 @@ import math
 from collections import Counter
 from typing import TYPE_CHECKING, Any, Dict, Iterable, List, Optional, Sequence, Tuple
 
+from ._words import step_ranges
+
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
 
@@ -161,26 +163,6 @@ def ordered_paths(paths: Iterable[str]) -> List[str]:
     """Known paths first in :data:`PATH_ORDER`, then the others in the given order."""
     seen = list(dict.fromkeys(paths))
     return [p for p in PATH_ORDER if p in seen] + [p for p in seen if p not in PATH_ORDER]
-
-
-def step_ranges(steps: Iterable[Optional[int]], max_parts: Optional[int] = None) -> str:
-    """Compact ranges of step indices: ``[2, 3, 4, 7] -> "2-4, 7"``; ``""`` if none.
-
-    ``None`` steps (outside any step) are ignored. With ``max_parts`` the list is cut after
-    that many ranges and ``", ... (+N)"`` says how many ranges were left out.
-    """
-    nums = sorted({int(s) for s in steps if s is not None and not is_missing(s)})
-    parts: List[str] = []
-    i = 0
-    while i < len(nums):
-        j = i
-        while j + 1 < len(nums) and nums[j + 1] == nums[j] + 1:
-            j += 1
-        parts.append(str(nums[i]) if i == j else f"{nums[i]}-{nums[j]}")
-        i = j + 1
-    if max_parts is not None and len(parts) > max_parts:
-        return ", ".join(parts[:max_parts]) + f", ... (+{len(parts) - max_parts})"
-    return ", ".join(parts)
 
 
 def _percentile(values: Sequence[float], q: float) -> float:

@@ -29,9 +29,9 @@ def crosscheck_pass(sc: Any, path: str, target: Any, mechanism: str) -> Dict[str
     """One counted pass with syncguard and ``mechanism`` side by side, per step."""
     from collections import Counter
 
+    from .decode import DecodeLoop, _seed
     from .groundtruth import native_counter, normalize_site
     from .guard import SyncGuard
-    from .runner import DecodeLoop, _seed
 
     _seed(sc)
     loop = DecodeLoop(sc, path, target)

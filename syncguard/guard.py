@@ -138,12 +138,12 @@ class SyncGuard:
             raise ValueError("warmup must be >= 0")
         self.on_sync = on_sync
         self.devices = frozenset(devices)
-        self._allow_sites: List[Tuple[str, str]] = []
+        self.allow_sites_of: List[Tuple[str, str]] = []
         for s in allow_sites:
             if isinstance(s, str):
-                self._allow_sites.append((s, f"allowed call site {s}"))
+                self.allow_sites_of.append((s, f"allowed call site {s}"))
             else:
-                self._allow_sites.append((s[0], s[1]))
+                self.allow_sites_of.append((s[0], s[1]))
         self.warmup = warmup
         self.model = model
         self.stack_depth = stack_depth
@@ -326,7 +326,7 @@ class SyncGuard:
         return device is None or (device not in ("cpu", "meta")) or device in self.devices
 
     def site_allowed(self, stack: Tuple[Frame, ...]) -> Optional[str]:
-        for pattern, reason in self._allow_sites:
+        for pattern, reason in self.allow_sites_of:
             for fr in stack:
                 if _site_matches(pattern, fr):
                     return reason

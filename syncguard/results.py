@@ -188,7 +188,7 @@ def environment(device: str, device_name: str) -> Dict[str, Any]:
     """Versions and machine facts for a result header."""
     import torch
 
-    from . import __version__
+    from ._version import __version__
 
     here = os.path.dirname(os.path.abspath(__file__))
     tnpu = sys.modules.get("torch_npu")
@@ -492,7 +492,7 @@ def _version_tuple(v: Any) -> Optional[Tuple[int, ...]]:
 
 def _warn_if_newer(path: str, header: Dict[str, Any]) -> None:
     """A :class:`ResultWarning` when the file names a newer syncguard than this one."""
-    from . import __version__
+    from ._version import __version__
 
     env = header.get("env")
     theirs = header.get("syncguard") or (env.get("syncguard") if isinstance(env, dict) else None)

@@ -585,6 +585,10 @@ def event_wait(event: Any) -> None:
         _ACTIVE[-1].event_wait(id(event))
 
 
+#: :func:`event_record` and :func:`event_wait`, as the simulated device's event observers.
+_EVENT_HOOKS = (event_record, event_wait)
+
+
 def device_work(name: str, ms: float) -> None:
     """Record a modeled kernel of ``ms`` ms while a step model records (no-op otherwise):
     the scenario's ``[logits] forward_ms``, a forward pass that exists only in the model."""
@@ -604,8 +608,11 @@ class StepModel:
 
     def __enter__(self) -> StepModel:
         from .sim import device as simdev
+        from .sim import npu_module
 
         simdev.OP_OBSERVERS.append(self.rec.on_op)
+        if _EVENT_HOOKS not in npu_module.EVENT_OBSERVERS:
+            npu_module.EVENT_OBSERVERS.append(_EVENT_HOOKS)
         _ACTIVE.append(self.rec)
         return self
 

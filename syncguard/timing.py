@@ -21,9 +21,9 @@ from typing import TYPE_CHECKING, Any, Callable, Dict, List, Mapping, Optional
 from . import _signals
 
 if TYPE_CHECKING:  # pragma: no cover
+    from .decode import Progress
     from .devices import Target
     from .results import ResultWriter
-    from .runner import Progress
     from .scenario import Scenario
 
 StepFn = Callable[[int], Any]
@@ -134,8 +134,8 @@ def timed_pass(sc: Scenario, paths: List[str], target: Target,
     with ``round`` set, streamed to ``writer``. Returns the rounds run."""
     import torch
 
+    from .decode import DecodeLoop, DeviceTimer, label_fields
     from .results import StepRecord
-    from .runner import DecodeLoop, DeviceTimer, label_fields
 
     timer = DeviceTimer(target)
     loops: Dict[str, Any] = {}
@@ -197,7 +197,7 @@ def profiled_pass(sc: Scenario, paths: List[str], target: Target, out_dir: str) 
     Returns the files written; a profiler that fails leaves a ``.txt`` saying why instead."""
     import torch
 
-    from .runner import DecodeLoop
+    from .decode import DecodeLoop
 
     written: List[str] = []
     try:

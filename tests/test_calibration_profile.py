@@ -75,7 +75,7 @@ def test_measured_cuda_profile_is_plausible() -> None:
 
 @pytest.mark.npu
 def test_measured_npu_profile_is_plausible() -> None:
-    from syncguard.runner import resolve_target
+    from syncguard.devices import resolve_target
 
     try:
         target = resolve_target("npu")

@@ -26,7 +26,7 @@ from _subprocess import env, run_stopped
 
 from syncguard import results
 from syncguard.cli import EXIT_INTERRUPTED, EXIT_OK, EXIT_OVER, EXIT_USAGE, main
-from syncguard.runner import READBACK
+from syncguard.decode import READBACK
 from syncguard.scenario import PATHS
 from syncguard.scenario import load as load_scenario
 

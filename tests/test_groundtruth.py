@@ -41,7 +41,7 @@ finish = ["wide"]
 @pytest.mark.parametrize("path", ["legacy", "flag", "flag-recompute"])
 def test_run_crosscheck_on_simulated_backend_agrees_every_step(path: str) -> None:
     from syncguard.crosscheck import crosscheck_pass
-    from syncguard.runner import resolve_target
+    from syncguard.devices import resolve_target
 
     res = crosscheck_pass(parse(TINY), path, resolve_target("sim"), "sim-backend")
     assert res["total"] == 6 and res["disagreements"] == []
@@ -256,7 +256,7 @@ def test_cuda_trace_counter_imports_the_trace_module_itself(
 def test_crosscheck_compares_sites_and_fails_on_disagreement(
         monkeypatch: pytest.MonkeyPatch, tmp_path: object) -> None:
     from syncguard import crosscheck, groundtruth
-    from syncguard.runner import resolve_target
+    from syncguard.devices import resolve_target
 
     sc = parse(TINY)
     ok = crosscheck.crosscheck_pass(sc, "legacy", resolve_target("sim"), "sim-backend")

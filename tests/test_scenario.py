@@ -409,11 +409,11 @@ def test_wheel_ships_the_builtin_scenarios(tmp_path: Path) -> None:
 
 # ------------------------------------------- what the built-in scenarios are there to show
 def _passes(name: str) -> dict:
-    from syncguard import runner
+    from syncguard import devices, runner
     from syncguard.scenario import resolve
 
     (sc,) = resolve([name])
-    target = runner.resolve_target("sim")
+    target = devices.resolve_target("sim")
     return {p: runner.run_pass(sc, p, target, counted=True) for p in PATHS}
 
 

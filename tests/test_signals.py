@@ -37,9 +37,9 @@ def cli(capsys: pytest.CaptureFixture, *argv: str) -> Tuple[int, str, str]:
 def _send_at_step(monkeypatch: pytest.MonkeyPatch, sig: int, at: int) -> List[int]:
     """Deliver ``sig`` to this process inside decode step ``at`` (under the guard, with the
     interceptors installed)."""
-    from syncguard import runner
+    from syncguard import decode
 
-    real = runner.DecodeLoop.run_step
+    real = decode.DecodeLoop.run_step
     sent: List[int] = []
 
     def run_step(self: Any, step: int) -> Any:
@@ -48,7 +48,7 @@ def _send_at_step(monkeypatch: pytest.MonkeyPatch, sig: int, at: int) -> List[in
             os.kill(os.getpid(), sig)
         return real(self, step)
 
-    monkeypatch.setattr(runner.DecodeLoop, "run_step", run_step)
+    monkeypatch.setattr(decode.DecodeLoop, "run_step", run_step)
     return sent
 
 

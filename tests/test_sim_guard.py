@@ -179,7 +179,8 @@ seed = 12
 
 
 def _tokens(text: str, path: str, device: str) -> Dict[int, Any]:
-    from syncguard.runner import resolve_target, run_pass
+    from syncguard.devices import resolve_target
+    from syncguard.runner import run_pass
 
     recs = run_pass(parse(text), path, resolve_target(device), counted=False)
     return {r.step: (r.branch, r.tokens) for r in recs}

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from syncguard import _signals, results, runner
+from syncguard import _signals, devices, results, runner
 from syncguard.scenario import load as load_scenario
 
 LONG = str(Path(__file__).parent / "data" / "scenarios" / "long.toml")
@@ -23,7 +23,7 @@ def _swallowed_sigint() -> None:
 
 def test_swallowed_interrupt_still_stops_the_run_at_the_next_step(tmp_path: Path) -> None:
     sc = load_scenario(LONG).with_steps(50, 1)
-    target = runner.resolve_target("sim")
+    target = devices.resolve_target("sim")
     out = tmp_path / "r.jsonl"
     writer = results.ResultWriter(str(out), {})
     seen = []

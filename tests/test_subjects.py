@@ -8,7 +8,7 @@ import os
 
 import pytest
 
-from syncguard import results, runner, scenario, subjects
+from syncguard import devices, results, runner, scenario, subjects
 from syncguard.cli import main
 
 GOLDEN = os.path.join(os.path.dirname(__file__), "data", "golden", "subjects_before.json")
@@ -25,7 +25,7 @@ def test_builtin_paths_unchanged(key):
     name, path = key.split("|")
     sc = scenario.resolve([name])[0]
     sc = sc.with_steps(min(sc.steps, 12))
-    recs = runner.run_pass(sc, path, runner.resolve_target("sim"), True)
+    recs = runner.run_pass(sc, path, devices.resolve_target("sim"), True)
     got = [[r.step, r.tokens, r.branch, r.eligible, r.syncs, r.allowed] for r in recs]
     assert got == _golden()[key]
     assert all(r.labels == {"branch": r.branch, "eligible": r.eligible} for r in recs)
@@ -176,7 +176,7 @@ def test_cpu_device_says_it_counts_nothing(capsys):
     """On --device cpu the guard sees only host tensors: a subject known to sync
     (int(top_ks.max())) counts 0 there, and the device's name says syncs are not counted
     rather than that there is nothing to sync; no Python warning leaks onto stderr."""
-    target = runner.resolve_target("cpu")
+    target = devices.resolve_target("cpu")
     assert "no syncs counted" in target.name and "nothing to sync" not in target.name
     small = os.path.join(os.path.dirname(__file__), "data", "scenarios", "small.toml")
     sc = scenario.resolve([small])[0]

@@ -183,12 +183,12 @@ def _line_of(text: str) -> int:
 
 def _counted(name: str, path: str, steps: int = None, warmup: int = None,  # type: ignore
              profile: str = "910b") -> List[Any]:
-    from syncguard import runner, scenario
+    from syncguard import devices, runner, scenario
 
     sc = scenario.resolve([name])[0]
     if steps is not None:
         sc = sc.with_steps(steps, warmup)
-    target = runner.resolve_target("sim")
+    target = devices.resolve_target("sim")
     return runner.run_pass(sc, path, target, True, profile=timeline.load_profile(profile))
 
 
@@ -224,11 +224,11 @@ def test_modeled_columns_are_bit_identical_across_runs() -> None:
 
 
 def test_forward_ms_adds_modeled_device_time() -> None:
-    from syncguard import runner, scenario
+    from syncguard import devices, runner, scenario
 
     sc = scenario.resolve(["steady"])[0].with_steps(3, 1)
     fwd = dataclasses.replace(sc, forward_ms=20.0)
-    target = runner.resolve_target("sim")
+    target = devices.resolve_target("sim")
     prof = timeline.load_profile("910b")
     a = runner.run_pass(sc, "flag", target, True, profile=prof)
     b = runner.run_pass(fwd, "flag", target, True, profile=prof)

@@ -10,7 +10,7 @@ import sys
 import warnings
 from typing import Any, List, Optional
 
-from .._escape import one_line
+from ..console import error, stderr_console, stdout_console, warning, wrote  # noqa: F401
 from ..errors import (  # noqa: F401  (the CLI's names for them)
     EXIT_BROKEN_PIPE,
     EXIT_INTERNAL,
@@ -21,6 +21,7 @@ from ..errors import (  # noqa: F401  (the CLI's names for them)
     EXIT_USAGE,
     UsageError,
 )
+from .common import device_for_probe, output_path, target  # noqa: F401
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -54,93 +55,6 @@ def _selftest(args: argparse.Namespace) -> int:
         print(line)
     print(summary_line(lines))
     return EXIT_OK
-
-
-def device_for_probe(kind: str) -> Optional[str]:
-    t = target(kind)
-    return None if t.kind == "cpu" else str(t.device)
-
-
-def target(kind: str, gpu: bool = False) -> Any:
-    """The command's device (:func:`syncguard.devices.resolve_target`), with one note line on
-    stderr when ``auto`` did not take the NPU and why."""
-    from ..devices import resolve_target
-
-    t = resolve_target(kind, gpu=gpu)
-    if t.note:
-        print(f"syncguard: note: {one_line(t.note)}", file=sys.stderr)
-    return t
-
-
-def report_width(width: Optional[int]) -> Optional[int]:
-    """``--width`` if given; else the terminal's, or 160 columns when stdout is not a terminal
-    (CI logs, pipes), where rich would otherwise squeeze the tables into 80."""
-    if width:
-        return width
-    return None if sys.stdout.isatty() else 160
-
-
-def stdout_console(width: Optional[int] = None) -> Any:
-    """A rich Console on stdout for reports (``width`` as :func:`report_width`). When the
-    reader goes away it raises BrokenPipeError, which :func:`main` turns into a quiet exit
-    (rich's own handling exits 1, the code for "over budget")."""
-    from .._escape import line_safe
-
-    # every printed line passes the workflow-command filter (a folded table cell included)
-    return _console_class()(width=report_width(width), file=line_safe(lambda: sys.stdout))
-
-
-def _console_class() -> Any:
-    from rich.console import Console
-
-    class _Console(Console):
-        def on_broken_pipe(self) -> None:
-            self.quiet = True
-            raise BrokenPipeError
-
-    return _Console
-
-
-def stderr_console(width: Optional[int] = None) -> Any:
-    """A rich Console on stderr whose every line passes :func:`~syncguard._escape.
-    no_workflow_lines` (``exec`` prints its report there: stdout is the program's); a closed
-    pipe raises BrokenPipeError (exit 141 in :func:`main`), not rich's exit 1."""
-    from .._escape import line_safe
-
-    return _console_class()(width=width, file=line_safe(lambda: sys.stderr))
-
-
-def wrote(path: str, detail: str = "") -> None:
-    """``Wrote <path><detail>`` on stderr, the path escaped (a user's ``--out`` may hold a
-    newline or ESC)."""
-    print(f"Wrote {one_line(path)}{detail}", file=sys.stderr)
-
-
-def output_path(path: Optional[str], force: bool = True, flag: str = "-o") -> None:
-    """Refuse (:class:`UsageError`) an output path that cannot be written (a folder, socket,
-    FIFO without a reader...) or, without ``force``, a regular file already there; call
-    before any work. A device or FIFO is written as a stream, so it needs no ``force``."""
-    from .._atomic import OutputError, check_output
-
-    if path in (None, "-"):
-        return
-    assert path is not None
-    try:
-        kind = check_output(path)
-    except OutputError as exc:
-        raise UsageError(f"{flag}: {exc}") from None
-    if kind == "file" and not force:
-        raise UsageError(f"{flag} {path}: exists; pass --force to overwrite it")
-
-
-def error(msg: str) -> None:
-    """One line on stderr: control characters and newlines in ``msg`` (from untrusted files)
-    are shown as escapes."""
-    print(f"syncguard: error: {one_line(msg)}", file=sys.stderr)
-
-
-def warning(msg: str) -> None:
-    print(f"syncguard: warning: {one_line(msg)}", file=sys.stderr)
 
 
 def _show_warning(message: Any, category: Any, filename: str, lineno: int,

@@ -38,12 +38,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    from . import EXIT_INTERNAL, EXIT_OK, EXIT_OVER, UsageError, wrote
-    from . import target as resolve_target
+    from ..console import wrote
+    from ..errors import EXIT_INTERNAL, EXIT_OK, EXIT_OVER, UsageError
+    from .common import target as resolve_target
 
     target = resolve_target(args.device)  # one clear line (exit 2) when the device is missing
     if args.profile_out is not None or args.profile_only:
-        from . import UsageError
+        from ..errors import UsageError
 
         if args.profile_out is None:
             raise UsageError("--profile-only: needs --profile-out FILE")
@@ -92,8 +93,9 @@ def main(args: argparse.Namespace) -> int:
 
 def _write_profile(args: argparse.Namespace, target: Any) -> None:
     from ..calibration import measure_profile
+    from ..console import wrote
+    from ..errors import UsageError
     from ..timeline import ProfileError, load_profile, parse_profile
-    from . import UsageError, wrote
 
     try:
         base = load_profile(args.profile_base or ("h200" if args.device == "cuda" else "910b"))

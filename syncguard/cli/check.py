@@ -12,14 +12,14 @@ per-rank results), it gates what they recorded: each rank on its own."""
 from __future__ import annotations
 
 import argparse
-import os
-from typing import Any, Dict, List, Sequence, Tuple
+from typing import Any, Dict, List
 
 NAME = "check"
 HELP = "counted pass only: exit 1 when hidden syncs exceed the budget"
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
+    from .common import add_allow_arguments
     from .run import add_common
 
     add_common(p)
@@ -44,42 +44,14 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="file for --format sarif/junit (default: stdout)")
 
 
-def add_allow_arguments(p: argparse.ArgumentParser) -> None:
-    """``--allow SITE`` (repeatable) and ``--config PYPROJECT``, as check and exec take them."""
-    p.add_argument("--allow", action="append", default=[], metavar="SITE",
-                   help="allow hidden syncs at this call site (file.py:line, pkg.mod:function or "
-                   "function; repeatable). Added to [tool.syncguard] allow of --config")
-    p.add_argument("--config", default=None, metavar="PYPROJECT",
-                   help="pyproject.toml whose [tool.syncguard] allow list applies (default: "
-                   "./pyproject.toml when present)")
-
-
-def _allow_sites(args: argparse.Namespace) -> Tuple[Tuple[str, str], ...]:
-    """``--allow`` sites plus ``[tool.syncguard] allow`` of ``--config`` (or ./pyproject.toml)."""
-    from ..config import load_tool_table, to_allow
-    from . import UsageError
-
-    path = args.config
-    if path is None and os.path.isfile("pyproject.toml"):
-        path = "pyproject.toml"
-    out: Tuple[Tuple[str, str], ...] = ()
-    try:
-        if path is not None:
-            table = load_tool_table(path)
-            out += to_allow(table.get("allow", ()), f"[tool.syncguard] allow in {path}")
-        out += to_allow(args.allow, "--allow")
-    except ValueError as exc:
-        raise UsageError(str(exc)) from None
-    return out
-
-
 def main(args: argparse.Namespace) -> int:
     from .. import runner, scenario
     from .._selftest import selftest
     from ..baseline import Baseline
+    from ..errors import UsageError
     from ..gate import Tally, Verdict, judge
-    from . import UsageError, device_for_probe, output_path
-    from . import target as cli_target
+    from .common import allow_sites_of, device_for_probe, finish, output_path
+    from .common import target as cli_target
     from .run import options
 
     if args.max_syncs is not None and args.max_syncs < 0:
@@ -88,7 +60,7 @@ def main(args: argparse.Namespace) -> int:
         args.output = "-"
     output_path(args.output)  # devices and FIFOs written as streams; folders... refused now
     output_path(args.update_baseline, flag="--update-baseline")
-    from ..execute.recorded import check_results, is_result_path
+    from .recorded import check_results, is_result_path
 
     if args.scenarios and all(is_result_path(p) for p in args.scenarios):
         return check_results(args, args.scenarios)  # recorded results (exec, ranks)
@@ -110,7 +82,7 @@ def main(args: argparse.Namespace) -> int:
     bubbles: List[str] = []
     selftest(device_for_probe(target.kind))
     base = Baseline.load(args.baseline) if args.baseline else None
-    allow_sites = _allow_sites(args)
+    allow_sites = allow_sites_of(args)
 
     verdicts: List[Verdict] = []
     for sc in scenarios:
@@ -133,25 +105,3 @@ def main(args: argparse.Namespace) -> int:
             verdicts.append(judge(tally, max_syncs=budget, baseline=base, scenario=sc.name,
                                   path=name))
     return finish(args, verdicts, bubbles)
-
-
-def finish(args: argparse.Namespace, verdicts: List[Any], bubbles: Sequence[str] = ()) -> int:
-    """Write ``--update-baseline`` (exit 0) or emit ``verdicts`` in ``--format``, then the
-    ``--max-bubble-us`` failures (``bubbles``, one line each); the exit code of ``check``
-    (also for recorded results)."""
-    from ..gate import baseline_from
-    from ..renderers.ci import emit
-    from . import EXIT_OK, EXIT_OVER, wrote
-
-    if args.update_baseline:
-        new = baseline_from(verdicts)
-        new.save(args.update_baseline)
-        wrote(args.update_baseline, f" ({len(new)} sites)")
-        return EXIT_OK
-    emit(args.format, [v.total for v in verdicts], [f for v in verdicts for f in v.findings],
-         args.output, baseline=args.baseline)
-    if args.output not in (None, "-") and os.path.exists(args.output):
-        wrote(args.output)
-    for line in bubbles:
-        print(line)
-    return EXIT_OVER if any(v.failed for v in verdicts) or bubbles else EXIT_OK

@@ -24,8 +24,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def main(args: argparse.Namespace) -> int:
     from .. import results
     from ..analysis import compare, compare_paths
+    from ..console import stdout_console, wrote
+    from ..errors import EXIT_OK, UsageError
     from ..renderers import terminal
-    from . import EXIT_OK, UsageError, output_path, stdout_console, wrote
+    from .common import output_path
 
     if args.output is not None:
         if not args.output.lower().endswith((".md", ".markdown", ".html", ".htm", ".csv")):

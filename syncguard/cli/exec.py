@@ -52,7 +52,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--max-syncs-outside", type=int, default=None, metavar="N",
                    help="hidden syncs allowed outside every step, in total over the run "
                    "(set-up, the readback after the loop; default: no gate)")
-    from .check import add_allow_arguments
+    from .common import add_allow_arguments
 
     add_allow_arguments(p)
     p.add_argument("--out", default=None, help="report folder (default: reports/<time>-exec)")
@@ -110,12 +110,13 @@ def _clear_stale_ranks(out: str) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
+    from ..console import report_width
+    from ..errors import UsageError
     from ..execute import ExecOptions, execute, rank_from_env, result_name
     from ..execute.hooks import StepSpecError, parse_step
     from ..execute.program import ProgramError, parse_command
-    from . import UsageError, output_path, report_width
-    from . import target as cli_target
-    from .check import _allow_sites
+    from .common import allow_sites_of, output_path
+    from .common import target as cli_target
     from .run import REPORT_FILES
 
     for flag, v in (("--warmup", args.warmup), ("--max-syncs", args.max_syncs),
@@ -154,7 +155,7 @@ def main(args: argparse.Namespace) -> int:
     opts = ExecOptions(program=program, steps=steps, warmup=args.warmup,
                        max_syncs=args.max_syncs, max_syncs_per_step=args.max_syncs_per_step,
                        max_syncs_outside=args.max_syncs_outside,
-                       allow_sites=_allow_sites(args),
+                       allow_sites=allow_sites_of(args),
                        fmt=args.format, output=args.output, width=report_width(args.width),
                        rank=rank, argv=sys.argv[1:],
                        record_lines=[os.path.abspath(p) for p in args.record_lines])

@@ -107,7 +107,7 @@ def parse_paths(raw: Optional[List[str]], flag: str = "--paths",
     """``--paths`` (comma-separated, repeatable) then ``--subject``: registered subject names
     or ``MODULE:OBJ``, each loaded once here so a bad one fails before any run."""
     from .. import subjects as registry
-    from . import UsageError
+    from ..errors import UsageError
 
     if not raw and not subjects:
         return None
@@ -128,8 +128,8 @@ def parse_paths(raw: Optional[List[str]], flag: str = "--paths",
 
 
 def options(args: argparse.Namespace, counted: bool = True, timed: bool = True):  # type: ignore[no-untyped-def]
+    from ..errors import UsageError
     from ..runner import RunOptions
-    from . import UsageError
 
     if args.steps is not None and args.steps < 1:
         raise UsageError(f"--steps: must be >= 1, got {args.steps}")
@@ -171,7 +171,7 @@ def prepare_out(out: str, files: Sequence[str], force: bool) -> str:
     """Make the report folder ``out``; refuse (UsageError) when it is a file, or when one of
     ``files`` is already there and ``force`` is not set."""
     from .._atomic import OutputError, output_kind
-    from . import UsageError
+    from ..errors import UsageError
 
     if os.path.exists(out) and not os.path.isdir(out):
         raise UsageError(f"--out: {out} exists and is not a folder")
@@ -203,7 +203,7 @@ PROGRESS_ENV, PROGRESS_DEFAULT_S = "SYNCGUARD_PROGRESS_SECONDS", 60.0
 
 def progress_interval() -> float:
     """Seconds between plain progress lines (``SYNCGUARD_PROGRESS_SECONDS``; 0: every step)."""
-    from . import UsageError
+    from ..errors import UsageError
 
     raw = os.environ.get(PROGRESS_ENV, "").strip()
     if not raw:
@@ -258,7 +258,7 @@ def _line_recorder(args: argparse.Namespace) -> Any:
     paths = getattr(args, "record_lines", None) or []
     if not paths:
         return None
-    from . import UsageError
+    from ..errors import UsageError
 
     for p in paths:
         if not os.path.exists(p):
@@ -296,9 +296,10 @@ def main(args: argparse.Namespace) -> int:
 
     from .. import _signals, results, runner, scenario
     from .._escape import line_safe, one_line
+    from ..console import stdout_console, wrote
+    from ..errors import EXIT_INTERNAL, EXIT_OK, EXIT_OVER
     from ..renderers import terminal, write_reports
-    from . import EXIT_INTERNAL, EXIT_OK, EXIT_OVER, stdout_console, wrote
-    from . import target as cli_target
+    from .common import target as cli_target
 
     opts = options(args, timed=not args.no_timed)
     lines = _line_recorder(args)

@@ -22,8 +22,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def main(args: argparse.Namespace) -> int:
     from .. import results
     from .._atomic import write_text
+    from ..console import stdout_console, wrote
+    from ..errors import EXIT_OK, UsageError
     from ..renderers import renderer_for_path, terminal
-    from . import EXIT_OK, UsageError, output_path, stdout_console, wrote
+    from .common import output_path
 
     if args.output:
         output_path(args.output, args.force)  # before any work: a folder, socket... refused

@@ -250,7 +250,7 @@ def _report(opts: ExecOptions, path: str, out: str, stop: Optional[BaseException
             outside: List[Any]) -> None:
     from .. import results
     from .._escape import one_line
-    from ..cli import stderr_console, wrote
+    from ..console import stderr_console, wrote
     from ..renderers import terminal, write_reports
 
     err = stderr_console(opts.width)
@@ -279,7 +279,7 @@ def _gate(opts: ExecOptions, session: Any) -> bool:
     ``--max-syncs-per-step`` (the worst step call); True when one is over."""
     if not _gated(opts):
         return False
-    from ..cli import wrote
+    from ..console import wrote
     from ..gate import judge
     from ..renderers.ci import emit
 

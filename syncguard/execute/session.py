@@ -68,7 +68,7 @@ class ExecSession:
     def __init__(self, program: str, writer: ResultWriter, target: Any, warmup: int = 0,
                  allow_sites: Sequence[Tuple[str, str]] = (), rank: Optional[int] = None,
                  devices: Sequence[str] = ()) -> None:
-        from ..runner import DeviceTimer
+        from ..decode import DeviceTimer
 
         self.program, self.writer, self.target = program, writer, target
         self.warmup, self.rank = warmup, rank

@@ -84,7 +84,7 @@ def _artifact(path: str) -> Dict[str, Any]:
 
 
 def render_sarif(findings: Sequence[Finding], summary: Dict[str, Any]) -> str:
-    from .. import __version__
+    from .._version import __version__
 
     ids = sorted(RULES)
     index = {r: i for i, r in enumerate(ids)}

@@ -49,7 +49,7 @@ _KIND_HELP: Dict[str, str] = {
 
 
 def _version() -> str:
-    from .. import __version__
+    from .._version import __version__
 
     return __version__
 
@@ -73,13 +73,6 @@ def information_uri() -> str:
     except Exception:  # metadata is best effort; never fail the report for it
         pass
     return DEFAULT_INFORMATION_URI
-
-
-def step_ranges(steps: Sequence[Optional[int]]) -> str:
-    """``[2, 3, 4, 7] -> "2-4, 7"`` (None ignored, ``""`` for none)."""
-    from ..analysis import step_ranges as _sr
-
-    return _sr(steps)
 
 
 # ---------------------------------------------------------------------------- text

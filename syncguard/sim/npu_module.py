@@ -18,7 +18,7 @@ import os
 import threading
 import time
 import types
-from typing import Any, Dict, Optional, Tuple, Union
+from typing import Any, Callable, Dict, List, Optional, Tuple, Union
 
 import torch
 
@@ -30,6 +30,12 @@ __syncguard_sim__ = True
 _DEVICE_NAME = "npu"
 
 _DeviceLike = Union[None, int, str, torch.device]
+
+
+#: Observers of the simulated events, ``(on_record, on_wait)`` each called with the event:
+#: the modeled timeline adds itself while a step model records (as it observes ops through
+#: ``syncguard.sim.device.OP_OBSERVERS``); the device never imports the model.
+EVENT_OBSERVERS: List[Tuple[Callable[[Any], None], Callable[[Any], None]]] = []
 
 
 def _report(api: str) -> None:
@@ -286,9 +292,8 @@ class Event:
 
     def record(self, stream: Optional[Stream] = None) -> None:
         self._time = time.perf_counter()
-        from .. import timeline  # the modeled timeline places the event on the stream
-
-        timeline.event_record(self)
+        for on_record, _ in list(EVENT_OBSERVERS):  # the modeled timeline, when it records
+            on_record(self)
 
     def wait(self, stream: Optional[Stream] = None) -> None:
         """Make a stream wait for the event: device-side, no host sync."""
@@ -298,9 +303,8 @@ class Event:
 
     def synchronize(self) -> None:
         """Wait on the host for the event: reported as an explicit sync."""
-        from .. import timeline  # modeled: the host waits for the work before the record
-
-        timeline.event_wait(self)
+        for _, on_wait in list(EVENT_OBSERVERS):  # modeled: the host waits for earlier work
+            on_wait(self)
         _report(f"torch.{_DEVICE_NAME}.Event.synchronize")
 
     def elapsed_time(self, end_event: Event) -> float:

@@ -24,14 +24,15 @@ def is_result_path(p: str) -> bool:
 def check_results(args: argparse.Namespace, paths: Sequence[str]) -> int:
     from .. import results
     from ..baseline import Baseline
-    from ..cli.check import _allow_sites, finish
     from ..events import SyncEvent
+    from ..execute import OUTSIDE_GATE, per_step_verdict
     from ..gate import Verdict, judge
     from ..results import OUTSIDE_PATH
-    from . import OUTSIDE_GATE, per_step_verdict
+    from .common import allow_sites_of, finish
+
 
     base = Baseline.load(args.baseline) if args.baseline else None
-    allow_sites = _allow_sites(args)  # --allow and [tool.syncguard] allow, checked now
+    allow_sites = allow_sites_of(args)  # --allow and [tool.syncguard] allow, checked now
     verdicts: List[Verdict] = []
     for p in paths:
         res = results.load(p)

@@ -1,0 +1,158 @@
+"""The package's structure, read from its own imports (lazy ones inside functions included;
+``if TYPE_CHECKING:`` ones not): no import cycle, the engine never imports the command line,
+nothing outside the case study imports it, and the bottom modules import nothing above them.
+docs/architecture.md describes the layers."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+from typing import Dict, List, Set
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+PKG = "syncguard"
+
+
+def _modules() -> Dict[str, Path]:
+    out = {}
+    for path in (ROOT / PKG).rglob("*.py"):
+        rel = path.relative_to(ROOT).with_suffix("")
+        parts = list(rel.parts)
+        if parts[-1] == "__init__":
+            parts.pop()
+        out[".".join(parts)] = path
+    return out
+
+
+MODULES = _modules()
+
+
+def _type_checking_nodes(tree: ast.AST) -> Set[int]:
+    skip: Set[int] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+            skip.update(id(n) for n in ast.walk(node))
+    return skip
+
+
+def _owner(name: str) -> str:
+    """The module of ``name`` (a module, or an attribute of one)."""
+    while name not in MODULES and "." in name:
+        name = name.rsplit(".", 1)[0]
+    return name
+
+
+def _imports(mod: str) -> Set[str]:
+    """The package's modules ``mod`` imports. ``from . import sub`` counts as ``sub`` only
+    (the package ``__init__`` runs first anyway; a parent package is not a dependency)."""
+    path = MODULES[mod]
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    skip = _type_checking_nodes(tree)
+    is_pkg = path.name == "__init__.py"
+    out: Set[str] = set()
+    for node in ast.walk(tree):
+        if id(node) in skip:
+            continue
+        if isinstance(node, ast.Import):
+            out.update(_owner(a.name) for a in node.names if a.name.startswith(PKG))
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = mod.split(".") if is_pkg else mod.split(".")[:-1]
+                base = base[:len(base) - (node.level - 1)]
+                target = ".".join(base + ([node.module] if node.module else []))
+            else:
+                target = node.module or ""
+            if not target.startswith(PKG):
+                continue
+            subs = [f"{target}.{a.name}" for a in node.names if f"{target}.{a.name}" in MODULES]
+            out.update(subs)
+            if len(subs) < len(node.names):
+                out.add(_owner(target))
+    out.discard(mod)
+    return {m for m in out if m in MODULES}
+
+
+GRAPH = {m: _imports(m) for m in MODULES}
+
+
+def _cycles() -> List[List[str]]:
+    """Strongly connected components of more than one module (Tarjan)."""
+    index: Dict[str, int] = {}
+    low: Dict[str, int] = {}
+    stack: List[str] = []
+    on: Set[str] = set()
+    found: List[List[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on.add(v)
+        for w in sorted(GRAPH[v]):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = []
+            while True:
+                w = stack.pop()
+                on.discard(w)
+                comp.append(w)
+                if w == v:
+                    break
+            if len(comp) > 1:
+                found.append(sorted(comp))
+
+    for m in sorted(MODULES):
+        if m not in index:
+            visit(m)
+    return found
+
+
+def test_the_checker_sees_lazy_imports() -> None:
+    """The checker counts an import inside a function (the CLI imports its subcommands so)."""
+    assert "syncguard.cli.run" in GRAPH["syncguard.cli"]
+    assert "syncguard.runner" in GRAPH["syncguard.cli.run"]
+
+
+def test_no_import_cycle() -> None:
+    cycles = _cycles()
+    detail = "; ".join(" <-> ".join(c) + " (" + ", ".join(
+        f"{a} -> {b}" for a in c for b in sorted(GRAPH[a] & set(c))) + ")" for c in cycles)
+    assert not cycles, detail
+
+
+def _front_end(m: str) -> bool:
+    return m == "syncguard.__main__" or m == "syncguard.cli" or m.startswith("syncguard.cli.")
+
+
+def test_the_engine_never_imports_the_command_line() -> None:
+    bad = {m: sorted(d for d in deps if _front_end(d))
+           for m, deps in GRAPH.items() if not _front_end(m)}
+    assert not {m: d for m, d in bad.items() if d}
+
+
+def _case_study(m: str) -> bool:
+    return m == "syncguard.sampling" or m.startswith("syncguard.sampling.")
+
+
+def test_nothing_outside_the_case_study_imports_it() -> None:
+    """The SGLang Ascend sampling paths are a plug-in, found through the
+    ``syncguard.subjects`` entry points by name, never imported by the tool."""
+    bad = {m: sorted(d for d in deps if _case_study(d))
+           for m, deps in GRAPH.items() if not _case_study(m)}
+    assert not {m: d for m, d in bad.items() if d}
+
+
+#: The bottom of the package: what everything may import, importing nothing of syncguard but
+#: each other.
+BOTTOM = {"syncguard.errors", "syncguard._version", "syncguard._words", "syncguard._escape",
+          "syncguard._standin_mark", "syncguard.syncapis", "syncguard.console"}
+
+
+@pytest.mark.parametrize("mod", sorted(BOTTOM))
+def test_the_bottom_imports_nothing_above_it(mod: str) -> None:
+    assert GRAPH[mod] <= BOTTOM, GRAPH[mod] - BOTTOM
