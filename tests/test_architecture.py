@@ -112,6 +112,22 @@ def _cycles() -> List[List[str]]:
     return found
 
 
+def _relative_beyond_the_package() -> List[str]:
+    bad = []
+    for mod, path in MODULES.items():
+        depth = len(mod.split(".")) - (0 if path.name == "__init__.py" else 1)
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom) and node.level > depth:
+                bad.append(f"{mod}:{node.lineno} (from {'.' * node.level}{node.module or ''})")
+    return bad
+
+
+def test_every_relative_import_stays_inside_the_package() -> None:
+    """A function moved between modules keeps its lazy ``from .. import``: one that climbs
+    above ``syncguard`` fails only when called."""
+    assert not _relative_beyond_the_package()
+
+
 def test_the_checker_sees_lazy_imports() -> None:
     """The checker counts an import inside a function (the CLI imports its subcommands so)."""
     assert "syncguard.cli.run" in GRAPH["syncguard.cli"]
