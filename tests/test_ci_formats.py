@@ -12,6 +12,7 @@ from typing import Any, Dict, List, Tuple
 import pytest
 
 from syncguard import SyncEvent, SyncGuard, __version__
+from syncguard._words import step_ranges
 from syncguard.baseline import Finding
 from syncguard.renderers.ci import (
     emit,
@@ -20,7 +21,6 @@ from syncguard.renderers.ci import (
     render,
     render_sarif,
     site_line,
-    step_ranges,
 )
 
 SCHEMA = Path(__file__).resolve().parents[1] / "syncguard" / "schemas" / "sarif-2.1.0.json"

@@ -80,7 +80,7 @@ def test_modeled_trace_tracks_and_sync_markers(run: results.RunResult) -> None:
     for path in ("legacy", "flag"):
         allowed = [e for e in by_path[path] if not e["args"]["hidden"]]
         assert sorted(e["args"]["step"] for e in allowed) == [0, 1, 2, 3]
-        assert all("runner.py" in e["args"]["site"] for e in allowed)
+        assert all("decode.py" in e["args"]["site"] for e in allowed)
     # each marker spans the host read to the device drain of the modeled timeline
     tl = next(t for t in run.timelines if t["path"] == "legacy" and t["step"] == 1)
     mark = next(s for s in tl["syncs"] if s["allowed"] is False)
