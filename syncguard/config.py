@@ -37,13 +37,19 @@ def load_tool_table(path: str) -> Dict[str, Any]:
     tool = data.get("tool", {})
     if not isinstance(tool, dict):
         raise ValueError(f"{path}: tool: must be a table")
-    table = tool.get("syncguard", {})
+    return checked_table(tool.get("syncguard", {}), path, "tool.syncguard", KEYS)
+
+
+def checked_table(table: Any, path: str, name: str, keys: Iterable[str]) -> Dict[str, Any]:
+    """``table`` (the TOML table ``[name]`` of ``path``) when it is a table with only ``keys``;
+    else ValueError naming the file, the table and the first unknown key."""
     if not isinstance(table, dict):
-        raise ValueError(f"{path}: [tool.syncguard] must be a table")
-    unknown = sorted(set(table) - set(KEYS))
+        raise ValueError(f"{path}: [{name}] must be a table")
+    known = list(keys)
+    unknown = sorted(set(table) - set(known))
     if unknown:
-        raise ValueError(f"{path}: [tool.syncguard] {unknown[0]}: unknown key "
-                         f"(known: {', '.join(KEYS)})")
+        raise ValueError(f"{path}: [{name}] {unknown[0]}: unknown key "
+                         f"(known: {', '.join(known)})")
     return table
 
 

@@ -48,15 +48,10 @@ def load_config(pyproject: Optional[str]) -> LintConfig:
     naming the file for an unknown key or a value of the wrong type."""
     if pyproject is None:
         return LintConfig()
-    from ..config import load_tool_table
+    from ..config import checked_table, load_tool_table
 
-    table = load_tool_table(pyproject).get("lint", {})
-    if not isinstance(table, dict):
-        raise ValueError(f"{pyproject}: [tool.syncguard.lint] must be a table")
-    unknown = sorted(set(table) - set(KEYS))
-    if unknown:
-        raise ValueError(f"{pyproject}: [tool.syncguard.lint] {unknown[0]}: unknown key "
-                         f"(known: {', '.join(KEYS)})")
+    table = checked_table(load_tool_table(pyproject).get("lint", {}), pyproject,
+                          "tool.syncguard.lint", KEYS)
     cfg = LintConfig(source=pyproject)
     exclude = table.get("exclude", [])
     if isinstance(exclude, str):
