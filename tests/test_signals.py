@@ -218,6 +218,17 @@ def test_plain_progress_prints_at_most_every_interval() -> None:
                      "0.5 steps/s"]
 
 
+def test_plain_progress_without_a_total_counts_in_the_singular_for_one() -> None:
+    from syncguard.cli.run import PlainProgress
+
+    buf = io.StringIO()
+    p = PlainProgress(None, 0.0, buf, clock=lambda: 1.0)
+    p("sc", "flag", "counted", 1, 4)
+    p("sc", "flag", "counted", 2, 4)
+    lines = buf.getvalue().splitlines()
+    assert ", 1 step done, " in lines[0] and ", 2 steps done, " in lines[1]
+
+
 def test_progress_without_repeat_does_not_claim_a_total(
         tmp_path: Path, capsys: pytest.CaptureFixture, monkeypatch: pytest.MonkeyPatch) -> None:
     # without --repeat the timed pass runs as many rounds as fit its budget: a fixed total
@@ -228,7 +239,7 @@ def test_progress_without_repeat_does_not_claim_a_total(
                      "0.5")
     assert rc == EXIT_OK, err
     lines = [ln for ln in err.splitlines() if ln.startswith("syncguard: progress: ")]
-    assert lines and all(re.search(r", \d+ steps done, ", ln) for ln in lines), lines[-1]
+    assert lines and all(re.search(r", \d+ steps? done, ", ln) for ln in lines), lines[-1]
 
 
 def test_bad_progress_interval_is_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture,

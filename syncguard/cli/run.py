@@ -234,6 +234,7 @@ class PlainProgress:
 
     def __call__(self, sc: str, path: str, pass_: str, step: int, n: int) -> None:
         from .._escape import terminal
+        from .._words import plural
 
         self.done += 1
         now = self.clock()
@@ -245,10 +246,10 @@ class PlainProgress:
         rate = f", {(self.done - self._done_at_t) / dt:.1f} steps/s"
         self._t, self._done_at_t = now, self.done
         try:
+            done = (plural(self.done, "step") if self.total is None
+                    else f"{self.done}/{self.total} steps")
             print(f"syncguard: progress: {terminal(sc)} {terminal(path)} {pass_} step "
-                  f"{step}/{n}, {self.done}{'' if self.total is None else f'/{self.total}'} "
-                  f"steps done{rate}",
-                  file=self.stream, flush=True)
+                  f"{step}/{n}, {done} done{rate}", file=self.stream, flush=True)
         except (OSError, ValueError):  # a closed log must not stop the run
             pass
 
