@@ -29,10 +29,14 @@ def main(args: argparse.Namespace) -> int:
     from ..renderers import terminal
     from .common import output_path
 
+    writer = None
     if args.output is not None:
-        if not args.output.lower().endswith((".md", ".markdown", ".html", ".htm", ".csv")):
-            raise UsageError(f"-o {args.output}: the comparison is written as .md, .html or "
-                             ".csv")
+        from ..renderers import compare_renderer_for_path
+
+        try:
+            writer = compare_renderer_for_path(args.output)
+        except ValueError as exc:
+            raise UsageError(f"-o {exc}") from None
         output_path(args.output, args.force)  # a folder, socket... refused before any work
     a = results.load(args.a)
     console = stdout_console(args.width)  # a closed pipe (`| head`) exits quietly
@@ -51,16 +55,8 @@ def main(args: argparse.Namespace) -> int:
         title = f"{args.a}: {p} (A) vs {q} (B)"
         labels = (f"{args.a} [{p}]", f"{args.a} [{q}]")
     terminal.render_compare(df, console, title)
-    if args.output is not None:
-        from ..renderers import csv, html, markdown
-
-        low = args.output.lower()
-        if low.endswith(".csv"):
-            text = csv.render_compare(df)
-        elif low.endswith((".html", ".htm")):
-            text = html.render_compare(df, *labels, title=title)
-        else:
-            text = markdown.render_compare(df, *labels, title=title)
+    if writer is not None:
+        text = writer(df, *labels, title=title)
         from .._atomic import write_text
 
         try:

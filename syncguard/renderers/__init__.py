@@ -65,6 +65,28 @@ def renderer_for_path(path: str) -> Renderer:
     return RENDERERS[format_for_path(path)]
 
 
+#: Format name -> ``render_compare(df, label_a, label_b, title=...) -> str``: the files
+#: ``syncguard compare -o`` writes (the terminal's is printed, not written).
+COMPARE_RENDERERS: Dict[str, Callable[..., str]] = {
+    "markdown": _markdown_mod.render_compare,
+    "html": _html_mod.render_compare,
+    "csv-steps": lambda df, a="A", b="B", title="": _csv_mod.render_compare(df),
+}
+COMPARE_RENDERERS["csv-events"] = COMPARE_RENDERERS["csv-steps"]
+
+
+def compare_renderer_for_path(path: str) -> Callable[..., str]:
+    """The comparison renderer for ``path`` by extension (``.md``, ``.html``, ``.csv``);
+    ValueError for any other."""
+    try:
+        fmt = format_for_path(path)
+    except ValueError:
+        fmt = ""
+    if fmt not in COMPARE_RENDERERS:
+        raise ValueError(f"{path}: the comparison is written as .md, .html or .csv")
+    return COMPARE_RENDERERS[fmt]
+
+
 def render(result: RunResult, fmt: str, **options: Any) -> str:
     """Render ``result`` in format ``fmt`` (a key of :data:`RENDERERS`)."""
     try:
@@ -109,7 +131,8 @@ def write_reports(result: RunResult, out_dir: str) -> List[str]:
 
 
 __all__ = [
-    "EXTENSIONS", "RENDERERS", "REPORT_FILES", "Renderer", "analysis", "compare",
+    "COMPARE_RENDERERS", "EXTENSIONS", "RENDERERS", "REPORT_FILES", "Renderer", "analysis",
+    "compare", "compare_renderer_for_path",
     "compare_paths", "format_for_path", "per_step", "render", "renderer_for_path", "sites",
     "summary", "write", "write_reports",
 ]
