@@ -155,6 +155,31 @@ def test_syncs_outside_steps_per_site_and_gate(tmp_path, clean, capsys):
     assert rc == 0
 
 
+def test_check_gates_recorded_outside_syncs_on_its_own_budget_and_allowlist(tmp_path, clean,
+                                                                           capsys):
+    """``check OUT --max-syncs-outside N`` gates a recorded run that was not gated there;
+    ``--allow`` applies to the syncs outside every step as to the others."""
+    rc, _ = _exec(tmp_path, ["--step", FORWARD])  # no outside gate when it ran
+    assert rc == 0
+    out = str(tmp_path / "o")
+    capsys.readouterr()
+    assert main(["check", out]) == 0  # nothing recorded to gate outside steps on
+    assert main(["check", out, "--max-syncs-outside", "3"]) == 1
+    assert "[outside steps]: 12 hidden syncs, budget 3" in capsys.readouterr().out
+    assert main(["check", out, "--max-syncs-outside", "12"]) == 0
+    stop = _line(STOPPING, "return bool(done)")
+    # the stop check's 5 become allowed: 7 hidden syncs remain outside (the readback after
+    # the loop and the prompt's upload)
+    assert main(["check", out, "--max-syncs-outside", "7",
+                 "--allow", f"stopping.py:{stop}"]) == 0
+    assert main(["check", out, "--max-syncs-outside", "6",
+                 "--allow", f"stopping.py:{stop}"]) == 1
+    capsys.readouterr()
+    assert main(["check", out, "--max-syncs-outside", "-1"]) == 2
+    assert main(["check", "steady", "--device", "sim", "--max-syncs-outside", "0"]) == 2
+    assert "recorded exec results" in capsys.readouterr().err
+
+
 def test_old_results_outside_note_still_read(tmp_path):
     """A result from before outside syncs were events: its note's file:line list."""
     import json

@@ -31,6 +31,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--update-baseline", default=None, metavar="FILE",
                    help="record today's sites and counts in FILE and exit 0")
     add_allow_arguments(p)
+    p.add_argument("--max-syncs-outside", type=int, default=None, metavar="N",
+                   help="recorded exec runs: hidden syncs allowed outside every step (default: "
+                   "the run's own --max-syncs-outside, else not gated)")
     p.add_argument("--max-bubble-us", type=float, default=None, metavar="US",
                    help="also fail when the modeled device idle caused by hidden syncs exceeds "
                    "US microseconds in any measured step (simulated device only; off by "
@@ -62,8 +65,14 @@ def main(args: argparse.Namespace) -> int:
     output_path(args.update_baseline, flag="--update-baseline")
     from .recorded import check_results, is_result_path
 
+    if args.max_syncs_outside is not None and args.max_syncs_outside < 0:
+        raise UsageError(f"--max-syncs-outside: must be >= 0, got {args.max_syncs_outside}")
+
     if args.scenarios and all(is_result_path(p) for p in args.scenarios):
         return check_results(args, args.scenarios)  # recorded results (exec, ranks)
+    if args.max_syncs_outside is not None:
+        raise UsageError("--max-syncs-outside: gates recorded exec results (check OUT); "
+                         "scenario runs have no syncs outside their steps")
     if args.max_bubble_us is not None and not args.max_bubble_us >= 0:
         raise UsageError(f"--max-bubble-us: must be >= 0, got {args.max_bubble_us}")
     opts = options(args, counted=True, timed=False)

@@ -61,16 +61,21 @@ def check_results(args: argparse.Namespace, paths: Sequence[str]) -> int:
                                       path=path))
             if per_step is not None:
                 verdicts.append(per_step_verdict(evs, per_step, sc, f"{path} per step"))
-        # and its --max-syncs-outside, on the syncs it made outside every step
-        outside = options.get("max_syncs_outside")
-        if (isinstance(outside, int) and not isinstance(outside, bool) and outside >= 0
-                and base is None and args.max_syncs is None
-                and not getattr(args, "update_baseline", None)):
+        # the syncs it made outside every step: on --max-syncs-outside when asked, else on
+        # the run's own when no other budget is asked for
+        outside = getattr(args, "max_syncs_outside", None)
+        if outside is None:
+            outside = options.get("max_syncs_outside")
+            if not (isinstance(outside, int) and not isinstance(outside, bool) and outside >= 0
+                    and base is None and args.max_syncs is None
+                    and not getattr(args, "update_baseline", None)):
+                outside = None
+        if outside is not None:
             for sc in dict.fromkeys(s.scenario for s in res.steps):
-                evs = [SyncEvent.from_dict({k: v for k, v in e.items() if k not in (
+                evs = allowed_now([SyncEvent.from_dict({k: v for k, v in e.items() if k not in (
                     "scenario", "path", "pass", "rank", "after_step")})
                     for e in res.events if e.get("scenario") == sc
-                    and e.get("path") == OUTSIDE_PATH and not e.get("allowed")]
+                    and e.get("path") == OUTSIDE_PATH], allow_sites)
                 verdicts.append(judge(evs, max_syncs=outside, scenario=sc,
                                       path=OUTSIDE_GATE))
     return finish(args, verdicts)
