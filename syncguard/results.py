@@ -158,6 +158,8 @@ EVENT_COLUMNS = {
     "count": "host syncs this event stands for", "allowed": "allowed (True) or hidden",
     "reason": "why it was allowed", "thread": "Python thread name",
     "wait_us": "time the host spent in the intercepted call (us; the sync's cost on hardware)",
+    "after_step": "a sync outside every step (exec): the index of the step begun last before "
+                  "it (empty for syncs inside a step)",
 }
 
 
@@ -318,7 +320,10 @@ class RunResult:
             rows.append({**{k: e.get(k) for k in EVENT_COLUMNS if k != "site"},
                          "site": f"{e.get('filename')}:{e.get('lineno')}",
                          "filename": e.get("filename"), "lineno": e.get("lineno")})
-        return pd.DataFrame(rows, columns=[*EVENT_COLUMNS, "filename", "lineno"])
+        df = pd.DataFrame(rows, columns=[*EVENT_COLUMNS, "filename", "lineno"])
+        for col in ("step", "after_step"):  # integers with gaps: not floats ("3.0")
+            df[col] = df[col].astype("Int64")
+        return df
 
     def write_json(self, f: IO[str]) -> None:
         """Write the whole result as one JSON document to ``f``, one step or event per line,

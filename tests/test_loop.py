@@ -146,6 +146,10 @@ def test_syncs_outside_steps_per_site_and_gate(tmp_path, clean, capsys):
     with open(tmp_path / "o" / "events.csv") as f:
         csv = f.read()
     assert "(outside steps),exec,,scalar_read,Tensor.__bool__" in csv
+    header, *rows = csv.splitlines()
+    col = header.split(",").index("after_step")
+    stop_rows = [r.split(",") for r in rows if f"stopping.py:{stop}" in r]
+    assert sorted(int(r[col]) for r in stop_rows) == [0, 1, 2, 3, 4]
     assert "(outside steps)" in err  # the sites table
     # `check OUT` gates the recorded run again, outside syncs on their recorded budget
     assert main(["check", str(tmp_path / "o"), "--max-syncs", "99"]) == 0
