@@ -343,6 +343,135 @@ def test_self_attributes_from_init_and_module_functions() -> None:
     assert 17 not in found  # pinned: async
 
 
+def _reported(src: str) -> dict:
+    return {f.line: f for f in check_source(textwrap.dedent(src), "m.py") if f.reported}
+
+
+def test_values_unpacked_from_a_method_result_are_unknown() -> None:
+    """vllm-ascend dsa_cp.py before 871759a231: a tuple returned by a method of the class was
+    taken for host values, so the .item() on a device tensor it holds was silent."""
+    src = """\
+        import torch
+
+
+        class AscendDSACPMetadataBuilder:
+            def build(self, num_reqs):
+                (
+                    local_end_with_pad,
+                    local_query_start_loc,
+                    local_seq_lens,
+                ) = self._build_local_token_metadata(num_reqs=num_reqs, seq_lens=self.seq_lens[:num_reqs])
+                local_query_start_loc = local_query_start_loc.clone()
+                local_seq_lens_q = local_query_start_loc[1 : num_reqs + 1] - local_query_start_loc[:num_reqs]
+                max_local_query_len = max(1, int(local_seq_lens_q.max().item()))
+                max_local_seq_lens = int(local_seq_lens.max())
+                lens = self._metadata().tolist()
+                return max_local_query_len, max_local_seq_lens, lens
+        """  # noqa: E501 - lines as in the real code
+    found = _reported(src)
+    assert found[13].api == "Tensor.item" and found[13].severity == LIKELY
+    assert found[14].severity == LIKELY  # int(x.max()) on an unknown tensor
+    assert found[15].api == "Tensor.tolist" and found[15].severity == LIKELY
+    assert sorted(found) == [13, 14, 15]
+
+
+def test_values_unpacked_from_a_method_result_host_forms_are_silent() -> None:
+    """The fix commit's form: names marked host (``_cpu``) unpacked from the same method stay
+    host; size()/numel() results stay Python values; a file without torch stays quiet."""
+    src = """\
+        import torch
+
+
+        class AscendDSACPMetadataBuilder:
+            def build(self, num_reqs):
+                _, _, local_query_start_loc_cpu, local_seq_lens_cpu = self._build_local_token_metadata(
+                    num_reqs=num_reqs, seq_lens=self.seq_lens_cpu[:num_reqs]
+                )
+                local_seq_lens_q_cpu = local_query_start_loc_cpu[1 : num_reqs + 1] - local_query_start_loc_cpu[:num_reqs]
+                max_local_query_len = max(1, int(local_seq_lens_q_cpu.max().item()))
+                max_local_seq_lens = max(1, int(local_seq_lens_cpu.max().item()))
+                n = self.size(0)
+                if n > 1:
+                    return max_local_query_len, max_local_seq_lens
+        """  # noqa: E501 - lines as in the real code
+    assert _reported(src) == {}
+    no_torch = """\
+        class Table:
+            def rows(self):
+                start, end = self._bounds()
+                return start.item(), end.tolist()
+        """
+    assert _reported(no_torch) == {}
+
+
+def test_pageable_upload_through_an_advanced_index_of_a_pinned_buffer() -> None:
+    """vllm-ascend patch_uva.py before e110dd23c8: indexing a pinned buffer with a list of
+    rows gathers into a new, pageable tensor, so .to(non_blocking=True) of it is a synchronous
+    copy; a plain (pageable) host buffer is flagged the same way."""
+    src = """\
+        import torch
+
+
+        class UvaBufferWrapper:
+            def __init__(self, size, dtype):
+                self._cpu: torch.Tensor = torch.zeros(size, dtype=dtype, device="cpu", pin_memory=True)
+                self._uva: torch.Tensor = torch.zeros_like(self._cpu, device="npu")
+                self._modified_indices: set[int] = set()
+
+            @property
+            def uva(self):
+                if self._modified_indices:
+                    dirty_rows = sorted(self._modified_indices)
+                    self._uva[dirty_rows] = self._cpu[dirty_rows].to(device="npu", non_blocking=True)
+                    self._modified_indices.clear()
+                return self._uva
+
+            def upload_rows(self, rows: torch.Tensor):
+                return self._cpu[rows].to(device="npu", non_blocking=True)
+
+
+        class PageableWrapper:
+            def __init__(self, n):
+                self._cpu = torch.zeros(n, dtype=torch.int32)
+                self._uva = torch.zeros(n, dtype=torch.int32, device="npu")
+
+            def flush(self, dirty_rows):
+                self._uva[dirty_rows] = self._cpu[dirty_rows].to(device="npu", non_blocking=True)
+        """  # noqa: E501 - lines as in the real code
+    found = _reported(src)
+    for line in (14, 19, 28):
+        assert found[line].rule == "SG401" and found[line].api == "Tensor.to", line
+        assert found[line].severity == CERTAIN and found[line].value == "host"
+        assert "pageable" in found[line].why
+    assert sorted(found) == [14, 19, 28]
+
+
+def test_pinned_uploads_by_view_or_repinned_gather_are_silent() -> None:
+    """The fix commit's forms: a slice (a view of the pinned memory) and a gather pinned
+    again; and a pinned buffer indexed by a row whose kind is unknown (an int mostly)."""
+    src = """\
+        import torch
+
+
+        class UvaBufferWrapper:
+            def __init__(self, n):
+                self._cpu = torch.zeros(n).pin_memory()
+                self._buf = torch.empty(n, 4, pin_memory=True)
+                self._uva = torch.zeros(n, device="npu")
+
+            def flush(self, n_dirty, row):
+                dirty_rows = sorted(range(n_dirty))
+                self._uva[:n_dirty].copy_(self._cpu[:n_dirty], non_blocking=True)
+                src = self._cpu[dirty_rows].pin_memory()
+                self._uva[dirty_rows] = src.to(device="npu", non_blocking=True)
+                a = self._cpu[:n_dirty].to(device="npu", non_blocking=True)
+                b = self._buf[row].to("npu", non_blocking=True)
+                c = self._buf[row, 1:].to(device="npu", non_blocking=True)
+                return a, b, c
+        """
+    assert _reported(src) == {}
+
+
 def test_one_finding_per_line_and_inline_allow() -> None:
     found = _lint("a = x.item() + y.tolist()[0] + int(x[0])  # syncguard: allow[debug]")
     line = [f for f in found if f.text.startswith("a = x.item()")]

@@ -161,6 +161,8 @@ class _Func:
         self.ret: Optional[str] = None
         #: names bound to boolean tensors (comparisons, ~ & | of them)
         self.masks: Set[str] = set()
+        #: names bound to Python lists (``sorted(...)``, ``[...]``): as an index they copy
+        self.lists: Set[str] = set()
         #: names (and ``self.x`` keys) bound to tensors of a known rank or known empty
         self.shapes: Dict[str, _Shape] = {}
         #: the shape of each return statement's value (:meth:`shape_of`)
@@ -201,14 +203,16 @@ class _Func:
         return by_name(name.rsplit(".", 1)[-1]) or UNKNOWN
 
     def bind(self, target: ast.expr, v: str, value: Optional[ast.expr] = None) -> None:
+        """Bind ``target`` to place ``v`` (``value`` the expression, None for an element
+        of an unpacked tuple)."""
         if isinstance(target, ast.Name):
-            self.env[target.id] = v
+            self.env[target.id] = _named(target.id, v, value)
             self.bind_shape(target.id, value)
         elif isinstance(target, ast.Attribute):
             key = _attr_key(target)
             self.ev(target.value)
             if key is not None:
-                self.env[key] = v
+                self.env[key] = _named(target.attr, v, value)
                 self.bind_shape(key, value)
         elif isinstance(target, (ast.Tuple, ast.List)):
             vals = value.elts if isinstance(value, (ast.Tuple, ast.List)) and len(
@@ -587,7 +591,19 @@ class _Func:
             self.api_flag(node, "__index__", "Tensor", _sev(idx), idx,
                           "a tensor used as a Python index is read on the host")
             return UNKNOWN
+        if base == PINNED and self.is_advanced(node.slice, idx):
+            return HOST  # a gather into a new tensor, in pageable memory
         return base if base in (HOST, PINNED, PY) else UNKNOWN
+
+    def is_advanced(self, idx_node: ast.expr, idx: str) -> bool:
+        """An index that gathers into a new tensor (advanced indexing): a tensor, a list
+        (a literal, a comprehension, ``sorted()``/``list()``, a name bound to one), or a
+        tuple holding one; ints and slices make a view of the same memory."""
+        if isinstance(idx_node, ast.Tuple):
+            return any(self.is_advanced(e, self.ev_quiet(e)) for e in idx_node.elts)
+        if is_tensorish(idx) or _is_list_expr(idx_node):
+            return True
+        return isinstance(idx_node, ast.Name) and idx_node.id in self.lists
 
     # -- calls --------------------------------------------------------------------------
     def call(self, node: ast.Call) -> str:  # noqa: C901
@@ -824,6 +840,9 @@ class _Func:
         if r in (HOST, PINNED) and m in _APIS and any("Tensor" in a.owners for a in _APIS[m]):
             a = next(a for a in _APIS[m] if "Tensor" in a.owners)
             self.flag(node, a.rule, f"Tensor.{m}", a.why, SILENT, r)  # a candidate only
+        if r == PY and isinstance(func.value, ast.Name) and func.value.id in ("self", "cls"):
+            # a method of the class: it may return tensors (or tuples of them)
+            return PY if m in _PY_METHODS else UNKNOWN
         if r in (HOST, PINNED, PY) and m not in ("to",):
             if m == "pin_memory":
                 return PINNED
@@ -976,6 +995,11 @@ class _Func:
                         self.masks.add(t.id)
                     else:
                         self.masks.discard(t.id)
+                    if _is_list_expr(s.value) or (
+                            isinstance(s.value, ast.Name) and s.value.id in self.lists):
+                        self.lists.add(t.id)
+                    else:
+                        self.lists.discard(t.id)
         elif isinstance(s, ast.AnnAssign):
             v = self.ev(s.value) if s.value is not None else UNKNOWN
             hint = by_annotation(s.annotation)
@@ -1072,6 +1096,25 @@ class _Func:
         f.params(s.args)  # type: ignore[attr-defined]
         f.body(s.body)  # type: ignore[attr-defined]
         return f
+
+
+def _named(name: str, v: str, value: Optional[ast.expr]) -> str:
+    """The place of ``name`` bound to a value in place ``v``: a call's result (or an element
+    unpacked from one) of unknown place takes a host place its name marks (``x_cpu``,
+    ``n_list``: ``a, x_cpu = self.build()``); an alias of a known value keeps what the dataflow
+    says, and a name never makes an unknown value a device tensor."""
+    if v != UNKNOWN or not (value is None or isinstance(value, ast.Call)):
+        return v
+    hint = by_name(name)
+    return hint if hint in (HOST, PINNED, PY) else v
+
+
+def _is_list_expr(node: Optional[ast.expr]) -> bool:
+    """``node`` makes a Python list: a literal, a comprehension, ``sorted()``/``list()``."""
+    if isinstance(node, (ast.List, ast.ListComp)):
+        return True
+    return isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and (
+        node.func.id in ("sorted", "list"))
 
 
 def _element(v: str) -> str:
