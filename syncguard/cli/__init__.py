@@ -10,7 +10,7 @@ import sys
 import warnings
 from typing import Any, List, Optional
 
-from ..console import error, stderr_console, stdout_console, warning, wrote  # noqa: F401
+from ..console import error, warning
 from ..errors import (  # noqa: F401  (the CLI's names for them)
     EXIT_BROKEN_PIPE,
     EXIT_INTERNAL,
@@ -21,7 +21,7 @@ from ..errors import (  # noqa: F401  (the CLI's names for them)
     EXIT_USAGE,
     UsageError,
 )
-from .common import device_for_probe, output_path, target  # noqa: F401
+from .common import target
 
 
 def _parser() -> argparse.ArgumentParser:
