@@ -27,6 +27,7 @@ from . import _signals
 from ._hub import HUB, format_error
 from .events import Frame, HostSyncError, NoDeviceTensorsWarning, SyncEvent
 from .intercept import PATCHER, dispatch_net
+from .steps import is_warmup
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
@@ -319,7 +320,7 @@ class SyncGuard:
 
     def current_step(self) -> Tuple[Optional[int], bool]:
         s = self._step
-        return s, (s is not None and s < self.warmup)
+        return s, is_warmup(s, self.warmup)
 
     # -- recording (called by the hub) ------------------------------------------------------
     def accepts(self, device: Optional[str]) -> bool:
@@ -366,7 +367,8 @@ class SyncGuard:
                 continue
             r = rows.setdefault(e.step, [0, 0])
             r[1 if e.allowed else 0] += e.count
-        return [StepCount(s, s < self.warmup, v[0], v[1]) for s, v in sorted(rows.items())]
+        return [StepCount(s, is_warmup(s, self.warmup), v[0], v[1])
+                for s, v in sorted(rows.items())]
 
     def step_table(self) -> pd.DataFrame:
         """DataFrame: step (int), warmup (bool), syncs (hidden host syncs, count),

@@ -42,7 +42,7 @@ import subprocess
 import sys
 import time
 import warnings
-from typing import IO, TYPE_CHECKING, Any, Dict, Iterable, List, Optional, Tuple
+from typing import IO, TYPE_CHECKING, Any, Dict, Iterable, List, Optional, Sequence, Tuple
 
 from .events import SyncEvent
 
@@ -52,6 +52,8 @@ if TYPE_CHECKING:  # pragma: no cover
 SCHEMA = 1
 #: ``path`` of the events an ``exec`` run made outside every step
 OUTSIDE_PATH = "(outside steps)"
+#: ``pass`` of the timed pass's step records (no interceptors: no syncs are seen)
+TIMED_PASS = "timed"
 
 
 class ResultError(ValueError):
@@ -122,6 +124,31 @@ class StepRecord:
         d["pass_"] = d.pop("pass")
         names = {f.name for f in dataclasses.fields(cls)}
         return cls(**{k: v for k, v in d.items() if k in names})
+
+    @classmethod
+    def from_events(cls, scenario: str, path: str, pass_: str, step: int, warmup_steps: int,
+                    events: Sequence[SyncEvent], latency_ms: Optional[float],
+                    **fields: Any) -> StepRecord:
+        """The record of one finished step from the sync events it made: the one builder of
+        the counted (:mod:`syncguard.runner`), timed (:mod:`syncguard.timing`) and ``exec``
+        (:mod:`syncguard.execute.session`) records. ``warmup`` is decided by
+        :func:`syncguard.steps.is_warmup` (the first ``warmup_steps`` steps are warm-up);
+        ``syncs``/``allowed`` are the events' counts; ``sync_wait_us`` the host's time inside
+        the hidden ones (None on the timed pass, which has no interceptors). ``fields``: the
+        rest (``batch_size``, ``device_ms``, ``tokens``, labels, ``round``, the modeled
+        timeline's fields...); ``branch`` defaults to ``""`` and ``batch_size`` to 0."""
+        from .steps import is_warmup
+
+        hidden = [e for e in events if not e.allowed]
+        fields.setdefault("branch", "")
+        fields.setdefault("batch_size", 0)
+        return cls(scenario=scenario, path=path, pass_=pass_, step=step,
+                   warmup=is_warmup(step, warmup_steps),
+                   syncs=sum(e.count for e in hidden),
+                   allowed=sum(e.count for e in events if e.allowed), latency_ms=latency_ms,
+                   sync_wait_us=(None if pass_ == TIMED_PASS
+                                 else sum(e.wait_us or 0.0 for e in hidden)),
+                   **fields)
 
 
 STEP_COLUMNS = {

@@ -16,8 +16,9 @@ from .devices import Target, resolve_target
 from .events import NoDeviceTensorsWarning, SyncEvent
 from .guard import SyncGuard
 from .machine import machine_state
-from .results import ResultWriter, StepRecord, environment, scenario_record
+from .results import TIMED_PASS, ResultWriter, StepRecord, environment, scenario_record
 from .scenario import Scenario
+from .steps import is_warmup
 
 
 def run_pass(sc: Scenario, path: str, target: Target, counted: bool,
@@ -33,7 +34,7 @@ def run_pass(sc: Scenario, path: str, target: Target, counted: bool,
     loop = DecodeLoop(sc, path, target)
     records: List[StepRecord] = []
     timer = DeviceTimer(target)
-    pass_ = "counted" if counted else "timed"
+    pass_ = "counted" if counted else TIMED_PASS
     guard: Optional[SyncGuard] = None
     step_events: List[SyncEvent] = []
     model = None
@@ -73,15 +74,11 @@ def run_pass(sc: Scenario, path: str, target: Target, counted: bool,
             now = time.perf_counter()
             evs = list(step_events)
             step_events.clear()
-            cost, tl = model.end(step < sc.warmup) if model is not None else (None, None)
-            rec = StepRecord(
-                scenario=sc.name, path=loop.name, pass_=pass_, step=step,
-                warmup=step < sc.warmup, batch_size=len(tokens),
-                syncs=sum(e.count for e in evs if not e.allowed),
-                allowed=sum(e.count for e in evs if e.allowed),
-                latency_ms=(now - t_prev) * 1e3, device_ms=timer.elapsed(h), tokens=tokens,
-                sync_wait_us=(sum(e.wait_us or 0.0 for e in evs if not e.allowed)
-                              if counted else None),
+            cost, tl = (model.end(is_warmup(step, sc.warmup)) if model is not None
+                        else (None, None))
+            rec = StepRecord.from_events(
+                sc.name, loop.name, pass_, step, sc.warmup, evs, (now - t_prev) * 1e3,
+                batch_size=len(tokens), device_ms=timer.elapsed(h), tokens=tokens,
                 **label_fields(labels),
                 **(cost.record_fields() if cost is not None else {}),
             )

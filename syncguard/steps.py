@@ -10,6 +10,9 @@ optionally ``abort(name)``, for a step Ctrl-C left unfinished, and ``failed(name
 for a step another exception left, which the program may catch); at most one is active per
 process (:func:`set_recorder`). ``syncguard exec --step MODULE:QUALNAME`` wraps the named
 function with the same machinery (:func:`wrap_step`).
+
+:func:`is_warmup` is the one place that decides which steps are warm-up steps (the guard's
+events, the counted, timed and ``exec`` step records all ask it).
 """
 
 from __future__ import annotations
@@ -29,6 +32,14 @@ class StepRecorder(Protocol):
     def begin(self, name: str) -> None: ...
 
     def end(self, name: str) -> None: ...
+
+
+def is_warmup(step: Optional[int], warmup: int) -> bool:
+    """Whether step ``step`` (0-based) is a warm-up step when the first ``warmup`` steps are:
+    its syncs are kept but not counted, its latency stays out of the statistics. ``None``
+    (outside every step) is never warm-up. ``exec`` numbers steps per step name, so each
+    name has its own warm-up steps."""
+    return step is not None and step < warmup
 
 
 _RECORDER: Optional[StepRecorder] = None

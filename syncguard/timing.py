@@ -135,7 +135,7 @@ def timed_pass(sc: Scenario, paths: List[str], target: Target,
     import torch
 
     from .decode import DecodeLoop, DeviceTimer, label_fields
-    from .results import StepRecord
+    from .results import TIMED_PASS, StepRecord
 
     timer = DeviceTimer(target)
     loops: Dict[str, Any] = {}
@@ -160,11 +160,10 @@ def timed_pass(sc: Scenario, paths: List[str], target: Target,
 
     def on_sample(s: Sample) -> None:
         (tokens, labels), h = s.result
-        rec = StepRecord(
-            scenario=sc.name, path=loops[s.path].name, pass_="timed", step=s.step,
-            warmup=s.step < sc.warmup, batch_size=len(tokens), syncs=0, allowed=0,
-            latency_ms=s.seconds * 1e3, device_ms=timer.elapsed(h), tokens=tokens,
-            round=s.round, **label_fields(labels),
+        rec = StepRecord.from_events(
+            sc.name, loops[s.path].name, TIMED_PASS, s.step, sc.warmup, [], s.seconds * 1e3,
+            batch_size=len(tokens), device_ms=timer.elapsed(h), tokens=tokens, round=s.round,
+            **label_fields(labels),
         )
         if writer is not None:
             writer.step(rec, [])

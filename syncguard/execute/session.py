@@ -167,7 +167,7 @@ class ExecSession:
         latency_ms = ((t_end or time.perf_counter()) - t0) * 1e3
         self._flush()
         if dev is None:
-            self._record(name, i, i < self.warmup, evs, latency_ms, None, labels)
+            self._record(name, i, self.warmup, evs, latency_ms, None, labels)
         else:
             # Device time needs the step's end event complete. Waiting for it now would
             # stall the program's host-device overlap every step; so the record is
@@ -209,7 +209,7 @@ class ExecSession:
         if self._pending is not None:
             name, i, evs, latency_ms, dev, labels = self._pending
             self._pending = None
-            self._record(name, i, i < self.warmup, evs, latency_ms, self._timer.elapsed(dev),
+            self._record(name, i, self.warmup, evs, latency_ms, self._timer.elapsed(dev),
                          labels)
 
     def abort(self, name: str) -> None:
@@ -220,24 +220,22 @@ class ExecSession:
                 self._timer.stop(self._open.pop(tid)[3])
                 self._buf.pop(tid, None)
 
-    def _record(self, name: str, i: int, warm: bool, evs: List[SyncEvent],
+    def _record(self, name: str, i: int, warmup_steps: int, evs: List[SyncEvent],
                 latency_ms: Optional[float], device_ms: Optional[float],
                 labels: Optional[Dict[str, str]] = None) -> None:
-        if warm:
-            evs = [dataclasses.replace(e, warmup=True) for e in evs]
-        hidden = [e for e in evs if not e.allowed]
-        rec = StepRecord(
-            scenario=self.program, path=name, pass_=EXEC_PASS, step=i, warmup=warm,
-            batch_size=0, branch="", syncs=sum(e.count for e in hidden),
-            allowed=sum(e.count for e in evs if e.allowed), latency_ms=latency_ms,
-            device_ms=device_ms, sync_wait_us=sum(e.wait_us or 0.0 for e in hidden),
-            rank=self.rank, labels=labels,
-        )
+        """Write step ``i`` of ``name``: a warm-up step when it is one of the first
+        ``warmup_steps`` of its name (its events then marked warm-up: the guard counts every
+        step of an ``exec`` run, since steps are numbered per name)."""
+        rec = StepRecord.from_events(self.program, name, EXEC_PASS, i, warmup_steps, evs,
+                                     latency_ms, device_ms=device_ms, rank=self.rank,
+                                     labels=labels)
         tot = self.totals.setdefault(name, StepTotals(name))
         tot.steps += 1
-        if not warm:
+        if rec.warmup:
+            evs = [dataclasses.replace(e, warmup=True) for e in evs]
+        else:
             tot.syncs += rec.syncs
-            tot.events.extend(hidden)
+            tot.events.extend(e for e in evs if not e.allowed)
         self.writer.step(rec, evs)
 
     def finish(self, complete: bool = True) -> None:
@@ -259,7 +257,7 @@ class ExecSession:
                 evs = [dataclasses.replace(e, step=0) for e in self.outside]
                 self.outside, self.outside_after = [], []
                 self._next[PROGRAM_STEP] = 1
-                self._record(PROGRAM_STEP, 0, False, evs,
+                self._record(PROGRAM_STEP, 0, 0, evs,  # the whole program: never warm-up
                              (time.perf_counter() - self._t_start) * 1e3, None)
 
     def step_names(self) -> List[str]:
