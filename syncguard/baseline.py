@@ -29,7 +29,7 @@ import linecache
 import os
 import re
 import sys
-from typing import Any, Dict, Iterator, List, Optional, Tuple
+from typing import Any, Dict, Iterable, Iterator, List, Optional, Tuple
 
 from .events import SyncEvent
 
@@ -230,6 +230,15 @@ class BaselineSite:
     def to_dict(self) -> Dict[str, Any]:
         return dataclasses.asdict(self)
 
+    @classmethod
+    def of(cls, scenario: str, path: str, key: str, count: int, ev: SyncEvent,
+           root: Optional[str] = None) -> BaselineSite:
+        """The record of ``count`` hidden syncs at ``ev``'s site (``key``: its
+        :func:`site_key`), its ``site`` shown relative to ``root``."""
+        return cls(scenario=scenario, path=path, key=key, count=count,
+                   site=f"{display_path(ev.filename, root)}:{ev.lineno}", function=ev.function,
+                   api=ev.api, op=ev.op, kind=ev.kind)
+
 
 class Baseline:
     """Recorded hidden-sync sites and counts, per scenario and path."""
@@ -261,13 +270,18 @@ class Baseline:
             parts = k.split("|", 2)
             if len(parts) != 3:
                 raise ValueError(f"observed key must be 'scenario|path|site_key', got {k!r}")
-            ev: SyncEvent = v["event"]
-            sites.append(BaselineSite(
-                scenario=parts[0], path=parts[1], key=parts[2], count=int(v["count"]),
-                site=f"{display_path(ev.filename, root)}:{ev.lineno}", function=ev.function,
-                api=ev.api, op=ev.op, kind=ev.kind,
-            ))
+            sites.append(BaselineSite.of(parts[0], parts[1], parts[2], int(v["count"]),
+                                         v["event"], root))
         return cls(sites)
+
+    def merged(self, sites: Iterable[BaselineSite],
+               judged: Iterable[Tuple[str, str]]) -> Baseline:
+        """The one merge of a baseline with a run's sites: ``sites`` plus this baseline's
+        sites of every (scenario, path) not in ``judged`` (what the run judged: a run of some
+        scenarios, paths or tests does not forget the others)."""
+        done = set(judged)
+        return Baseline([s for s in self.sites if (s.scenario, s.path) not in done]
+                        + list(sites))
 
     # -- files ---------------------------------------------------------------------------
     def to_dict(self) -> Dict[str, Any]:
@@ -282,17 +296,15 @@ class Baseline:
         write_text(path, json.dumps(self.to_dict(), indent=2, sort_keys=False) + "\n")
 
     @classmethod
-    def update(cls, path: str, sites: List[BaselineSite], replaced: Any) -> Baseline:
-        """Write ``path`` as: ``sites`` plus every site already in the file whose scenario is
-        not in ``replaced`` (the scenarios this run judged). The file is read again and
-        written under an exclusive lock (:func:`locked`), so two runs updating one baseline
-        (two pytest sessions with disjoint ``-k``) both keep their sites."""
-        replaced = set(replaced)
+    def update(cls, path: str, sites: List[BaselineSite],
+               judged: Iterable[Tuple[str, str]]) -> Baseline:
+        """Write ``path`` as the file's baseline :meth:`merged` with ``sites`` (``judged``:
+        the (scenario, path) pairs this run judged). The file is read again and written under
+        an exclusive lock (:func:`locked`), so two runs updating one baseline (two pytest
+        sessions with disjoint ``-k``) both keep their sites."""
         with locked(path):
-            old = cls.load(path) if os.path.lexists(path) else None
-            kept = [s for s in (old.sites if old is not None else [])
-                    if s.scenario not in replaced]
-            out = cls(kept + list(sites))
+            old = cls.load(path) if os.path.lexists(path) else cls()
+            out = old.merged(sites, judged)
             out.save(path)
         return out
 

@@ -59,6 +59,7 @@ import pytest
 from .config import to_allow  # torch-free: the plugin still loads without importing torch
 
 if TYPE_CHECKING:  # pragma: no cover
+    from .gate import Verdict
     from .guard import SyncGuard
 
 AllowSpec = Union[str, Tuple[str, str], Dict[str, str]]
@@ -467,7 +468,8 @@ class _BaselineRun:
         data = {"format": "syncguard-baseline", "version": 1, "sites": list(self.sites)}
         new = Baseline.from_dict(data, source=self.path)
         # read again under a lock: another session may have written it since this one began
-        return len(Baseline.update(self.path, new.sites, self.judged))
+        judged = [(nodeid, BASELINE_PATH) for nodeid in self.judged]
+        return len(Baseline.update(self.path, new.sites, judged))
 
 
 @pytest.hookimpl(optionalhook=True)
@@ -498,39 +500,19 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
 
 
 # ---------------------------------------------------------------------------- verdict
-def _where(steps: List[Optional[int]]) -> str:
-    nums = [s for s in steps if s is not None]
-    if not nums:
-        return "in the test body"
-    from ._words import steps_phrase
-
-    text = f"in {steps_phrase(nums)}"
-    if len(nums) != len(steps):
-        text += " and outside steps"
-    return text
-
-
 #: a hint when hidden syncs are host-to-device copies, the mark of inputs built in the body
 FIXTURE_HINT = ("build inputs such as torch.tensor(..., device=...) in a fixture, which is "
                 "not measured")
 
 
-def verdict_line(guard: SyncGuard, max_syncs: int, verdict: Any = None) -> str:
-    """``syncguard: allowed 0 host syncs, saw 3 in steps 2-4``; against a baseline
-    ``syncguard: 1 site new or above baseline FILE, saw 3 host syncs in the test body``. When
-    host-to-device copies are among them, a hint to build inputs in a fixture follows."""
-    from ._words import plural
+def verdict_line(verdict: Verdict) -> str:
+    """``syncguard: `` and the gate's :meth:`~syncguard.gate.Verdict.test_line` (``allowed 0
+    host syncs, saw 3 in steps 2-4``). When host-to-device copies are among the hidden syncs,
+    a hint to build inputs in a fixture follows."""
     from .events import H2D_COPY
 
-    counted = guard.counted_events
-    where = _where([e.step for e in counted]) if counted else ""
-    if verdict is not None and verdict.max_syncs is None:
-        text = (f"syncguard: {plural(len(verdict.findings), 'site')} new or above "
-                f"{verdict.limit()}, saw {plural(guard.count, 'host sync')} {where}").rstrip()
-    else:
-        text = (f"syncguard: allowed {plural(max_syncs, 'host sync')}, saw {guard.count} "
-                f"{where}").rstrip()
-    h2d = sum(e.count for e in counted if e.kind == H2D_COPY)
+    text = f"syncguard: {verdict.test_line()}"
+    h2d = sum(s.count for s in verdict.sites if s.event.kind == H2D_COPY)
     if h2d:
         text += f" ({h2d} host-to-device cop{'y' if h2d == 1 else 'ies'}: {FIXTURE_HINT})"
     return text
@@ -547,18 +529,17 @@ def _site_lines(sites: List[Dict[str, Any]], root: str) -> List[str]:
             for s in sorted(sites, key=lambda s: (-s["count"], s["filename"], s["lineno"]))]
 
 
-def report_section(guard: SyncGuard, max_syncs: int, root: str, verdict: bool = True,
-                   gate: Any = None) -> str:
+def report_section(guard: SyncGuard, gate: Verdict, root: str, verdict: bool = True) -> str:
     """The ``syncguard`` report section: the verdict (unless ``verdict=False``: it is the
     failure's own text then) and every site (file:line, function, API, op, count, steps);
     allowed syncs listed apart with their reasons. ``gate``: the test's
     :class:`syncguard.gate.Verdict`; against a baseline the failing sites say why."""
-    lines = [verdict_line(guard, max_syncs, gate)] if verdict else []
+    lines = [verdict_line(gate)] if verdict else []
     hidden = guard.sites()
     if hidden:
         lines.append("hidden host syncs by site (file:line in function: API (op) xcount):")
         lines += _site_lines(hidden, root)
-    if gate is not None and gate.max_syncs is None and gate.findings:
+    if gate.max_syncs is None and gate.findings:
         lines.append("new or above the baseline:")
         lines += ["  " + t for t in gate.site_lines(root)]
     allowed = [s for s in guard.sites(include_allowed=True) if s["allowed"]]
@@ -569,8 +550,7 @@ def report_section(guard: SyncGuard, max_syncs: int, root: str, verdict: bool = 
         for s, text in zip(allowed, _site_lines(allowed, root)):
             reason = reasons.get((s["filename"], s["lineno"], s["api"]))
             lines.append(f"{text} -- {reason}" if reason else text)
-    failed = gate.failed if gate is not None else guard.count > max_syncs
-    if failed:
+    if gate.failed:
         lines.append('to allow one: `with syncguard.allow("why"):` around it, or '
                      'allow=["file.py:line"] in the marker or [tool.syncguard]')
     return "\n".join(lines) + "\n"
@@ -613,11 +593,11 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]
     # Under xfail the sync failure is the expected failure (XFAIL, not XPASS), unless the
     # marker names the exception it expects (raises=...): then it is a real failure.
     sync_failure = over and call.excinfo is None and not _skipped_in_body(report)
-    report.sections.append((SECTION, report_section(guard, max_syncs, root,
-                                                    verdict=not sync_failure, gate=gate)))
+    report.sections.append((SECTION, report_section(guard, gate, root,
+                                                    verdict=not sync_failure)))
     if not sync_failure:
         return
-    line = verdict_line(guard, max_syncs, gate)
+    line = verdict_line(gate)
     if xf is not None and getattr(xf, "raises", None) is None:
         report.outcome = "skipped"
         report.wasxfail = getattr(xf, "reason", "") or ""  # type: ignore[attr-defined]

@@ -361,7 +361,7 @@ def test_gate_rejects_a_negative_budget() -> None:
 def test_one_site_line_for_events_ci_and_the_gate(workload: Path) -> None:
     from syncguard.events import site_line
     from syncguard.gate import judge
-    from syncguard.renderers.ci import site_line as ci_site_line
+    from syncguard.gate import site_line as ci_site_line
 
     evs = [e for e in _events(workload) if not e.allowed]
     ev = evs[0]

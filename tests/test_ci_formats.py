@@ -14,13 +14,13 @@ import pytest
 from syncguard import SyncEvent, SyncGuard, __version__
 from syncguard._words import step_ranges
 from syncguard.baseline import Finding
+from syncguard.gate import Verdict, site_line
 from syncguard.renderers.ci import (
     emit,
     escape_data,
     escape_property,
     render,
     render_sarif,
-    site_line,
 )
 
 SCHEMA = Path(__file__).resolve().parents[1] / "syncguard" / "schemas" / "sarif-2.1.0.json"
@@ -58,6 +58,16 @@ def _report(repo: Path) -> Tuple[List[Total], List[Finding]]:
     return totals, findings
 
 
+def _verdicts(totals: List[Total], findings: List[Finding],
+              baseline: Any = None) -> List[Verdict]:
+    """The gate's verdicts the CI formats render: one per (scenario, path, hidden syncs,
+    budget, failed), holding its findings; judged against ``baseline`` (a file name) when
+    given."""
+    return [Verdict(s, p, n, None if baseline else b, baseline, bad,
+                    tuple(f for f in findings if (f.scenario, f.path) == (s, p)), ())
+            for s, p, n, b, bad in totals]
+
+
 # ---------------------------------------------------------------------------- text
 def test_step_ranges_are_compact() -> None:
     assert step_ranges([2, 3, 4, 7, 9, 10]) == "2-4, 7, 9-10"
@@ -66,7 +76,7 @@ def test_step_ranges_are_compact() -> None:
 
 def test_text(repo: Path, capsys: pytest.CaptureFixture[str]) -> None:
     totals, findings = _report(repo)
-    emit("text", totals, findings, None)
+    emit("text", _verdicts(totals, findings), None)
     assert capsys.readouterr().out.splitlines() == [
         "syncguard check: 1 of 2 scenario paths failed (gate: budget)",
         "FAIL  steady [legacy]: 22 hidden syncs, budget 0",
@@ -80,7 +90,7 @@ def test_text(repo: Path, capsys: pytest.CaptureFixture[str]) -> None:
 def test_text_with_baseline_says_why(repo: Path) -> None:
     src = str(repo / "pkg" / "sampler.py")
     findings = [Finding("s", "legacy", _event(src, 5), 3, [1, 2, 3], 1, "count 3 > baseline 1")]
-    out = render("text", [("s", "legacy", 3, 0, True)], findings, baseline="base.json")
+    out = render("text", _verdicts([("s", "legacy", 3, 0, True)], findings, "base.json"))
     assert "(gate: baseline base.json)" in out
     assert "FAIL  s [legacy]: 3 hidden syncs, 1 site new or above the baseline" in out
     assert out.rstrip().endswith("x3, steps 1-3  (count 3 > baseline 1)")
@@ -100,8 +110,8 @@ def test_github_escaping() -> None:
 
 def test_github_annotations(repo: Path) -> None:
     totals, findings = _report(repo)
-    out = render("github", totals, findings)
-    assert out.startswith(render("text", totals, findings))
+    out = render("github", _verdicts(totals, findings))
+    assert out.startswith(render("text", _verdicts(totals, findings)))
     ann = [line for line in out.splitlines() if line.startswith("::")]
     assert ann == [
         "::error file=pkg/sampler.py,line=12,title=syncguard::hidden host sync in sample: "
@@ -117,7 +127,7 @@ def test_github_escapes_file_names_and_messages(repo: Path) -> None:
     odd = repo / "we,ird:dir"
     odd.mkdir()
     f = Finding("s", "p", _event(str(odd / "m.py"), 4), 1, [], None, "50% over\nbudget")
-    out = render("github", [("s", "p", 1, 0, True)], [f])
+    out = render("github", _verdicts([("s", "p", 1, 0, True)], [f]))
     (line,) = [x for x in out.splitlines() if x.startswith("::")]
     assert line.startswith("::error file=we%2Cird%3Adir/m.py,line=4,title=syncguard::")
     assert line.endswith("50%25 over%0Abudget")
@@ -136,7 +146,7 @@ def sarif_validator() -> Any:
 def test_sarif_is_valid_and_complete(repo: Path, sarif_validator: Any, tmp_path: Path) -> None:
     totals, findings = _report(repo)
     out = tmp_path / "reports" / "syncguard.sarif"
-    emit("sarif", totals, findings, str(out))
+    emit("sarif", _verdicts(totals, findings), str(out))
     log: Dict[str, Any] = json.loads(out.read_text())
     errors = sorted(sarif_validator.iter_errors(log), key=lambda e: list(e.path))
     assert not errors, [f"{list(e.path)}: {e.message}" for e in errors]
@@ -161,14 +171,14 @@ def test_sarif_is_valid_and_complete(repo: Path, sarif_validator: Any, tmp_path:
 
 
 def test_the_schema_rejects_a_broken_log(repo: Path, sarif_validator: Any) -> None:
-    log = render_sarif(*_report(repo))
+    log = render_sarif(_verdicts(*_report(repo)))
     log["runs"][0]["results"][0]["level"] = "fatal"
     del log["runs"][0]["tool"]["driver"]["name"]
     assert len(list(sarif_validator.iter_errors(log))) == 2
 
 
 def test_sarif_of_a_clean_run_is_valid(sarif_validator: Any) -> None:
-    log = render_sarif([("s", "flag", 0, 0, False)], [])
+    log = render_sarif(_verdicts([("s", "flag", 0, 0, False)], []))
     assert not list(sarif_validator.iter_errors(log))
     assert log["runs"][0]["results"] == []
 
@@ -182,7 +192,8 @@ def test_sarif_from_real_events_outside_the_repo(sarif_validator: Any, tmp_path:
         x.tolist()
     (ev,) = g.events
     monkeypatch.chdir(tmp_path)  # this test file is now outside the "repository"
-    log = render_sarif([("s", "p", 1, 0, True)], [Finding("s", "p", ev, 1, [], None, "m")])
+    log = render_sarif(_verdicts([("s", "p", 1, 0, True)],
+                                 [Finding("s", "p", ev, 1, [], None, "m")]))
     assert not list(sarif_validator.iter_errors(log))
     art = log["runs"][0]["results"][0]["locations"][0]["physicalLocation"]["artifactLocation"]
     assert art["uri"].startswith("file:///") and "uriBaseId" not in art
@@ -190,7 +201,7 @@ def test_sarif_from_real_events_outside_the_repo(sarif_validator: Any, tmp_path:
 
 def test_sarif_to_stdout(repo: Path, capsys: pytest.CaptureFixture[str]) -> None:
     totals, findings = _report(repo)
-    emit("sarif", totals, findings, "-")
+    emit("sarif", _verdicts(totals, findings), "-")
     log = json.loads(capsys.readouterr().out)
     assert len(log["runs"][0]["results"]) == 2
 
@@ -199,7 +210,7 @@ def test_sarif_to_stdout(repo: Path, capsys: pytest.CaptureFixture[str]) -> None
 def test_junit(repo: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     totals, findings = _report(repo)
     out = tmp_path / "junit.xml"
-    emit("junit", totals, findings, str(out))
+    emit("junit", _verdicts(totals, findings), str(out))
     # the machine format went to the file; the summary still reaches the CI log
     assert capsys.readouterr().out.startswith("syncguard check: 1 of 2")
     root = ET.parse(out).getroot()
@@ -221,7 +232,7 @@ def test_junit(repo: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -
 def test_junit_escapes_markup(repo: Path) -> None:
     f = Finding("a<b", "p&q", _event(str(repo / "pkg" / "sampler.py"), 2, function="<lambda>"),
                 1, [], None, "m")
-    root = ET.fromstring(render("junit", [("a<b", "p&q", 1, 0, True)], [f]).encode())
+    root = ET.fromstring(render("junit", _verdicts([("a<b", "p&q", 1, 0, True)], [f])).encode())
     case = root.find("testsuite/testcase")
     assert case is not None and case.get("classname") == "syncguard.a<b"
     failure = case.find("failure")
@@ -232,19 +243,19 @@ def test_junit_classname_keeps_a_dotted_scenario_in_one_piece() -> None:
     # an exec run's scenario is the script's file name; CI viewers split classnames at dots
     from syncguard.renderers.ci import render_junit
 
-    doc = ET.fromstring(render_junit([("marked.py", "step", 1, 0, True)], []))
+    doc = ET.fromstring(render_junit(_verdicts([("marked.py", "step", 1, 0, True)], [])))
     case = doc.find(".//testcase")
     assert case is not None and case.get("classname") == "syncguard.marked_py"
 
 
 def test_unknown_format() -> None:
     with pytest.raises(ValueError, match="unknown format 'html'"):
-        render("html", [], [])
+        render("html", [])
 
 
 def test_output_file_is_written_under_new_directories(repo: Path) -> None:
     totals, findings = _report(repo)
-    emit("text", totals, findings, os.path.join("a", "b", "out.txt"))
+    emit("text", _verdicts(totals, findings), os.path.join("a", "b", "out.txt"))
     assert (repo / "a" / "b" / "out.txt").read_text().startswith("syncguard check:")
 
 
@@ -272,7 +283,7 @@ def test_golden_ci_formats(repo: Path, fmt: str, name: str, baseline: Any) -> No
                     dataclasses.replace(findings[1], baseline_count=1,
                                         message="count 3 > baseline 1")]
         name = name.replace("check.", "check-baseline.")
-    text = render(fmt, totals, findings, baseline)
+    text = render(fmt, _verdicts(totals, findings, baseline))
     root = str(repo).replace(os.sep, "/")
     _golden(name, text.replace(root, "<ROOT>").replace(f"syncguard {__version__}", "syncguard V")
             .replace(f'"{__version__}"', '"V"'))
@@ -292,13 +303,14 @@ def test_counts_of_one_read_in_the_singular(repo: Path) -> None:
     assert verdict.findings[0].message == "1 hidden sync, budget 0"
     assert annotation_message(verdict.findings[0]).startswith(
         "hidden host sync in sample: Tensor.__bool__ (aten::_local_scalar_dense) x1 in step 0 ")
-    text = render_text([verdict.total], list(verdict.findings))
+    text = render_text([verdict])
     assert text.splitlines()[:2] == ["syncguard check: 1 of 1 scenario path failed (gate: "
                                      "budget)", "FAIL  s [p]: 1 hidden sync, budget 0"]
-    ok = render_text([("s", "p", 0, 0, False)], [])
+    ok = render_text(_verdicts([("s", "p", 0, 0, False)], []))
     assert ok.splitlines()[0] == "syncguard check: 1 scenario path OK (gate: budget)"
     against = judge([ev], baseline=Baseline([]), scenario="s", path="p")
     (line,) = against.site_lines()
     assert line.endswith("x1, step 0  (new site, not in the baseline)")
-    assert render("text", [("s", "p", 2, 0, False), ("s", "q", 0, 0, False)], []).startswith(
+    assert render("text", _verdicts([("s", "p", 2, 0, False), ("s", "q", 0, 0, False)],
+                                    [])).startswith(
         "syncguard check: all 2 scenario paths OK")

@@ -111,12 +111,18 @@ def _finding(scenario: str, filename: str, function: str = "f", api: str = "Tens
     return totals, [Finding(scenario, "legacy", ev, 1, [2], None, "1 hidden sync, budget 0")]
 
 
+def _verdicts(totals: List[Any], findings: List[Any]) -> List[Any]:
+    from syncguard.gate import Verdict
+
+    return [Verdict(s, p, n, b, None, bad, tuple(findings), ()) for s, p, n, b, bad in totals]
+
+
 def test_github_format_cannot_inject_workflow_commands() -> None:
     from syncguard.renderers.ci import render_github
 
     totals, findings = _finding(INJECT + "\r\n::add-mask::x",
                                 "a,b:c%0A\n::warning::x.py", function="g\n::debug::y")
-    out = render_github(totals, findings)
+    out = render_github(_verdicts(totals, findings))
     commands = [ln for ln in out.splitlines() if ln.startswith("::")]
     assert len(commands) == 1, out  # the one annotation, nothing injected
     assert commands[0].startswith("::error file=a%2Cb%3Ac%250A%0A%3A%3Awarning%3A%3Ax.py,")
@@ -137,7 +143,7 @@ def test_junit_is_well_formed_xml_with_control_characters() -> None:
     from syncguard.renderers.ci import render_junit
 
     totals, findings = _finding("s\x00\x1b[31m", "m\x01.py", function="f\x0b")
-    xml = render_junit(totals, findings)
+    xml = render_junit(_verdicts(totals, findings))
     root = ET.fromstring(xml.encode("utf-8"))  # raises on NUL/ESC before the fix
     case = root.find("./testsuite/testcase")
     assert case is not None and "\\x1b" in case.get("classname", "")
@@ -147,7 +153,7 @@ def test_text_format_keeps_one_line_per_item() -> None:
     from syncguard.renderers.ci import render_text
 
     totals, findings = _finding(INJECT, "m.py\n::error::x", function="\x1b[2Jf")
-    out = render_text(totals, findings)
+    out = render_text(_verdicts(totals, findings))
     assert not any(ln.startswith("::") for ln in out.splitlines()), out
     assert "\x1b" not in out and len(out.splitlines()) == 3
 

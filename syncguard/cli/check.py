@@ -52,7 +52,7 @@ def main(args: argparse.Namespace) -> int:
     from .._selftest import selftest
     from ..baseline import Baseline
     from ..errors import UsageError
-    from ..gate import Tally, Verdict, judge
+    from ..gate import Tally, Verdict, budget
     from .common import allow_sites_of, device_for_probe, finish, output_path
     from .common import target as cli_target
     from .run import options
@@ -109,8 +109,7 @@ def main(args: argparse.Namespace) -> int:
                                    f"{worst.sync_bubble_us:.1f} us at step {worst.step} on "
                                    f"{prof.name} (budget --max-bubble-us "
                                    f"{args.max_bubble_us:g})")
-            budget = (args.max_syncs if args.max_syncs is not None
-                      else sc.max_syncs.get(name, sc.max_syncs.get(path, 0)))
-            verdicts.append(judge(tally, max_syncs=budget, baseline=base, scenario=sc.name,
-                                  path=name))
+            gate = budget(args.max_syncs, baseline=base, configured={
+                "max_syncs": sc.max_syncs.get(name, sc.max_syncs.get(path))})
+            verdicts += gate.verdicts(tally, sc.name, name)
     return finish(args, verdicts, bubbles)

@@ -89,8 +89,7 @@ def finish(args: argparse.Namespace, verdicts: List[Any], bubbles: Sequence[str]
         new.save(args.update_baseline)
         wrote(args.update_baseline, f" ({len(new)} sites)")
         return EXIT_OK
-    emit(args.format, [v.total for v in verdicts], [f for v in verdicts for f in v.findings],
-         args.output, baseline=args.baseline)
+    emit(args.format, verdicts, args.output)
     if args.output not in (None, "-") and os.path.exists(args.output):
         wrote(args.output)
     for line in bubbles:

@@ -25,11 +25,9 @@ def check_results(args: argparse.Namespace, paths: Sequence[str]) -> int:
     from .. import results
     from ..baseline import Baseline
     from ..events import SyncEvent
-    from ..execute import OUTSIDE_GATE, per_step_verdict
-    from ..gate import Verdict, judge
+    from ..gate import Verdict, budget
     from ..results import OUTSIDE_PATH
     from .common import allow_sites_of, finish
-
 
     base = Baseline.load(args.baseline) if args.baseline else None
     allow_sites = allow_sites_of(args)  # --allow and [tool.syncguard] allow, checked now
@@ -38,17 +36,12 @@ def check_results(args: argparse.Namespace, paths: Sequence[str]) -> int:
         res = results.load(p)
         if not res.complete:
             _warn_incomplete(p, res)
-        options = res.header.get("options") or {}
-        recorded = options.get("max_syncs")
-        budget = args.max_syncs if args.max_syncs is not None else (
-            recorded if isinstance(recorded, int) else 0)
-        # an exec run's --max-syncs-per-step gates again when no other budget is asked for
-        per_step = options.get("max_syncs_per_step")
-        if not (isinstance(per_step, int) and not isinstance(per_step, bool) and per_step >= 0
-                and base is None and args.max_syncs is None
-                and not getattr(args, "update_baseline", None)):
-            per_step = None
-        total = per_step is None or isinstance(recorded, int)
+        options = res.header.get("options")
+        # the run's own budgets (an exec run's --max-syncs, --max-syncs-per-step and
+        # --max-syncs-outside) gate again when no other budget is asked for
+        gate = budget(args.max_syncs, outside=getattr(args, "max_syncs_outside", None),
+                      configured=options if isinstance(options, dict) else None,
+                      baseline=base, updating=bool(getattr(args, "update_baseline", None)))
         keys = list(dict.fromkeys((s.scenario, s.path) for s in res.steps
                                   if s.pass_ in ("counted", "exec")))
         for sc, path in keys:
@@ -56,28 +49,14 @@ def check_results(args: argparse.Namespace, paths: Sequence[str]) -> int:
                 "scenario", "path", "pass", "rank")})
                 for e in res.events if e.get("scenario") == sc and e.get("path") == path
                 and e.get("pass") in ("counted", "exec")], allow_sites)
-            if total:
-                verdicts.append(judge(evs, max_syncs=budget, baseline=base, scenario=sc,
-                                      path=path))
-            if per_step is not None:
-                verdicts.append(per_step_verdict(evs, per_step, sc, f"{path} per step"))
-        # the syncs it made outside every step: on --max-syncs-outside when asked, else on
-        # the run's own when no other budget is asked for
-        outside = getattr(args, "max_syncs_outside", None)
-        if outside is None:
-            outside = options.get("max_syncs_outside")
-            if not (isinstance(outside, int) and not isinstance(outside, bool) and outside >= 0
-                    and base is None and args.max_syncs is None
-                    and not getattr(args, "update_baseline", None)):
-                outside = None
-        if outside is not None:
+            verdicts += gate.verdicts(evs, sc, path)
+        if gate.outside is not None:  # the syncs it made outside every step
             for sc in dict.fromkeys(s.scenario for s in res.steps):
                 evs = allowed_now([SyncEvent.from_dict({k: v for k, v in e.items() if k not in (
                     "scenario", "path", "pass", "rank", "after_step")})
                     for e in res.events if e.get("scenario") == sc
                     and e.get("path") == OUTSIDE_PATH], allow_sites)
-                verdicts.append(judge(evs, max_syncs=outside, scenario=sc,
-                                      path=OUTSIDE_GATE))
+                verdicts += gate.outside_verdicts(evs, sc)
     return finish(args, verdicts)
 
 

@@ -11,9 +11,12 @@ import dataclasses
 import importlib.util
 import os
 import sys
-from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
+from typing import TYPE_CHECKING, Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from .hooks import StepTarget
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ..gate import Budget
 
 
 @dataclasses.dataclass
@@ -93,7 +96,7 @@ def execute(opts: ExecOptions, target: Any, out: str) -> int:
             why = static_missing(t, main_file if t.module == "__main__" else None)
             if why is not None:
                 raise UsageError(f"{t.flag} {t.spec}: {why}")
-    if not _gated(opts) and opts.fmt != "text":
+    if not _budget(opts).gated and opts.fmt != "text":
         raise UsageError(f"--format {opts.fmt}: needs --max-syncs, --max-syncs-per-step or "
                          f"--max-syncs-outside (the budget to gate on)")
     selftest(None if target.kind == "cpu" else str(target.device))
@@ -276,56 +279,28 @@ def _report(opts: ExecOptions, path: str, out: str, stop: Optional[BaseException
 
 def _gate(opts: ExecOptions, session: Any) -> bool:
     """Gate each step name's hidden syncs on ``--max-syncs`` (their total over the run) and
-    ``--max-syncs-per-step`` (the worst step call); True when one is over."""
-    if not _gated(opts):
+    ``--max-syncs-per-step`` (the worst step call), and the syncs outside every step on
+    ``--max-syncs-outside``; True when one is over."""
+    gate = _budget(opts)
+    if not gate.gated:
         return False
     from ..console import wrote
-    from ..gate import judge
     from ..renderers.ci import emit
 
     label = opts.program.name if opts.rank is None else f"{opts.program.name} [rank {opts.rank}]"
     verdicts = []
     for name, tot in session.totals.items():
-        if opts.max_syncs is not None:
-            verdicts.append(judge(tot.events, max_syncs=opts.max_syncs, scenario=label,
-                                  path=name))
-        if opts.max_syncs_per_step is not None:
-            verdicts.append(per_step_verdict(tot.events, opts.max_syncs_per_step, label,
-                                             f"{name} per step"))
-    if opts.max_syncs_outside is not None:
-        verdicts.append(judge([e for e in session.outside if not e.allowed],
-                              max_syncs=opts.max_syncs_outside, scenario=label,
-                              path=OUTSIDE_GATE))
-    emit(opts.fmt, [v.total for v in verdicts], [f for v in verdicts for f in v.findings],
-         opts.output)
+        verdicts += gate.verdicts(tot.events, label, name)
+    verdicts += gate.outside_verdicts([e for e in session.outside if not e.allowed], label)
+    emit(opts.fmt, verdicts, opts.output)
     if opts.output not in (None, "-") and os.path.exists(opts.output):
         wrote(opts.output)
     return any(v.failed for v in verdicts)
 
 
-#: the gate line's path of ``--max-syncs-outside``
-OUTSIDE_GATE = "outside steps"
+def _budget(opts: ExecOptions) -> Budget:
+    """What the run is gated on (:func:`syncguard.gate.budget`): its own flags only."""
+    from ..gate import budget
 
-
-def _gated(opts: ExecOptions) -> bool:
-    return not (opts.max_syncs is None and opts.max_syncs_per_step is None
-                and opts.max_syncs_outside is None)
-
-
-def per_step_verdict(events: Sequence[Any], budget: int, scenario: str, path: str) -> Any:
-    """The gate's :class:`~syncguard.gate.Verdict` on hidden syncs per step call: failed when
-    one step has more than ``budget``; ``hidden`` is the worst step's count, the findings are
-    the sites of the steps over budget."""
-    from ..gate import judge
-
-    per: Dict[int, int] = {}
-    for e in events:
-        if not e.allowed and not e.warmup and e.step is not None:
-            per[e.step] = per.get(e.step, 0) + e.count
-    over = {i for i, n in per.items() if n > budget}
-    worst = max(per.values(), default=0)
-    v = judge([e for e in events if e.step in over], max_syncs=0, scenario=scenario, path=path)
-    why = (f"{worst} hidden syncs in one step call, budget {budget} per step "
-           f"({len(over)} of {len(per)} steps with syncs over it)")
-    return dataclasses.replace(v, hidden=worst, max_syncs=budget, findings=tuple(
-        dataclasses.replace(f, message=why) for f in v.findings))
+    return budget(opts.max_syncs, opts.max_syncs_per_step, opts.max_syncs_outside,
+                  default=None)

@@ -1,7 +1,11 @@
 """CI output of ``syncguard check``: text, GitHub workflow annotations, SARIF 2.1.0, JUnit XML.
 
-:func:`emit` is the one entry point. Paths in every format are relative to the current
-directory (the repository root in CI) with ``/`` separators, absolute when a file lies outside.
+:func:`emit` is the one entry point; it takes the gate's verdicts
+(:class:`syncguard.gate.Verdict`), whose own text (:meth:`~syncguard.gate.Verdict.row`,
+:meth:`~syncguard.gate.Verdict.brief`, :meth:`~syncguard.gate.Verdict.site_lines`,
+:func:`syncguard.gate.summary`) every format prints as is: this module lays it out and
+escapes it. Paths in every format are relative to the current directory (the repository root
+in CI) with ``/`` separators, absolute when a file lies outside.
 """
 
 from __future__ import annotations
@@ -19,11 +23,8 @@ from .._atomic import atomic_open
 from .._words import plural, steps_phrase
 from ..baseline import Finding, display_path, site_key
 from ..events import KINDS
-from ..events import site_line as _site_line
+from ..gate import Verdict, summary
 from ..sites import caller_text, function_name
-
-#: (scenario, path, hidden syncs, budget, failed)
-Total = Tuple[str, str, int, int, bool]
 
 FORMATS: Tuple[str, ...] = ("text", "github", "sarif", "junit")
 
@@ -80,21 +81,14 @@ def _finding_sort(f: Finding) -> Tuple[int, str, int]:
     return (-f.count, f.event.filename, f.event.lineno)
 
 
-def _by_total(findings: Sequence[Finding]) -> Dict[Tuple[str, str], List[Finding]]:
-    out: Dict[Tuple[str, str], List[Finding]] = {}
-    for f in findings:
-        out.setdefault((f.scenario, f.path), []).append(f)
-    for v in out.values():
-        v.sort(key=_finding_sort)
-    return out
+def _findings(verdicts: Sequence[Verdict]) -> List[Finding]:
+    """Every failing site of ``verdicts``, the most syncs first."""
+    return sorted((f for v in verdicts for f in v.findings), key=_finding_sort)
 
 
-def site_line(f: Finding) -> str:
-    """``file:line in function: api (op) xN, steps 2-19`` (:func:`syncguard.events.site_line`)."""
-    ev = f.event
-    return _site_line(ev.filename, ev.lineno, function_name(ev.function, ev.stack), ev.api,
-                      ev.op, f.count, f.steps,
-                      caller=caller_text(ev.filename, ev.stack))
+def _baseline(verdicts: Sequence[Verdict]) -> Optional[str]:
+    """The baseline file the verdicts were judged against (None: budgets only)."""
+    return next((v.baseline for v in verdicts if v.baseline), None)
 
 
 #: Failing sites listed per scenario path in the text format (the most syncs first; the
@@ -102,40 +96,19 @@ def site_line(f: Finding) -> str:
 TEXT_MAX_SITES = 20
 
 
-def render_text(totals: Sequence[Total], findings: Sequence[Finding],
-                baseline: Optional[str] = None) -> str:
-    """One line per scenario/path (OK or FAIL, hidden syncs, budget), and under each failing
-    one its failing sites (:func:`site_line`, plus why it fails against a baseline), at most
-    :data:`TEXT_MAX_SITES` of them, then a line counting the rest."""
-    by = _by_total(findings)
-    lines: List[str] = []
-    failed = sum(1 for t in totals if t[4])
-    gate = f"baseline {baseline}" if baseline else "budget"
-    head = "syncguard check: "
-    if failed:
-        head += f"{failed} of {plural(len(totals), 'scenario path')} failed (gate: {gate})"
-    elif len(totals) == 1:
-        head += f"1 scenario path OK (gate: {gate})"
-    else:
-        head += f"all {len(totals)} scenario paths OK (gate: {gate})"
-    lines.append(head)
-    for scenario, path, n, budget, bad in totals:
-        status = "FAIL" if bad else "OK"
-        sites = by.get((scenario, path), [])
-        if not baseline:
-            limit = f"budget {budget}"
-        elif bad:
-            limit = f"{plural(len(sites), 'site')} new or above the baseline"
-        else:
-            limit = "none new or above the baseline"
-        lines.append(_escape.terminal(f"{status:<4}  {scenario} [{path}]: "
-                                      f"{plural(n, 'hidden sync')}, {limit}"))
-        if bad:
-            for f in sites[:TEXT_MAX_SITES]:
-                why = f"  ({f.message})" if baseline else ""
-                lines.append("      " + _escape.terminal(f"{site_line(f)}{why}"))
-            if len(sites) > TEXT_MAX_SITES:
-                rest = sites[TEXT_MAX_SITES:]
+def render_text(verdicts: Sequence[Verdict]) -> str:
+    """The gate's summary line, one :meth:`~syncguard.gate.Verdict.row` per verdict, and
+    under each failing one its :meth:`~syncguard.gate.Verdict.site_lines` (against a baseline
+    each says why it fails), at most :data:`TEXT_MAX_SITES` of them, then a line counting
+    the rest."""
+    lines = [_escape.terminal(f"syncguard check: {summary(verdicts)}")]
+    for v in verdicts:
+        lines.append(_escape.terminal(v.row()))
+        if v.failed:
+            for text in v.site_lines()[:TEXT_MAX_SITES]:
+                lines.append("      " + _escape.terminal(text))
+            if len(v.findings) > TEXT_MAX_SITES:
+                rest = v.findings[TEXT_MAX_SITES:]
                 lines.append(f"      ... and {len(rest)} more failing sites "
                              f"({plural(sum(f.count for f in rest), 'hidden sync')}): every "
                              f"site is in the sarif, junit and github formats and the reports")
@@ -165,11 +138,10 @@ def annotation_message(f: Finding) -> str:
             f"[{f.scenario}/{f.path}]: {f.message}")
 
 
-def render_github(totals: Sequence[Total], findings: Sequence[Finding],
-                  baseline: Optional[str] = None) -> str:
+def render_github(verdicts: Sequence[Verdict]) -> str:
     """The text summary, then one ``::error file=,line=,title=syncguard::`` per finding."""
-    out = [render_text(totals, findings, baseline)]
-    for f in sorted(findings, key=_finding_sort):
+    out = [render_text(verdicts)]
+    for f in _findings(verdicts):
         props = (f"file={escape_property(display_path(f.event.filename))},"
                  f"line={f.event.lineno},title={escape_property('syncguard')}")
         out.append(f"::error {props}::{escape_data(annotation_message(f))}\n")
@@ -190,9 +162,9 @@ def _artifact_location(filename: str) -> Dict[str, Any]:
     return {"uri": quote(p, safe="/"), "uriBaseId": "%SRCROOT%"}
 
 
-def render_sarif(totals: Sequence[Total], findings: Sequence[Finding],
-                 baseline: Optional[str] = None) -> Dict[str, Any]:
-    """A SARIF 2.1.0 log: one rule per sync kind, one ``error`` result per finding."""
+def render_sarif(verdicts: Sequence[Verdict]) -> Dict[str, Any]:
+    """A SARIF 2.1.0 log: one rule per sync kind, one ``error`` result per finding; each
+    verdict's totals in the run's properties (``budget`` 0 where a baseline judged it)."""
     rules = [{
         "id": _rule_id(k),
         "name": "HiddenHostSync" + "".join(p.title() for p in k.split("_")),
@@ -204,7 +176,7 @@ def render_sarif(totals: Sequence[Total], findings: Sequence[Finding],
     } for k in KINDS]
     index = {k: i for i, k in enumerate(KINDS)}
     results: List[Dict[str, Any]] = []
-    for f in sorted(findings, key=_finding_sort):
+    for f in _findings(verdicts):
         ev = f.event
         kind = ev.kind if ev.kind in index else KINDS[0]
         props: Dict[str, Any] = {
@@ -240,42 +212,41 @@ def render_sarif(totals: Sequence[Total], findings: Sequence[Finding],
         "invocations": [{"executionSuccessful": True}],
         "results": results,
         "properties": {
-            "totals": [{"scenario": s, "path": p, "hiddenSyncs": n, "budget": b, "failed": bad}
-                       for s, p, n, b, bad in totals],
+            "totals": [{"scenario": v.scenario, "path": v.path, "hiddenSyncs": v.hidden,
+                        "budget": v.max_syncs if v.max_syncs is not None else 0,
+                        "failed": v.failed}
+                       for v in verdicts],
         },
     }
+    baseline = _baseline(verdicts)
     if baseline:
         run["properties"]["baseline"] = baseline
     return {"$schema": SARIF_SCHEMA_URI, "version": "2.1.0", "runs": [run]}
 
 
 # ---------------------------------------------------------------------------- junit
-def render_junit(totals: Sequence[Total], findings: Sequence[Finding],
-                 baseline: Optional[str] = None) -> str:
-    """JUnit XML: one testcase per scenario/path (classname ``syncguard.<scenario>``, name the
-    path); a failing one holds a ``failure`` listing its sites. Dots in the scenario (an exec
+def render_junit(verdicts: Sequence[Verdict]) -> str:
+    """JUnit XML: one testcase per verdict (classname ``syncguard.<scenario>``, name the
+    path); a failing one holds a ``failure`` with the verdict's
+    :meth:`~syncguard.gate.Verdict.brief` and its site lines. Dots in the scenario (an exec
     run's ``marked.py``) become ``_``: CI viewers split classnames at dots into packages."""
-    by = _by_total(findings)
-    n_fail = sum(1 for t in totals if t[4])
-    suites = ET.Element("testsuites", name="syncguard", tests=str(len(totals)),
+    n_fail = sum(1 for v in verdicts if v.failed)
+    suites = ET.Element("testsuites", name="syncguard", tests=str(len(verdicts)),
                         failures=str(n_fail), errors="0")
-    suite = ET.SubElement(suites, "testsuite", name="syncguard check", tests=str(len(totals)),
+    suite = ET.SubElement(suites, "testsuite", name="syncguard check", tests=str(len(verdicts)),
                           failures=str(n_fail), errors="0", skipped="0", time="0")
-    for scenario, path, n, budget, bad in totals:
+    for v in verdicts:
         x = _escape.xml_text  # XML 1.0 cannot hold NUL, ESC...: made visible
-        classname = "syncguard." + scenario.replace(".", "_")
-        case = ET.SubElement(suite, "testcase", classname=x(classname), name=x(path), time="0")
-        limit = f"baseline {baseline}" if baseline else f"budget {budget}"
-        if bad:
-            fails = by.get((scenario, path), [])
+        classname = "syncguard." + v.scenario.replace(".", "_")
+        case = ET.SubElement(suite, "testcase", classname=x(classname), name=x(v.path),
+                             time="0")
+        if v.failed:
             fail = ET.SubElement(case, "failure", type="syncguard.HiddenSyncs",
-                                 message=x(f"{plural(n, 'hidden sync')}, {limit}"))
-            body = [f"{plural(n, 'hidden sync')}, {limit}"]
-            body += [site_line(f) + (f"  ({f.message})" if baseline else "") for f in fails]
-            fail.text = x("\n".join(body) + "\n")
+                                 message=x(v.brief()))
+            fail.text = x("\n".join([v.brief()] + v.site_lines()) + "\n")
         else:
             out = ET.SubElement(case, "system-out")
-            out.text = x(f"{plural(n, 'hidden sync')}, {limit}\n")
+            out.text = x(v.brief() + "\n")
     ET.indent(suites)
     buf = io.BytesIO()
     ET.ElementTree(suites).write(buf, encoding="utf-8", xml_declaration=True)
@@ -303,29 +274,28 @@ class _Output:
             self._cm.__exit__(*exc)
 
 
-def render(fmt: str, totals: Sequence[Total], findings: Sequence[Finding],
-           baseline: Optional[str] = None) -> str:
-    """The report as text in format ``fmt`` (one of :data:`FORMATS`)."""
+def render(fmt: str, verdicts: Sequence[Verdict]) -> str:
+    """The report on ``verdicts`` as text in format ``fmt`` (one of :data:`FORMATS`)."""
     if fmt == "text":
-        return render_text(totals, findings, baseline)
+        return render_text(verdicts)
     if fmt == "github":
-        return render_github(totals, findings, baseline)
+        return render_github(verdicts)
     if fmt == "sarif":
-        return json.dumps(render_sarif(totals, findings, baseline), indent=2) + "\n"
+        return json.dumps(render_sarif(verdicts), indent=2) + "\n"
     if fmt == "junit":
-        return render_junit(totals, findings, baseline)
+        return render_junit(verdicts)
     raise ValueError(f"unknown format {fmt!r}; valid formats: {', '.join(FORMATS)}")
 
 
-def emit(fmt: str, totals: Sequence[Total], findings: Sequence[Finding],
-         output: Optional[str], baseline: Optional[str] = None) -> None:
-    """Write the report in ``fmt`` to ``output`` (None or ``"-"``: stdout; else a file path).
+def emit(fmt: str, verdicts: Sequence[Verdict], output: Optional[str]) -> None:
+    """Write the report on ``verdicts`` in ``fmt`` to ``output`` (None or ``"-"``: stdout;
+    else a file path).
 
     When a machine format (sarif, junit) goes to a file, the text summary is also printed on
     stdout so the CI log still says what failed.
     """
-    text = render(fmt, totals, findings, baseline)
+    text = render(fmt, verdicts)
     with _Output(output) as f:
         f.write(text)
     if fmt in ("sarif", "junit") and output not in (None, "-"):
-        sys.stdout.write(render_text(totals, findings, baseline))
+        sys.stdout.write(render_text(verdicts))
