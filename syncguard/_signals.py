@@ -21,6 +21,11 @@ work a signal must not cut in half.
   the program's next step boundary, and a second signal (or the grace period,
   ``SYNCGUARD_STOP_GRACE_SECONDS``, default 10) stops it at once, reports written.
 
+- :class:`Stop` is the stop sequence of a command that writes results (``run``, ``exec``):
+  the interrupt that ended the run is kept, the footer and reports are written under
+  :func:`deferred`, a signal that arrives meanwhile becomes the stop, and the command says
+  what it kept and exits 130 (128 + the signal for SIGTERM).
+
 Signal handlers can only be set from the main thread; elsewhere all of this is a no-op.
 """
 
@@ -74,6 +79,60 @@ def reason(exc: BaseException) -> str:
 def describe(exc: BaseException) -> str:
     """How a stopped run says it stopped: ``"terminated (SIGTERM)"`` or ``"interrupted"``."""
     return "terminated (SIGTERM)" if isinstance(exc, Terminated) else "interrupted"
+
+
+class Stop:
+    """The stop sequence of a run that writes results, in one place for ``run`` and ``exec``:
+
+    1. the run's KeyboardInterrupt (Ctrl-C, or :class:`Terminated`) is kept:
+       :meth:`caught`;
+    2. what must be whole (the footer, every report) is written inside :meth:`finishing`: a
+       second Ctrl-C or a SIGTERM waits until the block ends, and becomes the stop when the
+       run had none (:attr:`stopped` says so inside the block too);
+    3. :meth:`kept` says what was kept, :attr:`exit_code` is the command's exit code."""
+
+    def __init__(self) -> None:
+        self.exc: Optional[KeyboardInterrupt] = None
+        self._late: List[int] = []
+
+    def caught(self, exc: KeyboardInterrupt) -> None:
+        self.exc = exc
+
+    @property
+    def stopped(self) -> bool:
+        """Whether the run was stopped, by its interrupt or a signal since then."""
+        self._take_late()
+        return self.exc is not None
+
+    def _take_late(self) -> None:
+        if self.exc is None and self._late:
+            self.exc = interrupt_for(self._late[0])
+
+    @contextlib.contextmanager
+    def finishing(self) -> Iterator[None]:
+        """Write what must be whole: SIGINT and SIGTERM are held while the block runs."""
+        with deferred(deliver=False) as late:
+            self._late = late
+            yield
+        self._take_late()  # a signal held by the block is the stop now
+
+    def describe(self) -> str:
+        return describe(self.exc) if self.exc is not None else ""
+
+    def reason(self) -> str:
+        """The footer's reason (:func:`reason`)."""
+        return reason(self.exc) if self.exc is not None else ""
+
+    def kept(self, steps: int, path: str) -> str:
+        """``"terminated (SIGTERM): kept 3 finished steps in OUT/result.jsonl"``."""
+        from ._escape import one_line
+
+        return f"{self.describe()}: kept {steps} finished steps in {one_line(path)}"
+
+    @property
+    def exit_code(self) -> int:
+        """130 (SIGINT), 128 + the signal for SIGTERM."""
+        return exit_code(self.exc) if self.exc is not None else 0
 
 
 def _on_stop_signal(signum: int, frame: Any) -> None:

@@ -318,7 +318,7 @@ def main(args: argparse.Namespace) -> int:
         total = sum(s.steps * len(runner.paths_for(s, opts))
                     * (int(opts.counted) + int(opts.timed) * (opts.repeat or 0))
                     for s in scenarios)
-    stop: Optional[KeyboardInterrupt] = None
+    stop = _signals.Stop()
     print(expectation(scenarios, opts), file=sys.stderr, flush=True)
     plain = None if err.is_terminal else PlainProgress(total, interval, sys.stderr)
     with Progress(TextColumn("{task.description}", markup=False), BarColumn(),
@@ -335,26 +335,23 @@ def main(args: argparse.Namespace) -> int:
             runner.run(scenarios, opts, result_path, progress, argv=sys.argv[1:],
                        lines=lines)
         except KeyboardInterrupt as exc:  # Ctrl-C, or SIGTERM (_signals.Terminated)
-            stop = exc
-    if stop is not None and not os.path.exists(result_path):
-        print(f"syncguard: {_signals.describe(stop)} before the first step was written",
+            stop.caught(exc)
+    if stop.stopped and not os.path.exists(result_path):
+        print(f"syncguard: {stop.describe()} before the first step was written",
               file=sys.stderr)
-        return _signals.exit_code(stop)
+        return stop.exit_code
     # A second Ctrl-C (or a SIGTERM) while the reports are written waits for them: every
     # report is complete (each written atomically) and result.json is never missing.
-    with _signals.deferred(deliver=False) as late:
+    with stop.finishing():
         res = results.load(result_path)
         written = write_reports(res, out)
-    if late and stop is None:
-        stop = _signals.interrupt_for(late[0])
     terminal.render(res, stdout_console(args.width))
     for path in written:
         wrote(path)
     wrote(result_path)
-    if stop is not None:
-        print(f"syncguard: {_signals.describe(stop)}: kept {len(res.steps)} finished steps in "
-              f"{one_line(result_path)}", file=sys.stderr)
-        return _signals.exit_code(stop)
+    if stop.stopped:
+        print(f"syncguard: {stop.kept(len(res.steps), result_path)}", file=sys.stderr)
+        return stop.exit_code
     if args.crosscheck:
         rc = crosscheck(scenarios, opts, out)
         if rc not in (0, 1):

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, Dict, List, Mapping, Optional, Sequence, 
 from .hooks import StepTarget
 
 if TYPE_CHECKING:  # pragma: no cover
+    from .. import _signals
     from ..gate import Budget
 
 
@@ -120,7 +121,7 @@ def execute(opts: ExecOptions, target: Any, out: str) -> int:
                           devices=("cpu",) if target.kind == "cpu" else ())
     hooks = StepHooks(opts.steps)
     code, raised = 0, None
-    stop: Optional[KeyboardInterrupt] = None  # Ctrl-C, or SIGTERM (_signals.Terminated)
+    stop = _signals.Stop()  # Ctrl-C, or SIGTERM (_signals.Terminated)
     prev = markers.set_recorder(session)
     recorder = _line_recorder(opts.record_lines)
     try:
@@ -134,20 +135,19 @@ def execute(opts: ExecOptions, target: Any, out: str) -> int:
     except SystemExit as exc:
         code = _exit_code(exc)
     except KeyboardInterrupt as exc:
-        stop = exc
+        stop.caught(exc)
     except BrokenPipeError:  # the reader of its output went away (`| head`): as `run`, 141
         code = EXIT_BROKEN_PIPE
     except BaseException as exc:  # the program failed: its traceback, as a plain run shows
         show_exception(exc)
         code, raised = 1, type(exc).__name__
     if os.getpid() != session.pid:  # a forked child left the program: the run is not its own
-        _child_exit(code if stop is None else _signals.exit_code(stop))
+        _child_exit(stop.exit_code if stop.stopped else code)
     # A second Ctrl-C or a SIGTERM now waits: the footer and every report are written whole.
-    with _signals.deferred(deliver=False) as late:
+    with stop.finishing():
         markers.set_recorder(prev)
-        if stop is None and late:
-            stop = _signals.interrupt_for(late[0])
-        session.finish(complete=stop is None)
+        stopped = stop.stopped  # decided once: the footer and the reports agree
+        session.finish(complete=not stopped)
         if opts.record_lines:
             writer.note(**recorder.note())
         if session.outside:  # per site, as events: kind, op, line and count of each
@@ -158,21 +158,19 @@ def execute(opts: ExecOptions, target: Any, out: str) -> int:
             sites = _sites(outside)
             writer.note(message=outside_message(outside, opts.max_syncs_outside),
                         outside_steps=sum(e.count for e in outside), sites=sites)
-        if stop is not None:
-            writer.close(False, reason=_signals.reason(stop), exit_code=_signals.exit_code(stop))
+        if stopped:
+            writer.close(False, reason=stop.reason(), exit_code=stop.exit_code)
         elif code != 0:  # ran to its end, and failed: the reports say how
             writer.close(True, exit_code=code, reason=f"program raised {raised}" if raised
                          else f"program exited {code}")
         else:
             writer.close(True, exit_code=0)
-        _report(opts, path, out, stop, outside)
-    if stop is None and late:
-        stop = _signals.interrupt_for(late[0])
+        _report(opts, path, out, stop if stopped else None, outside)
     step_errors = hooks.errors()
     for line in step_errors:
         print(f"syncguard: error: {line}", file=sys.stderr)
-    if stop is not None:
-        return _signals.exit_code(stop)
+    if stop.stopped:
+        return stop.exit_code
     if code != 0:
         return code
     if step_errors:
@@ -249,7 +247,7 @@ def outside_message(outside: List[Any], budget: Optional[int] = None) -> str:
             f"({gate}): {', '.join(sites[:3])}{more}")
 
 
-def _report(opts: ExecOptions, path: str, out: str, stop: Optional[BaseException],
+def _report(opts: ExecOptions, path: str, out: str, stop: Optional[_signals.Stop],
             outside: List[Any]) -> None:
     from .. import results
     from .._escape import one_line
@@ -271,10 +269,7 @@ def _report(opts: ExecOptions, path: str, out: str, stop: Optional[BaseException
     if outside and opts.rank is not None:  # otherwise the rendered report's notes say it
         err.print(outside_message(outside, opts.max_syncs_outside), markup=False)
     if stop is not None:
-        from .. import _signals
-
-        err.print(f"{_signals.describe(stop)}: kept {len(res.steps)} finished steps in "
-                  f"{one_line(path)}", markup=False)
+        err.print(stop.kept(len(res.steps), path), markup=False)
 
 
 def _gate(opts: ExecOptions, session: Any) -> bool:
