@@ -39,11 +39,10 @@ ITEM, TOLIST, COPY = 2, 3, 4  # the lines of SOURCE that sync
 @pytest.fixture
 def model(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
     """A repository root as the current directory, holding pkg/model.py."""
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "model.py").write_text(SOURCE)
     monkeypatch.chdir(tmp_path)
-    src = tmp_path / "pkg" / "model.py"
-    src.parent.mkdir()
-    src.write_text(SOURCE)
-    return str(src)
+    return str(tmp_path / "pkg" / "model.py")
 
 
 def _ev(src: str, line: int, step: Optional[int], *, count: int = 1, allowed: bool = False,
