@@ -206,8 +206,8 @@ class Verdict:
         steps = steps_phrase(i for s in self.sites for i in s.steps)
         if not steps:
             return "in the test body"
-        return f"in {steps} and outside steps" if any(s.outside_steps for s in self.sites) \
-            else f"in {steps}"
+        outside = " and outside steps" if any(s.outside_steps for s in self.sites) else ""
+        return f"in {steps}{outside}"
 
     def test_line(self) -> str:
         """The verdict on a test (the pytest plugin): ``"allowed 0 host syncs, saw 3 in steps
@@ -221,14 +221,16 @@ class Verdict:
                     f"{self.where()}")
         return text.rstrip()
 
-    def site_lines(self, root: Optional[str] = None, failing_only: bool = True) -> List[str]:
+    def site_lines(self, root: Optional[str] = None, failing_only: bool = True,
+                   most: Optional[int] = None) -> List[str]:
         """One :func:`events.site_line` per failing site (every hidden site with
-        ``failing_only=False``); against a baseline each says why it fails."""
+        ``failing_only=False``), the first ``most`` of them when given; against a baseline
+        each says why it fails."""
         if not failing_only:
-            return [s.line(root) for s in self.sites]
+            return [s.line(root) for s in self.sites[:most]]
         why = self.max_syncs is None
         return [f"{site_line(f, root)}  ({f.message})" if why else site_line(f, root)
-                for f in self.findings]
+                for f in self.findings[:most]]
 
 
 def judge(events: Union[Tally, Iterable[SyncEvent]], *, max_syncs: int = 0,

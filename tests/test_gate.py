@@ -244,8 +244,9 @@ class _Loud(Verdict):
     def brief(self) -> str:
         return f"BRIEF<{self.path}>"
 
-    def site_lines(self, root: Optional[str] = None, failing_only: bool = True) -> List[str]:
-        return [f"SITE<{self.path}:{i}>" for i, _ in enumerate(self.findings)]
+    def site_lines(self, root: Optional[str] = None, failing_only: bool = True,
+                   most: Optional[int] = None) -> List[str]:
+        return [f"SITE<{self.path}:{i}>" for i, _ in enumerate(self.findings[:most])]
 
     def test_line(self) -> str:
         return f"TEST<{self.path}>"

@@ -105,7 +105,7 @@ def render_text(verdicts: Sequence[Verdict]) -> str:
     for v in verdicts:
         lines.append(_escape.terminal(v.row()))
         if v.failed:
-            for text in v.site_lines()[:TEXT_MAX_SITES]:
+            for text in v.site_lines(most=TEXT_MAX_SITES):
                 lines.append("      " + _escape.terminal(text))
             if len(v.findings) > TEXT_MAX_SITES:
                 rest = v.findings[TEXT_MAX_SITES:]
