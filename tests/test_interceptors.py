@@ -121,9 +121,11 @@ def test_an_async_copy_to_the_host_waits_only_into_pageable_memory() -> None:
     """``.to("cpu", non_blocking=True)`` allocates its result pinned: the host does not wait;
     ``copy_(non_blocking=True)`` into a pageable tensor is copied synchronously (a sync)."""
     x = torch.arange(3)
-    assert intercept._to((x, "cpu"), {"non_blocking": True}) is None
-    blocking = intercept._to((x, "cpu"), {})
-    assert blocking is not None and blocking[0] == "d2h_copy"
     pageable = torch.empty(3, dtype=x.dtype)
-    hit = intercept._copy_((pageable, x), {"non_blocking": True})
-    assert hit is not None and "pageable" in str(hit[4])
+    with SyncGuard(devices=("cpu",)) as g:  # "cpu" is the device only while a guard says so
+        assert intercept._to((x, "cpu"), {"non_blocking": True}) is None
+        blocking = intercept._to((x, "cpu"), {})
+        hit = intercept._copy_((pageable, x), {"non_blocking": True})
+    assert g.count == 0  # classifying reads nothing
+    assert blocking is not None and blocking[0] == "d2h_copy"
+    assert hit is not None and hit[0] == "d2h_copy" and "pageable" in str(hit[4])
