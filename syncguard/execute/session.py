@@ -228,7 +228,7 @@ class ExecSession:
         hidden = [e for e in evs if not e.allowed]
         rec = StepRecord(
             scenario=self.program, path=name, pass_=EXEC_PASS, step=i, warmup=warm,
-            batch_size=0, branch="", syncs=sum(e.count for e in hidden),
+            batch_size=0, syncs=sum(e.count for e in hidden),
             allowed=sum(e.count for e in evs if e.allowed), latency_ms=latency_ms,
             device_ms=device_ms, sync_wait_us=sum(e.wait_us or 0.0 for e in hidden),
             rank=self.rank, labels=labels,
