@@ -417,7 +417,8 @@ def _valid_subjects() -> str:
     from .subjects import registered
 
     names = ", ".join(registered())
-    return f"valid: {names + ', ' if names else ''}a registered subject, or MODULE:OBJ"
+    return f"valid: {names}, or MODULE:OBJ" if names else \
+        "valid: MODULE:OBJ (no subject is registered)"
 
 
 def _check_logit_range(file: str, dtype: str, scale: float, reqs: List[RequestSpec]) -> None:
@@ -605,16 +606,17 @@ def builtin_paths() -> List[str]:
 def _by_name(name: str) -> str:
     """The file of scenario ``name`` in the registered sets. Raises :class:`ScenarioError`
     when no set has it, or when two do."""
-    hits = [os.path.join(s.folder, f"{name}.toml") for s in sets() if s.folder is not None
-            and not name.startswith("_")
-            and os.path.isfile(os.path.join(s.folder, f"{name}.toml"))]
+    found = [s for s in sets() if s.folder is not None]
+    plain = not name.startswith("_") and "/" not in name and os.sep not in name
+    hits = [os.path.join(str(s.folder), f"{name}.toml") for s in found
+            if plain and os.path.isfile(os.path.join(str(s.folder), f"{name}.toml"))]
     if len(hits) > 1:
         raise ScenarioError(f"{name}: a scenario of more than one registered set ("
                             f"{', '.join(hits)}): name the file")
     if not hits:
-        known = ", ".join(os.path.basename(x)[:-5] for x in builtin_paths())
+        known = ", ".join(os.path.basename(x)[:-5] for s in found for x in s.files())
         raise ScenarioError(f"{name}: no such scenario file or scenario of a registered set "
-                            f"(registered: {known})")
+                            f"(registered: {known or 'none'})")
     return hits[0]
 
 

@@ -171,6 +171,8 @@ def test_scenario_names_resolve_in_the_sets(sets: Any, tmp_path: Path) -> None:
         scenario.resolve(["nope"])
     with pytest.raises(scenario.ScenarioError, match="_hidden: no such scenario"):
         scenario.resolve(["_hidden"])  # "_" files are the set's own, never scenarios
+    with pytest.raises(scenario.ScenarioError, match="no such scenario"):  # a name, not a path
+        scenario.resolve([os.path.join("..", "..", "pkg_b", "scen", "same")])
 
 
 @pytest.mark.parametrize("declared, field", [
