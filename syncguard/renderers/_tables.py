@@ -200,7 +200,7 @@ def summary_tbl(sm: pd.DataFrame, *, branches: bool = True) -> Table:
     cols += [Column(k, h.replace("{base}", base), "r", short.replace("{base}", base),
                     under={"p50_lo_ms": "p50_ms", "ratio_lo": "ratio_vs_baseline"}.get(k))
              for k, h, short, _, _ in spec]
-    if branches and len(sm) and not any(sm["branches"]):  # exec: never a branch
+    if branches and len(sm) and not any(sm["branches"]):  # no subject reports a branch
         branches = False
     has_dev = bool(len(sm)) and sm["device_ms_mean"].notna().any()
     if has_dev:
