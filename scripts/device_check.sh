@@ -47,7 +47,7 @@ echo "== device profile for the modeled timeline (launch, sync round trip, bandw
 timeout 40 python -m syncguard calibrate --device cuda --profile-out "$OUT/profile-cuda.json" \
   --profile-only 2>&1 | tee "$OUT/profile.txt" || { echo "FAIL: profile"; status=1; }
 echo "== modeled (simulated device, calibrated profile) vs measured step latency, realistic"
-sed '/^forward_ms/d' scenarios/realistic.toml > "$OUT/realistic-noforward.toml"
+sed '/^forward_ms/d' sglang_ascend_sampling/scenarios/realistic.toml > "$OUT/realistic-noforward.toml"
 timeout 70 python -m syncguard run "$OUT/realistic-noforward.toml" --device sim \
   --profile "$OUT/profile-cuda.json" --paths legacy,flag --steps 8 --no-timed \
   --out "$OUT/model" --force --width 120 > "$OUT/model.txt" 2>&1 \

@@ -27,7 +27,8 @@ if TYPE_CHECKING:  # pragma: no cover
 log = logging.getLogger("syncguard")
 
 _PKG_DIR = os.path.dirname(os.path.abspath(__file__))
-# syncguard's own machinery is never "the user's line"; its subjects (sampling, scenarios) are.
+# syncguard's own machinery is never "the user's line"; the subjects it drives (the case study
+# in sglang_ascend_sampling, a user's sampler) are.
 _INTERNAL_DIRS = tuple(
     os.path.join(_PKG_DIR, p) for p in ("_hub.py", "intercept.py", "guard.py", "opmodel.py",
                                          "_selftest.py", "sim" + os.sep, "pytest_plugin.py",

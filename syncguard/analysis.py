@@ -9,7 +9,10 @@ All functions take a :class:`syncguard.results.RunResult` and return a new
   :func:`per_step`, flagged).
 - Percentiles use linear interpolation between closest ranks (numpy's/pandas' default).
 - Missing values are ``NaN``; a (scenario, path) without a timed pass has ``NaN`` latencies.
-- Paths are ordered ``legacy``, ``flag``, ``flag-recompute``, then any other in file order.
+- Paths (subjects) are in file order: the order the run drove them, its scenario's
+  ``subjects``; ratios are taken against the scenario's first path unless another is asked.
+- Subjects' labels are free-form; :func:`summary` and :func:`per_step` show the one named
+  ``branch`` (an ``exec`` loop's ``phase`` in :func:`per_step`).
 """
 
 from __future__ import annotations
@@ -24,12 +27,6 @@ if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
 
     from .results import RunResult, StepRecord
-
-#: Known sampling paths, in display order.
-PATH_ORDER: Tuple[str, ...] = ("legacy", "flag", "flag-recompute")
-#: The path ratios are taken against when a scenario has it and no other is asked for (the
-#: first path in :data:`PATH_ORDER`); see :func:`summary`.
-BASELINE = "legacy"
 
 SUMMARY_COLUMNS: Dict[str, str] = {
     "scenario": "scenario name",
@@ -48,17 +45,17 @@ SUMMARY_COLUMNS: Dict[str, str] = {
     "device_ms_mean": "device time per step, mean (ms; NaN where not measured)",
     "sync_wait_us_mean": "host time inside hidden syncs per step, mean (us, counted pass, "
                          "warm-up excluded; NaN where not recorded)",
-    "branches": "sampler branches taken over non-warm-up steps, e.g. 'fused 18, generic 2'",
-    "ratio_vs_legacy": "this path / the baseline path over rounds: exp(mean over rounds of "
-                       "log(median(this) / median(baseline))), the round's timed steps paired "
-                       "(round, step) (the name is historical: the baseline is the first path "
-                       "unless one is given)",
+    "branches": "values of the subject's branch label over non-warm-up steps, by count, "
+                "e.g. 'fused 18, generic 2' ('' when it reports none)",
+    "ratio_vs_baseline": "this path / the baseline path (column baseline) over rounds: "
+                         "exp(mean over rounds of log(median(this) / median(baseline))), the "
+                         "round's timed steps paired (round, step)",
     "saved_per_token_us": "(baseline p50_ms - p50_ms) in microseconds per token (step), only "
                           "where the ratio's 95% interval excludes 1.0 (else NaN: not "
                           "measurable)",
     "p50_lo_ms": "95% confidence interval of p50_ms, lower bound (order statistics)",
     "p50_hi_ms": "same, upper bound (ms)",
-    "ratio_lo": "95% interval of ratio_vs_legacy, lower bound (Student t over rounds, "
+    "ratio_lo": "95% interval of ratio_vs_baseline, lower bound (Student t over rounds, "
                 "syncguard.stats.round_ratio; NaN below 3 rounds)",
     "ratio_hi": "same, upper bound",
     "pairs": "timed steps paired with the baseline's (count)",
@@ -160,9 +157,8 @@ def is_missing(x: Any) -> bool:
 
 
 def ordered_paths(paths: Iterable[str]) -> List[str]:
-    """Known paths first in :data:`PATH_ORDER`, then the others in the given order."""
-    seen = list(dict.fromkeys(paths))
-    return [p for p in PATH_ORDER if p in seen] + [p for p in seen if p not in PATH_ORDER]
+    """The paths in the given order (a run's file order), each once."""
+    return list(dict.fromkeys(paths))
 
 
 def _percentile(values: Sequence[float], q: float) -> float:
@@ -192,9 +188,16 @@ def _records(result: RunResult, scenario: str, path: str, pass_: str,
             and (warmup is None or bool(s.warmup) == warmup)]
 
 
+def branch_label(record: StepRecord) -> str:
+    """The step's ``branch`` label as text (``""`` when the subject reports none)."""
+    b = (record.labels or {}).get("branch")
+    return "" if b is None else str(b)
+
+
 def branch_counts(records: Iterable[StepRecord]) -> str:
-    """``"fused 18, generic 2"``: branches by count (descending, then by name)."""
-    c = Counter(r.branch for r in records if r.branch)
+    """``"fused 18, generic 2"``: the ``branch`` label's values by count (descending, then by
+    name)."""
+    c = Counter(b for b in map(branch_label, records) if b)
     return ", ".join(f"{b} {n}" for b, n in sorted(c.items(), key=lambda kv: (-kv[1], kv[0])))
 
 
@@ -208,7 +211,7 @@ def summary(result: RunResult, baseline: Optional[str] = None) -> pd.DataFrame:
 
     Rows are in scenario file order, paths in :func:`ordered_paths` order. Ratios are taken
     against ``baseline`` (else the run's ``options.baseline``, else each scenario's first
-    path: ``legacy`` in the built-in case study).
+    path).
     """
     import pandas as pd
 
@@ -271,8 +274,8 @@ def loop_paths(result: RunResult) -> List[str]:
 
 def baseline_label(summary_df: pd.DataFrame) -> str:
     """The ratio columns' header: the baseline path's name when every scenario has the same
-    short one (``legacy`` in the case study), else ``base``."""
-    names = set(summary_df["baseline"]) if len(summary_df) else {BASELINE}
+    short one, else ``base``."""
+    names = set(summary_df["baseline"]) if len(summary_df) else {"base"}
     name = str(next(iter(names))) if len(names) == 1 else "base"
     return name if len(name) <= 14 else "base"
 
@@ -332,7 +335,7 @@ def _add_stats(result: RunResult, r: Dict[str, Any]) -> None:
     elif base_name and any(s.path == base_name and s.scenario == scenario
                            for s in result.steps):
         ratio = stats.round_ratio(*round_latency(result, scenario, base_name, path))
-    r.update(ratio_vs_legacy=ratio.ratio, ratio_lo=ratio.lo, ratio_hi=ratio.hi, pairs=ratio.n,
+    r.update(ratio_vs_baseline=ratio.ratio, ratio_lo=ratio.lo, ratio_hi=ratio.hi, pairs=ratio.n,
              rounds_needed=_nan() if ratio.need is None else float(ratio.need))
     base = _percentile([float(x.latency_ms) for x in _records(result, scenario, base_name,
                         "timed") if x.latency_ms is not None and not is_missing(x.latency_ms)],
@@ -362,7 +365,8 @@ def per_step(result: RunResult, scenario: str) -> pd.DataFrame:
     """Steps of one scenario side by side, one row per step index.
 
     Columns: ``step``, ``batch_size``, ``warmup`` (bool), then for each path (in
-    :func:`ordered_paths` order) ``<path>.branch`` (counted pass, else timed),
+    :func:`ordered_paths` order) ``<path>.branch`` (its ``branch`` label, an exec loop's
+    ``phase``; counted pass, else timed; "" when none),
     ``<path>.syncs`` (hidden syncs, counted pass; NaN if none) and ``<path>.latency_ms``
     (timed pass, ms, the median over its rounds, or the exec record's; NaN if none);
     ``batch_size`` NaN for exec records (not known). Last ``notable`` (bool):
@@ -397,7 +401,7 @@ def per_step(result: RunResult, scenario: str) -> pd.DataFrame:
                     batch = any_rec.batch_size
                 warm = warm or bool(any_rec.warmup)
             row[f"{path}.branch"] = "" if any_rec is None else (
-                any_rec.branch or (any_rec.labels or {}).get("phase", ""))  # exec: prefill
+                branch_label(any_rec) or str((any_rec.labels or {}).get("phase", "")))
             row[f"{path}.syncs"] = c.syncs if c is not None else _nan()
             row[f"{path}.latency_ms"] = _percentile(lat_rounds.get((step, path), []), 50)
         row["batch_size"] = batch
@@ -663,8 +667,8 @@ def compare(a: RunResult, b: RunResult) -> pd.DataFrame:
             host = stats.ratio_change(
                 [math.log(x) for x in ma if x > 0], [math.log(x) for x in mb if x > 0],
                 conf, "Welch t over rounds of log(median)")
-        extra = {"a_ratio": _nan() if ra is None or p == base else ra["ratio_vs_legacy"],
-                 "b_ratio": _nan() if rb is None or p == base else rb["ratio_vs_legacy"],
+        extra = {"a_ratio": _nan() if ra is None or p == base else ra["ratio_vs_baseline"],
+                 "b_ratio": _nan() if rb is None or p == base else rb["ratio_vs_baseline"],
                  "host_ratio": host.ratio, "host_lo": host.lo, "host_hi": host.hi,
                  "host_changed": bool(host.differs), "machine": machine or "same"}
         if not la and not lb:
@@ -674,8 +678,7 @@ def compare(a: RunResult, b: RunResult) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=list(COMPARE_COLUMNS))
 
 
-def compare_paths(result: RunResult, path_a: str = BASELINE, path_b: str = "flag"
-                  ) -> pd.DataFrame:
+def compare_paths(result: RunResult, path_a: str, path_b: str) -> pd.DataFrame:
     """Two paths of one run side by side, one row per scenario having either path.
 
     Same columns as :func:`compare`; ``a_*`` is ``path_a``, ``b_*`` is ``path_b`` and the

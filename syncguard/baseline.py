@@ -12,7 +12,7 @@ File format (JSON, UTF-8, sorted for stable diffs)::
 
     {"format": "syncguard-baseline", "version": 1,
      "sites": [{"scenario": "steady", "path": "legacy", "key": "<site_key>", "count": 19,
-                "site": "syncguard/sampling/sampler.py:212", "function": "...",
+                "site": "sglang_ascend_sampling/sampler.py:219", "function": "...",
                 "api": "Tensor.__bool__", "op": "aten::_local_scalar_dense",
                 "kind": "scalar_read"}, ...]}
 
@@ -67,7 +67,7 @@ def display_path(filename: str, root: Optional[str] = None) -> str:
 def key_path(filename: str, root: Optional[str] = None) -> str:
     """The path part of a :func:`site_key`: relative to ``root`` (default the current
     directory) when under it; else relative to the longest ``sys.path`` entry holding it (an
-    installed package: ``syncguard/sampling/sampler.py`` wherever site-packages is); else
+    installed package: ``sglang_ascend_sampling/sampler.py`` wherever site-packages is); else
     relative to the directory above its top package (``__init__.py`` files); else absolute.
     Always with ``/`` separators."""
     shown = display_path(filename, root)

@@ -36,8 +36,7 @@ class DecodeLoop:
         all_reqs = list(scenario.requests) + [r for e in scenario.events for r in e.join]
         self.slot = {r.id: i for i, r in enumerate(all_reqs)}
         dtype = getattr(torch, scenario.dtype)
-        ctx = subjects.SubjectContext(dev, target.torch_npu, scenario.deterministic,
-                                      scenario.seed)
+        ctx = subjects.SubjectContext(dev, scenario.deterministic, scenario.seed)
         with allow("setup: logits bank and workload"):
             g = torch.Generator().manual_seed(scenario.seed)
             bank = torch.randn(len(all_reqs), scenario.vocab_size, generator=g)
@@ -157,9 +156,6 @@ def _seed(sc: Scenario) -> None:
 
 
 def label_fields(labels: Dict[str, Any]) -> Dict[str, Any]:
-    """A step's :class:`StepRecord` fields from its subject's labels: ``branch`` and
-    ``eligible`` (the case study's columns, kept for old readers) and the labels themselves."""
-    eligible = labels.get("eligible")
-    return {"branch": str(labels.get("branch", "")),
-            "eligible": None if eligible is None else bool(eligible),
-            "labels": labels or None}
+    """A step's :class:`StepRecord` fields from its subject's labels: the labels themselves
+    (free-form; the result format knows no subject's names)."""
+    return {"labels": labels or None}

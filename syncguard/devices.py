@@ -34,7 +34,7 @@ import importlib.util
 import os
 import sys
 from types import ModuleType
-from typing import TYPE_CHECKING, Any, List, Optional, Sequence
+from typing import TYPE_CHECKING, List, Optional, Sequence
 
 from ._standin_mark import is_standin
 
@@ -246,14 +246,12 @@ def _restart_without_npu(reason: str, user_autoload: Optional[str],
 @dataclasses.dataclass(frozen=True)
 class Target:
     """Where a run executes: ``kind`` as resolved (sim, npu, cuda, cpu), the torch device, a
-    human name, the ``torch_npu`` namespace the sampler calls (the real one on a 910B, the
-    stand-in elsewhere, so the fused branch exists everywhere), and ``note``: why ``auto``
-    did not take the NPU ("" when it did, or when it was not asked)."""
+    human name, and ``note``: why ``auto`` did not take the NPU ("" when it did, or when it
+    was not asked)."""
 
     kind: str
     device: torch.device
     name: str
-    torch_npu: Any
     note: str = ""
 
     @property
@@ -272,15 +270,13 @@ def resolve_target(kind: str = "auto", gpu: bool = False) -> Target:
 
     if kind not in DEVICES:
         raise DeviceError(f"--device: unknown device {kind!r}; valid: {', '.join(DEVICES)}")
-    from .sim import torch_npu_standin as standin
-
     note = ""
     if kind in ("auto", "npu"):
         state = npu_state()
         if state.usable:
             dev = torch.device("npu", torch.npu.current_device())  # type: ignore[attr-defined]
             name = torch.npu.get_device_name(dev.index)  # type: ignore[attr-defined]
-            return Target("npu", dev, str(name), state.module)
+            return Target("npu", dev, str(name))
         if kind == "npu":
             why = state.detail or (
                 "torch_npu is not installed (pip install the torch_npu release that pairs with "
@@ -290,7 +286,7 @@ def resolve_target(kind: str = "auto", gpu: bool = False) -> Target:
             note = f"auto: not the NPU: {state.detail}"
         if gpu and torch.cuda.is_available():
             dev = torch.device("cuda", torch.cuda.current_device())
-            return Target("cuda", dev, torch.cuda.get_device_name(dev), standin, note)
+            return Target("cuda", dev, torch.cuda.get_device_name(dev), note)
         kind = "sim"
     if kind == "sim":
         from .sim import SimulatedDeviceError, simulated_device
@@ -302,14 +298,14 @@ def resolve_target(kind: str = "auto", gpu: bool = False) -> Target:
                 raise DeviceError(f"{note}; and the simulated npu cannot be set up: {exc}") \
                     from None
             raise DeviceError(f"--device sim: {exc}") from None
-        return Target("sim", dev, SIM_NAME, standin, note)
+        return Target("sim", dev, SIM_NAME, note)
     if kind == "cuda":
         if not torch.cuda.is_available():
             raise DeviceError("--device cuda: torch.cuda.is_available() is False (torch "
                               f"{torch.__version__}); use --device sim")
         dev = torch.device("cuda", torch.cuda.current_device())
-        return Target("cuda", dev, torch.cuda.get_device_name(dev), standin)
+        return Target("cuda", dev, torch.cuda.get_device_name(dev))
     # the guard counts reads of device tensors only (SyncGuard devices): on plain CPU tensors
     # every count is 0 by construction, which the name says where reports show the counts
-    return Target("cpu", torch.device("cpu"), CPU_NAME, standin)
+    return Target("cpu", torch.device("cpu"), CPU_NAME)
 

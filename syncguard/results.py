@@ -73,11 +73,13 @@ class StepRecord:
     ``latency_ms``: host wall time from the start of the step to its token readback
     (milliseconds; consecutive readbacks minus syncguard's own result writing).
     ``device_ms``: device time of the step from device events (real devices only, else None).
-    ``branch``: ``greedy``/``simple``/``fused``/``generic``. ``eligible``: the host flag
-    ``npu_top_k_top_p_eligible`` at this step. ``tokens``: the sampled ids.
+    ``tokens``: the sampled ids.
     ``sync_wait_us``: time the host spent inside this step's hidden syncs (microseconds,
     counted pass; 0.0 without hidden syncs; None on the timed pass).
-    ``labels``: free-form per-step facts a subject reports (e.g. ``{"branch": "fused"}``).
+    ``labels``: free-form per-step facts the subject reports (the case study's
+    ``{"branch": "fused", "eligible": true}``; an ``exec`` loop's ``{"phase": "prefill"}``);
+    None when it reports none. Results written before labels held them carry ``branch`` and
+    ``eligible`` as fields of their own: :meth:`from_dict` moves them into ``labels``.
     ``rank``: the distributed rank that wrote the step (None outside torchrun).
 
     ``pass_`` is ``"exec"`` for ``syncguard exec``: the program ran once, under the guard, so
@@ -97,12 +99,10 @@ class StepRecord:
     step: int
     warmup: bool
     batch_size: int
-    branch: str
     syncs: int
     allowed: int
     latency_ms: Optional[float]
     device_ms: Optional[float] = None
-    eligible: Optional[bool] = None
     tokens: Optional[List[int]] = None
     sync_wait_us: Optional[float] = None
     labels: Optional[Dict[str, Any]] = None
@@ -120,9 +120,15 @@ class StepRecord:
 
     @classmethod
     def from_dict(cls, d: Dict[str, Any]) -> StepRecord:
+        """A record from its dict (:meth:`to_dict`, or a result line). An older result's
+        ``branch`` and ``eligible`` fields become labels (where ``labels`` lacks them; an
+        empty ``branch`` or a null ``eligible`` is no label)."""
         d = dict(d)
         d["pass_"] = d.pop("pass")
-        names = {f.name for f in dataclasses.fields(cls)}
+        old = {k: d[k] for k in _OLD_LABELS if d.get(k) not in (None, "")}
+        if old:
+            d["labels"] = {**old, **(d.get("labels") or {})}
+        names = _FIELD_NAMES
         return cls(**{k: v for k, v in d.items() if k in names})
 
     @classmethod
@@ -136,11 +142,10 @@ class StepRecord:
         ``syncs``/``allowed`` are the events' counts; ``sync_wait_us`` the host's time inside
         the hidden ones (None on the timed pass, which has no interceptors). ``fields``: the
         rest (``batch_size``, ``device_ms``, ``tokens``, labels, ``round``, the modeled
-        timeline's fields...); ``branch`` defaults to ``""`` and ``batch_size`` to 0."""
+        timeline's fields...); ``batch_size`` defaults to 0."""
         from .steps import is_warmup
 
         hidden = [e for e in events if not e.allowed]
-        fields.setdefault("branch", "")
         fields.setdefault("batch_size", 0)
         return cls(scenario=scenario, path=path, pass_=pass_, step=step,
                    warmup=is_warmup(step, warmup_steps),
@@ -151,23 +156,27 @@ class StepRecord:
                    **fields)
 
 
+#: step fields of results written before the subject's labels held them: moved into labels
+_OLD_LABELS = ("branch", "eligible")
+_FIELD_NAMES = frozenset(f.name for f in dataclasses.fields(StepRecord))
+
 STEP_COLUMNS = {
     "scenario": "scenario name",
-    "path": "sampling path (legacy, flag, flag-recompute)",
+    "path": "the subject (sampling path) that ran the step",
     "pass": "counted (under the guard) or timed (no interceptors)",
     "step": "decode step index (0-based, warm-up steps included)",
     "warmup": "True for warm-up steps (not counted, not in latency stats)",
     "batch_size": "requests in the batch at this step",
-    "branch": "sampler branch taken: greedy, simple, fused, generic",
     "syncs": "hidden host syncs in the step (count)",
     "allowed": "allowed host syncs in the step (count; the token readback)",
     "latency_ms": "host time of the step up to its token readback, syncguard's own writing "
                   "excluded (ms)",
     "device_ms": "device time of the step from device events (ms; real devices only)",
-    "eligible": "host flag npu_top_k_top_p_eligible at this step",
     "sync_wait_us": "host time spent inside this step's hidden syncs (us, counted pass)",
     "rank": "distributed rank that wrote the step (empty outside torchrun)",
-    "labels": "the subject's free-form per-step labels, as a JSON object (e.g. branch)",
+    "labels": "the subject's free-form per-step labels, as a JSON object, keys sorted (the "
+              "case study's branch taken and host flag: {\"branch\": \"fused\", "
+              "\"eligible\": true}; an exec loop's phase); empty when none",
     "round": "round of the timed pass (paths interleaved step by step; empty when counted)",
     "modeled_ms": "modeled step latency on the header's device profile (ms; simulated "
                   "device, counted pass)",
@@ -178,7 +187,7 @@ STEP_COLUMNS = {
 }
 
 EVENT_COLUMNS = {
-    "scenario": "scenario name", "path": "sampling path", "pass": "counted",
+    "scenario": "scenario name", "path": "the subject (sampling path)", "pass": "counted",
     "step": "decode step index", "kind": "sync kind (scalar_read, d2h_copy, ...)",
     "api": "Python-level entry (Tensor.__bool__, ...)", "op": "ATen op where known",
     "site": "file:line of the user code", "function": "function of that line",
@@ -434,9 +443,11 @@ _STEP_FIELDS: Dict[str, Tuple[str, bool, bool]] = {
     "scenario": ("str", True, False), "path": ("str", True, False),
     "pass": ("str", True, False), "step": ("int", True, False),
     "warmup": ("bool", True, False), "batch_size": ("int", True, False),
-    "branch": ("str", True, False), "syncs": ("int", True, False),
+    "syncs": ("int", True, False),
     "allowed": ("int", True, False), "latency_ms": ("num", True, True),
-    "device_ms": ("num", False, True), "eligible": ("bool", False, True),
+    "device_ms": ("num", False, True),
+    # results written before labels held them (moved into labels when read)
+    "branch": ("str", False, False), "eligible": ("bool", False, True),
     "tokens": ("ints", False, True), "sync_wait_us": ("num", False, True),
     "labels": ("dict", False, True), "rank": ("int", False, True),
     "round": ("int", False, True), "modeled_ms": ("num", False, True),

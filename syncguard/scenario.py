@@ -10,7 +10,9 @@ Schema (every key is checked; unknown keys are errors)::
     warmup = 2                      # >= 0, < steps
     seed = 0                        # seeds the logits and the sampler
     deterministic = false           # seeded (MurmurHash3 Gumbel) sampling
-    paths = ["legacy", "flag"]      # optional: default all paths
+    subjects = ["legacy", "flag"]   # optional (or the older name `paths`): registered subject
+                                    # names or MODULE:OBJ, run in this order; the first is the
+                                    # baseline of latency ratios. Default: see below
 
     [logits]
     scale = 3.0                     # logits = scale * N(0, 1), fixed per (request, step);
@@ -37,6 +39,22 @@ Schema (every key is checked; unknown keys are errors)::
     max_syncs = { flag = 0 }        # hidden syncs allowed per path (whole counted pass); a
                                     # subject by its display name or its MODULE:OBJ
 
+**Scenario sets.** A package ships scenarios as a folder registered in the entry-point group
+``syncguard.scenarios`` (name -> the folder as a dotted package path, found without importing
+the package)::
+
+    [project.entry-points."syncguard.scenarios"]
+    mine = "mypkg.scenarios"        # mypkg/scenarios/*.toml
+
+Every ``*.toml`` file there whose name does not start with ``_`` is a scenario; ``_set.toml``
+may name the set's subjects (``subjects = [...]``, ``description = "..."``). ``syncguard
+run`` with no scenario runs every registered set (:func:`builtin_paths`); a scenario name
+(``steady``) is looked up in them. The case study shipped with syncguard is such a set.
+
+A scenario without ``subjects``/``paths`` runs the subjects its set declares; a file outside
+every set (your own), those every registered set declares (sets by name, each subject once);
+where no set declares any, every registered subject by name.
+
 Before a run, :func:`check_resources` estimates the memory (requests x vocabulary) and the work
 per step (``logits.workload``) and refuses scenarios beyond the limits
 (``SYNCGUARD_MAX_MEMORY_GB``, ``SYNCGUARD_MAX_STEP_GFLOP``).
@@ -58,7 +76,6 @@ else:  # pragma: no cover
 
 from ._escape import name_problem, terminal
 
-PATHS: Tuple[str, ...] = ("legacy", "flag", "flag-recompute")
 DTYPES = ("float32", "float16", "bfloat16")
 #: Largest finite value of each dtype: ``scale`` x :data:`LOGIT_SIGMAS` / temperature must
 #: stay below it, or the logits are inf and sampling fails.
@@ -67,26 +84,13 @@ DTYPE_MAX = {"float32": 3.4028234663852886e38, "float16": 65504.0,
 DTYPE_BYTES = {"float32": 4, "float16": 2, "bfloat16": 2}
 #: The largest |N(0, 1)| draw a logits bank is assumed to hold (a 1e10-value bank reaches ~6.5).
 LOGIT_SIGMAS = 8.0
-#: Greedy below this temperature (syncguard.sampling.params.GREEDY_TEMPERATURE_EPS).
+#: Greedy below this temperature (as the case study's samplers treat it).
 _GREEDY_EPS = 1e-6
 TOP_K_MAX = 1 << 30
 #: Scenario files larger than this are refused before parsing (bytes).
 MAX_FILE_BYTES = 1 << 20
 #: Seeds are 64-bit (torch.Generator.manual_seed); larger ones are refused, not wrapped.
 SEED_MAX = 2 ** 64 - 1
-
-
-def _builtin_dir() -> str:
-    """The built-in scenarios: the checkout's ``scenarios/`` folder, which an installed wheel
-    carries as ``syncguard/scenarios/``."""
-    here = os.path.dirname(os.path.abspath(__file__))
-    for d in (os.path.join(os.path.dirname(here), "scenarios"), os.path.join(here, "scenarios")):
-        if os.path.isdir(d) and any(n.endswith(".toml") for n in os.listdir(d)):
-            return d
-    return os.path.join(here, "scenarios")
-
-
-BUILTIN_DIR = _builtin_dir()
 
 
 class ScenarioError(ValueError):
@@ -269,13 +273,19 @@ def parse(text: str, file: str = "<memory>") -> Scenario:
     if "subjects" in data and "paths" in data:
         f.fail("paths", "give either subjects or paths, not both")
     word = key[:-1]
-    paths = f.get(key, (list,), list(PATHS))
+    given = key in data
+    paths = f.get(key, (list,), None)
+    if paths is None:
+        paths = default_subjects(file)
+        if not paths:
+            f.fail("subjects", "names no subject, and no subject is registered to run by "
+                   "default: give subjects = [...] (registered names or MODULE:OBJ)")
     if not paths:
-        f.fail(key, f"needs at least one {word}; valid: {', '.join(PATHS)}")
+        f.fail(key, f"needs at least one {word}; {_valid_subjects()}")
     for i, p in enumerate(paths):
         if not isinstance(p, str) or not _known_subject(p):
-            f.fail(f"{key}[{i}]", f"unknown {word} {p!r}; valid: {', '.join(PATHS)}, a "
-                   f"registered subject, or MODULE:OBJ")
+            where = f"{key}[{i}]" if given else f"subjects (the default {p!r})"
+            f.fail(where, f"unknown {word} {p!r}; {_valid_subjects()}")
         if p in paths[:i]:
             f.fail(f"{key}[{i}]", f"duplicate {word} {p!r}")
     lg = _Fields(file, "logits", f.get("logits", (dict,), {}))
@@ -334,12 +344,17 @@ def parse(text: str, file: str = "<memory>") -> Scenario:
     ex.done()
     max_syncs: Dict[str, int] = {}
     names: Optional[List[str]] = None  # the subjects' display names, read only when needed
+    registered: Optional[List[str]] = None
     for p, v in max_syncs_raw.items():
-        if p not in PATHS and p not in paths:
-            if names is None:
+        if p not in paths:
+            if registered is None:
+                from .subjects import registered as _registered
+
+                registered = list(_registered())
+            if names is None and p not in registered:
                 names = _subject_names(paths)
-            if p not in names:
-                valid = ", ".join(dict.fromkeys([*PATHS, *paths, *names]))
+            if p not in registered and p not in (names or []):
+                valid = ", ".join(dict.fromkeys([*registered, *paths, *(names or [])]))
                 raise ScenarioError(f"{file}: expect.max_syncs.{p}: unknown path or subject; "
                                     f"valid: {valid}")
         if not isinstance(v, int) or isinstance(v, bool) or v < 0:
@@ -393,11 +408,17 @@ def _subject_names(paths: Sequence[str]) -> List[str]:
 
 
 def _known_subject(name: str) -> bool:
-    if name in PATHS:
-        return True
     from .subjects import known  # torch-free: names and entry points only
 
     return known(name)
+
+
+def _valid_subjects() -> str:
+    from .subjects import registered
+
+    names = ", ".join(registered())
+    return f"valid: {names}, or MODULE:OBJ" if names else \
+        "valid: MODULE:OBJ (no subject is registered)"
 
 
 def _check_logit_range(file: str, dtype: str, scale: float, reqs: List[RequestSpec]) -> None:
@@ -470,36 +491,156 @@ def check_resources(scenarios: List[Scenario]) -> None:
                 f"{work_gflop:g} GFLOP limit; set {WORK_ENV} to raise it on purpose")
 
 
+# -- scenario sets: folders of scenarios other packages register ------------------------------
+SETS_GROUP = "syncguard.scenarios"
+#: The file of a set's folder that names its subjects (never a scenario: it starts with "_").
+SET_FILE = "_set.toml"
+
+
+@dataclasses.dataclass(frozen=True)
+class ScenarioSet:
+    """A registered folder of scenarios: ``name`` (its entry point), ``value`` (the dotted
+    package folder it names), ``folder`` (None when it cannot be found: a broken install)."""
+
+    name: str
+    value: str
+    folder: Optional[str]
+
+    def files(self) -> List[str]:
+        """Its scenario files, sorted (``*.toml`` not starting with ``_``)."""
+        if self.folder is None:
+            raise ScenarioError(f"scenario set {self.name!r} ({SETS_GROUP} entry point "
+                                f"{self.value!r}): folder not found (a broken install: "
+                                f"reinstall the package that registers it, or name scenario "
+                                f"files)")
+        return sorted(os.path.join(self.folder, n) for n in os.listdir(self.folder)
+                      if n.endswith(".toml") and not n.startswith("_"))
+
+    def subjects(self) -> List[str]:
+        """The subjects its ``_set.toml`` names ([] without one)."""
+        if self.folder is None:
+            return []
+        return list(_set_subjects(os.path.join(self.folder, SET_FILE)))
+
+
+def _folder(value: str) -> Optional[str]:
+    """The folder of a dotted package path (``pkg.scenarios``), found without importing
+    anything: the top-level package's location (``importlib.util.find_spec`` of a top-level
+    name imports nothing), then the rest as folders below it."""
+    import importlib.util
+
+    parts = value.strip().split(".")
+    if not all(p.isidentifier() for p in parts):
+        return None
+    try:
+        spec = importlib.util.find_spec(parts[0])
+    except (ImportError, ValueError):
+        return None
+    if spec is None:
+        return None
+    for root in list(spec.submodule_search_locations or []):
+        d = os.path.join(str(root), *parts[1:])
+        if os.path.isdir(d):
+            return d
+    return None
+
+
+def sets() -> List[ScenarioSet]:
+    """The registered scenario sets (entry points of ``syncguard.scenarios``), by name."""
+    from .plugins import group
+
+    return [ScenarioSet(n, v, _folder(v)) for n, v in sorted(group(SETS_GROUP).items())]
+
+
+def _set_subjects(path: str) -> Tuple[str, ...]:
+    """``subjects`` of a set's ``_set.toml`` (() when there is none). Raises
+    :class:`ScenarioError` naming the file and the field."""
+    if not os.path.isfile(path):
+        return ()
+    from ._untrusted import UntrustedError, read_text
+
+    try:
+        text = read_text(path, "scenario set", MAX_FILE_BYTES)
+        data = tomllib.loads(text)
+    except UntrustedError as exc:
+        raise ScenarioError(str(exc)) from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ScenarioError(f"{path}: not valid TOML: {exc}") from None
+    f = _Fields(path, "", data)
+    f.get("description", (str,), "")
+    names = f.get("subjects", (list,), [])
+    for i, n in enumerate(names):
+        if not isinstance(n, str) or not n:
+            f.fail(f"subjects[{i}]", f"must be a subject name, got {n!r}")
+        if n in names[:i]:
+            f.fail(f"subjects[{i}]", f"duplicate subject {n!r}")
+    f.done()
+    return tuple(names)
+
+
+def default_subjects(file: str) -> List[str]:
+    """The subjects a scenario without ``subjects``/``paths`` runs: those its set declares
+    (``file`` in a registered set's folder); for any other file those every registered set
+    declares (sets by name, each once); where none declares any, every registered subject by
+    name."""
+    from .subjects import registered
+
+    all_sets = sets()
+    here = os.path.dirname(os.path.realpath(file)) if file != "<memory>" else None
+    mine = [s for s in all_sets if s.folder is not None and here is not None
+            and os.path.realpath(s.folder) == here]
+    declared = [n for s in (mine or all_sets) for n in s.subjects()]
+    return list(dict.fromkeys(declared)) or sorted(registered())
+
+
 def builtin_paths() -> List[str]:
-    """The built-in scenario files (``scenarios/`` of the checkout or the wheel), sorted."""
-    if not os.path.isdir(BUILTIN_DIR):
-        raise ScenarioError(f"{BUILTIN_DIR}: built-in scenarios not found (a broken install: "
-                            f"reinstall syncguard, or name scenario files)")
-    return sorted(os.path.join(BUILTIN_DIR, n) for n in os.listdir(BUILTIN_DIR)
-                  if n.endswith(".toml"))
+    """The scenario files of every registered scenario set (:func:`sets`), set by set, each
+    set's sorted: what ``syncguard run`` runs with no scenario named."""
+    found = sets()
+    if not found:
+        raise ScenarioError(f"no scenario set is registered (entry points of {SETS_GROUP}): "
+                            f"name scenario files, or reinstall syncguard")
+    return [p for s in found for p in s.files()]
+
+
+def _by_name(name: str) -> str:
+    """The file of scenario ``name`` in the registered sets. Raises :class:`ScenarioError`
+    when no set has it, or when two do."""
+    found = [s for s in sets() if s.folder is not None]
+    plain = not name.startswith("_") and "/" not in name and os.sep not in name
+    hits = [os.path.join(str(s.folder), f"{name}.toml") for s in found
+            if plain and os.path.isfile(os.path.join(str(s.folder), f"{name}.toml"))]
+    if len(hits) > 1:
+        raise ScenarioError(f"{name}: a scenario of more than one registered set ("
+                            f"{', '.join(hits)}): name the file")
+    if not hits:
+        known = ", ".join(os.path.basename(x)[:-5] for s in found for x in s.files())
+        raise ScenarioError(f"{name}: no such scenario file or scenario of a registered set "
+                            f"(registered: {known or 'none'})")
+    return hits[0]
 
 
 def resolve(names: List[str]) -> List[Scenario]:
-    """Scenario files, or names of built-in scenarios (``steady`` for scenarios/steady.toml),
-    checked against the resource limits (:func:`check_resources`)."""
+    """Scenario files, or names of scenarios of the registered sets (``steady`` for the case
+    study's ``scenarios/steady.toml``), checked against the resource limits
+    (:func:`check_resources`). No names: every registered set's scenarios (unique names)."""
     if not names:
-        return [load(p) for p in builtin_paths()]
+        return _unique([load(p) for p in builtin_paths()])
     out = []
     for n in names:
         if os.path.exists(n) or n.endswith(".toml"):
             out.append(load(n))
         else:
-            p = os.path.join(BUILTIN_DIR, f"{n}.toml")
-            if not os.path.exists(p):
-                known = ", ".join(os.path.basename(x)[:-5] for x in builtin_paths())
-                raise ScenarioError(f"{n}: no such scenario file or built-in scenario "
-                                    f"(built-in: {known})")
-            out.append(load(p))
+            out.append(load(_by_name(n)))
+    check_resources(_unique(out))  # refuse before anything is allocated or written
+    return out
+
+
+def _unique(out: List[Scenario]) -> List[Scenario]:
     names_seen: Dict[str, str] = {}
     for s in out:
         if s.name in names_seen:
             raise ScenarioError(f"{s.file}: name: {s.name!r} is also the name of "
                                 f"{names_seen[s.name]}")
         names_seen[s.name] = s.file
-    check_resources(out)  # refuse before anything is allocated or written
     return out

@@ -15,8 +15,6 @@ import sysconfig
 from typing import Any, Iterable, Optional, Tuple
 
 _PKG_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
-#: syncguard's own code under test (the case study's sampler): its callers are still shown
-_SUBJECT_DIRS = (os.path.join(_PKG_DIR, "sampling") + os.sep,)
 
 
 def shown_path(filename: Any, base: Optional[str] = None) -> str:
@@ -68,12 +66,13 @@ _STDLIB = os.path.abspath(sysconfig.get_paths()["stdlib"]) + os.sep
 
 def _harness(filename: str) -> bool:
     """Code that drives the code under test, never "the caller": syncguard's own (runner,
-    subjects, scenarios), a test runner, the standard library (runpy, threading)."""
+    subjects, scenarios; the subjects it drives, the case study's included, live outside
+    it), a test runner, the standard library (runpy, threading)."""
     if filename.startswith("<"):
         return True
     a = os.path.abspath(filename)
     if a.startswith(_PKG_DIR):
-        return not a.startswith(_SUBJECT_DIRS)
+        return True
     return any(r in a for r in _RUNNERS) or (a.startswith(_STDLIB)
                                              and "site-packages" not in a)
 

@@ -26,9 +26,9 @@ sequence. Labels are per-step facts reported with the step (a branch taken, a ho
 a label named ``branch`` shows in the per-step tables.
 
 Name a subject on the command line as ``MODULE:OBJ`` (a class or factory called with no
-argument, or an instance), or by a registered name: the built-in ``legacy``, ``flag`` and
-``flag-recompute`` (the SGLang Ascend case study, :mod:`syncguard.sampling.subject`) and any
-entry point of the group ``syncguard.subjects``::
+argument, or an instance), or by a registered name: any entry point of the group
+``syncguard.subjects`` (:mod:`syncguard.plugins`), the way the case study shipped with
+syncguard registers its ``legacy``, ``flag`` and ``flag-recompute``::
 
     [project.entry-points."syncguard.subjects"]
     mine = "mypkg.syncguard_subject:MySubject"
@@ -44,14 +44,6 @@ from typing import Any, Dict, List, Mapping, Optional, Protocol, Sequence
 
 GROUP = "syncguard.subjects"
 
-#: The built-in subjects (also declared as entry points; listed here so a checkout works
-#: without reinstalling): name -> "module:object".
-BUILTIN: Dict[str, str] = {
-    "legacy": "syncguard.sampling.subject:LegacySubject",
-    "flag": "syncguard.sampling.subject:FlagSubject",
-    "flag-recompute": "syncguard.sampling.subject:FlagRecomputeSubject",
-}
-
 
 class SubjectError(ValueError):
     """A subject that cannot be found or used: one line, exit code 2."""
@@ -60,11 +52,9 @@ class SubjectError(ValueError):
 @dataclasses.dataclass(frozen=True)
 class SubjectContext:
     """What a subject gets to build its state: ``device`` (torch.device of the logits),
-    ``torch_npu`` (the real module on an Ascend host, syncguard's stand-in elsewhere),
     ``deterministic`` (the scenario asks for seeded sampling), ``seed`` (the scenario's)."""
 
     device: Any
-    torch_npu: Any
     deterministic: bool = False
     seed: int = 0
 
@@ -95,22 +85,15 @@ class Subject(Protocol):
 
 
 def _entry_points() -> Dict[str, str]:
-    from importlib.metadata import entry_points
+    from .plugins import group
 
-    try:
-        eps: Any = entry_points()
-        group = eps.select(group=GROUP) if hasattr(eps, "select") else eps.get(GROUP, ())
-        return {ep.name: ep.value for ep in group}
-    except Exception:  # a broken distribution's metadata must not stop the built-ins
-        return {}
+    return group(GROUP)
 
 
 def registered() -> Dict[str, str]:
-    """Registered subject names -> ``module:object``: the built-ins, then entry points."""
-    out = dict(BUILTIN)
-    for name, value in _entry_points().items():
-        out.setdefault(name, value)
-    return out
+    """Registered subject names -> ``module:object``: the entry points of
+    ``syncguard.subjects`` (nothing is imported to list them)."""
+    return dict(_entry_points())
 
 
 def is_spec(name: str) -> bool:
@@ -181,8 +164,8 @@ def label(name: str, subject: Any) -> str:
 def user_error(name: str, method: str, exc: BaseException) -> Optional[SubjectError]:
     """A :class:`SubjectError` for an exception raised by subject ``name``'s ``method``, one
     line naming the subject, the exception and where in the user's code it was raised (the
-    innermost frame outside syncguard and torch); None when no frame is the user's (a
-    built-in subject failing is syncguard's own error)."""
+    innermost frame outside syncguard and torch); None when no frame is the user's (the
+    failure is syncguard's own error)."""
     import traceback
 
     skip = [os.path.dirname(os.path.abspath(__file__)) + os.sep]
@@ -228,6 +211,6 @@ def as_sampled(out: Any) -> Sampled:
     return Sampled(out)
 
 
-__all__: List[str] = ["GROUP", "BUILTIN", "Sampled", "Subject", "SubjectContext",
+__all__: List[str] = ["GROUP", "Sampled", "Subject", "SubjectContext",
                       "SubjectError", "as_sampled", "check_ids", "is_spec", "known", "label",
                       "load", "registered", "user_error"]

@@ -151,16 +151,57 @@ def test_the_engine_never_imports_the_command_line() -> None:
     assert not {m: d for m, d in bad.items() if d}
 
 
-def _case_study(m: str) -> bool:
-    return m == "syncguard.sampling" or m.startswith("syncguard.sampling.")
+#: The case study: SGLang's Ascend sampling paths, a package of its own beside syncguard
+CASE_STUDY = "sglang_ascend_sampling"
+
+
+def _names_case_study(name: str) -> bool:
+    return name == CASE_STUDY or name.startswith((CASE_STUDY + ".", CASE_STUDY + ":"))
+
+
+def _case_study_uses(mod: str) -> List[str]:
+    """Every way ``mod`` reaches the case study: an import of it (lazy, or under
+    ``TYPE_CHECKING``: all count here), a relative import climbing out to it, or a string
+    naming one of its modules (``importlib.import_module("sglang_ascend_sampling...")``, a
+    table of ``module:object`` names)."""
+    path = MODULES[mod]
+    out = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        names: List[str] = []
+        if isinstance(node, ast.Import):
+            names = [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            names = [node.module or ""] if not node.level else [
+                a.name for a in node.names] + [node.module or ""]
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str):
+            names = [node.value.strip()]
+        out += [f"{mod}:{node.lineno} {n}" for n in names if _names_case_study(n)]
+    return out
 
 
 def test_nothing_outside_the_case_study_imports_it() -> None:
-    """The SGLang Ascend sampling paths are a plug-in, found through the
-    ``syncguard.subjects`` entry points by name, never imported by the tool."""
-    bad = {m: sorted(d for d in deps if _case_study(d))
-           for m, deps in GRAPH.items() if not _case_study(m)}
-    assert not {m: d for m, d in bad.items() if d}
+    """The SGLang Ascend sampling paths are a plug-in (``sglang_ascend_sampling/``), found
+    through the ``syncguard.subjects`` and ``syncguard.scenarios`` entry points, never named by
+    the tool."""
+    assert (ROOT / CASE_STUDY / "__init__.py").is_file()
+    assert not (ROOT / PKG / "sampling").exists()  # no copy left inside the tool
+    bad = [use for m in MODULES for use in _case_study_uses(m)]
+    assert not bad
+
+
+def test_the_case_study_check_sees_every_kind_of_use(tmp_path: Path) -> None:
+    """The check above would catch an import, a lazy or TYPE_CHECKING one, and a name."""
+    src = tmp_path / "leak.py"
+    src.write_text("from typing import TYPE_CHECKING\n"
+                   "if TYPE_CHECKING:\n    import sglang_ascend_sampling.batch\n"
+                   "def f():\n    from sglang_ascend_sampling import sample\n"
+                   "TABLE = {'legacy': 'sglang_ascend_sampling.subject:LegacySubject'}\n",
+                   encoding="utf-8")
+    MODULES["leak"] = src
+    try:
+        assert len(_case_study_uses("leak")) == 3
+    finally:
+        del MODULES["leak"]
 
 
 #: The bottom of the package: what everything may import, importing nothing of syncguard but

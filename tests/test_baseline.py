@@ -163,10 +163,10 @@ def test_paths_relative_to_root_or_package(tmp_path: Path) -> None:
     inside = str(tmp_path / "a" / "b.py")
     assert display_path(inside, str(tmp_path)) == "a/b.py"
     assert display_path(inside, str(tmp_path / "elsewhere")) == inside.replace(os.sep, "/")
-    import syncguard.sampling.sampler as sampler
+    import sglang_ascend_sampling.sampler as sampler
 
     # An installed (or editable) package keys the same from any working directory.
-    assert key_path(sampler.__file__, str(tmp_path)) == "syncguard/sampling/sampler.py"
+    assert key_path(sampler.__file__, str(tmp_path)) == "sglang_ascend_sampling/sampler.py"
 
 
 # ---------------------------------------------------------------------------- the file
@@ -270,7 +270,7 @@ def test_check_command_with_a_baseline(tmp_path: Path) -> None:
     assert r.returncode == 0, r.stderr
     assert "Wrote baseline.json (1 sites)" in r.stderr
     (site,) = json.loads((tmp_path / "baseline.json").read_text())["sites"]
-    assert site["count"] == 2 and site["key"].startswith("syncguard/sampling/sampler.py::")
+    assert site["count"] == 2 and site["key"].startswith("sglang_ascend_sampling/sampler.py::")
 
     r = _check(tmp_path, "--steps", "4", "--baseline", "baseline.json")
     assert r.returncode == 0, r.stdout + r.stderr

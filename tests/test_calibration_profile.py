@@ -48,7 +48,7 @@ def test_modeled_vs_measured(tmp_path: Any) -> None:
         w = ResultWriter(path, {"timeline": {"profile": "p"}})
         for i, v in enumerate(values):
             w.step(StepRecord(scenario="s", path="legacy", pass_=pass_, step=i, warmup=i == 0,
-                              batch_size=1, branch="fused", syncs=0, allowed=0,
+                              batch_size=1, syncs=0, allowed=0,
                               latency_ms=v if field == "latency_ms" else None,
                               modeled_ms=v if field == "modeled_ms" else None), [])
         w.close(True)

@@ -24,17 +24,17 @@ from typing import Any, Dict, List, Optional, Tuple
 import pytest
 from _subprocess import env, run_stopped
 
+from sglang_ascend_sampling import PATHS
 from syncguard import results
 from syncguard.cli import EXIT_INTERRUPTED, EXIT_OK, EXIT_OVER, EXIT_USAGE, main
 from syncguard.decode import READBACK
-from syncguard.scenario import PATHS
 from syncguard.scenario import load as load_scenario
 
 DATA = Path(__file__).parent / "data" / "scenarios"
 SMALL = str(DATA / "small.toml")
 SMALL_BUDGET = str(DATA / "small_budget.toml")
 LONG = str(DATA / "long.toml")
-SAMPLER = "syncguard/sampling/sampler.py"
+SAMPLER = "sglang_ascend_sampling/sampler.py"
 REPORTS = ("result.jsonl", "result.json", "steps.csv", "events.csv", "report.md",
            "report.html")
 STEPS, WARMUP = 4, 1
@@ -172,14 +172,14 @@ def test_run_json_and_csv_agree_with_the_result_file(small_run: Dict[str, Any],
     assert len(rows) == len(res.steps)
     for row, rec in zip(rows, res.steps):
         assert row["scenario"] == rec.scenario and row["path"] == rec.path
-        assert row["pass"] == rec.pass_ and row["branch"] == rec.branch
+        assert row["pass"] == rec.pass_ and "branch" not in row  # a label of the subject
         assert int(row["step"]) == rec.step and row["warmup"] == str(rec.warmup)
         assert int(row["batch_size"]) == rec.batch_size
         assert int(row["syncs"]) == rec.syncs and int(row["allowed"]) == rec.allowed
         assert rec.latency_ms is not None
         assert float(row["latency_ms"]) == pytest.approx(rec.latency_ms, rel=1e-12)
         assert row["device_ms"] == ("" if rec.device_ms is None else row["device_ms"])
-        assert row["eligible"] == str(rec.eligible)
+        assert rec.labels and json.loads(row["labels"]) == rec.labels
 
     with open(out / "events.csv", newline="", encoding="utf-8") as f:
         erows = list(csv.DictReader(f))
@@ -562,7 +562,7 @@ def test_parsing_show_and_compare_do_not_import_torch(tmp_path: Path) -> None:
         assert main(['run', '--device', 'tpu']) == 2
         p = {str(tmp_path / "r.jsonl")!r}
         w = ResultWriter(p, {{"device": "sim", "scenarios": []}})
-        w.step(StepRecord("s", "flag", "counted", 0, False, 1, "simple", 0, 1, 0.5), [])
+        w.step(StepRecord("s", "flag", "counted", 0, False, 1, 0, 1, 0.5), [])
         w.close(True)
         assert main(['show', p]) == 0
         assert main(['show', p, '-o', {str(tmp_path / "r.html")!r}]) == 0

@@ -68,14 +68,13 @@ def _result(lat: Dict[str, List[List[float]]], machine: Any) -> results.RunResul
         for step in range(len(rounds[0])):
             steps.append(results.StepRecord(scenario="s", path=path, pass_="counted", step=step,
                                             warmup=False, batch_size=1, syncs=0, allowed=1,
-                                            latency_ms=1.0, device_ms=None, tokens=[1], branch=""))
+                                            latency_ms=1.0, device_ms=None, tokens=[1]))
         for r, vals in enumerate(rounds):
             for step, v in enumerate(vals):
                 steps.append(results.StepRecord(scenario="s", path=path, pass_="timed",
                                                 step=step, warmup=False, batch_size=1,
                                                 syncs=0, allowed=0, latency_ms=v,
-                                                device_ms=None, tokens=[1], round=r,
-                                                branch=""))
+                                                device_ms=None, tokens=[1], round=r))
     header = {"scenarios": {"s": {}}, **({"machine": machine} if machine else {})}
     return results.RunResult(header, steps, [], {"type": "footer", "complete": True})
 

@@ -518,7 +518,7 @@ def test_exec_reports_have_no_ratio_between_step_names(tmp_path, monkeypatch):
                  "__main__:b", "--", "python", "two.py"]) == 0
     res = results.load(os.path.join(out, "result.jsonl"))
     sm = analysis.summary(res)
-    assert sm["ratio_vs_legacy"].isna().all() and sm["saved_per_token_us"].isna().all()
+    assert sm["ratio_vs_baseline"].isna().all() and sm["saved_per_token_us"].isna().all()
     md = markdown.render(res)
     assert "ratio" not in md and "saved" not in md and "saves" not in md
     assert "timed pass without interceptors" not in md

@@ -14,8 +14,8 @@ from typing import Any, List, Optional
 import pytest
 import torch
 
+from sglang_ascend_sampling import SamplingBatchInfo, SamplingParams, sample
 from syncguard import allow, simulated_device
-from syncguard.sampling import SamplingBatchInfo, SamplingParams, sample
 
 DEV = str(simulated_device("npu", torch_npu=True))
 VOCAB = 2048

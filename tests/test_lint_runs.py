@@ -65,7 +65,7 @@ def _result(folder, filename: str, lineno: int, api: str = "Tensor.item") -> str
     w = ResultWriter(os.path.join(folder, "result.jsonl"), {"scenarios": {}})
     ev = SyncEvent("scalar_read", api, "aten::_local_scalar_dense", filename, lineno, "f",
                    (), 0, "MainThread")
-    w.step(StepRecord("p", "main", "exec", 0, False, 1, "generic", 1, 0, 1.0), [ev])
+    w.step(StepRecord("p", "main", "exec", 0, False, 1, 1, 0, 1.0), [ev])
     w.close(True)
     return str(folder)
 
@@ -134,7 +134,7 @@ def test_line_recorder_uses_sys_monitoring_on_312(tmp_path):  # pragma: no cover
 
 
 def test_run_records_lines_in_the_counted_pass(tmp_path, capsys):
-    sampling = os.path.join(os.path.dirname(HERE), "..", "..", "syncguard", "sampling")
+    sampling = os.path.join(os.path.dirname(HERE), "..", "..", "sglang_ascend_sampling")
     sampling = os.path.normpath(sampling)
     out = str(tmp_path / "run")
     rc = main(["run", "steady", "--device", "sim", "--paths", "legacy", "--steps", "2",

@@ -24,7 +24,7 @@ import pytest
 from _subprocess import env as clean_env
 
 REPO = Path(__file__).resolve().parent.parent
-TINY = str(REPO / "scenarios" / "tiny_vocab.toml")
+TINY = str(REPO / "sglang_ascend_sampling" / "scenarios" / "tiny_vocab.toml")
 CANN_LINE = "libhccl.so: cannot open shared object file"
 NO_NPU_LINE = "no NPU is visible: torch.npu.is_available() is False"
 

@@ -23,7 +23,7 @@ import pytest
 VARIANTS_SRC = '''
 import torch
 
-from syncguard.sampling import top_k_top_p_min_p_sampling_from_logits_ascend as _ascend
+from sglang_ascend_sampling import top_k_top_p_min_p_sampling_from_logits_ascend as _ascend
 
 
 def _sample(logits, top_ks, eligible, torch_npu, path="flag"):
@@ -145,7 +145,7 @@ def _line_of(src: str, needle: str) -> int:
 
 
 def _sampler_line() -> int:
-    from syncguard.sampling import sampler
+    from sglang_ascend_sampling import sampler
 
     with open(sampler.__file__, encoding="utf-8") as f:
         return _line_of(f.read(), 'if hasattr(torch_npu, "npu_top_k_top_p") and torch.all(')
@@ -199,7 +199,7 @@ def _check_side_by_side(result: pytest.RunResult, pytester: pytest.Pytester) -> 
         f"  dispatch_variants.py:{item} in item_max: Tensor.item (aten::_local_scalar_dense) x1",
         f"  dispatch_variants.py:{anyl} in any_out_of_range: Tensor.__bool__ "
         "(aten::_local_scalar_dense) x1",
-        f"  *syncguard/sampling/sampler.py:{_sampler_line()} in "
+        f"  *sglang_ascend_sampling/sampler.py:{_sampler_line()} in "
         "top_k_top_p_min_p_sampling_from_logits_ascend_with_branch: Tensor.__bool__ "
         "(aten::_local_scalar_dense) x1",
     ):

@@ -89,9 +89,9 @@ def _write_scenario(w: ResultWriter, scenario: str, n_steps: int, n_warm: int,
                 # the timed steps spread over 3 rounds (latency verdicts need 3 or more)
                 rec = StepRecord(scenario=scenario, path=path, pass_=pass_, step=step,
                                  warmup=warm, batch_size=batch.get(step, 4),
-                                 branch=branch.get((path, step), "fused"), syncs=hidden,
-                                 allowed=allowed, latency_ms=latency,
-                                 eligible=path == "flag", tokens=[step] * 4,
+                                 syncs=hidden, allowed=allowed, latency_ms=latency,
+                                 labels={"branch": branch.get((path, step), "fused"),
+                                         "eligible": path == "flag"}, tokens=[step] * 4,
                                  round=step % 3 if pass_ == "timed" else None)
                 events = []
                 if pass_ == "counted":
@@ -194,10 +194,10 @@ def test_summary_numbers(result: RunResult) -> None:
         assert leg[col] == pytest.approx(ref.quantile(q))
     assert leg["mean_ms"] == pytest.approx(1.45)
     assert flag["mean_ms"] == pytest.approx(1.25)
-    assert leg["ratio_vs_legacy"] == pytest.approx(1.0)
+    assert leg["ratio_vs_baseline"] == pytest.approx(1.0)
     # one log-ratio per round (steps 2-11 over rounds step % 3), their geometric mean
     per_round = [1.2 / 1.4, 1.3 / 1.5, 1.25 / 1.45]
-    assert flag["ratio_vs_legacy"] == pytest.approx(math.exp(sum(map(math.log, per_round)) / 3))
+    assert flag["ratio_vs_baseline"] == pytest.approx(math.exp(sum(map(math.log, per_round)) / 3))
     assert flag["rounds"] == 3 and math.isnan(flag["rounds_needed"])
     # legacy against itself: no measurable difference, so no saving is claimed; flag's steps
     # are each 0.2 ms shorter than legacy's in every round: the interval excludes 1
@@ -211,7 +211,7 @@ def test_summary_numbers(result: RunResult) -> None:
     mixed = row[("mixed", "legacy")]
     assert mixed["branches"] == "fused 6, generic 1"
     assert mixed["syncs_total"] == 7
-    assert row[("mixed", "flag")]["ratio_vs_legacy"] == pytest.approx(0.5)
+    assert row[("mixed", "flag")]["ratio_vs_baseline"] == pytest.approx(0.5)
     assert row[("mixed", "flag")]["saved_per_token_us"] == pytest.approx(1000.0)
 
 
@@ -221,12 +221,12 @@ def test_summary_without_legacy_takes_the_first_path_as_baseline(result: RunResu
                           [e for e in result.events if e["path"] == "flag"], result.footer)
     sm = analysis.summary(only_flag)
     assert list(sm["path"]) == ["flag", "flag"] and list(sm["baseline"]) == ["flag", "flag"]
-    assert list(sm["ratio_vs_legacy"]) == [1.0, 1.0]
+    assert list(sm["ratio_vs_baseline"]) == [1.0, 1.0]
     # the baseline against itself: no measured difference, so nothing saved is claimed
     assert sm["saved_per_token_us"].isna().all()
     sm = analysis.summary(result, baseline="flag")
     row = {(r["scenario"], r["path"]): r for r in sm.to_dict("records")}
-    assert row[("mixed", "legacy")]["ratio_vs_legacy"] == pytest.approx(2.0)
+    assert row[("mixed", "legacy")]["ratio_vs_baseline"] == pytest.approx(2.0)
 
 
 def test_per_step_wide(result: RunResult) -> None:
@@ -539,8 +539,9 @@ def test_round_trip_records_to_jsonl_to_json_and_back(tmp_path: Any) -> None:
     w = ResultWriter(path, dict(HEADER))
     recs, evs = [], []
     for step in range(3):
-        rec = StepRecord("s", "legacy", "counted", step, step == 0, 2, "fused", 1, 1,
-                         0.25 * (step + 1), None, True, [step, 7])
+        rec = StepRecord("s", "legacy", "counted", step, step == 0, 2, 1, 1,
+                         0.25 * (step + 1), None, [step, 7],
+                         labels={"branch": "fused", "eligible": True})
         ev = SyncEvent(kind="scalar_read", api="Tensor.__bool__",
                        op="aten::_local_scalar_dense", filename="m.py", lineno=3 + step,
                        function="f", stack=(Frame("m.py", 3 + step, "f"),), step=step,
@@ -926,7 +927,7 @@ def test_summary_colours_latency_only_when_a_ratio_is_measurable(tmp_path: Any) 
     t = _tables.summary_tbl(sm)
     cols = [c.key for c in t.columns]
     rows = [r for r in t.rows if r is not None]
-    for key in ("p50_ms", "p90_ms", "p99_ms", "ratio_vs_legacy"):
+    for key in ("p50_ms", "p90_ms", "p99_ms", "ratio_vs_baseline"):
         assert all(r[cols.index(key)].style == "" for r in rows), key
     assert {r[cols.index("syncs_mean")].style for r in rows} == {"best", "worst"}
     # with a measurable ratio (the shared fixture) they are

@@ -1,4 +1,5 @@
-"""Tests of syncguard.sampling: SGLang's Ascend sampling before and after the sync fix (CPU)."""
+"""Tests of the case study, sglang_ascend_sampling: SGLang's Ascend sampling before and after
+the sync fix (CPU)."""
 
 from __future__ import annotations
 
@@ -12,8 +13,7 @@ import pytest
 import torch
 from torch.overrides import TorchFunctionMode
 
-from syncguard.devices import npu_state
-from syncguard.sampling import (
+from sglang_ascend_sampling import (
     BUILD_HOST,
     BUILD_PAGEABLE,
     BUILD_PINNED,
@@ -33,7 +33,8 @@ from syncguard.sampling import (
     top_k_top_p_min_p_sampling_from_logits_ascend,
     top_k_top_p_min_p_sampling_from_logits_ascend_with_branch,
 )
-from syncguard.sampling.ops import is_standin
+from sglang_ascend_sampling.ops import is_standin
+from syncguard.devices import npu_state
 
 ascend = top_k_top_p_min_p_sampling_from_logits_ascend_with_branch
 

@@ -9,9 +9,10 @@ from typing import Dict, List, Optional, Set, Tuple
 
 import pytest
 
+from sglang_ascend_sampling import PATHS
 from syncguard import scenario as sc_mod
 from syncguard.cli import EXIT_USAGE, main
-from syncguard.scenario import PATHS, RequestSpec, Scenario, ScenarioError
+from syncguard.scenario import RequestSpec, Scenario, ScenarioError
 
 REQUIRED = ("steady", "boundary", "greedy_mix", "min_p", "seeded", "tiny_vocab", "realistic")
 DATA = Path(__file__).parent / "data" / "scenarios"
@@ -402,9 +403,29 @@ def test_wheel_ships_the_builtin_scenarios(tmp_path: Path) -> None:
     assert proc.returncode == 0, proc.stderr
     (wheel,) = tmp_path.glob("syncguard-*.whl")
     names = set(zipfile.ZipFile(wheel).namelist())
-    builtin = {f"syncguard/scenarios/{p.name}" for p in (root / "scenarios").glob("*.toml")}
+    case = root / "sglang_ascend_sampling" / "scenarios"
+    builtin = {f"sglang_ascend_sampling/scenarios/{p.name}" for p in case.glob("*.toml")}
     assert builtin and builtin <= names
+    assert "sglang_ascend_sampling/scenarios/_set.toml" in builtin
     assert {"syncguard/opmodels/npu.json", "syncguard/opmodels/cuda.json"} <= names
+    # installed from the wheel alone (no checkout beside it): the scenario set and the
+    # subjects are found through the wheel's entry points, without importing the case study
+    site = tmp_path / "site"
+    proc = subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps",
+                           "--no-index", "--target", str(site), str(wheel)],
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    code = ("import sys; from syncguard import scenario, subjects; "
+            "scs = scenario.resolve([]); (t,) = scenario.resolve(['tiny_vocab']); "
+            "print(len(scs), t.paths, sorted(subjects.registered()), "
+            "t.file.startswith(sys.argv[1]), 'sglang_ascend_sampling' in sys.modules)")
+    proc = subprocess.run([sys.executable, "-c", code, str(site)], capture_output=True,
+                          text=True, timeout=300, cwd=str(tmp_path),
+                          env={**os.environ, "PYTHONPATH": str(site)})
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.split("\n")[0] == (
+        f"{len(builtin) - 1} ('legacy', 'flag', 'flag-recompute') "
+        f"['flag', 'flag-recompute', 'legacy'] True False")
 
 
 # ------------------------------------------- what the built-in scenarios are there to show
@@ -419,8 +440,8 @@ def _passes(name: str) -> dict:
 
 def test_builtin_boundary_shows_the_flag_staying_false_after_the_wide_request_leaves() -> None:
     recs = _passes("boundary")
-    br = {p: [r.branch for r in rs] for p, rs in recs.items()}
-    elig = {p: [r.eligible for r in rs] for p, rs in recs.items()}
+    br = {p: [r.labels["branch"] for r in rs] for p, rs in recs.items()}
+    elig = {p: [r.labels["eligible"] for r in rs] for p, rs in recs.items()}
     # steps 0-3: every path fused; 4-7: the top_k=1025 request makes every path generic
     for p in PATHS:
         assert br[p][:4] == ["fused"] * 4 and br[p][4:8] == ["generic"] * 4, (p, br[p])
@@ -441,9 +462,9 @@ def test_builtin_boundary_shows_the_flag_staying_false_after_the_wide_request_le
 
 def test_builtin_tiny_vocab_legacy_switches_branch_after_the_in_place_rewrite() -> None:
     recs = _passes("tiny_vocab")
-    assert [r.branch for r in recs["legacy"]] == ["generic"] + ["fused"] * 11
-    assert [r.branch for r in recs["flag"]] == ["generic"] * 12
-    assert [r.eligible for r in recs["flag"]] == [False] * 12
+    assert [r.labels["branch"] for r in recs["legacy"]] == ["generic"] + ["fused"] * 11
+    assert [r.labels["branch"] for r in recs["flag"]] == ["generic"] * 12
+    assert [r.labels["eligible"] for r in recs["flag"]] == [False] * 12
     # same inputs, different branches: the tokens part ways after step 0
     assert recs["legacy"][0].tokens == recs["flag"][0].tokens
     assert any(a.tokens != b.tokens for a, b in zip(recs["legacy"][1:], recs["flag"][1:]))
@@ -451,7 +472,8 @@ def test_builtin_tiny_vocab_legacy_switches_branch_after_the_in_place_rewrite() 
 
 def test_builtin_seeded_gives_identical_tokens_on_legacy_and_flag() -> None:
     recs = _passes("seeded")
-    assert [r.branch for r in recs["legacy"]] == [r.branch for r in recs["flag"]]
+    assert [r.labels["branch"] for r in recs["legacy"]] == [r.labels["branch"]
+                                                          for r in recs["flag"]]
     assert [r.tokens for r in recs["legacy"]] == [r.tokens for r in recs["flag"]]
     assert sum(r.syncs for r in recs["flag"]) == 0
     assert all(r.syncs == 1 for r in recs["legacy"] if not r.warmup)

@@ -9,10 +9,10 @@ from typing import Any, Dict, List
 import pytest
 import torch
 
+from sglang_ascend_sampling import TOP_K_ALL, SamplingBatchInfo, SamplingParams, sample
+from sglang_ascend_sampling.sampler import top_k_top_p_min_p_sampling_from_logits_ascend_with_branch
 from syncguard import SyncGuard, allow, simulated_device
 from syncguard.catalogue import CATCH, ZERO, Case
-from syncguard.sampling import TOP_K_ALL, SamplingBatchInfo, SamplingParams, sample
-from syncguard.sampling.sampler import top_k_top_p_min_p_sampling_from_logits_ascend_with_branch
 from syncguard.scenario import parse
 
 DEV = str(simulated_device("npu", torch_npu=True))
@@ -109,7 +109,7 @@ def test_legacy_reads_once_per_call_only_when_the_operator_exists(
     if want:
         hidden = g.counted_events
         assert {e.api for e in hidden} == {"Tensor.__bool__"}
-        assert all(e.filename.endswith("syncguard/sampling/sampler.py") for e in hidden)
+        assert all(e.filename.endswith("sglang_ascend_sampling/sampler.py") for e in hidden)
 
 
 def _item_variant(top_ks: torch.Tensor, eligible: bool) -> bool:
@@ -183,7 +183,7 @@ def _tokens(text: str, path: str, device: str) -> Dict[int, Any]:
     from syncguard.runner import run_pass
 
     recs = run_pass(parse(text), path, resolve_target(device), counted=False)
-    return {r.step: (r.branch, r.tokens) for r in recs}
+    return {r.step: (r.labels["branch"], r.tokens) for r in recs}
 
 
 def test_same_code_on_simulated_npu_and_cpu_gives_identical_tokens() -> None:

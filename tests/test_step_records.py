@@ -41,7 +41,7 @@ def test_from_events_counts_the_steps_syncs() -> None:
     rec = StepRecord.from_events("sc", "legacy", "counted", 4, 2, evs, 1.5, batch_size=3,
                                  tokens=[1, 2, 3])
     assert (rec.warmup, rec.syncs, rec.allowed, rec.sync_wait_us) == (False, 3, 1, 30.0)
-    assert (rec.latency_ms, rec.batch_size, rec.tokens, rec.branch) == (1.5, 3, [1, 2, 3], "")
+    assert (rec.latency_ms, rec.batch_size, rec.tokens, rec.labels) == (1.5, 3, [1, 2, 3], None)
     warm = StepRecord.from_events("sc", "legacy", "counted", 1, 2, [], 1.0)
     assert warm.warmup and warm.syncs == 0 and warm.sync_wait_us == 0.0
     timed = StepRecord.from_events("sc", "legacy", TIMED_PASS, 4, 2, [], 1.0, round=3)

@@ -26,14 +26,15 @@ def test_builtin_paths_unchanged(key):
     sc = scenario.resolve([name])[0]
     sc = sc.with_steps(min(sc.steps, 12))
     recs = runner.run_pass(sc, path, devices.resolve_target("sim"), True)
-    got = [[r.step, r.tokens, r.branch, r.eligible, r.syncs, r.allowed] for r in recs]
+    got = [[r.step, r.tokens, r.labels["branch"], r.labels["eligible"], r.syncs, r.allowed]
+           for r in recs]
     assert got == _golden()[key]
-    assert all(r.labels == {"branch": r.branch, "eligible": r.eligible} for r in recs)
+    assert all(set(r.labels) == {"branch", "eligible"} for r in recs)
 
 
 def test_registry():
     reg = subjects.registered()
-    assert list(reg)[:3] == ["legacy", "flag", "flag-recompute"]
+    assert {"legacy", "flag", "flag-recompute"} <= set(reg)  # the case study's entry points
     assert subjects.known("legacy") and subjects.known("pkg.mod:Obj")
     assert not subjects.known("nope")
     with pytest.raises(subjects.SubjectError, match="unknown subject 'nope'"):
@@ -86,9 +87,9 @@ def test_ratio_baseline_is_a_parameter(tmp_path, capsys):
                  "--out", out, "--ratio-base", "topk-sync"]) == 0
     res = results.load(os.path.join(out, "result.jsonl"))
     by = {r["path"]: r for r in analysis.summary(res).to_dict("records")}
-    assert by["topk-sync"]["baseline"] == "topk-sync" and by["topk-sync"]["ratio_vs_legacy"] == 1
+    assert by["topk-sync"]["baseline"] == "topk-sync" and by["topk-sync"]["ratio_vs_baseline"] == 1
     by = {r["path"]: r for r in analysis.summary(res, baseline="nope").to_dict("records")}
-    assert by["flag"]["baseline"] == "flag" and by["flag"]["ratio_vs_legacy"] == 1
+    assert by["flag"]["baseline"] == "flag" and by["flag"]["ratio_vs_baseline"] == 1
     text = capsys.readouterr().out
     assert "vs topk-sync" in text  # the verdict names the baseline
     assert "/topk-sync" in text  # and so does the ratio column's header
@@ -98,7 +99,7 @@ def test_entry_point_subjects_are_registered(monkeypatch):
     monkeypatch.setattr(subjects, "_entry_points",
                         lambda: {"mine": USER, "legacy": "elsewhere:Other"})
     reg = subjects.registered()
-    assert reg["mine"] == USER and reg["legacy"] == subjects.BUILTIN["legacy"]
+    assert reg == {"mine": USER, "legacy": "elsewhere:Other"}  # no built-in name table
     assert subjects.label("mine", subjects.load("mine")) == "mine"
 
 

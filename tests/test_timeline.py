@@ -198,16 +198,16 @@ def test_legacy_models_slower_where_it_syncs_and_equal_where_it_does_not() -> No
         synced = 0
         for a, b in zip(legacy, flag):
             assert a.modeled_ms is not None and b.modeled_ms is not None
-            if a.syncs > 0 and a.branch == b.branch:
+            if a.syncs > 0 and a.labels["branch"] == b.labels["branch"]:
                 assert a.modeled_ms > b.modeled_ms, (name, a.step)
                 assert a.sync_cost_us > 0 and a.sync_bubble_us > 0
                 synced += 1
             elif a.syncs == 0:  # greedy steps: the very same launches, the very same model
-                assert a.branch == b.branch == "greedy"
+                assert a.labels["branch"] == b.labels["branch"] == "greedy"
                 assert a.modeled_ms == b.modeled_ms and a.bubble_us == b.bubble_us, a.step
                 assert a.sync_cost_us == 0.0
         assert synced > 0
-    greedy = [r for r in _counted("greedy_mix", "legacy") if r.branch == "greedy"]
+    greedy = [r for r in _counted("greedy_mix", "legacy") if r.labels["branch"] == "greedy"]
     assert greedy and all(r.syncs == 0 for r in greedy)
 
 

@@ -13,7 +13,7 @@ import pytest
 
 from syncguard import results, runner, scenario, trace
 
-SAMPLER = os.path.join("syncguard", "sampling", "sampler.py")
+SAMPLER = os.path.join("sglang_ascend_sampling", "sampler.py")
 
 
 @pytest.fixture(scope="module")

@@ -3,7 +3,7 @@
 (joins, leaves, mixed sampling parameters) drive it:
 
     cd examples/real_vllm
-    syncguard run ../../scenarios/min_p.toml --device sim \
+    syncguard run min_p --device sim \
         --subject vllm_subject:VllmSubject --subject vllm_subject:VllmCpuPlatformSubject
 
 The glue around vLLM's function plays the part of vLLM's sampler and input batch: per-request

@@ -1,9 +1,9 @@
 """A syncguard subject wrapping fastsample.sample (see syncguard.subjects):
 
     cd examples/sampler_subject
-    syncguard run ../../scenarios/steady.toml --device sim \
+    syncguard run steady --device sim \
         --subject fastsample_subject:FastSampleSubject
-    syncguard check ../../scenarios/steady.toml --device sim \
+    syncguard check steady --device sim \
         --subject fastsample_subject:FastSampleSubject
 """
 

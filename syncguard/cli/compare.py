@@ -13,7 +13,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("a", help="result file A")
     p.add_argument("b", nargs="?", default=None, help="result file B")
     p.add_argument("--paths", nargs=2, metavar=("P", "Q"), default=None,
-                   help="compare two paths of run A (default legacy flag when B is absent)")
+                   help="compare two paths of run A (default when B is absent: the first two it "
+                   "ran, in that order)")
     p.add_argument("--width", type=int, default=None, help="terminal width for the tables")
     p.add_argument("-o", "--output", default=None, metavar="FILE",
                    help="also write the comparison to FILE: .md Markdown (for a PR comment), "
@@ -47,7 +48,10 @@ def main(args: argparse.Namespace) -> int:
         title = f"{args.a} (A) vs {args.b} (B)"
         labels = (args.a, args.b)
     else:
-        p, q = args.paths or ("legacy", "flag")
+        if not args.paths and len(a.paths) < 2:
+            raise UsageError(f"--paths: {args.a} has fewer than two paths ("
+                             f"{', '.join(a.paths) or 'none'}): compare it with a run B")
+        p, q = args.paths or a.paths[:2]
         for x in (p, q):
             if x not in a.paths:
                 raise UsageError(f"--paths: {x!r} is not in {args.a} (has {', '.join(a.paths)})")

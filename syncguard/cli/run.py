@@ -1,7 +1,8 @@
-"""Run scenarios on the sampling paths and write per-step sync counts and latency reports.
+"""Run scenarios on their paths (subjects) and write per-step sync counts and latency reports.
 
-With no scenario, runs the built-in scenarios (scenarios/*.toml) on the best device: a real
-NPU when torch_npu works, else the simulated one. For each scenario and path: a counted pass
+With no scenario, runs every registered scenario set (the `syncguard.scenarios` entry points:
+the SGLang Ascend case study shipped with syncguard) on the best device: a real NPU when
+torch_npu works, else the simulated one. For each scenario and path: a counted pass
 under the guard, then a timed pass without interceptors. Every finished step is streamed to
 OUT/result.jsonl, so an interrupted run keeps what it finished (render it with
 `syncguard show OUT/result.jsonl`).
@@ -40,13 +41,14 @@ def add_common(p: argparse.ArgumentParser) -> None:
     from ..devices import DEVICES
 
     p.add_argument("scenarios", nargs="*", metavar="SCENARIO",
-                   help="scenario files or built-in names (default: all built-in)")
+                   help="scenario files, or names of scenarios of the registered scenario "
+                   "sets (default: every registered set's scenarios)")
     p.add_argument("--device", default="auto", choices=DEVICES,
                    help="auto (npu if torch_npu works, else sim), sim, npu, cuda or cpu (plain "
                    "host tensors: no syncs counted)")
     p.add_argument("--paths", "--path", dest="paths", action=_AppendPaths, default=None,
-                   metavar="PATH", help="sampling path(s): legacy, flag, flag-recompute "
-                   "(repeat or comma-separate; default: the scenario's)")
+                   metavar="PATH", help="the paths (subjects) to run: registered subject names "
+                   "or MODULE:OBJ (repeat or comma-separate; default: the scenario's paths)")
     p.add_argument("--subject", dest="subjects", action="append", default=[],
                    metavar="MODULE:OBJ", help="also drive this subject (your sampler; see "
                    "syncguard.subjects): MODULE:OBJ or a registered name (repeatable)")
@@ -62,7 +64,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--no-timed", action="store_true", help="skip the timed pass")
     p.add_argument("--ratio-base", default=None, metavar="PATH",
                    help="the path latency ratios are taken against (default: each "
-                   "scenario's first path, legacy in the built-in case study)")
+                   "scenario's first path)")
     p.add_argument("--repeat", type=int, default=None, metavar="N",
                    help="rounds of the timed pass (paths interleaved step by step, each round "
                    "from fresh state; latency verdicts need at least 3); default: 8 to 10 "

@@ -5,7 +5,7 @@ from __future__ import annotations
 import datetime
 from typing import TYPE_CHECKING, Any, Dict, List, Optional, Sequence, Tuple
 
-from ..analysis import BASELINE, is_missing
+from ..analysis import is_missing
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
@@ -260,9 +260,9 @@ def verdicts(summary_df: pd.DataFrame, sites_df: pd.DataFrame, max_sites: int = 
             m_text = _modeled_text(r)
             if m_text:
                 modeled.append(m_text)
-            ratio = r["ratio_vs_legacy"]
-            base_path = r.get("baseline") or BASELINE
-            if r["path"] != base_path and not is_missing(ratio):
+            ratio = r["ratio_vs_baseline"]
+            base_path = r.get("baseline") or ""
+            if base_path and r["path"] != base_path and not is_missing(ratio):
                 measured.append(f"{r['path']} vs {base_path} " + _ratio_text(r))
             parts.append(text)
         from ..results import OUTSIDE_PATH
@@ -361,7 +361,7 @@ def _ratio_text(r: Dict[str, Any]) -> str:
 
     rounds = r.get("rounds")
     need: Any = r.get("rounds_needed")
-    rt = Ratio(float(r["ratio_vs_legacy"]), float(r.get("ratio_lo", float("nan"))),
+    rt = Ratio(float(r["ratio_vs_baseline"]), float(r.get("ratio_lo", float("nan"))),
                float(r.get("ratio_hi", float("nan"))), int(r.get("pairs") or 0),
                rounds=0 if is_missing(rounds) else int(rounds or 0),
                need=None if is_missing(need) else int(need))

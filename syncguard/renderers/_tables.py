@@ -153,7 +153,7 @@ _SUMMARY: List[Tuple[str, str, str, Callable[[Any], str], bool]] = [
     ("p90_ms", "p90 ms", "p90\nms", fmt_ms, True),
     ("p99_ms", "p99 ms", "p99\nms", fmt_ms, True),
     ("outliers", "outliers", "out-\nliers", fmt_int, False),
-    ("ratio_vs_legacy", "ratio vs legacy", "ratio\n/legacy", fmt_ratio, True),
+    ("ratio_vs_baseline", "ratio vs {base}", "ratio\n/{base}", fmt_ratio, True),
     ("ratio_lo", "ratio 95% CI", "ratio\n95% CI", fmt_ratio, False),
     ("saved_per_token_us", "saved us/token", "saved\nus/tok", fmt_us, False),
 ]
@@ -163,13 +163,13 @@ _MODELED: List[Tuple[str, str, str, Callable[[Any], str], bool]] = [
 ]
 
 
-_LATENCY = frozenset({"p50_ms", "p90_ms", "p99_ms", "ratio_vs_legacy"})
+_LATENCY = frozenset({"p50_ms", "p90_ms", "p99_ms", "ratio_vs_baseline"})
 
 
 def _ratio_of(r: Dict[str, Any]) -> Any:
     from ..stats import Ratio
 
-    return Ratio(float(_num(r.get("ratio_vs_legacy"))), float(_num(r.get("ratio_lo"))),
+    return Ratio(float(_num(r.get("ratio_vs_baseline"))), float(_num(r.get("ratio_lo"))),
                  float(_num(r.get("ratio_hi"))), 0)
 
 
@@ -189,7 +189,7 @@ def summary_tbl(sm: pd.DataFrame, *, branches: bool = True) -> Table:
     base = analysis.baseline_label(sm)  # the ratio's baseline: the first path unless chosen
     spec = list(_SUMMARY)
     if len(sm) and not any(sm["baseline"]):  # exec: step names are not alternatives
-        spec = [c for c in spec if c[0] not in ("ratio_vs_legacy", "ratio_lo",
+        spec = [c for c in spec if c[0] not in ("ratio_vs_baseline", "ratio_lo",
                                                 "saved_per_token_us")]
     profiles = [p for p in sm.get("profile", []) if p] if len(sm) else []
     if profiles and sm["modeled_ms"].notna().any():
@@ -197,11 +197,10 @@ def summary_tbl(sm: pd.DataFrame, *, branches: bool = True) -> Table:
                  for k, h, short, f, c in _MODELED]
     cols = [Column("scenario", "scenario", group=True), Column("path", "path")]
     # the intervals sit under their value in the terminal (their own columns elsewhere)
-    cols += [Column(k, h.replace("vs legacy", f"vs {base}"),
-                    "r", short.replace("/legacy", f"/{base}"),
-                    under={"p50_lo_ms": "p50_ms", "ratio_lo": "ratio_vs_legacy"}.get(k))
+    cols += [Column(k, h.replace("{base}", base), "r", short.replace("{base}", base),
+                    under={"p50_lo_ms": "p50_ms", "ratio_lo": "ratio_vs_baseline"}.get(k))
              for k, h, short, _, _ in spec]
-    if branches and len(sm) and not any(sm["branches"]):  # exec: never a branch
+    if branches and len(sm) and not any(sm["branches"]):  # no subject reports a branch
         branches = False
     has_dev = bool(len(sm)) and sm["device_ms_mean"].notna().any()
     if has_dev:
@@ -316,10 +315,10 @@ def per_step_tbl(result: RunResult, scenario: str, max_steps: int = 200, head: i
     df = analysis.per_step(result, scenario)
     paths = analysis.ordered_paths(s.path for s in result.steps if s.scenario == scenario)
     recs = df.to_dict("records")
-    # columns that never apply are left out (exec: no batch size; no branch unless a phase)
+    # columns that never apply are left out (exec: no batch size); a path's branch column
+    # where its subject reports a branch label (an exec loop: a phase)
     batch = not analysis.is_exec(result) or any(not is_missing(r["batch_size"]) for r in recs)
-    branch = {p: not analysis.is_exec(result) or any(r[f"{p}.branch"] for r in recs)
-              for p in paths}
+    branch = {p: any(r[f"{p}.branch"] for r in recs) for p in paths}
     cols = [Column("step", "step", "r")] + ([Column("batch", "batch", "r")] if batch else [])
     for p in paths:
         name = "phase" if analysis.is_exec(result) else "branch"

@@ -22,9 +22,9 @@ from typing import Any, Dict, Optional, Tuple
 
 import torch
 
-from syncguard.sampling.batch import SamplingBatchInfo
-from syncguard.sampling.ops import RESOLVE, resolve_torch_npu
-from syncguard.sampling.params import NPU_TOP_K_MAX, TOP_K_ALL
+from sglang_ascend_sampling.batch import SamplingBatchInfo
+from sglang_ascend_sampling.ops import RESOLVE, resolve_torch_npu
+from sglang_ascend_sampling.params import NPU_TOP_K_MAX, TOP_K_ALL
 
 #: The dispatch paths, in the order reports list them.
 PATHS: Tuple[str, ...] = ("legacy", "flag", "flag-recompute")

@@ -3,7 +3,9 @@
 The sampling code never imports ``torch_npu`` itself; it asks :func:`resolve_torch_npu`, which
 returns the real ``torch_npu`` when it is installed, the simulated stand-in
 (``syncguard.sim.torch_npu_standin``) when that has been installed as ``sys.modules["torch_npu"]``,
-and ``None`` otherwise. Tests pass their own namespace instead.
+and ``None`` otherwise. Tests pass their own namespace instead. The subjects
+(:mod:`sglang_ascend_sampling.subject`) ask :func:`fused_ops_for` with the device of the logits:
+syncguard passes no ``torch_npu`` around.
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ import sys
 from types import ModuleType
 from typing import Any, Optional
 
-from .._standin_mark import is_standin as marked_standin
+from syncguard._standin_mark import is_standin as marked_standin
 
 #: Module name of syncguard's stand-in for ``torch_npu`` (written elsewhere in the package).
 STANDIN_MODULE = "syncguard.sim.torch_npu_standin"
@@ -60,7 +62,7 @@ def resolve_torch_npu() -> Optional[ModuleType]:
     if loaded is not None and not is_standin(loaded):
         return loaded
     if loaded is None:
-        from ..devices import npu_state
+        from syncguard.devices import npu_state
 
         real = npu_state().module
         if real is not None:
@@ -71,3 +73,17 @@ def resolve_torch_npu() -> Optional[ModuleType]:
 def has_fused_top_k_top_p(torch_npu: object) -> bool:
     """True when ``torch_npu`` provides ``npu_top_k_top_p`` (``hasattr``, as upstream checks)."""
     return hasattr(torch_npu, "npu_top_k_top_p")
+
+
+def fused_ops_for(device: Any) -> Any:
+    """The namespace holding ``npu_top_k_top_p`` for logits on ``device``: the real
+    ``torch_npu`` when it is loaded and the logits are on the NPU (syncguard loads it before it
+    hands out an NPU device), else syncguard's stand-in (the simulated npu, CUDA, CPU), so the
+    fused branch, and legacy's device check in front of it, exist on every device."""
+    if getattr(device, "type", None) == "npu":
+        loaded = sys.modules.get("torch_npu")
+        if loaded is not None and not is_standin(loaded):
+            return loaded
+    import syncguard.sim.torch_npu_standin as standin
+
+    return standin

@@ -17,7 +17,7 @@ from typing import Dict, List, Optional, Sequence, Union
 
 import torch
 
-from syncguard.sampling.params import NPU_TOP_K_MAX, TOP_K_ALL, SamplingParams
+from sglang_ascend_sampling.params import NPU_TOP_K_MAX, TOP_K_ALL, SamplingParams
 from syncguard.staging import BUILD_HOST, HostStager
 
 #: A merged batch whose parts were staged differently.
