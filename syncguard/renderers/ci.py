@@ -249,6 +249,12 @@ def render_sarif(totals: Sequence[Total], findings: Sequence[Finding],
     return {"$schema": SARIF_SCHEMA_URI, "version": "2.1.0", "runs": [run]}
 
 
+def render_sarif_json(totals: Sequence[Total], findings: Sequence[Finding],
+                      baseline: Optional[str] = None) -> str:
+    """:func:`render_sarif` as the JSON text written."""
+    return json.dumps(render_sarif(totals, findings, baseline), indent=2) + "\n"
+
+
 # ---------------------------------------------------------------------------- junit
 def render_junit(totals: Sequence[Total], findings: Sequence[Finding],
                  baseline: Optional[str] = None) -> str:
@@ -311,7 +317,7 @@ def render(fmt: str, totals: Sequence[Total], findings: Sequence[Finding],
     if fmt == "github":
         return render_github(totals, findings, baseline)
     if fmt == "sarif":
-        return json.dumps(render_sarif(totals, findings, baseline), indent=2) + "\n"
+        return render_sarif_json(totals, findings, baseline)
     if fmt == "junit":
         return render_junit(totals, findings, baseline)
     raise ValueError(f"unknown format {fmt!r}; valid formats: {', '.join(FORMATS)}")
