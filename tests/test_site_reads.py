@@ -5,8 +5,10 @@ One hidden sync (``if torch.all(x > 0):`` in ``Picker.pick``) in a helper file u
 whose name every escaping touches (``lib & co``: an HTML/XML entity, a URI escape, a space),
 driven by an ``exec`` program, by a subject (``--subject MODULE:OBJ``) of a scenario and by a
 guarded test. Every output is decoded as its format says (HTML entities and tags, XML, URIs,
-workflow-command properties, CSV, JSON), then every mention of the file must be the site as
-:mod:`syncguard.sites` names it, and where a sentence names the site, with its function."""
+workflow-command properties), then every mention of the file must be the site as
+:mod:`syncguard.sites` names it, and where a sentence names the site, with its function. The
+raw exports (``result.json``, ``events.csv``, a trace slice's ``args``) keep the recorded
+file name and line: those must read as the site through :mod:`syncguard.sites`."""
 
 from __future__ import annotations
 
@@ -214,11 +216,12 @@ def _recorded(filename: str, lineno: object, site: str, root: str) -> None:
 
 
 def _csv_events(s: str, site: str, root: str) -> List[str]:
-    """The ``site`` column (``filename`` and ``lineno`` are the recorded location)."""
-    rows = list(csv.DictReader(io.StringIO(s)))
-    for r in rows:
+    """A raw export of the recorded events, as ``result.json``: ``site`` is the recorded
+    ``filename:lineno``, which read as sites.py reads them is the site."""
+    for r in csv.DictReader(io.StringIO(s)):
+        assert r["site"] == f"{r['filename']}:{r['lineno']}", r
         _recorded(r["filename"], r["lineno"], site, root)
-    return [r["site"] for r in rows]
+    return []
 
 
 def _json_result(s: str, site: str, root: str) -> List[str]:
@@ -229,8 +232,14 @@ def _json_result(s: str, site: str, root: str) -> List[str]:
 
 
 def _trace(s: str, site: str, root: str) -> List[str]:
-    """The slices' names (their ``args`` keep the recorded site)."""
-    return [e.get("name", "") for e in json.loads(s)["traceEvents"]]
+    """The slices' names; their ``args`` keep the recorded site."""
+    events = json.loads(s)["traceEvents"]
+    for e in events:
+        recorded = (e.get("args") or {}).get("site")
+        if recorded and e.get("cat") == "sync":
+            filename, _, lineno = recorded.rpartition(":")
+            _recorded(filename, lineno, site, root)
+    return [e.get("name", "") for e in events]
 
 
 #: format -> (decoder, whether the site must be named there, whether a sentence names it
@@ -238,7 +247,7 @@ def _trace(s: str, site: str, root: str) -> List[str]:
 DECODERS: Dict[str, Tuple[Callable[[str, str, str], List[str]], bool, bool]] = {
     "terminal": (_text, True, True), "markdown": (_markdown, True, True),
     "html": (_html, True, True), "csv-steps": (_text, False, False),
-    "csv-events": (_csv_events, True, False), "json": (_json_result, False, False),
+    "csv-events": (_csv_events, False, False), "json": (_json_result, False, False),
     "trace": (_trace, False, False), "text": (_text, True, True),
     "github": (_github, True, True), "sarif": (_sarif, True, False),
     "junit": (_xml, True, True),

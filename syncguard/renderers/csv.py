@@ -10,11 +10,10 @@ from __future__ import annotations
 
 import csv as _csv
 import io
-from typing import TYPE_CHECKING, Optional
+from typing import TYPE_CHECKING
 
 from .._escape import csv_cell
 from ..analysis import is_missing
-from ..sites import shown_site
 from . import _tables
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -39,13 +38,9 @@ def render_steps(result: RunResult) -> str:
     return _safe_df(result.steps_df()).to_csv(index=False, lineterminator="\n")
 
 
-def render_events(result: RunResult, base: Optional[str] = None) -> str:
-    """One row per sync event (hidden and allowed, warm-up included). ``site`` reads as in
-    every report (:func:`syncguard.sites.shown_path`: relative to ``base``, default the
-    current directory); ``filename`` and ``lineno`` are the recorded ones."""
-    df = result.events_df()
-    df["site"] = [shown_site(s, base) for s in df["site"]]
-    return _safe_df(df).to_csv(index=False, lineterminator="\n")
+def render_events(result: RunResult) -> str:
+    """One row per sync event (hidden and allowed, warm-up included)."""
+    return _safe_df(result.events_df()).to_csv(index=False, lineterminator="\n")
 
 
 def render(result: RunResult, table: str = "steps") -> str:
