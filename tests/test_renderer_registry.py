@@ -87,8 +87,10 @@ def test_compare_files_by_extension(name: str, fmt: str) -> None:
 
 @pytest.mark.parametrize("name", ["c.txt", "c.json", "c.pdf", "c"])
 def test_compare_refuses_other_files(name: str) -> None:
-    with pytest.raises(ValueError, match=r"the comparison is written as \.csv, \.md or \.html"):
+    with pytest.raises(ValueError, match=r"the comparison is written as \.md, \.html or \.csv"):
         compare_renderer_for_path(name)
+    written = {x for r in RENDERERS.values() if r.compare_file for x in r.extensions}
+    assert written == {".md", ".markdown", ".html", ".htm", ".csv"}  # as the message says
 
 
 def test_the_cli_takes_the_gate_formats_from_the_registry(capsys: pytest.CaptureFixture) -> None:

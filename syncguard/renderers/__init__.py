@@ -178,10 +178,7 @@ def compare_renderer_for_path(path: str) -> Renderer:
     except ValueError:
         r = None
     if r is None or not r.compare_file:
-        exts = list(dict.fromkeys(x.extensions[0] for x in RENDERERS.values()
-                                  if x.compare_file and x.extensions))
-        raise ValueError(f"{path}: the comparison is written as {', '.join(exts[:-1])} or "
-                         f"{exts[-1]}")
+        raise ValueError(f"{path}: the comparison is written as .md, .html or .csv")
     return r
 
 
