@@ -1,7 +1,8 @@
 """syncguard.sites, the one owner of how a site reads: paths, ``file:line`` texts, function
 names, the caller of a helper, and the site's own frame in the guard's per-site grouping.
 (Site keys, which survive moved lines, are tested with the baselines: tests/test_baseline.py;
-every front end and format together: tests/test_site_reads.py.)"""
+every front end and format together: tests/test_site_reads.py. Not named test_sites.py:
+test_plugin's pytester runs write a test_sites.py of their own.)"""
 
 from __future__ import annotations
 
