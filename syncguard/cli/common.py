@@ -55,6 +55,7 @@ def add_scenario_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def add_width_argument(p: argparse.ArgumentParser) -> None:
+    """``--width`` of the terminal tables (default: the terminal's)."""
     p.add_argument("--width", type=int, default=None, help="terminal width for the tables")
 
 
@@ -166,8 +167,6 @@ def run_options(args: argparse.Namespace, counted: bool = True, timed: bool = Tr
 
 
 # ---------------------------------------------------------------------------- checks
-
-
 def device_for_probe(kind: str) -> Optional[str]:
     t = target(kind)
     return None if t.kind == "cpu" else str(t.device)
