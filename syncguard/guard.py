@@ -379,7 +379,11 @@ class SyncGuard:
                             columns=["step", "warmup", "syncs", "allowed"])
 
     def sites(self, include_allowed: bool = False) -> List[Dict[str, Any]]:
-        """Counted syncs grouped by call site: site, function, api, op, kind, count, steps."""
+        """Counted syncs grouped by call site: site, function, api, op, kind, count, steps,
+        and ``stack``: the site's own frame as a dict, so a report names its function as every
+        other does (the qualified name, ``Sampler.sample``:
+        :func:`syncguard.sites.function_name`); the events of one site may have different
+        callers, so none is kept."""
         groups: Dict[Tuple[str, str, Optional[str], str], Dict[str, Any]] = {}
         for e in self.events:
             if e.warmup or (e.allowed and not include_allowed):
@@ -389,6 +393,7 @@ class SyncGuard:
                 "site": e.site, "filename": e.filename, "lineno": e.lineno,
                 "function": e.function, "api": e.api, "op": e.op, "kind": e.kind,
                 "count": 0, "steps": [], "allowed": e.allowed,
+                "stack": [dataclasses.asdict(f) for f in e.stack[:1]],
             })
             g["count"] += e.count
             if e.step is not None and e.step not in g["steps"]:

@@ -37,6 +37,16 @@ def shown_path(filename: Any, base: Optional[str] = None) -> str:
     return f
 
 
+def shown_site(site: Any, base: Optional[str] = None) -> str:
+    """A ``file:line`` text (as results record it) with its file as :func:`shown_path` gives
+    it; a text without a line number is taken as a file name."""
+    text = "" if site is None else str(site)
+    file, sep, line = text.rpartition(":")
+    if not sep or not line.isdigit():
+        return shown_path(site, base)
+    return f"{shown_path(file, base)}:{line}"
+
+
 def _frame(fr: Any) -> Tuple[str, int, str]:
     """``(file, line, name)`` of a stack frame (object or dict), the qualified name where one
     was recorded."""

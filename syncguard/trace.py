@@ -8,8 +8,9 @@ nesting):
 - ``host thread``: one ``step N`` slice per step, and inside it one slice per launched op
   (for the first :data:`syncguard.timeline.TRACE_STEPS` measured steps);
 - ``device stream``: one slice per kernel;
-- ``syncs``: one slice per host read, from the read to the device drain (``args``: site,
-  API, hidden or allowed, modeled host stall and device bubble in us).
+- ``syncs``: one slice per host read, from the read to the device drain, named by its site
+  as every report names it (:func:`syncguard.sites.shown_site`; ``args``: the recorded
+  site, API, hidden or allowed, modeled host stall and device bubble in us).
 
 On the simulated device everything comes from the modeled timeline (``otherData.source``
 says so and names the profile): steps are laid end to end, each starting from the idle
@@ -27,6 +28,8 @@ from __future__ import annotations
 import json
 import os
 from typing import TYPE_CHECKING, Any, Dict, List, Tuple
+
+from .sites import shown_site
 
 if TYPE_CHECKING:  # pragma: no cover
     from .results import RunResult
@@ -84,7 +87,7 @@ def _modeled(result: RunResult, pid: int, scenario: str, path: str,
                                  off + float(s["host_us"]), wait,
                                  {"site": s.get("site"), "api": s.get("api"),
                                   "host_stall_us": s.get("stall_us")}))
-            ev.append(_slice(f"{kind}: {s.get('site')}", "sync", pid, SYNCS,
+            ev.append(_slice(f"{kind}: {shown_site(s.get('site'))}", "sync", pid, SYNCS,
                              off + float(s["host_us"]),
                              max(0.0, float(s["drain_us"]) - float(s["host_us"])),
                              {"site": s.get("site"), "api": s.get("api"), "op": s.get("op"),
@@ -115,8 +118,8 @@ def _measured(result: RunResult, pid: int, scenario: str, path: str) -> List[Dic
             wait = float(e.get("wait_us") or 0.0)
             hidden = not e.get("allowed")
             site = f"{e.get('filename')}:{e.get('lineno')}"
-            ev.append(_slice(f"{'hidden' if hidden else 'allowed'} sync: {site}", "sync", pid,
-                             SYNCS, at, wait,
+            ev.append(_slice(f"{'hidden' if hidden else 'allowed'} sync: {shown_site(site)}",
+                             "sync", pid, SYNCS, at, wait,
                              {"site": site, "api": e.get("api"), "hidden": hidden,
                               "step": s.step, "wait_us": e.get("wait_us"),
                               "position": "unknown within the step (no profiler trace)"}))

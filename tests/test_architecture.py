@@ -6,6 +6,7 @@ docs/architecture.md describes the layers."""
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 from typing import Dict, List, Set
 
@@ -44,9 +45,15 @@ def _owner(name: str) -> str:
     return name
 
 
+#: a relative ``"module:function"`` spec, as a registry names what it imports on first use
+#: (``".html:render"``, ``"..trace:render"``): a lazy import too
+_SPEC = re.compile(r"(\.+)([A-Za-z_][\w.]*):[A-Za-z_]\w*")
+
+
 def _imports(mod: str) -> Set[str]:
     """The package's modules ``mod`` imports. ``from . import sub`` counts as ``sub`` only
-    (the package ``__init__`` runs first anyway; a parent package is not a dependency)."""
+    (the package ``__init__`` runs first anyway; a parent package is not a dependency); a
+    relative ``"module:function"`` string (:data:`_SPEC`) counts as importing that module."""
     path = MODULES[mod]
     tree = ast.parse(path.read_text(encoding="utf-8"))
     skip = _type_checking_nodes(tree)
@@ -55,7 +62,13 @@ def _imports(mod: str) -> Set[str]:
     for node in ast.walk(tree):
         if id(node) in skip:
             continue
-        if isinstance(node, ast.Import):
+        spec = (_SPEC.fullmatch(node.value) if isinstance(node, ast.Constant)
+                and isinstance(node.value, str) else None)
+        if spec:
+            base = mod.split(".") if is_pkg else mod.split(".")[:-1]
+            base = base[:len(base) - (len(spec.group(1)) - 1)]
+            out.add(_owner(".".join(base + [spec.group(2)])))
+        elif isinstance(node, ast.Import):
             out.update(_owner(a.name) for a in node.names if a.name.startswith(PKG))
         elif isinstance(node, ast.ImportFrom):
             if node.level:
@@ -132,6 +145,13 @@ def test_the_checker_sees_lazy_imports() -> None:
     """The checker counts an import inside a function (the CLI imports its subcommands so)."""
     assert "syncguard.cli.run" in GRAPH["syncguard.cli"]
     assert "syncguard.runner" in GRAPH["syncguard.cli.run"]
+
+
+def test_the_checker_sees_the_renderer_registry() -> None:
+    """The renderer registry imports each renderer when first used, named by a spec string:
+    those count as imports (a renderer asking the registry for another would be a cycle)."""
+    assert {"syncguard.renderers.html", "syncguard.renderers.ci",
+            "syncguard.trace"} <= GRAPH["syncguard.renderers"]
 
 
 def test_no_import_cycle() -> None:

@@ -13,10 +13,10 @@ from typing import Any, Dict, List, Optional, Tuple
 import pandas as pd
 import pytest
 
+from syncguard import analysis
 from syncguard.events import Frame, SyncEvent
 from syncguard.renderers import (
     RENDERERS,
-    analysis,
     csv,
     format_for_path,
     html,

@@ -19,10 +19,9 @@ HELP = "counted pass only: exit 1 when hidden syncs exceed the budget"
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    from .common import add_allow_arguments
-    from .run import add_common
+    from .common import add_allow_arguments, add_gate_format_arguments, add_scenario_arguments
 
-    add_common(p)
+    add_scenario_arguments(p)
     p.add_argument("--max-syncs", type=int, default=None,  # also for RESULT folders
                    help="hidden syncs allowed per scenario and path (default: the scenario's "
                    "[expect] max_syncs, else 0)")
@@ -41,10 +40,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--profile", default=None, metavar="NAME|FILE",
                    help="device profile for --max-bubble-us (910b, h200 or a file; "
                    "default 910b)")
-    p.add_argument("--format", default="text", choices=("text", "github", "sarif", "junit"),
-                   help="text (default), github (workflow annotations), sarif, junit")
-    p.add_argument("--output", "-o", default=None,
-                   help="file for --format sarif/junit (default: stdout)")
+    add_gate_format_arguments(p)
 
 
 def main(args: argparse.Namespace) -> int:
@@ -53,9 +49,8 @@ def main(args: argparse.Namespace) -> int:
     from ..baseline import Baseline
     from ..errors import UsageError
     from ..gate import Tally, Verdict, budget
-    from .common import allow_sites_of, device_for_probe, finish, output_path
+    from .common import allow_sites_of, device_for_probe, finish, output_path, run_options
     from .common import target as cli_target
-    from .run import options
 
     if args.max_syncs is not None and args.max_syncs < 0:
         raise UsageError(f"--max-syncs: must be >= 0, got {args.max_syncs}")
@@ -75,7 +70,7 @@ def main(args: argparse.Namespace) -> int:
                          "scenario runs have no syncs outside their steps")
     if args.max_bubble_us is not None and not args.max_bubble_us >= 0:
         raise UsageError(f"--max-bubble-us: must be >= 0, got {args.max_bubble_us}")
-    opts = options(args, counted=True, timed=False)
+    opts = run_options(args, counted=True, timed=False)
     scenarios = runner.prepare(scenario.resolve(args.scenarios), opts)
     target = cli_target(opts.device)
     prof = None

@@ -1,6 +1,10 @@
-"""What the subcommands share: the device of a command (with its note line), output paths
-checked before any work, the allowlist options, and the end of a gate (``check``, recorded
-runs): a baseline written, or the verdicts emitted in the asked format."""
+"""What the subcommands share: the options more than one of them takes (the scenario options
+of ``run`` and ``check``, ``--device``, ``--width``, the report folder, an output file, the
+gate's ``--format``, the allowlist, ``--record-lines``) and their checks, the device of a
+command (with its note line), output paths checked before any work, and the end of a gate
+(``check``, recorded runs): a baseline written, or the verdicts emitted in the asked format.
+
+Everything here is cheap to import: the parser is built without torch or pandas."""
 
 from __future__ import annotations
 
@@ -13,6 +17,157 @@ from .._escape import one_line
 from ..errors import UsageError
 
 
+# ---------------------------------------------------------------------------- options
+class _AppendPaths(argparse.Action):
+    """``--paths``/``--path``: append, and remember which spelling was used (for errors)."""
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace,
+                 values: Any, option_string: Optional[str] = None) -> None:
+        items = list(getattr(namespace, self.dest, None) or [])
+        items.append(values)
+        setattr(namespace, self.dest, items)
+        namespace.paths_flag = option_string or "--paths"
+
+
+def add_device_argument(p: argparse.ArgumentParser, help: str) -> None:
+    """``--device`` (auto, sim, npu, cuda, cpu; default auto); ``help`` says what each means
+    for the command."""
+    from ..devices import DEVICES
+
+    p.add_argument("--device", default="auto", choices=DEVICES, help=help)
+
+
+def add_scenario_arguments(p: argparse.ArgumentParser) -> None:
+    """What ``run`` and ``check`` take to drive scenarios: the scenarios, ``--device``,
+    ``--paths``, ``--subject``, ``--steps`` and ``--warmup`` (checked by :func:`run_options`)."""
+    p.add_argument("scenarios", nargs="*", metavar="SCENARIO",
+                   help="scenario files, or names of scenarios of the registered scenario "
+                   "sets (default: every registered set's scenarios)")
+    add_device_argument(p, "auto (npu if torch_npu works, else sim), sim, npu, cuda or cpu "
+                        "(plain host tensors: no syncs counted)")
+    p.add_argument("--paths", "--path", dest="paths", action=_AppendPaths, default=None,
+                   metavar="PATH", help="the paths (subjects) to run: registered subject names "
+                   "or MODULE:OBJ (repeat or comma-separate; default: the scenario's paths)")
+    p.add_argument("--subject", dest="subjects", action="append", default=[],
+                   metavar="MODULE:OBJ", help="also drive this subject (your sampler; see "
+                   "syncguard.subjects): MODULE:OBJ or a registered name (repeatable)")
+    p.add_argument("--steps", type=int, default=None, help="override the steps per scenario")
+    p.add_argument("--warmup", type=int, default=None, help="override the warm-up steps")
+
+
+def add_width_argument(p: argparse.ArgumentParser) -> None:
+    """``--width`` of the terminal tables (default: the terminal's)."""
+    p.add_argument("--width", type=int, default=None, help="terminal width for the tables")
+
+
+def add_out_arguments(p: argparse.ArgumentParser, default: str) -> None:
+    """``--out`` (the report folder; ``default`` says where it goes without one) and
+    ``--force`` (checked by :func:`prepare_out`)."""
+    p.add_argument("--out", default=None, help=f"report folder (default: {default})")
+    p.add_argument("--force", action="store_true", help="overwrite existing report files")
+
+
+def add_output_arguments(p: argparse.ArgumentParser, help: str,
+                         metavar: Optional[str] = None) -> None:
+    """``-o``/``--output`` (one file written instead of, or besides, the terminal) and
+    ``--force`` to overwrite it (checked by :func:`output_path`)."""
+    p.add_argument("-o", "--output", default=None, metavar=metavar, help=help)
+    p.add_argument("--force", action="store_true", help="overwrite --output if it exists")
+
+
+def add_gate_format_arguments(p: argparse.ArgumentParser, files_under_out: bool = False) -> None:
+    """``--format``: the gate formats of the renderer registry (``text`` by default); and
+    ``--output``/``-o``, the file of a format that has one (sarif, junit): stdout by default,
+    or with ``files_under_out`` its file under the report folder (``exec``)."""
+    from ..renderers import GATE_RENDERERS
+
+    formats = tuple(GATE_RENDERERS)
+    filed = [r for r in GATE_RENDERERS.values() if r.file_name]
+    p.add_argument("--format", default=formats[0], choices=formats,
+                   help=f"gate output: {', '.join(formats)} (default: {formats[0]}; github: "
+                   "workflow annotations)")
+    default = (", ".join(f"OUT/{r.file_name}" for r in filed) + "; - for stdout"
+               if files_under_out else "stdout")
+    p.add_argument("--output", "-o", default=None,
+                   help=f"file for --format {'/'.join(r.name for r in filed)} "
+                   f"(default: {default})")
+
+
+def add_record_lines_argument(p: argparse.ArgumentParser, which: str) -> None:
+    """``--record-lines PATH`` (repeatable); ``which``: the lines recorded, in words."""
+    p.add_argument("--record-lines", action="append", default=[], metavar="PATH",
+                   help=f"record which `syncguard lint` candidate lines under PATH {which}, "
+                   "for `syncguard lint PATH --with-run OUT` (repeatable)")
+
+
+def add_allow_arguments(p: argparse.ArgumentParser) -> None:
+    """``--allow SITE`` (repeatable) and ``--config PYPROJECT``, as check and exec take them."""
+    p.add_argument("--allow", action="append", default=[], metavar="SITE",
+                   help="allow hidden syncs at this call site (file.py:line, pkg.mod:function or "
+                   "function; repeatable). Added to [tool.syncguard] allow of --config")
+    p.add_argument("--config", default=None, metavar="PYPROJECT",
+                   help="pyproject.toml whose [tool.syncguard] allow list applies (default: "
+                   "./pyproject.toml when present)")
+
+
+def parse_paths(raw: Optional[List[str]], flag: str = "--paths",
+                subjects: Optional[List[str]] = None) -> Optional[List[str]]:
+    """``--paths`` (comma-separated, repeatable) then ``--subject``: registered subject names
+    or ``MODULE:OBJ``, each loaded once here so a bad one fails before any run."""
+    from .. import subjects as registry
+
+    if not raw and not subjects:
+        return None
+    out: List[str] = []
+    named = [(flag, p.strip()) for chunk in raw or [] for p in chunk.split(",")]
+    named += [("--subject", s.strip()) for s in subjects or []]
+    for where, p in named:
+        if not registry.known(p):
+            raise UsageError(f"{where}: unknown path {p!r}; valid: "
+                             f"{', '.join(registry.registered())}, or MODULE:OBJ")
+        try:
+            registry.load(p, where)
+        except registry.SubjectError as exc:
+            raise UsageError(str(exc)) from None
+        if p not in out:
+            out.append(p)
+    return out
+
+
+def run_options(args: argparse.Namespace, counted: bool = True, timed: bool = True) -> Any:
+    """The :class:`syncguard.runner.RunOptions` of :func:`add_scenario_arguments` (and of
+    ``run``'s ``--repeat``, ``--budget``, ``--profile``, ``--ratio-base`` where given), each
+    checked: a bad value is one :class:`UsageError` before anything runs."""
+    from ..runner import RunOptions
+
+    if args.steps is not None and args.steps < 1:
+        raise UsageError(f"--steps: must be >= 1, got {args.steps}")
+    if args.warmup is not None and args.warmup < 0:
+        raise UsageError(f"--warmup: must be >= 0, got {args.warmup}")
+    if args.steps is not None and args.warmup is not None and args.warmup >= args.steps:
+        raise UsageError(f"--warmup: must be < --steps ({args.steps}), got {args.warmup}")
+    paths = parse_paths(args.paths, getattr(args, "paths_flag", "--paths"),
+                        getattr(args, "subjects", None))
+    repeat, budget = getattr(args, "repeat", None), getattr(args, "budget", None)
+    if repeat is not None and repeat < 1:
+        raise UsageError(f"--repeat: must be >= 1, got {repeat}")
+    if budget is not None and not budget > 0:
+        raise UsageError(f"--budget: must be > 0 seconds, got {budget}")
+    profile = getattr(args, "profile", None)
+    if profile is not None and profile != "none":
+        from ..timeline import ProfileError, load_profile
+
+        try:
+            load_profile(profile)  # one clear line (exit 2) before anything runs
+        except ProfileError as exc:
+            raise UsageError(str(exc)) from None
+    return RunOptions(device=args.device, paths=paths, steps=args.steps,
+                      warmup=args.warmup, counted=counted, timed=timed,
+                      baseline=getattr(args, "ratio_base", None), repeat=repeat,
+                      budget_s=budget, profile=profile)
+
+
+# ---------------------------------------------------------------------------- checks
 def device_for_probe(kind: str) -> Optional[str]:
     t = target(kind)
     return None if t.kind == "cpu" else str(t.device)
@@ -46,14 +201,34 @@ def output_path(path: Optional[str], force: bool = True, flag: str = "-o") -> No
         raise UsageError(f"{flag} {path}: exists; pass --force to overwrite it")
 
 
-def add_allow_arguments(p: argparse.ArgumentParser) -> None:
-    """``--allow SITE`` (repeatable) and ``--config PYPROJECT``, as check and exec take them."""
-    p.add_argument("--allow", action="append", default=[], metavar="SITE",
-                   help="allow hidden syncs at this call site (file.py:line, pkg.mod:function or "
-                   "function; repeatable). Added to [tool.syncguard] allow of --config")
-    p.add_argument("--config", default=None, metavar="PYPROJECT",
-                   help="pyproject.toml whose [tool.syncguard] allow list applies (default: "
-                   "./pyproject.toml when present)")
+def prepare_out(out: str, files: Sequence[str], force: bool) -> str:
+    """Make the report folder ``out``; refuse (UsageError) when it is a file, or when one of
+    ``files`` is already there and ``force`` is not set."""
+    from .._atomic import OutputError, output_kind
+
+    if os.path.exists(out) and not os.path.isdir(out):
+        raise UsageError(f"--out: {out} exists and is not a folder")
+    # lexists: a symbolic link (even a dangling one) is a clash too; --force replaces the link
+    clash = [f for f in files if os.path.lexists(os.path.join(out, f))]
+    for f in clash:  # a folder, device or FIFO named like a report: refused even with --force
+        try:
+            kind = output_kind(os.path.join(out, f))
+        except OutputError as exc:
+            raise UsageError(f"--out: {exc}") from None
+        if kind != "file":
+            raise UsageError(f"--out: {os.path.join(out, f)}: is a device or FIFO, not a "
+                             f"regular file")
+    if clash and not force:
+        raise UsageError(f"{os.path.join(out, clash[0])} exists; pass --force to overwrite "
+                         f"or choose another --out")
+    try:
+        os.makedirs(out, exist_ok=True)
+        probe = os.path.join(out, f".syncguard-probe-{os.getpid()}")
+        os.close(os.open(probe, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
+        os.unlink(probe)
+    except OSError as exc:  # /proc/x, a read-only mount: said now, not after the run
+        raise UsageError(f"--out: {out}: cannot write there: {exc.strerror}") from None
+    return out
 
 
 def allow_sites_of(args: argparse.Namespace) -> Tuple[Tuple[str, str], ...]:

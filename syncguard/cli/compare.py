@@ -10,16 +10,16 @@ HELP = "compare two runs, or two paths of one run"
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
+    from .common import add_output_arguments, add_width_argument
+
     p.add_argument("a", help="result file A")
     p.add_argument("b", nargs="?", default=None, help="result file B")
     p.add_argument("--paths", nargs=2, metavar=("P", "Q"), default=None,
                    help="compare two paths of run A (default when B is absent: the first two it "
                    "ran, in that order)")
-    p.add_argument("--width", type=int, default=None, help="terminal width for the tables")
-    p.add_argument("-o", "--output", default=None, metavar="FILE",
-                   help="also write the comparison to FILE: .md Markdown (for a PR comment), "
-                   ".html or .csv; an existing file needs --force")
-    p.add_argument("--force", action="store_true", help="overwrite --output")
+    add_width_argument(p)
+    add_output_arguments(p, "also write the comparison to FILE: .md Markdown (for a PR "
+                         "comment), .html or .csv; an existing file needs --force", "FILE")
 
 
 def main(args: argparse.Namespace) -> int:
@@ -27,13 +27,11 @@ def main(args: argparse.Namespace) -> int:
     from ..analysis import compare, compare_paths
     from ..console import stdout_console, wrote
     from ..errors import EXIT_OK, UsageError
-    from ..renderers import terminal
+    from ..renderers import RENDERERS, compare_renderer_for_path
     from .common import output_path
 
     writer = None
     if args.output is not None:
-        from ..renderers import compare_renderer_for_path
-
         try:
             writer = compare_renderer_for_path(args.output)
         except ValueError as exc:
@@ -58,9 +56,9 @@ def main(args: argparse.Namespace) -> int:
         df = compare_paths(a, p, q)
         title = f"{args.a}: {p} (A) vs {q} (B)"
         labels = (f"{args.a} [{p}]", f"{args.a} [{q}]")
-    terminal.render_compare(df, console, title)
+    RENDERERS["terminal"].render_compare(df, console=console, title=title)
     if writer is not None:
-        text = writer(df, *labels, title=title)
+        text = writer.render_compare(df, *labels, title=title)
         from .._atomic import write_text
 
         try:

@@ -26,7 +26,14 @@ HELP = "run your own program under the guard (per-step syncs, reports, CI gate)"
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    from ..devices import DEVICES
+    from .common import (
+        add_allow_arguments,
+        add_device_argument,
+        add_gate_format_arguments,
+        add_out_arguments,
+        add_record_lines_argument,
+        add_width_argument,
+    )
 
     p.add_argument("--step", action="append", default=[], metavar="MODULE:QUALNAME",
                    help="each call of this function or method is one step, e.g. "
@@ -37,10 +44,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    "the loop around it count too, e.g. model:Decoder.forward for one step per "
                    "token; a first call with another input shape is labelled prefill "
                    "(repeatable)")
-    p.add_argument("--device", default="auto", choices=DEVICES,
-                   help="auto (npu if torch_npu works, else cuda if available, else sim), sim "
-                   "(simulated npu + torch_npu stand-in set up before the program starts), "
-                   "npu, cuda, or cpu (CPU tensors counted as device-resident)")
+    add_device_argument(p, "auto (npu if torch_npu works, else cuda if available, else sim), "
+                        "sim (simulated npu + torch_npu stand-in set up before the program "
+                        "starts), npu, cuda, or cpu (CPU tensors counted as device-resident)")
     p.add_argument("--warmup", type=int, default=0,
                    help="the first N steps of each step name are kept but not counted")
     p.add_argument("--max-syncs", type=int, default=None,
@@ -52,20 +58,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--max-syncs-outside", type=int, default=None, metavar="N",
                    help="hidden syncs allowed outside every step, in total over the run "
                    "(set-up, the readback after the loop; default: no gate)")
-    from .common import add_allow_arguments
-
     add_allow_arguments(p)
-    p.add_argument("--out", default=None, help="report folder (default: reports/<time>-exec)")
-    p.add_argument("--force", action="store_true", help="overwrite existing report files")
-    p.add_argument("--format", default="text", choices=("text", "github", "sarif", "junit"),
-                   help="gate output: text (default), github, sarif, junit")
-    p.add_argument("--output", "-o", default=None,
-                   help="file for --format sarif/junit (default: OUT/syncguard.sarif, "
-                   "OUT/junit.xml; - for stdout)")
-    p.add_argument("--width", type=int, default=None, help="terminal width for the tables")
-    p.add_argument("--record-lines", action="append", default=[], metavar="PATH",
-                   help="record which `syncguard lint` candidate lines under PATH (file or "
-                   "folder) ran, for `syncguard lint PATH --with-run OUT` (repeatable)")
+    add_out_arguments(p, "reports/<time>-exec")
+    add_gate_format_arguments(p, files_under_out=True)
+    add_width_argument(p)
+    add_record_lines_argument(p, "(file or folder) ran")
     p.add_argument("-m", dest="module", nargs=argparse.REMAINDER, default=None,
                    metavar="MODULE [ARGS]", help="run a module as `python -m MODULE ARGS`")
     p.add_argument("program", nargs=argparse.REMAINDER, metavar="-- python SCRIPT [ARGS]",
@@ -74,8 +71,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def gate_file_name(fmt: str, rank: Optional[int]) -> Optional[str]:
     """The default file, under OUT, of ``--format sarif|junit`` (None for the other
-    formats): ``syncguard.sarif`` / ``junit.xml``, ``.rank<N>`` before the suffix for rank N."""
-    name = {"sarif": "syncguard.sarif", "junit": "junit.xml"}.get(fmt)
+    formats): ``syncguard.sarif`` / ``junit.xml`` (the renderer registry's file names),
+    ``.rank<N>`` before the suffix for rank N."""
+    from ..renderers import gate_file_name as file_of
+
+    name = file_of(fmt)
     if name is None or rank is None:
         return name
     stem, ext = os.path.splitext(name)
@@ -83,7 +83,7 @@ def gate_file_name(fmt: str, rank: Optional[int]) -> Optional[str]:
 
 
 def _out_dir(args: argparse.Namespace, device: str, files: Tuple[str, ...]) -> str:
-    from .run import prepare_out
+    from .common import prepare_out
 
     out = args.out
     if out is None:
@@ -115,9 +115,9 @@ def main(args: argparse.Namespace) -> int:
     from ..execute import ExecOptions, execute, rank_from_env, result_name
     from ..execute.hooks import StepSpecError, parse_step
     from ..execute.program import ProgramError, parse_command
+    from ..renderers import run_files
     from .common import allow_sites_of, output_path
     from .common import target as cli_target
-    from .run import REPORT_FILES
 
     for flag, v in (("--warmup", args.warmup), ("--max-syncs", args.max_syncs),
                     ("--max-syncs-per-step", args.max_syncs_per_step),
@@ -144,7 +144,7 @@ def main(args: argparse.Namespace) -> int:
             raise UsageError(f"--record-lines {p}: no such file or folder")
     rank = rank_from_env()
     target = cli_target(args.device, gpu=True)  # the simulated device exists before the program
-    files = (result_name(rank),) if rank is not None else REPORT_FILES
+    files = (result_name(rank),) if rank is not None else run_files()
     # sarif/junit without -o: a file under OUT, never stdout, which the program's output shares
     gate_file = gate_file_name(args.format, rank) if args.output is None else None
     out = _out_dir(args, target.kind, files + ((gate_file,) if gate_file else ()))

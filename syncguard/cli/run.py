@@ -20,47 +20,22 @@ import argparse
 import os
 import sys
 import time
-from typing import IO, Any, Callable, List, Optional, Sequence
+from typing import IO, Any, Callable, Optional, Sequence
 
 NAME = "run"
 HELP = "run scenarios and write reports (the main job)"
 
 
-class _AppendPaths(argparse.Action):
-    """``--paths``/``--path``: append, and remember which spelling was used (for errors)."""
-
-    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace,
-                 values: Any, option_string: Optional[str] = None) -> None:
-        items = list(getattr(namespace, self.dest, None) or [])
-        items.append(values)
-        setattr(namespace, self.dest, items)
-        namespace.paths_flag = option_string or "--paths"
-
-
-def add_common(p: argparse.ArgumentParser) -> None:
-    from ..devices import DEVICES
-
-    p.add_argument("scenarios", nargs="*", metavar="SCENARIO",
-                   help="scenario files, or names of scenarios of the registered scenario "
-                   "sets (default: every registered set's scenarios)")
-    p.add_argument("--device", default="auto", choices=DEVICES,
-                   help="auto (npu if torch_npu works, else sim), sim, npu, cuda or cpu (plain "
-                   "host tensors: no syncs counted)")
-    p.add_argument("--paths", "--path", dest="paths", action=_AppendPaths, default=None,
-                   metavar="PATH", help="the paths (subjects) to run: registered subject names "
-                   "or MODULE:OBJ (repeat or comma-separate; default: the scenario's paths)")
-    p.add_argument("--subject", dest="subjects", action="append", default=[],
-                   metavar="MODULE:OBJ", help="also drive this subject (your sampler; see "
-                   "syncguard.subjects): MODULE:OBJ or a registered name (repeatable)")
-    p.add_argument("--steps", type=int, default=None, help="override the steps per scenario")
-    p.add_argument("--warmup", type=int, default=None, help="override the warm-up steps")
-
-
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    add_common(p)
-    p.add_argument("--out", default=None,
-                   help="report folder (default: reports/<time>-<device>)")
-    p.add_argument("--force", action="store_true", help="overwrite existing report files")
+    from .common import (
+        add_out_arguments,
+        add_record_lines_argument,
+        add_scenario_arguments,
+        add_width_argument,
+    )
+
+    add_scenario_arguments(p)
+    add_out_arguments(p, "reports/<time>-<device>")
     p.add_argument("--no-timed", action="store_true", help="skip the timed pass")
     p.add_argument("--ratio-base", default=None, metavar="PATH",
                    help="the path latency ratios are taken against (default: each "
@@ -78,10 +53,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    "180), split across the scenarios: each gets an equal share of what is "
                    "left, its counted pass first, its timed pass the rest (at least one "
                    "round); the expected total is printed at the start")
-    p.add_argument("--width", type=int, default=None, help="terminal width for the tables")
-    p.add_argument("--record-lines", action="append", default=[], metavar="PATH",
-                   help="record which `syncguard lint` candidate lines under PATH ran in the "
-                   "counted pass, for `syncguard lint PATH --with-run OUT` (repeatable)")
+    add_width_argument(p)
+    add_record_lines_argument(p, "ran in the counted pass")
     p.add_argument("--crosscheck", action="store_true",
                    help="also count the counted pass with the runtime's own mechanism (CUDA "
                    "sync debug/trace, NPU trace, sim backend) in a child process and list "
@@ -104,100 +77,12 @@ def crosscheck(scenarios: Sequence[Any], opts: Any, out: str) -> int:
     return subprocess.run(cmd).returncode
 
 
-def parse_paths(raw: Optional[List[str]], flag: str = "--paths",
-                subjects: Optional[List[str]] = None) -> Optional[List[str]]:
-    """``--paths`` (comma-separated, repeatable) then ``--subject``: registered subject names
-    or ``MODULE:OBJ``, each loaded once here so a bad one fails before any run."""
-    from .. import subjects as registry
-    from ..errors import UsageError
-
-    if not raw and not subjects:
-        return None
-    out: List[str] = []
-    named = [(flag, p.strip()) for chunk in raw or [] for p in chunk.split(",")]
-    named += [("--subject", s.strip()) for s in subjects or []]
-    for where, p in named:
-        if not registry.known(p):
-            raise UsageError(f"{where}: unknown path {p!r}; valid: "
-                             f"{', '.join(registry.registered())}, or MODULE:OBJ")
-        try:
-            registry.load(p, where)
-        except registry.SubjectError as exc:
-            raise UsageError(str(exc)) from None
-        if p not in out:
-            out.append(p)
-    return out
-
-
-def options(args: argparse.Namespace, counted: bool = True, timed: bool = True):  # type: ignore[no-untyped-def]
-    from ..errors import UsageError
-    from ..runner import RunOptions
-
-    if args.steps is not None and args.steps < 1:
-        raise UsageError(f"--steps: must be >= 1, got {args.steps}")
-    if args.warmup is not None and args.warmup < 0:
-        raise UsageError(f"--warmup: must be >= 0, got {args.warmup}")
-    if args.steps is not None and args.warmup is not None and args.warmup >= args.steps:
-        raise UsageError(f"--warmup: must be < --steps ({args.steps}), got {args.warmup}")
-    paths = parse_paths(args.paths, getattr(args, "paths_flag", "--paths"),
-                        getattr(args, "subjects", None))
-    repeat, budget = getattr(args, "repeat", None), getattr(args, "budget", None)
-    if repeat is not None and repeat < 1:
-        raise UsageError(f"--repeat: must be >= 1, got {repeat}")
-    if budget is not None and not budget > 0:
-        raise UsageError(f"--budget: must be > 0 seconds, got {budget}")
-    profile = getattr(args, "profile", None)
-    if profile is not None and profile != "none":
-        from ..timeline import ProfileError, load_profile
-
-        try:
-            load_profile(profile)  # one clear line (exit 2) before anything runs
-        except ProfileError as exc:
-            raise UsageError(str(exc)) from None
-    return RunOptions(device=args.device, paths=paths, steps=args.steps,
-                      warmup=args.warmup, counted=counted, timed=timed,
-                      baseline=getattr(args, "ratio_base", None), repeat=repeat,
-                      budget_s=budget, profile=profile)
-
-
-REPORT_FILES = ("result.jsonl", "result.json", "steps.csv", "events.csv", "report.md",
-                "report.html", "trace.json")
-
-
 def out_dir(args: argparse.Namespace, device: str) -> str:
+    from ..renderers import run_files
+    from .common import prepare_out
+
     out = args.out or os.path.join("reports", time.strftime("%Y%m%d-%H%M%S") + f"-{device}")
-    return prepare_out(out, REPORT_FILES, args.force)
-
-
-def prepare_out(out: str, files: Sequence[str], force: bool) -> str:
-    """Make the report folder ``out``; refuse (UsageError) when it is a file, or when one of
-    ``files`` is already there and ``force`` is not set."""
-    from .._atomic import OutputError, output_kind
-    from ..errors import UsageError
-
-    if os.path.exists(out) and not os.path.isdir(out):
-        raise UsageError(f"--out: {out} exists and is not a folder")
-    # lexists: a symbolic link (even a dangling one) is a clash too; --force replaces the link
-    clash = [f for f in files if os.path.lexists(os.path.join(out, f))]
-    for f in clash:  # a folder, device or FIFO named like a report: refused even with --force
-        try:
-            kind = output_kind(os.path.join(out, f))
-        except OutputError as exc:
-            raise UsageError(f"--out: {exc}") from None
-        if kind != "file":
-            raise UsageError(f"--out: {os.path.join(out, f)}: is a device or FIFO, not a "
-                             f"regular file")
-    if clash and not force:
-        raise UsageError(f"{os.path.join(out, clash[0])} exists; pass --force to overwrite "
-                         f"or choose another --out")
-    try:
-        os.makedirs(out, exist_ok=True)
-        probe = os.path.join(out, f".syncguard-probe-{os.getpid()}")
-        os.close(os.open(probe, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
-        os.unlink(probe)
-    except OSError as exc:  # /proc/x, a read-only mount: said now, not after the run
-        raise UsageError(f"--out: {out}: cannot write there: {exc.strerror}") from None
-    return out
+    return prepare_out(out, run_files(), args.force)
 
 
 PROGRESS_ENV, PROGRESS_DEFAULT_S = "SYNCGUARD_PROGRESS_SECONDS", 60.0
@@ -301,17 +186,18 @@ def main(args: argparse.Namespace) -> int:
     from .._escape import line_safe, one_line
     from ..console import stdout_console, wrote
     from ..errors import EXIT_INTERNAL, EXIT_OK, EXIT_OVER
-    from ..renderers import terminal, write_reports
+    from ..renderers import RENDERERS, RESULT_STREAM, write_reports
+    from .common import run_options
     from .common import target as cli_target
 
-    opts = options(args, timed=not args.no_timed)
+    opts = run_options(args, timed=not args.no_timed)
     lines = _line_recorder(args)
     scenarios = runner.prepare(scenario.resolve(args.scenarios), opts)
     interval = progress_interval()
     target = cli_target(opts.device)  # fail early, before any file is written
     opts.device = target.kind
     out = out_dir(args, target.kind)
-    result_path = os.path.join(out, "result.jsonl")
+    result_path = os.path.join(out, RESULT_STREAM)
     err = Console(stderr=True, file=line_safe(lambda: sys.stderr))
     # with --repeat the steps are known; otherwise the timed pass takes as many rounds as fit
     # its budget, and the count is open-ended
@@ -347,7 +233,7 @@ def main(args: argparse.Namespace) -> int:
     with stop.finishing():
         res = results.load(result_path)
         written = write_reports(res, out)
-    terminal.render(res, stdout_console(args.width))
+    RENDERERS["terminal"].render(res, stdout_console(args.width))
     for path in written:
         wrote(path)
     wrote(result_path)

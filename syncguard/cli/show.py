@@ -12,11 +12,12 @@ HELP = "render a result file"
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
+    from .common import add_output_arguments, add_width_argument
+
     p.add_argument("result", help="a result.jsonl written by `syncguard run`")
-    p.add_argument("-o", "--output", default=None,
-                   help="write to this file instead of the terminal (.md, .html, .json, .csv)")
-    p.add_argument("--force", action="store_true", help="overwrite --output if it exists")
-    p.add_argument("--width", type=int, default=None, help="terminal width for the tables")
+    add_output_arguments(p, "write to this file instead of the terminal (.md, .html, .json, "
+                         ".csv)")
+    add_width_argument(p)
 
 
 def main(args: argparse.Namespace) -> int:
@@ -24,7 +25,7 @@ def main(args: argparse.Namespace) -> int:
     from .._atomic import write_text
     from ..console import stdout_console, wrote
     from ..errors import EXIT_OK, UsageError
-    from ..renderers import renderer_for_path, terminal
+    from ..renderers import RENDERERS, renderer_for_path
     from .common import output_path
 
     if args.output:
@@ -42,5 +43,5 @@ def main(args: argparse.Namespace) -> int:
             raise UsageError(f"{args.output}: cannot write: {exc.strerror}") from None
         wrote(args.output)
         return EXIT_OK
-    terminal.render(res, stdout_console(args.width))
+    RENDERERS["terminal"].render(res, stdout_console(args.width))
     return EXIT_OK

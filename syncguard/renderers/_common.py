@@ -155,11 +155,10 @@ def short_path(filename: Any, base: Optional[str] = None) -> str:
 
 
 def short_site(site: str, base: Optional[str] = None) -> str:
-    """``file:line`` with the file shortened by :func:`short_path`."""
-    file, sep, line = site.rpartition(":")
-    if not sep or not line.isdigit():
-        return short_path(site, base)
-    return f"{short_path(file, base)}:{line}"
+    """``file:line`` with the file shortened (:func:`syncguard.sites.shown_site`)."""
+    from ..sites import shown_site
+
+    return shown_site(site, base)
 
 
 def fmt_num(x: Any, digits: int = 2) -> str:

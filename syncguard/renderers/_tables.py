@@ -44,9 +44,16 @@ STYLE_LEGEND: Dict[str, str] = {
     "dim": "warm-up step (not counted)",
 }
 STYLES: Tuple[str, ...] = ("",) + tuple(STYLE_LEGEND)
+#: Semantic cell styles -> their look: every format draws the styles of one look alike, and
+#: maps only the looks (``good``, ``bad``, ``changed``, ``note``, ``dim``) to its own colours,
+#: bold or background; a new style joins a look here.
+LOOKS: Dict[str, str] = {
+    "best": "good", "worst": "bad", "improved": "good", "regressed": "bad",
+    "changed": "changed", "note": "note", "dim": "dim",
+}
 #: styles that mean "bad" and "good": renderers draw each group alike
-BAD = ("worst", "regressed")
-GOOD = ("best", "improved")
+BAD = tuple(s for s, look in LOOKS.items() if look == "bad")
+GOOD = tuple(s for s, look in LOOKS.items() if look == "good")
 
 
 @dataclasses.dataclass(frozen=True)

@@ -224,6 +224,11 @@ def render_sarif(verdicts: Sequence[Verdict]) -> Dict[str, Any]:
     return {"$schema": SARIF_SCHEMA_URI, "version": "2.1.0", "runs": [run]}
 
 
+def render_sarif_json(verdicts: Sequence[Verdict]) -> str:
+    """:func:`render_sarif` as the JSON text written."""
+    return json.dumps(render_sarif(verdicts), indent=2) + "\n"
+
+
 # ---------------------------------------------------------------------------- junit
 def render_junit(verdicts: Sequence[Verdict]) -> str:
     """JUnit XML: one testcase per verdict (classname ``syncguard.<scenario>``, name the
@@ -281,7 +286,7 @@ def render(fmt: str, verdicts: Sequence[Verdict]) -> str:
     if fmt == "github":
         return render_github(verdicts)
     if fmt == "sarif":
-        return json.dumps(render_sarif(verdicts), indent=2) + "\n"
+        return render_sarif_json(verdicts)
     if fmt == "junit":
         return render_junit(verdicts)
     raise ValueError(f"unknown format {fmt!r}; valid formats: {', '.join(FORMATS)}")

@@ -83,6 +83,8 @@ def render_table(t: _tables.Table) -> str:
     return buf.getvalue()
 
 
-def render_compare(df: pd.DataFrame, label_a: str = "A", label_b: str = "B") -> str:
-    """A comparison (:func:`analysis.compare` / :func:`analysis.compare_paths`) as CSV."""
+def render_compare(df: pd.DataFrame, label_a: str = "A", label_b: str = "B",
+                   title: str = "") -> str:
+    """A comparison (:func:`analysis.compare` / :func:`analysis.compare_paths`) as CSV
+    (``title`` is not written: a CSV file is its table alone)."""
     return render_table(_tables.compare_tbl(df, label_a, label_b))

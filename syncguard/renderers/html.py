@@ -77,9 +77,11 @@ def esc(s: object) -> str:
     return html_text(s)
 
 
+#: how each look of :data:`._tables.LOOKS` reads here, for the legend (:data:`CSS` draws it)
+_LOOK_WORDS = {"good": "green", "bad": "red", "changed": "bold", "note": "yellow background",
+               "dim": "grey"}
 #: how each style looks here, for the legend
-STYLE_WORDS = {"best": "green", "improved": "green", "worst": "red", "regressed": "red",
-               "changed": "bold", "note": "yellow background", "dim": "grey"}
+STYLE_WORDS = {s: _LOOK_WORDS[look] for s, look in _tables.LOOKS.items()}
 
 
 def _looks(styles: List[str]) -> List[Tuple[str, str, str]]:

@@ -32,7 +32,7 @@ def code(s: str) -> str:
 
 #: styles drawn in bold (Markdown has no colour): the bad ones, notable steps, changes;
 #: good ones stay plain and a compare's change column says "better" in words
-BOLD = _tables.BAD + ("note", "changed")
+BOLD = tuple(s for s, look in _tables.LOOKS.items() if look in ("bad", "note", "changed"))
 
 
 def _cell(c: _tables.Cell) -> str:

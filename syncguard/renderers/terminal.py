@@ -35,14 +35,15 @@ if TYPE_CHECKING:  # pragma: no cover
 #: reports list every site): a program with 20,000 sync sites prints a screenful, not 80,000
 #: lines.
 MAX_SITES = 20
-#: the look of each semantic style of :mod:`._tables` (green good, red bad)
-STYLE_LOOK: Dict[str, str] = {
-    "best": "bold green", "improved": "bold green", "worst": "bold red",
-    "regressed": "bold red", "changed": "bold", "note": "yellow", "dim": "dim",
+#: each look of :data:`._tables.LOOKS` here (green good, red bad) and how it reads in the legend
+_LOOKS: Dict[str, Tuple[str, str]] = {
+    "good": ("bold green", "green"), "bad": ("bold red", "red"), "changed": ("bold", "bold"),
+    "note": ("yellow", "yellow"), "dim": ("dim", "dim"),
 }
-#: how each look reads, for the legend
-LOOK_WORDS: Dict[str, str] = {"bold green": "green", "bold red": "red", "bold": "bold",
-                              "yellow": "yellow", "dim": "dim"}
+#: the rich style of each semantic style of :mod:`._tables`
+STYLE_LOOK: Dict[str, str] = {s: _LOOKS[look][0] for s, look in _tables.LOOKS.items()}
+#: how each rich style reads, for the legend
+LOOK_WORDS: Dict[str, str] = dict(_LOOKS.values())
 BEST = STYLE_LOOK["best"]
 WORST = STYLE_LOOK["worst"]
 
