@@ -10,13 +10,12 @@ import subprocess
 import sys
 import textwrap
 from pathlib import Path
-from typing import Any, List, Tuple
+from typing import Any
 
 import pytest
 from test_renderers import _compare_df, make_result
 
 from syncguard import renderers
-from syncguard.baseline import Finding
 from syncguard.events import SyncEvent
 from syncguard.renderers import (
     GATE_RENDERERS,
@@ -62,14 +61,16 @@ def test_gate_renderers_are_the_ci_formats() -> None:
     from syncguard.renderers import ci
 
     assert tuple(GATE_RENDERERS) == ci.FORMATS
+    from syncguard.gate import judge
+
     ev = SyncEvent(kind="scalar_read", api="Tensor.item", op="aten::_local_scalar_dense",
                    filename="pkg/m.py", lineno=7, function="f", stack=(), step=2,
                    thread="MainThread")
-    findings = [Finding(scenario="s", path="p", event=ev, count=3, steps=[2, 3],
-                        baseline_count=None, message="3 hidden syncs, budget 0")]
-    totals: List[Tuple[str, str, int, int, bool]] = [("s", "p", 3, 0, True)]
+    verdicts = [judge([ev, ev], max_syncs=0, scenario="s", path="p"),
+                judge([], max_syncs=0, scenario="s", path="q")]
+    assert verdicts[0].failed and not verdicts[1].failed
     for name, r in GATE_RENDERERS.items():
-        assert r.render(totals, findings, None) == ci.render(name, totals, findings), name
+        assert r.render(verdicts) == ci.render(name, verdicts), name
 
 
 def test_written_json_is_the_rendered_json(tmp_path: Path, result: Any) -> None:

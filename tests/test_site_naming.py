@@ -121,7 +121,9 @@ def test_the_harness_is_never_the_caller(driver: str) -> None:
 
 
 def test_the_case_study_and_installed_packages_are_callers() -> None:
-    sampler = os.path.join(PKG, "sampling", "sampler.py")  # code under test, not the harness
+    # code under test, not the harness
+    sampler = os.path.join(os.path.dirname(PKG.rstrip(os.sep)), "sglang_ascend_sampling",
+                           "sampler.py")
     lib = os.path.join(os.path.dirname(os.__file__), "site-packages", "lib", "x.py")
     for caller in (sampler, lib):
         stack = [_fr("/u/helper.py", 4, "helper"), _fr(caller, 10, "f")]
