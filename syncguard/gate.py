@@ -13,7 +13,7 @@ per step name and run). Torch-free.
 - :func:`judge` gives a :class:`Verdict`: with ``max_syncs`` it fails when the hidden syncs
   exceed the budget (every site is then a finding); with a :class:`~syncguard.baseline.Baseline`
   it fails only on a site the baseline does not know or a count above the recorded one (sites
-  are matched by :func:`~syncguard.baseline.site_key`, so moved lines still match).
+  are matched by :func:`~syncguard.sites.site_key`, so moved lines still match).
   :func:`per_step_verdict` judges the worst step call instead of the total.
 - A :class:`Verdict` writes every text said about it: :meth:`Verdict.line`,
   :meth:`Verdict.row` (``check``'s summary), :meth:`Verdict.brief` (JUnit),
@@ -46,10 +46,10 @@ import dataclasses
 from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple, Union
 
 from ._words import plural, steps_phrase
-from .baseline import Baseline, BaselineSite, Finding, site_key
+from .baseline import Baseline, BaselineSite, Finding
 from .events import SyncEvent
 from .events import site_line as _site_line
-from .sites import caller_text, function_name
+from .sites import caller_text, function_name, site_key
 
 __all__ = ["OUTSIDE_GATE", "Budget", "Site", "Tally", "Verdict", "baseline_from", "budget",
            "judge", "per_step_verdict", "summary"]
@@ -62,7 +62,7 @@ OUTSIDE_GATE = "outside steps"
 class Site:
     """Hidden syncs at one call site: ``count`` host syncs (sum of event counts) made in
     ``steps`` (step indices, sorted; ``outside_steps`` when some were made outside any step);
-    ``event`` is the first event seen there; ``key`` its :func:`~syncguard.baseline.site_key`."""
+    ``event`` is the first event seen there; ``key`` its :func:`~syncguard.sites.site_key`."""
 
     key: str
     event: SyncEvent

@@ -5,14 +5,22 @@ here, so the same site reads the same everywhere: its file as :func:`shown_path`
 line, the function, and for a site inside a helper (a stop-condition callable, a library's
 small function) the first frame outside the helper's file that called it
 (:func:`caller_of`): ``stopping.py:14 in __call__, called from generate.py:25 in
-decode_loop``.
+decode_loop``. A site's identity for baselines and the CI formats is here too:
+:func:`display_path` (a file as CI annotations name it: relative to the repository, ``/``
+separators), :func:`key_path` and :func:`site_key` (a key that survives lines moving).
 """
 
 from __future__ import annotations
 
+import linecache
 import os
+import re
+import sys
 import sysconfig
-from typing import Any, Iterable, Optional, Tuple
+from typing import TYPE_CHECKING, Any, Iterable, List, Optional, Tuple
+
+if TYPE_CHECKING:
+    from .events import SyncEvent
 
 _PKG_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
 
@@ -123,3 +131,116 @@ def site_text(filename: Any, lineno: Any, function: Any = None, caller: str = ""
     decode_loop`` (``caller`` from :func:`caller_text`; left out when empty)."""
     text = frame_text(filename, lineno, function, base)
     return f"{text}, called from {caller}" if caller else text
+
+
+# ---------------------------------------------------------------------------- site keys
+# A site's identity for baselines: the path part and the key (the line's text, not its number).
+def display_path(filename: str, root: Optional[str] = None) -> str:
+    """``filename`` relative to ``root`` (default: the current directory) with ``/``
+    separators when it lies under ``root``; otherwise the normalised absolute path."""
+    if filename.startswith("<"):
+        return filename
+    root = os.path.abspath(root if root is not None else os.getcwd())
+    path = os.path.abspath(filename)
+    try:
+        rel = os.path.relpath(path, root)
+    except ValueError:  # another drive (Windows)
+        return path.replace(os.sep, "/")
+    if rel == os.pardir or rel.startswith(os.pardir + os.sep):
+        return path.replace(os.sep, "/")
+    return rel.replace(os.sep, "/")
+
+
+def key_path(filename: str, root: Optional[str] = None) -> str:
+    """The path part of a :func:`site_key`: relative to ``root`` (default the current
+    directory) when under it; else relative to the longest ``sys.path`` entry holding it (an
+    installed package: ``sglang_ascend_sampling/sampler.py`` wherever site-packages is); else
+    relative to the directory above its top package (``__init__.py`` files); else absolute.
+    Always with ``/`` separators."""
+    shown = display_path(filename, root)
+    if filename.startswith("<") or not os.path.isabs(shown.replace("/", os.sep)):
+        return shown
+    path = os.path.abspath(filename)
+    best = ""
+    for entry in sys.path:
+        if not entry:
+            continue
+        e = os.path.abspath(entry)
+        if path.startswith(e.rstrip(os.sep) + os.sep) and len(e) > len(best):
+            best = e
+    if best:
+        return os.path.relpath(path, best).replace(os.sep, "/")
+    # Not on sys.path as such (an editable install's import hook): from the top package.
+    top = os.path.dirname(path)
+    while os.path.isfile(os.path.join(top, "__init__.py")):
+        top = os.path.dirname(top)
+    if top != os.path.dirname(path):
+        return os.path.relpath(path, top).replace(os.sep, "/")
+    return shown
+
+
+def norm_line(line: str) -> str:
+    """A source line as site keys hold it: its trailing ``# comment`` dropped (editing a
+    comment does not make a new site), whitespace collapsed."""
+    return " ".join(strip_comment(line).split())
+
+
+def strip_comment(line: str) -> str:
+    """``line`` without its trailing ``# comment`` (a ``#`` inside a string stays). A line that
+    does not tokenize on its own (inside a multi-line string) is returned whole."""
+    if "#" not in line:
+        return line
+    import io
+    import tokenize
+
+    try:
+        for tok in tokenize.generate_tokens(io.StringIO(line.strip() + "\n").readline):
+            if tok.type == tokenize.COMMENT:
+                return line.strip()[:tok.start[1]]
+            if tok.type == tokenize.ERRORTOKEN and tok.string in ("'", '"'):
+                return line  # an unterminated string: not ours to cut
+    except (tokenize.TokenError, SyntaxError, IndentationError):
+        pass  # an open bracket at the end of the line: comments seen so far were handled
+    return line
+
+
+def _function_start(lines: List[str], lineno: int, function: str) -> int:
+    """1-based line where the ``def`` of ``function`` enclosing ``lineno`` starts (1 for module
+    level, comprehensions, lambdas and anything not found)."""
+    if function.startswith("<"):
+        return 1
+    pat = re.compile(r"\s*(async\s+)?def\s+" + re.escape(function) + r"\b")
+    for i in range(min(lineno, len(lines)) - 1, -1, -1):
+        if pat.match(lines[i]):
+            return i + 1
+    return 1
+
+
+def site_key(ev: SyncEvent, root: Optional[str] = None) -> str:
+    """A call-site identity that survives lines moving.
+
+    Made of: the file path (:func:`key_path`: relative to ``root``, default the current
+    directory, normally the repository root; for a file outside it, relative to its
+    ``sys.path`` entry, so an installed package gives the same key on every machine), the
+    function, the sync's ``kind``, ``api`` and
+    ``op``, the source text of the line (its comment dropped, whitespace collapsed, read with
+    :mod:`linecache`) and
+    an occurrence index ``#n``: how many identical lines (same text) come before it in the same
+    function (in the file for module-level code, lambdas and comprehensions). The line number
+    is not part of it, so inserting or deleting lines above a site keeps its key; editing the
+    line itself, renaming the function or moving it to another file makes a new site. Without
+    source (``<string>``, a deleted file) the line number is used instead of the text.
+    """
+    path = key_path(ev.filename, root)
+    lines: List[str] = []
+    if not ev.filename.startswith("<"):
+        linecache.checkcache(ev.filename)  # the file may have changed in this process
+        lines = linecache.getlines(ev.filename)
+    if 1 <= ev.lineno <= len(lines):
+        text = norm_line(lines[ev.lineno - 1])
+        start = _function_start(lines, ev.lineno, ev.function)
+        occ = sum(1 for i in range(start - 1, ev.lineno - 1) if norm_line(lines[i]) == text)
+        where = f"{text} #{occ}"
+    else:
+        where = f"line {ev.lineno}"
+    return f"{path}::{ev.function}::{ev.kind}::{ev.api}::{ev.op or '-'}::{where}"

@@ -179,7 +179,7 @@ def user_error(name: str, method: str, exc: BaseException) -> Optional[SubjectEr
             where = fr
     if where is None:
         return None
-    from .baseline import display_path
+    from .sites import display_path
 
     return SubjectError(f"subject {name}: {method}() raised {type(exc).__name__}: {exc} at "
                         f"{display_path(where.filename)}:{where.lineno}")

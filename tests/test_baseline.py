@@ -17,15 +17,8 @@ import pytest
 
 from syncguard import SyncEvent, SyncGuard
 from syncguard import allow as syncguard_allow
-from syncguard.baseline import (
-    Baseline,
-    BaselineError,
-    Finding,
-    display_path,
-    key_path,
-    site_key,
-)
-from syncguard.sites import caller_text
+from syncguard.baseline import Baseline, BaselineError, Finding
+from syncguard.sites import caller_text, display_path, key_path, site_key
 
 # A decode loop with three sites: A every step, B `repeat` times a step, C only with `extra`.
 WORKLOAD = '''\
@@ -147,7 +140,7 @@ def test_site_key_ignores_comments_on_the_line(workload: Path, tmp_path: Path) -
     old = tmp_path / "old.json"
     old.write_text(json.dumps(data))
     assert Baseline.load(str(old)).compare("sc", "legacy", grouped) == []
-    from syncguard.baseline import strip_comment
+    from syncguard.sites import strip_comment
 
     assert strip_comment("    s = '#x'  # c").rstrip() == "s = '#x'"
     assert strip_comment('    """ text # not a comment') == '    """ text # not a comment'

@@ -51,7 +51,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    from ..baseline import display_path
     from ..console import warning
     from ..errors import EXIT_OK, EXIT_OVER, UsageError
     from ..lint import baseline as lint_baseline
@@ -59,6 +58,7 @@ def main(args: argparse.Namespace) -> int:
     from ..lint.checker import CERTAIN, LIKELY
     from ..lint.files import find_pyproject, load_config
     from ..lint.render import RENDERERS
+    from ..sites import display_path
 
     paths = args.paths or ["."]
     for p in paths:

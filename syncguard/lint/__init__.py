@@ -62,7 +62,7 @@ def lint_paths(paths: Sequence[str], exclude: Sequence[str] = (),
                exclude_root: Optional[str] = None, root: Optional[str] = None) -> LintReport:
     """Lint ``paths`` (files and folders, see :func:`.files.iter_files`); finding paths are
     shown relative to ``root`` (default: the current directory) when under it."""
-    from ..baseline import display_path
+    from ..sites import display_path
     from .files import iter_files
 
     t0 = time.perf_counter()

@@ -148,7 +148,7 @@ def render_json(findings: Sequence[Finding], summary: Dict[str, Any]) -> str:
 def finding_key(f: Finding, occurrence: Optional[int] = None) -> str:
     """A line identity that survives lines moving: path, function, rule, API and the line's
     text (comment dropped, whitespace collapsed); see :mod:`.baseline`."""
-    from ..baseline import _norm
+    from ..sites import norm_line as _norm
 
     key = f"{f.path}::{f.function}::{f.rule}::{f.api}::{_norm(f.text)}"
     return key if occurrence is None else f"{key} #{occurrence}"

@@ -21,10 +21,10 @@ from urllib.parse import quote
 from .. import _escape
 from .._atomic import atomic_open
 from .._words import plural, steps_phrase
-from ..baseline import Finding, display_path, site_key
+from ..baseline import Finding
 from ..events import KINDS
 from ..gate import Verdict, summary
-from ..sites import caller_text, function_name
+from ..sites import caller_text, display_path, function_name, site_key
 
 FORMATS: Tuple[str, ...] = ("text", "github", "sarif", "junit")
 
