@@ -33,11 +33,11 @@ from typing import Any, Dict
 
 from _common import environment, interleaved, median, paired_ratio, rounded, write_report
 
-from syncguard import steps
-from syncguard.devices import resolve_target
+from syncguard.core import steps
+from syncguard.driving.devices import resolve_target
 from syncguard.execute.hooks import StepHooks, _PostImportFinder, parse_step
 from syncguard.execute.session import ExecSession
-from syncguard.results import ResultWriter
+from syncguard.results.format import ResultWriter
 
 AIM_US = 5.0
 

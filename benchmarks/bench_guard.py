@@ -194,7 +194,7 @@ def _floor_runner(fn: Callable[[], Any], attr: str) -> Optional[Callable[[int], 
     of the patch itself (Python wrapper and dispatch), without any classification. None when
     syncguard's internals no longer fit (a private API)."""
     try:
-        from syncguard.intercept import _wrap
+        from syncguard.core.intercept import _wrap
     except ImportError:
         return None
 

@@ -219,7 +219,7 @@ def in_process(jsonl: Path, repeats: int) -> Dict[str, Any]:
     (text, 100 columns) and as HTML (median seconds of ``repeats``)."""
     import syncguard.renderers.html as html
     import syncguard.renderers.terminal as terminal
-    from syncguard import results
+    from syncguard.results import format as results
 
     t: Dict[str, List[float]] = {"load": [], "terminal": [], "html": []}
     for _ in range(repeats):

@@ -8,7 +8,7 @@ scenario by default): the median pass time of each variant in process CPU time (
 on a shared machine wall time swings 2x between rounds; torch runs one thread) and in wall
 time, and the ratio modeled/plain with its 95% interval. Method: each round (one pass of each
 arm, back to back) gives one log-ratio; the interval is Student's t over the rounds
-(:func:`syncguard.stats.ratio_from_logs`, the round as the unit, as the run's own verdicts):
+(:func:`syncguard.results.stats.ratio_from_logs`, the round as the unit, as the run's own verdicts):
 a bootstrap over 15 rounds under-covers. Target: the interval's upper bound under 1.10x.
 Small scenarios are the worst case (the observer's cost is per op, and their ops are
 cheap). Results go to ``reports/bench/timeline.json`` with the machine, versions, git commit
@@ -37,7 +37,9 @@ from typing import Any, Dict, List
 import torch
 from _common import REPORTS, environment, interleaved, median, rounded, write_report
 
-from syncguard import devices, runner, scenario, stats, timeline
+from syncguard.driving import devices, runner, scenario
+from syncguard.model import timeline
+from syncguard.results import stats
 
 TARGET_RATIO = 1.10
 

@@ -34,9 +34,9 @@ python -c "import sys, torch; sys.exit(0 if torch.cuda.is_available() else 1)" \
 status=0
 # The calibration also lists the backend questions decided from source (catalogue.QUESTIONS:
 # a Python number written through an index, torch.tensor of 0-d device tensors, zero-element
-# copies) with "confirmed" or "CORRECT THE MODEL" (syncguard/opmodels/cuda.json says where).
+# copies) with "confirmed" or "CORRECT THE MODEL" (syncguard/core/opmodels/cuda.json says where).
 echo "== calibration (catalogue vs native ground truth)"
-timeout 120 python -m syncguard.calibration --device cuda --out "$OUT/calibration" \
+timeout 120 python -m syncguard.driving.calibration --device cuda --out "$OUT/calibration" \
   2>&1 | tee "$OUT/calibration.txt" || { echo "FAIL: calibration"; status=1; }
 echo "== realistic scenario, legacy and flag, with per-step cross-check"
 timeout 150 python -m syncguard run realistic --device cuda --paths legacy,flag \
@@ -51,7 +51,7 @@ sed '/^forward_ms/d' sglang_ascend_sampling/scenarios/realistic.toml > "$OUT/rea
 timeout 70 python -m syncguard run "$OUT/realistic-noforward.toml" --device sim \
   --profile "$OUT/profile-cuda.json" --paths legacy,flag --steps 8 --no-timed \
   --out "$OUT/model" --force --width 120 > "$OUT/model.txt" 2>&1 \
-  && python -m syncguard.calibration --modeled-vs-measured "$OUT/model/result.jsonl" \
+  && python -m syncguard.driving.calibration --modeled-vs-measured "$OUT/model/result.jsonl" \
      "$OUT/run/result.jsonl" 2>&1 | tee "$OUT/modeled-vs-measured.txt" \
   || { echo "FAIL: modeled vs measured"; status=1; }
 echo "== hardware tests"

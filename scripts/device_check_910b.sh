@@ -52,7 +52,7 @@ grep -q "FAIL-MARK\|Traceback\|internal error" "$OUT/host-states.txt" && fail "h
 
 
 echo "== calibration (catalogue vs torch_npu trace callbacks)"
-timeout 100 python -m syncguard.calibration --device npu --out "$OUT/calibration" \
+timeout 100 python -m syncguard.driving.calibration --device npu --out "$OUT/calibration" \
   2>&1 | tee "$OUT/calibration.txt" || fail "calibration"
 
 echo "== realistic scenario, legacy and flag, with per-step cross-check"

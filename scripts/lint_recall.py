@@ -1,4 +1,4 @@
-"""Recall of `syncguard lint` on syncguard's own sync catalogue (syncguard/catalogue.py).
+"""Recall of `syncguard lint` on syncguard's own sync catalogue (syncguard/core/catalogue.py).
 
 For every case of CATCH (lines that sync) the lint must report a finding on the case's code
 (its lambda, or the helper function it calls); for every case of ZERO (no sync) it must report
@@ -66,9 +66,9 @@ def recall(path: str) -> Dict[str, Any]:
 
 
 def main() -> int:
-    import syncguard.catalogue as _  # noqa: F401  (only its path)
+    import syncguard.core.catalogue as _  # noqa: F401  (only its path)
 
-    path = os.path.join(os.path.dirname(HERE), "syncguard", "catalogue.py")
+    path = os.path.join(os.path.dirname(HERE), "syncguard", "core", "catalogue.py")
     r = recall(path)
     if "--json" in sys.argv:
         print(json.dumps(r, indent=2))

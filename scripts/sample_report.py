@@ -35,8 +35,8 @@ def main(argv: list) -> int:
     if rc not in (0, 1):  # 1: the legacy path's hidden syncs, which the sample shows
         return rc
 
-    from syncguard import results
     from syncguard.renderers.html import plot_figure
+    from syncguard.results import format as results
 
     SAMPLE.mkdir(parents=True, exist_ok=True)
     for old in SAMPLE.glob("*.png"):

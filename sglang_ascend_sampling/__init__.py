@@ -43,7 +43,7 @@ from sglang_ascend_sampling.sampler import (
     top_k_top_p_min_p_sampling_from_logits_ascend,
     top_k_top_p_min_p_sampling_from_logits_ascend_with_branch,
 )
-from syncguard.staging import BUILD_HOST, BUILD_PAGEABLE, BUILD_PINNED, HostStager
+from syncguard.driving.staging import BUILD_HOST, BUILD_PAGEABLE, BUILD_PINNED, HostStager
 
 __all__ = [
     "BRANCHES",

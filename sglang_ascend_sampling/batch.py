@@ -18,7 +18,7 @@ from typing import Dict, List, Optional, Sequence, Union
 import torch
 
 from sglang_ascend_sampling.params import NPU_TOP_K_MAX, TOP_K_ALL, SamplingParams
-from syncguard.staging import BUILD_HOST, HostStager
+from syncguard.driving.staging import BUILD_HOST, HostStager
 
 #: A merged batch whose parts were staged differently.
 BUILD_MIXED = "mixed"

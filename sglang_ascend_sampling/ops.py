@@ -49,7 +49,7 @@ def resolve_torch_npu() -> Optional[ModuleType]:
     """The ``torch_npu`` namespace the sampler should use, or ``None``.
 
     1. an already imported ``torch_npu`` that is not the stand-in (the real one);
-    2. the real ``torch_npu`` if it loads (:func:`syncguard.devices.npu_state`, which tries
+    2. the real ``torch_npu`` if it loads (:func:`syncguard.driving.devices.npu_state`, which tries
        once per process and never raises);
     3. ``sys.modules.get("torch_npu")``: the stand-in when it has been installed there;
     4. ``None``.
@@ -62,7 +62,7 @@ def resolve_torch_npu() -> Optional[ModuleType]:
     if loaded is not None and not is_standin(loaded):
         return loaded
     if loaded is None:
-        from syncguard.devices import npu_state
+        from syncguard.driving.devices import npu_state
 
         real = npu_state().module
         if real is not None:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
-from syncguard.subjects import Sampled, SubjectContext
+from syncguard.driving.subjects import Sampled, SubjectContext
 
 from .batch import SamplingBatchInfo, SamplingRequest
 from .ops import fused_ops_for

@@ -12,11 +12,11 @@ import importlib
 from typing import TYPE_CHECKING, Any, Dict, List, Tuple
 
 if TYPE_CHECKING:  # pragma: no cover
-    from ._hub import allow
-    from ._selftest import SelfTestError, selftest
-    from .events import KINDS, Frame, HostSyncError, SyncEvent
-    from .guard import StepCount, SyncGuard
-    from .steps import step
+    from .core._hub import allow
+    from .core._selftest import SelfTestError, selftest
+    from .core.events import KINDS, Frame, HostSyncError, SyncEvent
+    from .core.guard import StepCount, SyncGuard
+    from .core.steps import step
 
 from ._version import __version__
 
@@ -27,16 +27,16 @@ __all__ = [
 
 #: public name -> (submodule, attribute), imported on first access
 _LAZY: Dict[str, Tuple[str, str]] = {
-    "allow": ("._hub", "allow"),
-    "KINDS": (".events", "KINDS"),
-    "Frame": (".events", "Frame"),
-    "HostSyncError": (".events", "HostSyncError"),
-    "SyncEvent": (".events", "SyncEvent"),
-    "StepCount": (".guard", "StepCount"),
-    "SyncGuard": (".guard", "SyncGuard"),
-    "SelfTestError": ("._selftest", "SelfTestError"),
-    "selftest": ("._selftest", "selftest"),
-    "step": (".steps", "step"),
+    "allow": (".core._hub", "allow"),
+    "KINDS": (".core.events", "KINDS"),
+    "Frame": (".core.events", "Frame"),
+    "HostSyncError": (".core.events", "HostSyncError"),
+    "SyncEvent": (".core.events", "SyncEvent"),
+    "StepCount": (".core.guard", "StepCount"),
+    "SyncGuard": (".core.guard", "SyncGuard"),
+    "SelfTestError": (".core._selftest", "SelfTestError"),
+    "selftest": (".core._selftest", "selftest"),
+    "step": (".core.steps", "step"),
 }
 
 
@@ -47,7 +47,7 @@ def __getattr__(name: str) -> Any:
         globals()[name] = value  # later lookups skip this function
         return value
     if not name.startswith("__"):
-        # ``syncguard.events`` and friends without an explicit ``import syncguard.events``.
+        # ``syncguard.core`` and friends without an explicit ``import syncguard.core``.
         try:
             return importlib.import_module(f"{__name__}.{name}")
         except ModuleNotFoundError as exc:

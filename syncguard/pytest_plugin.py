@@ -21,7 +21,8 @@ module, the fixture's ``.allow`` is the same function).
 A test over its budget fails with one line (``syncguard: allowed 0 host syncs, saw 3 in steps
 2-4``), status letter ``H`` (hidden syncs; not pytest's ``s`` for skipped) / word ``SYNCS``, and
 a ``syncguard`` report section listing each site; a test that fails on its own keeps its
-failure and gets the section as well. The decision is :func:`syncguard.gate.judge`'s, as for
+failure and gets the section as well. The decision is :func:`syncguard.gate.verdicts.judge`'s, as
+for
 ``syncguard check``.
 
 Baselines: ``--syncguard-baseline FILE`` gates every guarded test against the sites and counts
@@ -56,11 +57,11 @@ from typing import (
 
 import pytest
 
-from .config import to_allow  # torch-free: the plugin still loads without importing torch
+from .driving.config import to_allow  # torch-free: the plugin still loads without importing torch
 
 if TYPE_CHECKING:  # pragma: no cover
-    from .gate import Verdict
-    from .guard import SyncGuard
+    from .core.guard import SyncGuard
+    from .gate.verdicts import Verdict
 
 AllowSpec = Union[str, Tuple[str, str], Dict[str, str]]
 
@@ -162,11 +163,12 @@ _BASELINE_OPTIONS: Tuple[Tuple[str, str, Dict[str, Any], str], ...] = (
 def pytest_load_initial_conftests(early_config: pytest.Config, parser: pytest.Parser,
                                   args: List[str]) -> None:
     """Before any conftest imports torch, on a host with torch_npu installed only: load torch
-    with torch_npu's autoload made safe (:func:`syncguard.devices.prepare_process`), so that a
+    with torch_npu's autoload made safe (:func:`syncguard.driving.devices.prepare_process`), so
+    that a
     torch_npu that cannot load (CANN missing) leaves the session running and a
     ``device="npu"`` test on the simulated npu, instead of crashing every ``import torch``.
     A healthy torch_npu is loaded as autoload would have loaded it. Costs nothing elsewhere."""
-    from .devices import AUTOLOAD_VAR, prepare_process
+    from .driving.devices import AUTOLOAD_VAR, prepare_process
 
     if os.environ.get(AUTOLOAD_VAR) != "0":  # "0": the user keeps torch_npu unloaded
         prepare_process("auto")
@@ -225,7 +227,7 @@ def _to_count(value: Any, where: str) -> int:
 
 
 def _pyproject(config: pytest.Config) -> Tuple[Optional[str], Dict[str, Any]]:
-    from .config import load_tool_table
+    from .driving.config import load_tool_table
 
     ini = config.inipath
     path = ini if ini is not None and ini.name == "pyproject.toml" else None
@@ -312,7 +314,7 @@ def _settings_for(item: pytest.Item) -> Optional[Settings]:
 
 def _prepare_device(device: Optional[str]) -> None:
     """Make the test's device exist: CUDA or a skip; for ``npu``, the real NPU when torch_npu
-    is usable (:func:`syncguard.devices.npu_state`: loads, and an NPU is visible), else the
+    is usable (:func:`syncguard.driving.devices.npu_state`: loads, and an NPU is visible), else the
     simulated npu, else a skip saying why neither can run the test."""
     if device == "cuda":
         import torch
@@ -322,7 +324,7 @@ def _prepare_device(device: Optional[str]) -> None:
         return
     if device != "npu":
         return
-    from .devices import AUTOLOAD_VAR, npu_state
+    from .driving.devices import AUTOLOAD_VAR, npu_state
 
     state = npu_state(load=os.environ.get(AUTOLOAD_VAR) != "0")
     if state.usable:
@@ -344,10 +346,10 @@ _GUARD_CLASSES: Dict[type, type] = {}
 
 
 def _guard_class() -> type:
-    from ._hub import allow as _allow
-    from .guard import SyncGuard
+    from .core._hub import allow as _allow
+    from .core.guard import SyncGuard
 
-    # Keyed by the base class: an in-process pytester run may import syncguard.guard afresh.
+    # Keyed by the base class: an in-process pytester run may import syncguard.core.guard afresh.
     cached = _GUARD_CLASSES.get(SyncGuard)
     if cached is not None:
         return cached
@@ -432,7 +434,7 @@ class _BaselineRun:
     def __init__(self, path: str, update: bool, base: Any) -> None:
         self.path = path
         self.update = update
-        self.base = base  # syncguard.baseline.Baseline (None: updating a file not yet there)
+        self.base = base  # syncguard.gate.baseline.Baseline (None: updating a file not yet there)
         self.judged: List[str] = []
         self.sites: List[Dict[str, Any]] = []
 
@@ -440,7 +442,7 @@ class _BaselineRun:
     def open(cls, path: str, update: bool) -> _BaselineRun:
         import os
 
-        from .baseline import Baseline, BaselineError
+        from .gate.baseline import Baseline, BaselineError
 
         if update and not os.path.exists(path):
             return cls(path, update, None)
@@ -450,7 +452,7 @@ class _BaselineRun:
             raise pytest.UsageError(f"syncguard: --syncguard-baseline: {exc}") from None
 
     def record(self, nodeid: str, verdict: Any, root: str) -> None:
-        from .gate import baseline_from
+        from .gate.verdicts import baseline_from
 
         self.judged.append(nodeid)
         self.sites += [s.to_dict() for s in baseline_from([verdict], root=root).sites]
@@ -463,7 +465,7 @@ class _BaselineRun:
         self.sites += data.get("sites", [])
 
     def write(self) -> int:
-        from .baseline import Baseline
+        from .gate.baseline import Baseline
 
         data = {"format": "syncguard-baseline", "version": 1, "sites": list(self.sites)}
         new = Baseline.from_dict(data, source=self.path)
@@ -506,10 +508,11 @@ FIXTURE_HINT = ("build inputs such as torch.tensor(..., device=...) in a fixture
 
 
 def verdict_line(verdict: Verdict) -> str:
-    """``syncguard: `` and the gate's :meth:`~syncguard.gate.Verdict.test_line` (``allowed 0
+    """``syncguard: `` and the gate's :meth:`~syncguard.gate.verdicts.Verdict.test_line` (``allowed
+    0
     host syncs, saw 3 in steps 2-4``). When host-to-device copies are among the hidden syncs,
     a hint to build inputs in a fixture follows."""
-    from .events import H2D_COPY
+    from .core.events import H2D_COPY
 
     text = f"syncguard: {verdict.test_line()}"
     h2d = sum(s.count for s in verdict.sites if s.event.kind == H2D_COPY)
@@ -519,8 +522,8 @@ def verdict_line(verdict: Verdict) -> str:
 
 
 def _site_lines(sites: List[Dict[str, Any]], root: str) -> List[str]:
-    from .events import site_line
-    from .sites import caller_text, function_name
+    from .core.events import site_line
+    from .core.sites import caller_text, function_name
 
     return ["  " + site_line(s["filename"], s["lineno"],
                              function_name(s["function"], s.get("stack")), s["api"], s["op"],
@@ -533,7 +536,7 @@ def report_section(guard: SyncGuard, gate: Verdict, root: str, verdict: bool = T
     """The ``syncguard`` report section: the verdict (unless ``verdict=False``: it is the
     failure's own text then) and every site (file:line, function, API, op, count, steps);
     allowed syncs listed apart with their reasons. ``gate``: the test's
-    :class:`syncguard.gate.Verdict`; against a baseline the failing sites say why."""
+    :class:`syncguard.gate.verdicts.Verdict`; against a baseline the failing sites say why."""
     lines = [verdict_line(gate)] if verdict else []
     hidden = guard.sites()
     if hidden:
@@ -565,7 +568,7 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]
     guard: Optional[SyncGuard] = item.stash.get(GUARD_KEY, None)
     if guard is None:
         return
-    from .gate import judge
+    from .gate.verdicts import judge
 
     report: pytest.TestReport = outcome.get_result()
     if _fail_on_swallowed(report, call, guard):

@@ -21,7 +21,7 @@ def _dynamo_imported_once() -> None:
 def _cpu_only_guards_are_deliberate() -> None:
     """Many tests guard CPU-only code on purpose: the once-per-process NoDeviceTensorsWarning
     is said up front (its own tests reset the flag)."""
-    from syncguard._hub import HUB
+    from syncguard.core._hub import HUB
 
     HUB.warned_no_device = True
 
@@ -32,8 +32,8 @@ def _torch_left_clean() -> Iterator[None]:
     classification state (devices, op models) left behind by a guard."""
     import torch
 
-    from syncguard._hub import HUB
-    from syncguard.intercept import PATCHER, snapshot
+    from syncguard.core._hub import HUB
+    from syncguard.core.intercept import PATCHER, snapshot
 
     modes = torch._C._len_torch_dispatch_stack()
     before = snapshot()
@@ -56,7 +56,7 @@ def _torch_left_clean() -> Iterator[None]:
     left = [k for k, v in after.items() if getattr(v, "__syncguard__", False)]
     assert not left, f"interceptors left installed on {left}"
     # the modeled timeline's op observer is unhooked with its pass, whatever ended it
-    from syncguard import timeline
+    from syncguard.model import timeline
     from syncguard.sim import device as simdev
 
     assert not simdev.OP_OBSERVERS and not timeline._ACTIVE, "timeline observer left hooked"

@@ -144,14 +144,14 @@ def test_every_relative_import_stays_inside_the_package() -> None:
 def test_the_checker_sees_lazy_imports() -> None:
     """The checker counts an import inside a function (the CLI imports its subcommands so)."""
     assert "syncguard.cli.run" in GRAPH["syncguard.cli"]
-    assert "syncguard.runner" in GRAPH["syncguard.cli.run"]
+    assert "syncguard.driving.runner" in GRAPH["syncguard.cli.run"]
 
 
 def test_the_checker_sees_the_renderer_registry() -> None:
     """The renderer registry imports each renderer when first used, named by a spec string:
     those count as imports (a renderer asking the registry for another would be a cycle)."""
     assert {"syncguard.renderers.html", "syncguard.renderers.ci",
-            "syncguard.trace"} <= GRAPH["syncguard.renderers"]
+            "syncguard.renderers.trace"} <= GRAPH["syncguard.renderers"]
 
 
 def test_no_import_cycle() -> None:
@@ -226,10 +226,41 @@ def test_the_case_study_check_sees_every_kind_of_use(tmp_path: Path) -> None:
 
 #: The bottom of the package: what everything may import, importing nothing of syncguard but
 #: each other.
-BOTTOM = {"syncguard.errors", "syncguard._version", "syncguard._words", "syncguard._escape",
-          "syncguard._standin_mark", "syncguard.syncapis", "syncguard.console"}
+BOTTOM = {"syncguard.errors", "syncguard._version", "syncguard._paths", "syncguard._words",
+          "syncguard._escape", "syncguard._standin_mark", "syncguard.console"}
 
 
 @pytest.mark.parametrize("mod", sorted(BOTTOM))
 def test_the_bottom_imports_nothing_above_it(mod: str) -> None:
     assert GRAPH[mod] <= BOTTOM, GRAPH[mod] - BOTTOM
+
+
+#: The layers, bottom first. A module imports only from its own layer or the layers below it
+#: (docs/architecture.md). The package root (a lazy facade) is not a layer.
+LAYERS = ("bottom", "core", "sim", "model", "results", "gate", "driving", "renderers", "lint",
+          "execute", "plugin", "cli")
+_PACKAGES = {"core", "sim", "model", "results", "gate", "driving", "renderers", "lint",
+             "execute", "cli"}
+
+
+def _layer(mod: str) -> str:
+    parts = mod.split(".")
+    if len(parts) == 1:
+        return ""
+    if parts[1] in _PACKAGES:
+        return parts[1]
+    return {"pytest_plugin": "plugin", "__main__": "cli"}.get(parts[1], "bottom")
+
+
+def test_every_module_lies_in_a_layer() -> None:
+    """A new top-level module is a decision: the bottom layer, or a layer's package."""
+    top = {m for m in MODULES if len(m.split(".")) == 2 and _layer(m) == "bottom"}
+    assert top <= BOTTOM, top - BOTTOM
+
+
+def test_layers_depend_downwards_only() -> None:
+    rank = {name: i for i, name in enumerate(LAYERS)}
+    bad = sorted(f"{m} ({_layer(m)}) -> {d} ({_layer(d)})"
+                 for m, deps in GRAPH.items() if _layer(m)
+                 for d in deps if _layer(d) and rank[_layer(d)] > rank[_layer(m)])
+    assert not bad, "\n".join(bad)

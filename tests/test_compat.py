@@ -40,8 +40,9 @@ def test_package_compiles_and_cli_parses_on_python39(tmp_path: Path) -> None:
                           capture_output=True, text=True, env=env)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     code = ("import sys\n"
-            "import syncguard.events, syncguard.devices, syncguard.config, syncguard.results\n"
-            "import syncguard.baseline, syncguard.opmodel, syncguard.renderers.ci\n"
+            "import syncguard.core.events, syncguard.driving.devices, syncguard.driving.config\n"
+            "import syncguard.results.format\n"
+            "import syncguard.gate.baseline, syncguard.core.opmodel, syncguard.renderers.ci\n"
             "from syncguard.cli import main\n"
             "assert main(['check', '--help']) == 0\n"
             "assert 'torch' not in sys.modules\n")

@@ -7,8 +7,8 @@ import sys
 
 import pytest
 
-from syncguard import results
 from syncguard.cli import main
+from syncguard.results import format as results
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 EXAMPLES = os.path.join(ROOT, "examples")

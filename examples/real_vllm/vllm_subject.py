@@ -28,7 +28,7 @@ from vllm.v1.sample.ops.topk_topp_sampler import (
 )
 
 import syncguard
-from syncguard.subjects import Sampled
+from syncguard.driving.subjects import Sampled
 
 SETUP = "batch bookkeeping: request parameters copied to the device when the batch changes"
 _EPS = 1e-5  # below this temperature a request is greedy (vLLM's _SAMPLING_EPS)

@@ -11,7 +11,7 @@ import torch
 from fastsample import sample
 
 import syncguard
-from syncguard.subjects import Sampled
+from syncguard.driving.subjects import Sampled
 
 SETUP = "batch bookkeeping: request parameters copied to the device when the batch changes"
 

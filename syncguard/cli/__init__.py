@@ -46,7 +46,7 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _selftest(args: argparse.Namespace) -> int:
-    from .._selftest import selftest, summary_line
+    from ..core._selftest import selftest, summary_line
 
     t = target(args.device)
     print(f"device: {t.kind} ({t.name})")
@@ -59,7 +59,7 @@ def _selftest(args: argparse.Namespace) -> int:
 
 def _show_warning(message: Any, category: Any, filename: str, lineno: int,
                   file: Any = None, line: Optional[str] = None) -> None:
-    from ..results import ResultWarning
+    from ..results.format import ResultWarning
 
     if isinstance(category, type) and issubclass(category, ResultWarning):
         warning(str(message))
@@ -92,15 +92,16 @@ def main(argv: Optional[List[str]] = None) -> int:
     if not getattr(args, "command", None):
         parser.print_help(sys.stderr)
         return EXIT_USAGE
-    from .. import _signals, devices
-    from .._atomic import OutputError
-    from ..baseline import BaselineError
-    from ..devices import DeviceError
-    from ..events import SelfTestError
-    from ..opmodel import OpModelError
-    from ..results import ResultError, ResultWarning
-    from ..scenario import ScenarioError
-    from ..subjects import SubjectError
+    from ..core import _signals
+    from ..core._atomic import OutputError
+    from ..core.events import SelfTestError
+    from ..core.opmodel import OpModelError
+    from ..driving import devices
+    from ..driving.devices import DeviceError
+    from ..driving.scenario import ScenarioError
+    from ..driving.subjects import SubjectError
+    from ..gate.baseline import BaselineError
+    from ..results.format import ResultError, ResultWarning
 
     try:
         # before anything imports torch: a broken torch_npu must not crash `import torch`

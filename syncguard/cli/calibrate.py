@@ -24,7 +24,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--out", default=None, help="folder (default reports/calibration-<device>)")
     p.add_argument("--write-model", default=None, metavar="FILE",
                    help="also write the op model with the calibrated entries merged in to FILE "
-                   "(e.g. syncguard/opmodels/<backend>.json of a source checkout, to commit); "
+                   "(e.g. syncguard/core/opmodels/<backend>.json of a source checkout, to commit); "
                    "the installed package is never written")
     p.add_argument("--profile-out", default=None, metavar="FILE",
                    help="also measure the modeled timeline's device parameters (launch cost, "
@@ -54,7 +54,7 @@ def main(args: argparse.Namespace) -> int:
         if args.profile_only:
             return EXIT_OK
     out = args.out or os.path.join("reports", f"calibration-{args.device}")
-    proc = subprocess.run([sys.executable, "-m", "syncguard.calibration", "--device",
+    proc = subprocess.run([sys.executable, "-m", "syncguard.driving.calibration", "--device",
                            args.device, "--out", out], text=True)
     if proc.returncode not in (0, 1):
         return EXIT_INTERNAL
@@ -67,7 +67,7 @@ def main(args: argparse.Namespace) -> int:
               file=sys.stderr)
         return EXIT_OVER
     if args.write_model:
-        from ..opmodel import _DIR, parse_model
+        from ..core.opmodel import _DIR, parse_model
 
         installed = os.path.join(_DIR, f"{cal['backend']}.json")
         with open(installed, encoding="utf-8") as f:
@@ -80,7 +80,7 @@ def main(args: argparse.Namespace) -> int:
         path = args.write_model
         parse_model(current, path)
         parent = os.path.dirname(os.path.abspath(path))
-        from .._atomic import write_text
+        from ..core._atomic import write_text
 
         try:
             os.makedirs(parent, exist_ok=True)
@@ -92,10 +92,10 @@ def main(args: argparse.Namespace) -> int:
 
 
 def _write_profile(args: argparse.Namespace, target: Any) -> None:
-    from ..calibration import measure_profile
     from ..console import wrote
+    from ..driving.calibration import measure_profile
     from ..errors import UsageError
-    from ..timeline import ProfileError, load_profile, parse_profile
+    from ..model.timeline import ProfileError, load_profile, parse_profile
 
     try:
         base = load_profile(args.profile_base or ("h200" if args.device == "cuda" else "910b"))
@@ -103,7 +103,7 @@ def _write_profile(args: argparse.Namespace, target: Any) -> None:
         raise UsageError(str(exc)) from None
     doc = measure_profile(target.device, base)
     parse_profile(doc, args.profile_out)  # what is written must load
-    from .._atomic import write_text
+    from ..core._atomic import write_text
 
     try:
         write_text(args.profile_out, json.dumps(doc, indent=1) + "\n")

@@ -44,11 +44,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    from .. import runner, scenario
-    from .._selftest import selftest
-    from ..baseline import Baseline
+    from ..core._selftest import selftest
+    from ..driving import runner, scenario
     from ..errors import UsageError
-    from ..gate import Tally, Verdict, budget
+    from ..gate.baseline import Baseline
+    from ..gate.verdicts import Tally, Verdict, budget
     from .common import allow_sites_of, device_for_probe, finish, output_path, run_options
     from .common import target as cli_target
 
@@ -80,7 +80,7 @@ def main(args: argparse.Namespace) -> int:
         if target.kind != "sim":
             raise UsageError("--max-bubble-us: the modeled timeline exists on the simulated "
                              "device only (--device sim)")
-        from ..timeline import load_profile
+        from ..model.timeline import load_profile
 
         prof = load_profile(opts.profile)
     bubbles: List[str] = []

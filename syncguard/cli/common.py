@@ -32,7 +32,7 @@ class _AppendPaths(argparse.Action):
 def add_device_argument(p: argparse.ArgumentParser, help: str) -> None:
     """``--device`` (auto, sim, npu, cuda, cpu; default auto); ``help`` says what each means
     for the command."""
-    from ..devices import DEVICES
+    from ..driving.devices import DEVICES
 
     p.add_argument("--device", default="auto", choices=DEVICES, help=help)
 
@@ -114,7 +114,7 @@ def parse_paths(raw: Optional[List[str]], flag: str = "--paths",
                 subjects: Optional[List[str]] = None) -> Optional[List[str]]:
     """``--paths`` (comma-separated, repeatable) then ``--subject``: registered subject names
     or ``MODULE:OBJ``, each loaded once here so a bad one fails before any run."""
-    from .. import subjects as registry
+    from ..driving import subjects as registry
 
     if not raw and not subjects:
         return None
@@ -135,10 +135,10 @@ def parse_paths(raw: Optional[List[str]], flag: str = "--paths",
 
 
 def run_options(args: argparse.Namespace, counted: bool = True, timed: bool = True) -> Any:
-    """The :class:`syncguard.runner.RunOptions` of :func:`add_scenario_arguments` (and of
+    """The :class:`syncguard.driving.runner.RunOptions` of :func:`add_scenario_arguments` (and of
     ``run``'s ``--repeat``, ``--budget``, ``--profile``, ``--ratio-base`` where given), each
     checked: a bad value is one :class:`UsageError` before anything runs."""
-    from ..runner import RunOptions
+    from ..driving.runner import RunOptions
 
     if args.steps is not None and args.steps < 1:
         raise UsageError(f"--steps: must be >= 1, got {args.steps}")
@@ -155,7 +155,7 @@ def run_options(args: argparse.Namespace, counted: bool = True, timed: bool = Tr
         raise UsageError(f"--budget: must be > 0 seconds, got {budget}")
     profile = getattr(args, "profile", None)
     if profile is not None and profile != "none":
-        from ..timeline import ProfileError, load_profile
+        from ..model.timeline import ProfileError, load_profile
 
         try:
             load_profile(profile)  # one clear line (exit 2) before anything runs
@@ -174,9 +174,10 @@ def device_for_probe(kind: str) -> Optional[str]:
 
 
 def target(kind: str, gpu: bool = False) -> Any:
-    """The command's device (:func:`syncguard.devices.resolve_target`), with one note line on
+    """The command's device (:func:`syncguard.driving.devices.resolve_target`), with one note line
+    on
     stderr when ``auto`` did not take the NPU and why."""
-    from ..devices import resolve_target
+    from ..driving.devices import resolve_target
 
     t = resolve_target(kind, gpu=gpu)
     if t.note:
@@ -188,7 +189,7 @@ def output_path(path: Optional[str], force: bool = True, flag: str = "-o") -> No
     """Refuse (:class:`UsageError`) an output path that cannot be written (a folder, socket,
     FIFO without a reader...) or, without ``force``, a regular file already there; call
     before any work. A device or FIFO is written as a stream, so it needs no ``force``."""
-    from .._atomic import OutputError, check_output
+    from ..core._atomic import OutputError, check_output
 
     if path in (None, "-"):
         return
@@ -204,7 +205,7 @@ def output_path(path: Optional[str], force: bool = True, flag: str = "-o") -> No
 def prepare_out(out: str, files: Sequence[str], force: bool) -> str:
     """Make the report folder ``out``; refuse (UsageError) when it is a file, or when one of
     ``files`` is already there and ``force`` is not set."""
-    from .._atomic import OutputError, output_kind
+    from ..core._atomic import OutputError, output_kind
 
     if os.path.exists(out) and not os.path.isdir(out):
         raise UsageError(f"--out: {out} exists and is not a folder")
@@ -233,7 +234,7 @@ def prepare_out(out: str, files: Sequence[str], force: bool) -> str:
 
 def allow_sites_of(args: argparse.Namespace) -> Tuple[Tuple[str, str], ...]:
     """``--allow`` sites plus ``[tool.syncguard] allow`` of ``--config`` (or ./pyproject.toml)."""
-    from ..config import load_tool_table, to_allow
+    from ..driving.config import load_tool_table, to_allow
     from ..errors import UsageError
 
     path = args.config
@@ -256,7 +257,7 @@ def finish(args: argparse.Namespace, verdicts: List[Any], bubbles: Sequence[str]
     (also for recorded results)."""
     from ..console import wrote
     from ..errors import EXIT_OK, EXIT_OVER
-    from ..gate import baseline_from
+    from ..gate.verdicts import baseline_from
     from ..renderers.ci import emit
 
     if args.update_baseline:

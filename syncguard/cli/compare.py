@@ -23,11 +23,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    from .. import results
-    from ..analysis import compare, compare_paths
     from ..console import stdout_console, wrote
     from ..errors import EXIT_OK, UsageError
     from ..renderers import RENDERERS, compare_renderer_for_path
+    from ..results import format as results
+    from ..results.analysis import compare, compare_paths
     from .common import output_path
 
     writer = None
@@ -59,7 +59,7 @@ def main(args: argparse.Namespace) -> int:
     RENDERERS["terminal"].render_compare(df, console=console, title=title)
     if writer is not None:
         text = writer.render_compare(df, *labels, title=title)
-        from .._atomic import write_text
+        from ..core._atomic import write_text
 
         try:
             write_text(args.output, text, newline="")  # atomic; never through a symlink

@@ -4,7 +4,7 @@
 One finding per line: the rule, the API and why it syncs, ranked by where the value it reads
 lives (a small dataflow per function): certain (a device tensor), likely (a tensor, or a
 tensor-only API, of unknown place); host-only values stay silent. The APIs are the
-interceptors' own table (syncguard.syncapis). `# syncguard: allow[reason]` on a line allows it.
+interceptors' own table (syncguard.core.syncapis). `# syncguard: allow[reason]` on a line allows it.
 
 With --with-run OUT (result folders of `syncguard exec --record-lines PATH`, or any run)
 each finding is marked confirmed (it synced in the run; syncs per step), cleared (it ran and
@@ -52,13 +52,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def main(args: argparse.Namespace) -> int:
     from ..console import warning
+    from ..core.sites import display_path
     from ..errors import EXIT_OK, EXIT_OVER, UsageError
     from ..lint import baseline as lint_baseline
     from ..lint import lint_paths
     from ..lint.checker import CERTAIN, LIKELY
     from ..lint.files import find_pyproject, load_config
     from ..lint.render import RENDERERS
-    from ..sites import display_path
 
     paths = args.paths or ["."]
     for p in paths:
@@ -115,7 +115,7 @@ def main(args: argparse.Namespace) -> int:
     summary["reported"] = sum(f.reported for f in shown)
     text = RENDERERS[fmt](shown, summary)
     if args.output and args.output != "-":
-        from .._atomic import write_text
+        from ..core._atomic import write_text
 
         try:
             write_text(args.output, text)

@@ -12,8 +12,8 @@ import os
 from typing import TYPE_CHECKING, List, Sequence, Tuple
 
 if TYPE_CHECKING:
-    from ..events import SyncEvent
-    from ..results import RunResult
+    from ..core.events import SyncEvent
+    from ..results.format import RunResult
 
 
 def is_result_path(p: str) -> bool:
@@ -22,11 +22,11 @@ def is_result_path(p: str) -> bool:
 
 
 def check_results(args: argparse.Namespace, paths: Sequence[str]) -> int:
-    from .. import results
-    from ..baseline import Baseline
-    from ..events import SyncEvent
-    from ..gate import Verdict, budget
-    from ..results import OUTSIDE_PATH
+    from ..core.events import SyncEvent
+    from ..gate.baseline import Baseline
+    from ..gate.verdicts import Verdict, budget
+    from ..results import format as results
+    from ..results.format import OUTSIDE_PATH
     from .common import allow_sites_of, finish
 
     base = Baseline.load(args.baseline) if args.baseline else None
@@ -62,14 +62,14 @@ def check_results(args: argparse.Namespace, paths: Sequence[str]) -> int:
 
 def allowed_now(events: List[SyncEvent], sites: Sequence[Tuple[str, str]]) -> List[SyncEvent]:
     """``events`` with each hidden sync whose recorded stack (or its own frame) matches one of
-    ``sites`` (``(pattern, reason)``, as :class:`~syncguard.guard.SyncGuard` takes them)
+    ``sites`` (``(pattern, reason)``, as :class:`~syncguard.core.guard.SyncGuard` takes them)
     marked allowed with that reason."""
     if not sites:
         return events
     import dataclasses
 
-    from ..events import Frame
-    from ..guard import _site_matches
+    from ..core.events import Frame
+    from ..core.guard import _site_matches
 
     out = []
     for e in events:

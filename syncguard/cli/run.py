@@ -65,7 +65,7 @@ def crosscheck(scenarios: Sequence[Any], opts: Any, out: str) -> int:
     """Run the per-step native cross-check in a child process; 0 when every step agrees."""
     import subprocess
 
-    cmd = [sys.executable, "-m", "syncguard.crosscheck", "--device", opts.device,
+    cmd = [sys.executable, "-m", "syncguard.driving.crosscheck", "--device", opts.device,
            "--out", os.path.join(out, "crosscheck.json")]
     for p in opts.paths or []:
         cmd += ["--paths", p]
@@ -160,7 +160,7 @@ def _line_recorder(args: argparse.Namespace) -> Any:
 def expectation(scenarios: Sequence[Any], opts: Any) -> str:
     """The line printed at the start: what runs, and the expected total time."""
     from .._words import plural
-    from ..runner import DEFAULT_RUN_BUDGET_S, paths_for
+    from ..driving.runner import DEFAULT_RUN_BUDGET_S, paths_for
 
     runs = sum(len(paths_for(s, opts)) for s in scenarios)
     head = f"syncguard: {plural(len(scenarios), 'scenario')}, {plural(runs, 'scenario path')}"
@@ -182,11 +182,13 @@ def main(args: argparse.Namespace) -> int:
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
-    from .. import _signals, results, runner, scenario
     from .._escape import line_safe, one_line
     from ..console import stdout_console, wrote
+    from ..core import _signals
+    from ..driving import runner, scenario
     from ..errors import EXIT_INTERNAL, EXIT_OK, EXIT_OVER
     from ..renderers import RENDERERS, RESULT_STREAM, write_reports
+    from ..results import format as results
     from .common import run_options
     from .common import target as cli_target
 

@@ -21,11 +21,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    from .. import results
-    from .._atomic import write_text
     from ..console import stdout_console, wrote
+    from ..core._atomic import write_text
     from ..errors import EXIT_OK, UsageError
     from ..renderers import RENDERERS, renderer_for_path
+    from ..results import format as results
     from .common import output_path
 
     if args.output:

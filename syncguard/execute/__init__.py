@@ -16,8 +16,8 @@ from typing import TYPE_CHECKING, Any, Dict, List, Mapping, Optional, Sequence, 
 from .hooks import StepTarget
 
 if TYPE_CHECKING:  # pragma: no cover
-    from .. import _signals
-    from ..gate import Budget
+    from ..core import _signals
+    from ..gate.verdicts import Budget
 
 
 @dataclasses.dataclass
@@ -70,11 +70,11 @@ def _exit_code(exc: SystemExit) -> int:
 def execute(opts: ExecOptions, target: Any, out: str) -> int:
     """Run the program under the guard, write the results into ``out`` and return the exit
     code (see :mod:`syncguard.cli.exec`)."""
-    from .. import _signals
-    from .. import steps as markers
-    from .._selftest import selftest
+    from ..core import _signals
+    from ..core import steps as markers
+    from ..core._selftest import selftest
     from ..errors import EXIT_BROKEN_PIPE, EXIT_OK, EXIT_OVER, EXIT_USAGE, UsageError
-    from ..results import OUTSIDE_PATH, ResultWriter, environment
+    from ..results.format import OUTSIDE_PATH, ResultWriter, environment
     from .hooks import StepHooks, static_missing
     from .mainhook import main_source
     from .program import ProgramError, check, program_path, run, show_exception
@@ -249,10 +249,10 @@ def outside_message(outside: List[Any], budget: Optional[int] = None) -> str:
 
 def _report(opts: ExecOptions, path: str, out: str, stop: Optional[_signals.Stop],
             outside: List[Any]) -> None:
-    from .. import results
     from .._escape import one_line
     from ..console import stderr_console, wrote
     from ..renderers import terminal, write_reports
+    from ..results import format as results
 
     err = stderr_console(opts.width)
     res = results.load(path)
@@ -294,8 +294,8 @@ def _gate(opts: ExecOptions, session: Any) -> bool:
 
 
 def _budget(opts: ExecOptions) -> Budget:
-    """What the run is gated on (:func:`syncguard.gate.budget`): its own flags only."""
-    from ..gate import budget
+    """What the run is gated on (:func:`syncguard.gate.verdicts.budget`): its own flags only."""
+    from ..gate.verdicts import budget
 
     return budget(opts.max_syncs, opts.max_syncs_per_step, opts.max_syncs_outside,
                   default=None)

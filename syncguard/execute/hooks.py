@@ -14,7 +14,7 @@ import threading
 import types
 from typing import Any, Dict, List, Optional, Sequence
 
-from ..steps import wrap_loop, wrap_step
+from ..core.steps import wrap_loop, wrap_step
 
 
 class StepSpecError(ValueError):

@@ -10,10 +10,10 @@ import threading
 import time
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
-from .. import _signals
-from ..events import SyncEvent
-from ..guard import SyncGuard
-from ..results import ResultWriter, StepRecord
+from ..core import _signals
+from ..core.events import SyncEvent
+from ..core.guard import SyncGuard
+from ..results.format import ResultWriter, StepRecord
 
 #: ``pass`` of exec step records: the program ran once, under the guard, so each record is
 #: both the counted and the timed pass (host latency includes the interceptors' cost).
@@ -56,7 +56,7 @@ class StepTotals:
 class ExecSession:
     """Owns the guard, the step counters and the result writer of one ``exec`` run.
 
-    ``begin``/``end`` are called by :mod:`syncguard.steps` for each outermost step of a
+    ``begin``/``end`` are called by :mod:`syncguard.core.steps` for each outermost step of a
     thread, on that thread: steps open at once on several threads are steps of their own, each
     holding the syncs made on its thread (a thread with no step of its own, a step's helper,
     syncs into the one step open, if only one is; else outside). Steps are numbered per step
@@ -68,7 +68,7 @@ class ExecSession:
     def __init__(self, program: str, writer: ResultWriter, target: Any, warmup: int = 0,
                  allow_sites: Sequence[Tuple[str, str]] = (), rank: Optional[int] = None,
                  devices: Sequence[str] = ()) -> None:
-        from ..decode import DeviceTimer
+        from ..driving.decode import DeviceTimer
 
         self.program, self.writer, self.target = program, writer, target
         self.warmup, self.rank = warmup, rank
@@ -132,7 +132,7 @@ class ExecSession:
         return False
 
     def loop_call(self, name: str, caller: Any, shape: Any) -> None:
-        """A call of a ``--loop`` function (:func:`syncguard.steps.wrap_loop`): ends the
+        """A call of a ``--loop`` function (:func:`syncguard.core.steps.wrap_loop`): ends the
         open loop step, begins step ``name``. ``caller``: the frame that made the call."""
         if os.getpid() != self.pid:
             return
@@ -267,7 +267,7 @@ class ExecSession:
 def _driver(frame: Any) -> Any:
     """The first frame from ``frame`` outwards that is neither torch's nor syncguard's: the
     code that drives a loop (``nn.Module.__call__`` between it and ``forward`` skipped)."""
-    from .._hub import HUB
+    from ..core._hub import HUB
 
     f = frame
     while f is not None and HUB._skip(f.f_code.co_filename):

@@ -2,7 +2,7 @@
 
 :func:`lint_paths` reads the files, :mod:`.checker` finds the candidate lines and ranks them
 (certain / likely / silent) with a small dataflow over each function (:mod:`.infer`), the
-APIs come from :mod:`syncguard.syncapis` (the interceptors' table). :mod:`.runs` marks findings
+APIs come from :mod:`syncguard.core.syncapis` (the interceptors' table). :mod:`.runs` marks findings
 confirmed / cleared / unexercised from result folders, :mod:`.lines` records which candidate
 lines a run executed, :mod:`.render` writes text, GitHub annotations, SARIF and JSON.
 Torch-free.
@@ -62,7 +62,7 @@ def lint_paths(paths: Sequence[str], exclude: Sequence[str] = (),
                exclude_root: Optional[str] = None, root: Optional[str] = None) -> LintReport:
     """Lint ``paths`` (files and folders, see :func:`.files.iter_files`); finding paths are
     shown relative to ``root`` (default: the current directory) when under it."""
-    from ..sites import display_path
+    from ..core.sites import display_path
     from .files import iter_files
 
     t0 = time.perf_counter()

@@ -1,4 +1,4 @@
-"""Lint baselines (the gate's design, :mod:`syncguard.baseline`): today's findings recorded so
+"""Lint baselines (the gate's design, :mod:`syncguard.gate.baseline`): today's findings recorded so
 CI fails only on new ones.
 
 A finding is identified by :func:`.render.finding_key` (path, function, rule, API and the
@@ -17,7 +17,7 @@ import json
 import os
 from typing import Dict, List, Sequence, Set, Tuple
 
-from ..baseline import BaselineError
+from ..gate.baseline import BaselineError
 from .checker import Finding
 from .render import finding_key
 
@@ -50,7 +50,7 @@ def save(path: str, findings: Sequence[Finding]) -> None:
 
 
 def load(path: str) -> Set[str]:
-    """The keys of a lint baseline; :class:`~syncguard.baseline.BaselineError` names the file
+    """The keys of a lint baseline; :class:`~syncguard.gate.baseline.BaselineError` names the file
     and the problem."""
     try:
         with open(path, encoding="utf-8") as f:

@@ -1,4 +1,4 @@
-"""The lint's analysis of one source file: rules from :mod:`syncguard.syncapis`, ranked by a
+"""The lint's analysis of one source file: rules from :mod:`syncguard.core.syncapis`, ranked by a
 small dataflow per function that tracks what lives on the host and what on the device.
 
 One pass over each function's statements in order: assignments bind names (and ``self.x``
@@ -16,7 +16,7 @@ import dataclasses
 import re
 from typing import Any, Dict, List, Optional, Sequence, Set, Tuple
 
-from .. import syncapis
+from ..core import syncapis
 from .infer import (
     DEVICE,
     HOST,
@@ -46,7 +46,7 @@ _APIS = syncapis.by_name()
 class Finding:
     """One line that can make a hidden sync. ``line``/``col`` where the syncing expression
     starts (1-based line, 0-based column), ``end_line`` where it ends; ``rule`` an id of
-    :data:`syncguard.syncapis.RULES`; ``api`` the Python entry that syncs; ``why`` the reason;
+    :data:`syncguard.core.syncapis.RULES`; ``api`` the Python entry that syncs; ``why`` the reason;
     ``severity`` certain/likely/silent; ``value`` what the read value was inferred to be;
     ``function`` the enclosing function's qualified name; ``allowed`` the reason of an inline
     ``# syncguard: allow[reason]`` (None when not allowed); ``text`` the source line."""

@@ -48,7 +48,7 @@ def load_config(pyproject: Optional[str]) -> LintConfig:
     naming the file for an unknown key or a value of the wrong type."""
     if pyproject is None:
         return LintConfig()
-    from ..config import checked_table, load_tool_table
+    from ..driving.config import checked_table, load_tool_table
 
     table = checked_table(load_tool_table(pyproject).get("lint", {}), pyproject,
                           "tool.syncguard.lint", KEYS)

@@ -11,7 +11,7 @@ from typing import Any, Dict, List, Optional, Sequence
 from urllib.parse import quote
 
 from .. import _escape
-from ..syncapis import RULES
+from ..core.syncapis import RULES
 from .checker import CERTAIN, Finding
 
 FORMATS = ("text", "github", "sarif", "json")
@@ -148,7 +148,7 @@ def render_json(findings: Sequence[Finding], summary: Dict[str, Any]) -> str:
 def finding_key(f: Finding, occurrence: Optional[int] = None) -> str:
     """A line identity that survives lines moving: path, function, rule, API and the line's
     text (comment dropped, whitespace collapsed); see :mod:`.baseline`."""
-    from ..sites import norm_line as _norm
+    from ..core.sites import norm_line as _norm
 
     key = f"{f.path}::{f.function}::{f.rule}::{f.api}::{_norm(f.text)}"
     return key if occurrence is None else f"{key} #{occurrence}"

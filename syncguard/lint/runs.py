@@ -31,7 +31,7 @@ def apply_runs(findings: Sequence[Finding], folders: Sequence[str],
     """Mark ``findings`` (their ``run`` field) from the results in ``folders``; returns the
     summary ``{"confirmed", "cleared", "unexercised", "unknown", "misses": [...]}``. Misses
     are sought in the files of the findings and in ``files`` (every file linted)."""
-    from ..results import load
+    from ..results.format import load
 
     events: Dict[Tuple[str, int], List[Dict[str, Any]]] = {}
     executed: Dict[str, Set[int]] = {}

@@ -4,7 +4,7 @@ A renderer is one format: its ``name``, the ``file_name`` it has in a report fol
 it is not written there), the ``extensions`` that pick it for an output file, ``render`` and,
 where the format has one, ``render_compare`` (a comparison for ``syncguard compare``). Each
 lives in its own module, as before: ``terminal``, ``markdown``, ``html``, ``json``, ``csv``,
-:mod:`syncguard.trace`, and the gate's formats in ``ci``. The registry names them as
+``trace``, and the gate's formats in ``ci``. The registry names them as
 ``"module:function"`` and imports a module on first use, so this package imports nothing but
 the standard library: the command line reads its format choices and report file names here
 while it parses arguments.
@@ -12,7 +12,7 @@ while it parses arguments.
 Two kinds of renderer:
 
 - ``report``: a run's reports, ``render(result, **options) -> str`` of a
-  :class:`syncguard.results.RunResult` (:data:`RENDERERS`; ``show -o`` picks one by
+  :class:`syncguard.results.format.RunResult` (:data:`RENDERERS`; ``show -o`` picks one by
   extension, :func:`write_reports` writes the report folder);
 - ``gate``: the gate's output, ``render(verdicts) -> str``
   (:data:`GATE_RENDERERS`; ``check --format`` and ``exec --format``).
@@ -31,7 +31,7 @@ from typing import IO, TYPE_CHECKING, Any, Callable, Dict, List, Optional, Seque
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
 
-    from ..results import RunResult
+    from ..results.format import RunResult
 
 REPORT, GATE = "report", "gate"
 
@@ -75,7 +75,7 @@ class Renderer:
 
     def render_compare(self, df: pd.DataFrame, label_a: str = "A", label_b: str = "B", *,
                        title: Optional[str] = None, **options: Any) -> str:
-        """A comparison (:func:`syncguard.analysis.compare` / ``compare_paths``) in this
+        """A comparison (:func:`syncguard.results.analysis.compare` / ``compare_paths``) in this
         format; ValueError for a format without one."""
         if self._compare is None:
             raise ValueError(f"the {self.name} format has no comparison")
@@ -108,7 +108,7 @@ REGISTRY: Tuple[Renderer, ...] = (
              compare=".html:render_compare"),
     Renderer("json", ".json:render", file_name="result.json", extensions=(".json",),
              stream=".json:write"),
-    Renderer("trace", "..trace:render", file_name="trace.json"),
+    Renderer("trace", ".trace:render", file_name="trace.json"),
     # the gate's formats (syncguard check/exec --format); sarif and junit have a file of
     # their own under an exec run's folder
     Renderer("text", ".ci:render_text", kind=GATE),
@@ -194,7 +194,7 @@ def render(result: RunResult, fmt: str, **options: Any) -> str:
 def write(result: RunResult, path: str, fmt: Optional[str] = None, **options: Any) -> str:
     """Render ``result`` to the file ``path`` (format from the extension unless ``fmt``);
     returns ``path``. The file is written atomically, never through a symbolic link."""
-    from .._atomic import atomic_open
+    from ..core._atomic import atomic_open
 
     fmt = fmt or format_for_path(path)
     if fmt not in RENDERERS:

@@ -5,12 +5,12 @@ from __future__ import annotations
 import datetime
 from typing import TYPE_CHECKING, Any, Dict, List, Optional, Sequence, Tuple
 
-from ..analysis import is_missing
+from ..results.analysis import is_missing
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
 
-    from ..results import RunResult
+    from ..results.format import RunResult
 
 #: (label, meaning) pairs printed under every report.
 LEGEND: Tuple[Tuple[str, str], ...] = (
@@ -47,7 +47,7 @@ EXEC_LEGEND: Tuple[Tuple[str, str], ...] = (
 def legend(result: RunResult) -> Tuple[Tuple[str, str], ...]:
     """The legend's terms for ``result``: :data:`EXEC_LEGEND` for an exec run; the modeled
     columns' term only when the run has modeled values (the columns are shown)."""
-    from ..analysis import is_exec
+    from ..results.analysis import is_exec
 
     terms = EXEC_LEGEND if is_exec(result) else LEGEND
     modeled = bool(result.timelines) or any(s.modeled_ms is not None for s in result.steps)
@@ -148,15 +148,15 @@ def note_texts(result: RunResult) -> List[str]:
 
 
 def short_path(filename: Any, base: Optional[str] = None) -> str:
-    """``filename`` as every report shows it (:func:`syncguard.sites.shown_path`)."""
-    from ..sites import shown_path
+    """``filename`` as every report shows it (:func:`syncguard.core.sites.shown_path`)."""
+    from ..core.sites import shown_path
 
     return shown_path(None if is_missing(filename) else filename, base)
 
 
 def short_site(site: str, base: Optional[str] = None) -> str:
-    """``file:line`` with the file shortened (:func:`syncguard.sites.shown_site`)."""
-    from ..sites import shown_site
+    """``file:line`` with the file shortened (:func:`syncguard.core.sites.shown_site`)."""
+    from ..core.sites import shown_site
 
     return shown_site(site, base)
 
@@ -226,7 +226,7 @@ def verdicts(summary_df: pd.DataFrame, sites_df: pd.DataFrame, max_sites: int = 
     legacy no measurable difference (95% CI 0.97-1.04x, 8 rounds).`` Counts, the modeled
     device time and the measured host time are separate sentences, each saying where it holds.
     A latency difference is stated only when the interval over rounds, as printed, excludes
-    1.0 (:mod:`syncguard.stats`).
+    1.0 (:mod:`syncguard.results.stats`).
 
     Per-step sites (``per_step``) lead; the others read ``(API, once)``. A site in a helper
     names its caller (``at `stopping.py:14` in __call__, called from `generate.py:25` in
@@ -264,7 +264,7 @@ def verdicts(summary_df: pd.DataFrame, sites_df: pd.DataFrame, max_sites: int = 
             if base_path and r["path"] != base_path and not is_missing(ratio):
                 measured.append(f"{r['path']} vs {base_path} " + _ratio_text(r))
             parts.append(text)
-        from ..results import OUTSIDE_PATH
+        from ..results.format import OUTSIDE_PATH
 
         outside = [s for s in hidden.to_dict("records") if s["scenario"] == scenario
                    and s["path"] == OUTSIDE_PATH and s.get("per_step")]
@@ -287,7 +287,7 @@ def verdicts(summary_df: pd.DataFrame, sites_df: pd.DataFrame, max_sites: int = 
 def verdict_options(result: RunResult) -> Dict[str, Any]:
     """:func:`verdicts` keywords for ``result``: sync waits on hardware, loops per token, and
     whole numbers for an exec run."""
-    from ..analysis import is_exec, loop_paths
+    from ..results.analysis import is_exec, loop_paths
 
     return {"show_wait": timed_on_hardware(result), "loops": loop_paths(result),
             "exact": is_exec(result)}
@@ -299,7 +299,7 @@ def headline(result: RunResult, summary_df: pd.DataFrame, sites_df: pd.DataFrame
     its per-step sites: ``1 hidden sync per token at stopping.py:14 in __call__, called from
     generate.py:25 in decode_loop (Tensor.__bool__) [generate.py: TinyDecoder.forward]``.
     None for other results."""
-    from ..analysis import is_exec, loop_paths
+    from ..results.analysis import is_exec, loop_paths
 
     if not is_exec(result) or not len(summary_df):
         return None
@@ -354,9 +354,9 @@ def _where(mine: List[Dict[str, Any]], max_sites: int, code: str, base: Optional
 
 
 def _ratio_text(r: Dict[str, Any]) -> str:
-    """The paired ratio's sentence (syncguard.stats): a difference only when its interval
+    """The paired ratio's sentence (syncguard.results.stats): a difference only when its interval
     excludes 1.0, then with the median saving per token."""
-    from ..stats import Ratio, ratio_verdict
+    from ..results.stats import Ratio, ratio_verdict
 
     rounds = r.get("rounds")
     need: Any = r.get("rounds_needed")

@@ -15,8 +15,8 @@ from __future__ import annotations
 import dataclasses
 from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
 
-from .. import analysis
-from ..analysis import is_missing
+from ..results import analysis
+from ..results.analysis import is_missing
 from ._common import (
     fmt_int,
     fmt_ms,
@@ -31,7 +31,7 @@ from ._common import (
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
 
-    from ..results import RunResult
+    from ..results.format import RunResult
 
 #: Semantic cell styles -> what they mean (shown in every report's legend when used).
 STYLE_LEGEND: Dict[str, str] = {
@@ -174,7 +174,7 @@ _LATENCY = frozenset({"p50_ms", "p90_ms", "p99_ms", "ratio_vs_baseline"})
 
 
 def _ratio_of(r: Dict[str, Any]) -> Any:
-    from ..stats import Ratio
+    from ..results.stats import Ratio
 
     return Ratio(float(_num(r.get("ratio_vs_baseline"))), float(_num(r.get("ratio_lo"))),
                  float(_num(r.get("ratio_hi"))), 0)
@@ -299,7 +299,7 @@ def sites_tbl(st: pd.DataFrame, allowed: bool, base: Optional[str] = None,
 def caller_phrase(r: Dict[str, Any], base: Optional[str] = None) -> str:
     """``called from generate.py:25 in decode_loop`` for a :func:`analysis.sites` row whose
     site is in a helper; ``""`` otherwise."""
-    from ..sites import frame_text
+    from ..core.sites import frame_text
 
     if not r.get("caller_filename"):
         return ""

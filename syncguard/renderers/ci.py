@@ -1,9 +1,10 @@
 """CI output of ``syncguard check``: text, GitHub workflow annotations, SARIF 2.1.0, JUnit XML.
 
 :func:`emit` is the one entry point; it takes the gate's verdicts
-(:class:`syncguard.gate.Verdict`), whose own text (:meth:`~syncguard.gate.Verdict.row`,
-:meth:`~syncguard.gate.Verdict.brief`, :meth:`~syncguard.gate.Verdict.site_lines`,
-:func:`syncguard.gate.summary`) every format prints as is: this module lays it out and
+(:class:`syncguard.gate.verdicts.Verdict`), whose own text
+(:meth:`~syncguard.gate.verdicts.Verdict.row`,
+:meth:`~syncguard.gate.verdicts.Verdict.brief`, :meth:`~syncguard.gate.verdicts.Verdict.site_lines`,
+:func:`syncguard.gate.verdicts.summary`) every format prints as is: this module lays it out and
 escapes it. Paths in every format are relative to the current directory (the repository root
 in CI) with ``/`` separators, absolute when a file lies outside.
 """
@@ -19,12 +20,12 @@ from typing import IO, Any, Dict, List, Optional, Sequence, Tuple
 from urllib.parse import quote
 
 from .. import _escape
-from .._atomic import atomic_open
 from .._words import plural, steps_phrase
-from ..baseline import Finding
-from ..events import KINDS
-from ..gate import Verdict, summary
-from ..sites import caller_text, display_path, function_name, site_key
+from ..core._atomic import atomic_open
+from ..core.events import KINDS
+from ..core.sites import caller_text, display_path, function_name, site_key
+from ..gate.baseline import Finding
+from ..gate.verdicts import Verdict, summary
 
 FORMATS: Tuple[str, ...] = ("text", "github", "sarif", "junit")
 
@@ -97,8 +98,9 @@ TEXT_MAX_SITES = 20
 
 
 def render_text(verdicts: Sequence[Verdict]) -> str:
-    """The gate's summary line, one :meth:`~syncguard.gate.Verdict.row` per verdict, and
-    under each failing one its :meth:`~syncguard.gate.Verdict.site_lines` (against a baseline
+    """The gate's summary line, one :meth:`~syncguard.gate.verdicts.Verdict.row` per verdict, and
+    under each failing one its :meth:`~syncguard.gate.verdicts.Verdict.site_lines` (against a
+    baseline
     each says why it fails), at most :data:`TEXT_MAX_SITES` of them, then a line counting
     the rest."""
     lines = [_escape.terminal(f"syncguard check: {summary(verdicts)}")]
@@ -233,7 +235,7 @@ def render_sarif_json(verdicts: Sequence[Verdict]) -> str:
 def render_junit(verdicts: Sequence[Verdict]) -> str:
     """JUnit XML: one testcase per verdict (classname ``syncguard.<scenario>``, name the
     path); a failing one holds a ``failure`` with the verdict's
-    :meth:`~syncguard.gate.Verdict.brief` and its site lines. Dots in the scenario (an exec
+    :meth:`~syncguard.gate.verdicts.Verdict.brief` and its site lines. Dots in the scenario (an exec
     run's ``marked.py``) become ``_``: CI viewers split classnames at dots into packages."""
     n_fail = sum(1 for v in verdicts if v.failed)
     suites = ET.Element("testsuites", name="syncguard", tests=str(len(verdicts)),

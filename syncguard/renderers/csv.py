@@ -1,8 +1,8 @@
 """CSV: the raw steps and events of a run (pandas ``to_csv(index=False)``), and any table of
 the report model (:func:`render_table`: the comparison, the summary).
 
-Columns and units of the raw exports: :data:`syncguard.results.STEP_COLUMNS` and
-:data:`syncguard.results.EVENT_COLUMNS` (plus ``filename`` and ``lineno``). Text cells go
+Columns and units of the raw exports: :data:`syncguard.results.format.STEP_COLUMNS` and
+:data:`syncguard.results.format.EVENT_COLUMNS` (plus ``filename`` and ``lineno``). Text cells go
 through :func:`syncguard._escape.csv_cell`: none starts a spreadsheet formula.
 """
 
@@ -13,13 +13,13 @@ import io
 from typing import TYPE_CHECKING
 
 from .._escape import csv_cell
-from ..analysis import is_missing
+from ..results.analysis import is_missing
 from . import _tables
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
 
-    from ..results import RunResult
+    from ..results.format import RunResult
 
 
 def _safe_df(df: pd.DataFrame) -> pd.DataFrame:

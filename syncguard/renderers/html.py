@@ -11,16 +11,16 @@ from __future__ import annotations
 import io
 from typing import TYPE_CHECKING, Any, Dict, List, Optional, Tuple
 
-from .. import analysis
 from .._escape import html_text, plot_text
-from ..analysis import is_missing
+from ..results import analysis
+from ..results.analysis import is_missing
 from . import _tables
 from ._common import environment_parts, legend, note_texts, status_text, verdict_options, verdicts
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
 
-    from ..results import RunResult
+    from ..results.format import RunResult
 
 PLOT_HINT = "pip install matplotlib"
 

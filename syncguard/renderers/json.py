@@ -1,16 +1,16 @@
-"""The whole result as one JSON document (:meth:`syncguard.results.RunResult.to_json`)."""
+"""The whole result as one JSON document (:meth:`syncguard.results.format.RunResult.to_json`)."""
 
 from __future__ import annotations
 
 from typing import IO, TYPE_CHECKING
 
 if TYPE_CHECKING:  # pragma: no cover
-    from ..results import RunResult
+    from ..results.format import RunResult
 
 
 def render(result: RunResult) -> str:
     """``{"header": ..., "steps": [...], "events": [...], "notes": [...], "footer": ...}`` plus
-    a newline; :func:`syncguard.results.load` reads it back."""
+    a newline; :func:`syncguard.results.format.load` reads it back."""
     return result.to_json() + "\n"
 
 

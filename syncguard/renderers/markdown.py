@@ -9,15 +9,15 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, List, Optional
 
-from .. import analysis
 from .._escape import html_text, md_code, md_text
+from ..results import analysis
 from . import _tables
 from ._common import environment_parts, legend, note_texts, status_text, verdict_options, verdicts
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
 
-    from ..results import RunResult
+    from ..results.format import RunResult
 
 
 def text(s: str) -> str:

@@ -10,8 +10,8 @@ from __future__ import annotations
 import io
 from typing import TYPE_CHECKING, Any, Dict, List, Optional, Sequence, Tuple
 
-from .. import analysis
 from .._escape import terminal as _safe
+from ..results import analysis
 from . import _tables
 from ._common import (
     LEGEND,
@@ -29,7 +29,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from rich.table import Table
     from rich.text import Text
 
-    from ..results import RunResult
+    from ..results.format import RunResult
 
 #: Sites shown per sites table in the terminal (the rest are counted in one line; the file
 #: reports list every site): a program with 20,000 sync sites prints a screenful, not 80,000

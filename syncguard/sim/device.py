@@ -26,7 +26,7 @@ How it works (torch >= 2.9, ``torch.utils.backend_registration``):
   kernel, so that every host/device transfer reaches the backend as ``aten::_copy_from``
   (``_to_copy``'s own composite would allocate the host result of a non-blocking
   device-to-host copy with ``pin_memory=True``, which the Python hooks cannot serve).
-* Before each op the kernel calls ``syncguard.intercept.backend_op_hook(op, args, kwargs,
+* Before each op the kernel calls ``syncguard.core.intercept.backend_op_hook(op, args, kwargs,
   device_type=name)``; ``args``/``kwargs`` hold the :class:`SimTensor` wrappers as the caller
   passed them. Then it unwraps device tensors to their CPU values, maps ``device=npu`` to CPU,
   runs the op, and wraps tensor results. A view op returns a wrapper around the CPU view,
@@ -64,7 +64,7 @@ from typing import Any, Callable, Dict, Iterator, List, Optional, Set, Tuple
 
 import torch
 
-from syncguard import intercept as _intercept
+from syncguard.core import intercept as _intercept
 
 #: The oldest torch the simulated device was verified on (2.7.1, by the wrapper route of
 #: syncguard.sim.wrapper_backend; torch >= 2.9 uses ``_setup_privateuseone_for_python_backend``).
@@ -101,7 +101,7 @@ class _SimState:
 
 _STATE = _SimState()
 _NAME = "npu"  # the backend name; set at setup, read on the hot path
-#: The simulated device's name once set up in this process (None before). syncguard.intercept
+#: The simulated device's name once set up in this process (None before). syncguard.core.intercept
 #: learns it from ``register_backend`` at setup, not from this attribute.
 SIM_NAME: Optional[str] = None
 _CPU = torch.device("cpu")
@@ -421,7 +421,7 @@ def _view_dtype(t: SimTensor, dtype: torch.dtype) -> Any:
 
 
 #: Called after every op on the simulated device as ``cb(op, args, kwargs, out)`` (the
-#: modeled device timeline, :mod:`syncguard.timeline`, records launches here).
+#: modeled device timeline, :mod:`syncguard.model.timeline`, records launches here).
 OP_OBSERVERS: List[Callable[[Any, Tuple[Any, ...], Dict[str, Any], Any], None]] = []
 
 

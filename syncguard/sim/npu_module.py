@@ -22,7 +22,7 @@ from typing import Any, Callable, Dict, List, Optional, Tuple, Union
 
 import torch
 
-from syncguard import intercept as _intercept
+from syncguard.core import intercept as _intercept
 
 #: Marks this module as the simulated device's module (a real torch_npu's torch.npu lacks it).
 __syncguard_sim__ = True

@@ -20,7 +20,7 @@ from typing import Any, Optional, Tuple
 
 import torch
 
-from syncguard import intercept as _intercept
+from syncguard.core import intercept as _intercept
 
 #: Marks this module as syncguard's stand-in (a real torch_npu never has it).
 __syncguard_standin__ = True

@@ -4,7 +4,7 @@
 import torch
 
 import syncguard
-from syncguard.subjects import Sampled
+from syncguard.driving.subjects import Sampled
 
 BOOKKEEPING = "batch bookkeeping: host lists copied to the device as the batch changes"
 

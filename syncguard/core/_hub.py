@@ -1,0 +1,299 @@
+"""Process-global delivery of sync events to the active guards.
+
+One object owns the global state: the stack of active guards, everything that affects
+classification (the device types counted as device-resident, the op sync models the active
+guards ask for, the registered backends), the per-thread "an API call already reported"
+depth, the ``allow()`` context and attribution to user code.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import logging
+import os
+import site
+import sys
+import sysconfig
+import threading
+from types import FrameType
+from typing import TYPE_CHECKING, Dict, Iterator, List, NamedTuple, Optional, Tuple, Union
+
+from .._paths import pkg_path
+from .events import Frame, HostSyncError, SyncEvent
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .guard import SyncGuard
+
+log = logging.getLogger("syncguard")
+
+# syncguard's own machinery is never "the user's line"; the subjects it drives (the case study
+# in sglang_ascend_sampling, a user's sampler) are.
+_INTERNAL_DIRS = tuple(
+    pkg_path(*p.split("/")) for p in ("core/_hub.py", "core/intercept.py", "core/guard.py",
+                                     "core/opmodel.py", "core/_selftest.py", "sim/",
+                                     "pytest_plugin.py", "core/steps.py", "execute/")
+)
+
+# The standard library (minus the site-packages folders that may live under it).
+_STDLIB = os.path.abspath(sysconfig.get_paths()["stdlib"]) + os.sep
+_SITE = tuple(sorted({os.path.abspath(p) + os.sep for k, p in sysconfig.get_paths().items()
+                      if k in ("purelib", "platlib")} | {os.path.abspath(p) + os.sep
+                                                         for p in site.getsitepackages()}))
+
+_allow_reason: contextvars.ContextVar[Optional[str]] = contextvars.ContextVar(
+    "syncguard_allow", default=None
+)
+
+
+class _ThreadState(threading.local):
+    def __init__(self) -> None:
+        # > 0 while an intercepted call that already reported (or syncguard itself) runs.
+        self.busy = 0
+
+
+class Backend(NamedTuple):
+    """A device backend syncguard itself provides (the simulated device): its device type
+    ``name``, the Python class of its tensors and the op sync model (``"npu"``) it follows."""
+
+    name: str
+    tensor_type: type
+    model: str
+
+
+#: Per-guard counts of an in-kernel read that depends on the guard's op sync model
+#: (``devices=("cpu",)`` with ``model=``): model name -> (reads, source).
+ByModel = Dict[str, Tuple[int, str]]
+
+
+class Hub:
+    def __init__(self) -> None:
+        self.lock = threading.RLock()
+        self.guards: List[SyncGuard] = []
+        self.tls = _ThreadState()
+        self._skip_cache: Dict[str, bool] = {}
+        self._soft_cache: Dict[str, bool] = {}
+        self._skip_prefixes: Tuple[str, ...] = self._compute_skip_prefixes()
+        self._reporting: Tuple[str, ...] = ()
+        # Classification state, recomputed from the active guards as they enter and leave:
+        # device types that count as device-resident besides every non-CPU one, and the op
+        # sync models guards asked for (for device types without a model of their own).
+        self.extra_devices: frozenset[str] = frozenset()
+        self.models: frozenset[str] = frozenset()
+        # Backends registered by syncguard.sim (process-lifetime, like their setup).
+        self.backends: Dict[str, Backend] = {}
+        # Tensors seen by classifiers (CPU ones not counted, device ones): a guard that saw
+        # only the first warns once. Racy increments are fine: only "none" vs "some" matters.
+        self.seen_cpu = 0
+        self.seen_dev = 0
+        self.warned_no_device = False
+
+    @staticmethod
+    def _compute_skip_prefixes() -> Tuple[str, ...]:
+        prefixes: List[str] = list(_INTERNAL_DIRS)
+        for mod in ("torch", "torch_npu"):
+            m = sys.modules.get(mod)
+            f = getattr(m, "__file__", None) if m is not None else None
+            if f and not getattr(m, "__syncguard_standin__", False):
+                prefixes.append(os.path.dirname(os.path.abspath(f)) + os.sep)
+        return tuple(prefixes)
+
+    def tensors_seen(self) -> Tuple[int, int]:
+        return self.seen_cpu, self.seen_dev
+
+    @property
+    def active(self) -> bool:
+        return bool(self.guards)
+
+    # -- guard registry ---------------------------------------------------------------
+    def push(self, guard: SyncGuard) -> None:
+        with self.lock:
+            if guard not in self.guards:  # listed once, whatever the caller does
+                self.guards.append(guard)
+            self._refresh()
+
+    def heal(self) -> List[SyncGuard]:
+        """Take down every stale guard (:attr:`SyncGuard.stale`: its ``with`` block was left
+        without its exit, e.g. a Ctrl-C as ``__exit__`` began), so that the patches it holds
+        go and a guard entered or exited now counts alone. Called by each guard's entry and
+        exit; returns the guards taken down."""
+        with self.lock:
+            stale = [g for g in self.guards if g.stale]
+        for g in stale:
+            g._abandon()
+        if stale:
+            log.warning("syncguard: took down %d guard(s) whose block was left without their "
+                        "exit (interrupted); torch is restored when no guard is active",
+                        len(stale))
+        return stale
+
+    def remove(self, guard: SyncGuard) -> None:
+        with self.lock:
+            if guard in self.guards:
+                self.guards.remove(guard)
+            self._refresh()
+
+    def _refresh(self) -> None:
+        devs: set = set()
+        models: set = set()
+        for g in self.guards:
+            devs.update(g.devices)
+            if g.model is not None:
+                models.add(g.model)
+        self.extra_devices = frozenset(devs)
+        self.models = frozenset(models)
+        self._skip_prefixes = self._compute_skip_prefixes()
+        self._reporting = _reporting_prefixes()
+        self._skip_cache.clear()
+
+    def register_backend(self, backend: Backend) -> None:
+        with self.lock:
+            self.backends = {**self.backends, backend.name: backend}
+
+    @property
+    def classification_state(self) -> Dict[str, object]:
+        """What the active guards make the classifiers use (empty when no guard is active)."""
+        return {"guards": list(self.guards), "devices": set(self.extra_devices),
+                "models": set(self.models)}
+
+    def is_device_type(self, device_type: str) -> bool:
+        return (device_type != "cpu" and device_type != "meta") or device_type in self.extra_devices
+
+    # -- attribution ------------------------------------------------------------------
+    def _skip(self, filename: str) -> bool:
+        s = self._skip_cache.get(filename)
+        if s is None:
+            a = os.path.abspath(filename) if not filename.startswith("<") else filename
+            s = a.startswith(self._skip_prefixes) or filename.startswith("<frozen")
+            self._skip_cache[filename] = s
+        return s
+
+    def _soft(self, filename: str) -> bool:
+        """Frames that are code but rarely the line to blame: the standard library (logging,
+        pprint, copy, pickle, threading...) and generated code (``<string>``: a dataclass's
+        ``__repr__``). Dropped when a user frame lies further out."""
+        s = self._soft_cache.get(filename)
+        if s is None:
+            if filename.startswith("<"):
+                s = filename == "<string>"
+            else:
+                a = os.path.abspath(filename)
+                s = a.startswith(_STDLIB) and not a.startswith(_SITE)
+            self._soft_cache[filename] = s
+        return s
+
+    def user_stack(self, depth: int = 8, skip: int = 0) -> Tuple[Frame, ...]:
+        frames: List[Frame] = []
+        soft: List[bool] = []
+        f = sys._getframe(1 + skip)
+        while f is not None and len(frames) < depth + 8:
+            code = f.f_code
+            if not self._skip(code.co_filename):
+                q = getattr(code, "co_qualname", "")  # Python 3.11+
+                frames.append(Frame(code.co_filename, f.f_lineno, code.co_name,
+                                    q if q != code.co_name else ""))
+                soft.append(self._soft(code.co_filename))
+            f = f.f_back  # type: ignore[assignment]
+        if not all(soft):  # blame user code; keep the soft frames only when there is none
+            frames = [fr for fr, sf in zip(frames, soft) if not sf]
+        return tuple(frames[:depth])
+
+    # -- delivery ---------------------------------------------------------------------
+    @property
+    def raising(self) -> bool:
+        """True when some active guard raises on a sync (the call must not run first)."""
+        return any(g.on_sync == "raise" for g in self.guards)
+
+    def _in_reporting(self) -> bool:
+        """Whether this call comes from a test framework's own reporting (pytest's saferepr
+        of a failed assertion's operands): those reads are not the code under test's."""
+        prefixes = self._reporting
+        if not prefixes:
+            return False
+        f: Optional[FrameType] = sys._getframe(2)
+        while f is not None:
+            if f.f_code.co_filename.startswith(prefixes):
+                return True
+            f = f.f_back
+        return False
+
+    def deliver(self, kind: str, api: str, op: Optional[str], device: Optional[str],
+                count: Union[int, ByModel] = 1, source: Optional[str] = None,
+                wait_us: Optional[float] = None) -> None:
+        """Record one sync on every active guard that accepts it. ``count`` is a number of
+        host reads, or (an op sync model's in-kernel reads on a device type without a model
+        of its own) a :data:`ByModel` mapping: each guard takes its own model's entry."""
+        guards = list(self.guards)
+        if not guards or self._in_reporting():
+            return
+        stack = self.user_stack(max(g.stack_depth for g in guards), skip=1)
+        top = stack[0] if stack else Frame("<unknown>", 0, "<unknown>")
+        thread = threading.current_thread().name
+        reason = _allow_reason.get()
+        raise_for: Optional[SyncEvent] = None
+        raisers: List[SyncGuard] = []
+        for g in guards:
+            if not g.accepts(device):
+                continue
+            n, src = count, source
+            if isinstance(n, dict):
+                per = n.get(g.model) if g.model is not None else None
+                if per is None:
+                    continue  # this guard's model (or none) says the op reads nothing
+                n, src = per
+            allowed_reason = reason or g.site_allowed(stack)
+            step, warm = g.current_step()
+            ev = SyncEvent(
+                kind=kind, api=api, op=op, filename=top.filename, lineno=top.lineno,
+                function=top.function, stack=stack[: g.stack_depth], step=step, thread=thread,
+                allowed=allowed_reason is not None, reason=allowed_reason, warmup=warm,
+                count=n, device=device, source=src, wait_us=wait_us,
+            )
+            g._record(ev)
+            if g.on_sync == "log":
+                log.warning("host sync: %s", ev.describe())
+            elif g.on_sync == "raise" and not ev.allowed and not warm:
+                raisers.append(g)
+                if raise_for is None:
+                    raise_for = ev
+        if raise_for is not None:
+            err = HostSyncError(format_error(raise_for))
+            for g in raisers:  # kept: the guard fails at exit if the code swallows it
+                g._raised_error(raise_for, err)
+            raise err
+
+
+def _reporting_prefixes() -> Tuple[str, ...]:
+    """pytest's reporting code (saferepr, assertion explanations), if pytest is loaded."""
+    m = sys.modules.get("_pytest")
+    f = getattr(m, "__file__", None) if m is not None else None
+    if not f:
+        return ()
+    root = os.path.dirname(os.path.abspath(f))
+    return tuple(os.path.join(root, d) + os.sep for d in ("_io", "assertion"))
+
+
+def format_error(ev: SyncEvent) -> str:
+    op = f" -> {ev.op}" if ev.op else ""
+    return (
+        f"hidden host sync at {ev.site} in {ev.function}(): {ev.api}{op} [{ev.kind}] "
+        f"makes the host wait for the device. If it is intended, wrap it in "
+        f'`with syncguard.allow("why"):` or allow the call site with '
+        f'allow_sites=["{os.path.basename(ev.filename)}:{ev.lineno}"].'
+    )
+
+
+HUB = Hub()
+
+
+@contextlib.contextmanager
+def allow(reason: str) -> Iterator[None]:
+    """Syncs made inside (on this thread) are recorded as allowed, with ``reason``, and are
+    not counted in ``SyncGuard.count``. The model case: an engine's per-step token readback."""
+    if not reason or not isinstance(reason, str):
+        raise ValueError("syncguard.allow() needs a non-empty reason string")
+    token = _allow_reason.set(reason)
+    try:
+        yield
+    finally:
+        _allow_reason.reset(token)

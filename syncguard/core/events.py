@@ -1,0 +1,143 @@
+"""The data a guard collects: one :class:`SyncEvent` per host read of device data."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Dict, Iterable, List, Optional, Tuple
+
+#: A Python read of one scalar (``bool``/``item``/``int``/``float``/``__index__``/``__format__``).
+SCALAR_READ = "scalar_read"
+#: A device-to-host copy (``tolist``, ``cpu()``, ``to("cpu")``, ``numpy``, printing).
+D2H_COPY = "d2h_copy"
+#: An op whose output shape or Python result depends on device data (nonzero family, equal...).
+DATA_DEPENDENT = "data_dependent"
+#: A host-to-device copy the host waits for (blocking, or non-blocking from pageable memory).
+H2D_COPY = "h2d_copy"
+#: ``synchronize()`` on the device module, a stream or an event.
+EXPLICIT_SYNC = "explicit_sync"
+#: A read done inside a C++ kernel, counted from the backend's op sync model.
+IN_KERNEL = "in_kernel"
+
+KINDS: Tuple[str, ...] = (SCALAR_READ, D2H_COPY, DATA_DEPENDENT, H2D_COPY, EXPLICIT_SYNC, IN_KERNEL)
+
+
+class SelfTestError(RuntimeError):
+    """The guard failed to see a planted sync: its counts cannot be trusted."""
+
+
+class HostSyncError(RuntimeError):
+    """Raised by ``SyncGuard(on_sync="raise")`` at the call that would make the host wait.
+
+    A ``RuntimeError`` on purpose: PyTorch's own sync check (``set_sync_debug_mode("error")``
+    on CUDA and NPU) raises ``RuntimeError`` at the same calls, so code and tests written for
+    it treat syncguard's error the same way. The price is that code catching ``RuntimeError``
+    (SGLang's old sampler around ``torch.multinomial``) swallows it; the guard therefore keeps
+    every error it raised and raises again at exit when the code swallowed one.
+    """
+
+
+class NoDeviceTensorsWarning(UserWarning):
+    """A guard over code that touched only CPU tensors, without ``devices=("cpu",)``: it
+    counts nothing, and says so once per process."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Frame:
+    """One frame of user code: where a sync was made. ``qualname``: the function's qualified
+    name where it differs from ``function`` (``StopOnToken.__call__``; Python 3.11+, else
+    empty), for reports; ``function`` stays the plain name that site keys use."""
+
+    filename: str
+    lineno: int
+    function: str
+    qualname: str = ""
+
+    def __str__(self) -> str:
+        return f"{self.filename}:{self.lineno} in {self.function}"
+
+
+@dataclasses.dataclass(frozen=True)
+class SyncEvent:
+    """One host read of device data.
+
+    ``kind`` is one of :data:`KINDS`; ``api`` the Python-level entry (``Tensor.__bool__``,
+    ``torch.nonzero``...); ``op`` the ATen op where one is known (``aten::_local_scalar_dense``);
+    ``filename``/``lineno``/``function`` the innermost frame outside syncguard and torch;
+    ``stack`` a short user stack, innermost first; ``step`` the index of the guard's step
+    (``None`` outside steps); ``warmup`` whether that step is a warm-up step; ``count`` how many
+    host reads this event stands for (an in-kernel model entry may say 2); ``allowed`` and
+    ``reason`` say whether ``allow()`` or an allowed call site covered it. ``wait_us``: how
+    long the intercepted call kept the host (microseconds): on a real device, what this sync
+    cost; None when the call was not timed (raise mode, backend-level reports).
+    """
+
+    kind: str
+    api: str
+    op: Optional[str]
+    filename: str
+    lineno: int
+    function: str
+    stack: Tuple[Frame, ...]
+    step: Optional[int]
+    thread: str
+    allowed: bool = False
+    reason: Optional[str] = None
+    warmup: bool = False
+    count: int = 1
+    device: Optional[str] = None
+    source: Optional[str] = None
+    wait_us: Optional[float] = None
+
+    @property
+    def site(self) -> str:
+        """``file:line`` of the user code that made the sync."""
+        return f"{self.filename}:{self.lineno}"
+
+    def to_dict(self) -> Dict[str, Any]:
+        d = dataclasses.asdict(self)
+        d["stack"] = [dataclasses.asdict(f) for f in self.stack]
+        return d
+
+    @classmethod
+    def from_dict(cls, d: Dict[str, Any]) -> SyncEvent:
+        d = dict(d)
+        fields = {f.name for f in dataclasses.fields(Frame)}
+        d["stack"] = tuple(Frame(**{k: v for k, v in f.items() if k in fields})
+                           for f in d.get("stack", ()))
+        fields = {f.name for f in dataclasses.fields(cls)}
+        return cls(**{k: v for k, v in d.items() if k in fields})
+
+    def describe(self, root: Optional[str] = None) -> str:
+        """:func:`site_line` of this event, with its kind: ``sampler.py:212 in sample:
+        Tensor.__bool__ (aten::is_nonzero) [scalar_read] x1, step 3``."""
+        from .sites import caller_text, function_name
+
+        steps = () if self.step is None else (self.step,)
+        return site_line(self.filename, self.lineno, function_name(self.function, self.stack),
+                         self.api, self.op,
+                         self.count, steps, kind=self.kind, root=root,
+                         caller=caller_text(self.filename, self.stack, root))
+
+
+def site_line(filename: str, lineno: int, function: str, api: str, op: Optional[str] = None,
+              count: int = 1, steps: Iterable[Optional[int]] = (), *,
+              kind: Optional[str] = None, root: Optional[str] = None, caller: str = "") -> str:
+    """The one text form of a sync site, used by every gate line: ``file:line in function,
+    called from file:line in function: API (op) [kind] xcount, steps 2-4``. The site as
+    :func:`syncguard.core.sites.site_text` names it (the file relative to ``root``, default the
+    current directory, when under it; ``caller`` from :func:`syncguard.core.sites.caller_text`,
+    left out when empty); ``(op)`` only where known, ``[kind]`` only when given; steps as
+    ranges (``step 3`` for one), left out when there are none."""
+    from .._words import steps_phrase
+    from .sites import site_text
+
+    text = f"{site_text(filename, lineno, function, caller, root)}: {api}"
+    text += f" ({op})" if op else ""
+    text += f" [{kind}]" if kind else ""
+    text += f" x{count}"
+    where = steps_phrase(steps)
+    return f"{text}, {where}" if where else text
+
+
+def stack_to_list(stack: Tuple[Frame, ...]) -> List[str]:
+    return [str(f) for f in stack]

@@ -1,0 +1,75 @@
+"""``[tool.syncguard]`` in pyproject.toml: settings shared by the pytest plugin and the CLI.
+
+Keys: ``max_syncs`` (plugin), ``allow`` (plugin and ``syncguard check``), ``devices`` (plugin).
+Torch-free and pytest-free.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Any, Dict, Iterable, List, Tuple
+
+#: The keys ``[tool.syncguard]`` may hold (a typo is an error, not a silent no-op).
+KEYS = ("allow", "devices", "max_syncs", "lint")
+
+
+def load_tool_table(path: str) -> Dict[str, Any]:
+    """The ``[tool.syncguard]`` table of ``path`` ({} when absent). Raises ValueError naming
+    the file when it cannot be read or the table is not a table."""
+    if sys.version_info >= (3, 11):
+        import tomllib
+    else:  # pragma: no cover
+        import tomli as tomllib
+    from ..core._untrusted import UntrustedError, read_text
+
+    try:  # a regular UTF-8 file, size bounded, never blocking on a FIFO
+        data = tomllib.loads(read_text(path, "pyproject.toml", 16 << 20))
+    except UntrustedError as exc:
+        raise ValueError(str(exc)) from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ValueError(f"{path}: not valid TOML: {exc}") from None
+    except UnicodeDecodeError as exc:
+        raise ValueError(f"{path}: not UTF-8 text (byte 0x{exc.object[exc.start]:02x} at offset "
+                         f"{exc.start})") from None
+    except RecursionError:
+        raise ValueError(f"{path}: arrays or tables nested too deeply for the TOML reader"
+                         ) from None
+    tool = data.get("tool", {})
+    if not isinstance(tool, dict):
+        raise ValueError(f"{path}: tool: must be a table")
+    return checked_table(tool.get("syncguard", {}), path, "tool.syncguard", KEYS)
+
+
+def checked_table(table: Any, path: str, name: str, keys: Iterable[str]) -> Dict[str, Any]:
+    """``table`` (the TOML table ``[name]`` of ``path``) when it is a table with only ``keys``;
+    else ValueError naming the file, the table and the first unknown key."""
+    if not isinstance(table, dict):
+        raise ValueError(f"{path}: [{name}] must be a table")
+    known = list(keys)
+    unknown = sorted(set(table) - set(known))
+    if unknown:
+        raise ValueError(f"{path}: [{name}] {unknown[0]}: unknown key "
+                         f"(known: {', '.join(known)})")
+    return table
+
+
+def to_allow(specs: Iterable[Any], where: str) -> Tuple[Tuple[str, str], ...]:
+    """Allow-list entries as (site, reason): ``"file.py:line"``, ``"pkg.mod:function"``,
+    ``"function"``, ``(site, reason)`` or ``{site = ..., reason = ...}``."""
+    out: List[Tuple[str, str]] = []
+    if isinstance(specs, (str, dict)):
+        specs = [specs]
+    for s in specs:
+        if isinstance(s, str) and s:
+            out.append((s, f"allowed call site {s} ({where})"))
+        elif isinstance(s, dict) and isinstance(s.get("site"), str) and s["site"]:
+            reason = s.get("reason") or f"allowed call site {s['site']} ({where})"
+            out.append((s["site"], str(reason)))
+        elif (isinstance(s, (tuple, list)) and len(s) == 2
+              and all(isinstance(x, str) and x for x in s)):
+            out.append((s[0], s[1]))
+        else:
+            raise ValueError(f"{where}: allow entries are 'file.py:line', 'pkg.mod:function', "
+                             f"'function', (site, reason) or {{site = ..., reason = ...}}; "
+                             f"got {s!r}")
+    return tuple(out)

@@ -1,0 +1,223 @@
+"""Run scenarios over the sampling paths: a counted pass under the guard, then a timed pass
+with no interceptors, streaming every finished step to a result file."""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import os
+import time
+import warnings
+from typing import Any, Dict, List, Optional
+
+from ..core import _signals
+from ..core.events import NoDeviceTensorsWarning, SyncEvent
+from ..core.guard import SyncGuard
+from ..core.steps import is_warmup
+from ..results.format import TIMED_PASS, ResultWriter, StepRecord, environment, scenario_record
+from ..results.machine import machine_state
+from .decode import DecodeLoop, DeviceTimer, Progress, _seed, label_fields
+from .devices import Target, resolve_target
+from .scenario import Scenario
+
+
+def run_pass(sc: Scenario, path: str, target: Target, counted: bool,
+             writer: Optional[ResultWriter] = None, progress: Optional[Progress] = None,
+             guard_kwargs: Optional[Dict[str, Any]] = None, collect: bool = True,
+             profile: Any = None) -> List[StepRecord]:
+    """One pass of ``sc`` on ``path``. Counted: under a :class:`SyncGuard` (its warm-up =
+    the scenario's); timed: no interceptors at all. Each step is written as it finishes;
+    with ``collect=False`` nothing per step is kept in memory (long runs stay flat).
+    ``profile`` (a :class:`syncguard.model.timeline.Profile`): on a counted pass on the simulated
+    device, also model each step's device timeline (StepRecord.modeled_ms and friends)."""
+    _seed(sc)
+    loop = DecodeLoop(sc, path, target)
+    records: List[StepRecord] = []
+    timer = DeviceTimer(target)
+    pass_ = "counted" if counted else TIMED_PASS
+    guard: Optional[SyncGuard] = None
+    step_events: List[SyncEvent] = []
+    model = None
+    if counted and profile is not None and target.kind == "sim":
+        from ..model.timeline import StepModel
+
+        model = StepModel(profile, target.device.type)
+    if counted:
+        kw = dict(guard_kwargs or {})
+        user_cb = kw.pop("on_event", None)
+
+        def on_event(ev: SyncEvent) -> None:
+            step_events.append(ev)
+            if model is not None:
+                model.on_event(ev)
+            if user_cb is not None:
+                user_cb(ev)
+
+        kw.setdefault("exhaustive", target.exhaustive)
+        guard = SyncGuard(warmup=sc.warmup, on_event=on_event, keep_events=False, **kw)
+    try:
+        if model is not None:
+            model.__enter__()
+        if guard is not None:
+            guard.__enter__()
+        t_prev = time.perf_counter()
+        for step in range(sc.steps):
+            h = timer.start()
+            if model is not None:
+                model.begin()
+            if guard is not None:
+                with guard.step(step):
+                    tokens, labels = loop.run_step(step)
+            else:
+                tokens, labels = loop.run_step(step)
+            timer.stop(h)
+            now = time.perf_counter()
+            evs = list(step_events)
+            step_events.clear()
+            cost, tl = (model.end(is_warmup(step, sc.warmup)) if model is not None
+                        else (None, None))
+            rec = StepRecord.from_events(
+                sc.name, loop.name, pass_, step, sc.warmup, evs, (now - t_prev) * 1e3,
+                batch_size=len(tokens), device_ms=timer.elapsed(h), tokens=tokens,
+                **label_fields(labels),
+                **(cost.record_fields() if cost is not None else {}),
+            )
+            if collect:
+                records.append(rec)
+            if writer is not None:
+                writer.step(rec, evs)
+                if tl is not None:
+                    writer.timeline({"scenario": sc.name, "path": loop.name, "step": step, **tl})
+            if progress is not None:
+                progress(sc.name, path, pass_, step + 1, sc.steps)
+            _signals.check()  # a Ctrl-C the sampler swallowed still ends the run here
+            # the next step's latency starts here: syncguard's own writing (fsync) and
+            # progress drawing are not the decode loop's time
+            t_prev = time.perf_counter()
+    finally:
+        try:
+            if guard is not None:
+                with _signals.deferred(), warnings.catch_warnings():  # Ctrl-C/SIGTERM: deferred
+                    if target.kind == "cpu":  # counting nothing is what --device cpu says
+                        warnings.simplefilter("ignore", NoDeviceTensorsWarning)
+                    guard.__exit__(None, None, None)
+        finally:  # the guard's exit may raise (a swallowed HostSyncError): still unhook
+            if model is not None:
+                model.__exit__(None, None, None)
+    return records
+
+
+@dataclasses.dataclass
+class RunOptions:
+    device: str = "auto"
+    paths: Optional[List[str]] = None
+    steps: Optional[int] = None
+    warmup: Optional[int] = None
+    counted: bool = True
+    timed: bool = True
+    #: the path ratios are taken against (None: each scenario's first path)
+    baseline: Optional[str] = None
+    profile: Optional[str] = None  # device profile of the modeled timeline (sim); None: 910b
+    repeat: Optional[int] = None  # timed rounds; None: as many as fit budget_s
+    #: time budget of the whole run (s; None: DEFAULT_RUN_BUDGET_S), split across the
+    #: scenarios: each gets an equal share of what is left, its counted pass first, its timed
+    #: pass the rest of the share (at least one round)
+    budget_s: Optional[float] = None
+
+
+#: the whole run's default time budget (s) when ``--repeat`` is not given
+DEFAULT_RUN_BUDGET_S = 180.0
+
+
+def timed_budget(total_s: float, elapsed_s: float, left: int, spent_s: float) -> float:
+    """The timed pass's budget (s) of the next scenario: its equal share of what is left of
+    the run's ``total_s`` after ``elapsed_s`` (``left`` scenarios to go, this one included),
+    less ``spent_s``, the time its counted pass took; 0 when nothing is left (the timed pass
+    still runs its one round)."""
+    share = (total_s - elapsed_s) / max(left, 1)
+    return max(0.0, share - spent_s)
+
+
+def prepare(scenarios: List[Scenario], opts: RunOptions) -> List[Scenario]:
+    out = []
+    for sc in scenarios:
+        if opts.steps is not None or opts.warmup is not None:
+            sc = sc.with_steps(opts.steps or sc.steps, opts.warmup)
+        out.append(sc)
+    return out
+
+
+def paths_for(sc: Scenario, opts: RunOptions) -> List[str]:
+    return [p for p in (opts.paths or list(sc.paths))]
+
+
+def path_label(path: str) -> str:
+    """The name results, verdicts and baselines give ``path`` (a registered name or
+    ``MODULE:OBJ``): the subject's display name, as :class:`DecodeLoop` labels its steps
+    (:func:`syncguard.subjects.label`; loads a ``MODULE:OBJ`` subject to read it)."""
+    from . import subjects
+
+    if not subjects.is_spec(path):
+        return path
+    return subjects.label(path, subjects.load(path))
+
+
+def run(scenarios: List[Scenario], opts: RunOptions, result_path: str,
+        progress: Optional[Progress] = None, argv: Optional[List[str]] = None,
+        lines: Optional[Any] = None) -> str:
+    """Run every scenario x path (counted passes, then the interleaved timed pass of all
+    paths, see :mod:`syncguard.driving.timing`), streaming to
+    ``result_path``. On KeyboardInterrupt the file is closed as incomplete and the
+    interrupt re-raised; every finished step is already on disk. ``lines``: a
+    :class:`syncguard.lint.lines.LineRecorder` active during the counted passes only (never
+    the timed ones), its note written before the footer."""
+    target = resolve_target(opts.device)
+    scenarios = prepare(scenarios, opts)
+    prof = None
+    if target.kind == "sim" and opts.profile != "none":
+        from ..model.timeline import load_profile
+
+        prof = load_profile(opts.profile)
+    header = {
+        "env": environment(target.kind, target.name), "argv": argv or [],
+        # whether absolute host times compare (syncguard.results.machine)
+        "machine": machine_state(),
+        "options": dataclasses.asdict(opts),
+        "scenarios": {s.name: {**scenario_record(s.file, s.text), "steps": s.steps,
+                               "warmup": s.warmup, "max_syncs": s.max_syncs}
+                      for s in scenarios},
+        **({"timeline": prof.header()} if prof is not None else {}),
+    }
+    writer = ResultWriter(result_path, header)
+    complete, reason = False, "interrupted"
+    total_s = DEFAULT_RUN_BUDGET_S if opts.budget_s is None else opts.budget_s
+    t_run = time.perf_counter()
+    try:
+        for k, sc in enumerate(scenarios):
+            t_sc = time.perf_counter()
+            for path in paths_for(sc, opts):
+                if opts.counted:
+                    with lines if lines is not None else contextlib.nullcontext():
+                        run_pass(sc, path, target, True, writer, progress, collect=False,
+                                 profile=prof)
+            if opts.timed:  # paths interleaved step by step, repeated (syncguard.driving.timing)
+                from .timing import timed_pass
+
+                now = time.perf_counter()
+                timed_pass(sc, paths_for(sc, opts), target, writer, progress, opts.repeat,
+                           timed_budget(total_s, t_sc - t_run, len(scenarios) - k, now - t_sc))
+            if opts.timed and target.kind in ("cuda", "npu", "cpu"):  # syncguard.renderers.trace
+                from .timing import profiled_pass
+
+                profiled_pass(sc, paths_for(sc, opts), target,
+                              os.path.dirname(os.path.abspath(result_path)))
+        complete = True
+    except KeyboardInterrupt as exc:  # Ctrl-C, or SIGTERM (_signals.Terminated)
+        reason = _signals.reason(exc)
+        raise
+    finally:
+        with _signals.deferred():  # the footer line is written whole
+            if lines is not None:
+                writer.note(**lines.note())
+            writer.close(complete, reason=None if complete else reason)
+    return result_path

@@ -1,0 +1,651 @@
+"""A modeled device timeline for the simulated device: deterministic, noise-free, labelled.
+
+The simulated backend reports every op it runs (:data:`syncguard.sim.device.OP_OBSERVERS`);
+:class:`Recorder` turns each into a launch with a host cost and a device duration from a
+device :class:`Profile`, and :func:`replay` runs a discrete-event model of three stages:
+
+- the host (Python) thread pays ``launch_us`` per kernel (``view_us`` per view or allocation);
+- an optional submission stage (torch_npu's task queue) pays ``submit_us`` per kernel before
+  it reaches the stream (0 on CUDA, which launches from the calling thread);
+- the device stream runs kernels in order, each for
+  ``kernel_us + combine(bytes / mem_gbps, flops / peak)`` (``combine`` is max: a roofline);
+  a sort or top-k makes ``sort_passes`` passes over its data (a radix sort), a matmul of M
+  rows reaches ``M / (M + matmul_half_rows)`` of its peak (decode-sized tiles are mostly
+  empty);
+- at most ``queue_depth`` launched kernels may be pending: a launch beyond that blocks the
+  host until the oldest completes (real launch queues block at about 1024 entries).
+
+A host read (a sync) waits until the stream has drained every kernel queued before it, then
+pays ``sync_rtt_us`` (the host wake-up; a read's own copy is its copy op's device time, paid
+once); the device stays idle from the drain until the next kernel arrives. Explicit waits are
+syncs too: ``synchronize()`` of the device or a stream waits for the drain, ``Event.synchronize``
+only for the work queued before the event's ``record`` (an async copy into pinned memory
+followed by an event waits for the copy, not for later kernels); ``Stream.wait_event`` is a
+device-side wait, a no-op on the one modeled stream. For
+each sync the replay gives the host stall and the device idle (bubble) it caused; for the step,
+its modeled latency and total device idle. The cost of a path's hidden syncs is the step's
+modeled latency minus the same ops replayed with the hidden reads treated as plain kernels.
+
+Nothing here is measured: every number derives from the recorded op stream (shapes, dtypes,
+op names) and the profile's parameters, each of which names its source (a public spec with a
+link, ``estimate`` with the reasoning, or ``calibrated`` with versions).
+"""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+import math
+import os
+import threading
+from typing import Any, Deque, Dict, List, Optional, Sequence, Set, Tuple
+
+#: Folder of the shipped profiles (``<name>.json``).
+PROFILE_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "profiles")
+#: The profile a run uses unless ``--profile`` says otherwise.
+DEFAULT_PROFILE = "910b"
+#: Numeric parameters every profile must give (unit in the file).
+NUMERIC = ("mem_gbps", "matmul_tflops_16", "matmul_tflops_32", "vector_tflops", "kernel_us",
+           "launch_us", "view_us", "submit_us", "sync_rtt_us", "h2d_gbps", "d2h_gbps",
+           "copy_us", "forward_launch_us")
+#: Parameters a profile may give (older profile files without them still load, with these
+#: values, which model what those files modeled: no queue limit, one pass, full efficiency).
+OPTIONAL: Dict[str, float] = {"queue_depth": 0.0, "sort_passes": 1.0, "matmul_half_rows": 0.0}
+SOURCES = ("spec", "estimate", "calibrated")
+#: What a profile's numbers may be, by unit (the last part of the name): (lowest, highest,
+#: unit). Beyond these no device exists, and the model's sums overflow (1e308 us) or divide
+#: by almost nothing (5e-324 GB/s).
+PHYSICAL: Dict[str, Tuple[float, float, str]] = {
+    "us": (0.0, 1e6, "us"),  # up to one second per launch, kernel or sync
+    "gbps": (1e-6, 1e6, "GB/s"),  # a measured CPU stand-in can be slow: only absurd is out
+    "tflops": (1e-6, 1e6, "TFLOP/s"),
+    "depth": (0.0, 1e7, "launches"),  # queue_depth: 0 means no limit
+    "passes": (1.0, 64.0, "passes"),  # sort_passes over memory
+    "rows": (0.0, 1e9, "rows"),  # matmul_half_rows: 0 means full efficiency
+}
+#: Op-level detail (for trace.json) is kept for this many non-warm-up steps per path (as many
+#: as the profiler trace of a real device keeps, syncguard.driving.timing.PROFILED_STEPS; the detail
+#: costs the counted pass time on every op).
+TRACE_STEPS = 3
+
+
+class ProfileError(ValueError):
+    """A profile that cannot be used; the message names the file and the field."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Profile:
+    """A device profile: ``values`` (numbers, units as in :data:`NUMERIC` names: us, GB/s,
+    TFLOP/s), ``combine`` (``"max"`` or ``"sum"``), and each parameter's ``sources`` line."""
+
+    name: str
+    file: str
+    device: str
+    stack: str
+    values: Dict[str, float]
+    combine: str
+    sources: Dict[str, str]
+    calibrated: Optional[Dict[str, Any]] = None
+
+    def header(self) -> Dict[str, Any]:
+        """What a result header records about the model (the full parameter set)."""
+        return {"profile": self.name, "file": self.file, "device": self.device,
+                "stack": self.stack, "combine": self.combine, "values": dict(self.values),
+                "sources": dict(self.sources), "calibrated": self.calibrated,
+                "label": "modeled (not measured)"}
+
+
+def profile_names() -> List[str]:
+    """The shipped profiles' names."""
+    try:
+        return sorted(n[:-5] for n in os.listdir(PROFILE_DIR) if n.endswith(".json"))
+    except OSError:
+        return []
+
+
+def parse_profile(doc: Any, file: str) -> Profile:
+    """Validate a profile document. Raises :class:`ProfileError` naming ``file`` and field."""
+    if not isinstance(doc, dict):
+        raise ProfileError(f"{file}: not a profile (a JSON object)")
+    name = doc.get("name")
+    if not isinstance(name, str) or not name:
+        raise ProfileError(f"{file}: name: must be a non-empty string")
+    params = doc.get("params")
+    if not isinstance(params, dict):
+        raise ProfileError(f"{file}: params: must be an object")
+    values: Dict[str, float] = {}
+    sources: Dict[str, str] = {}
+    for key in (*NUMERIC, *OPTIONAL, "combine"):
+        p = params.get(key)
+        if p is None and key in OPTIONAL:
+            values[key] = OPTIONAL[key]
+            sources[key] = "default: not in the profile file"
+            continue
+        if not isinstance(p, dict) or "value" not in p:
+            raise ProfileError(f"{file}: params.{key}: missing (an object with value and "
+                               f"source)")
+        src = p.get("source")
+        if src not in SOURCES:
+            raise ProfileError(f"{file}: params.{key}.source: must be one of "
+                               f"{', '.join(SOURCES)}, got {src!r}")
+        why = p.get("why")
+        if not isinstance(why, str) or not why.strip():
+            raise ProfileError(f"{file}: params.{key}.why: every parameter says where its "
+                               f"value comes from (a link, the reasoning, or the versions)")
+        sources[key] = f"{src}: {why}"
+        v = p["value"]
+        if key == "combine":
+            if v not in ("max", "sum"):
+                raise ProfileError(f"{file}: params.combine.value: must be max or sum, "
+                                   f"got {v!r}")
+            continue
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) \
+                or v < 0:
+            raise ProfileError(f"{file}: params.{key}.value: must be a number >= 0, got {v!r}")
+        lo, hi, unit = PHYSICAL[key.rsplit("_", 1)[-1] if not key.startswith("matmul")
+                                else "tflops"]
+        if not lo <= v <= hi:
+            raise ProfileError(f"{file}: params.{key}.value: {v!r} {unit} is outside the "
+                               f"physical range {lo:g} to {hi:g} {unit}")
+        values[key] = float(v)
+    unknown = sorted(set(params) - set(NUMERIC) - set(OPTIONAL) - {"combine"})
+    if unknown:
+        raise ProfileError(f"{file}: params.{unknown[0]}: unknown parameter")
+    cal = doc.get("calibrated")
+    if cal is not None and not isinstance(cal, dict):
+        raise ProfileError(f"{file}: calibrated: must be null or an object of versions")
+    return Profile(name, file, str(doc.get("device", "")), str(doc.get("stack", "")), values,
+                   str(params["combine"]["value"]), sources, cal)
+
+
+def load_profile(name_or_file: Optional[str] = None) -> Profile:
+    """A shipped profile by name (``910b``, ``h200``) or a profile file. Raises
+    :class:`ProfileError`."""
+    spec = name_or_file or DEFAULT_PROFILE
+    path = spec if (os.sep in spec or spec.endswith(".json")) else os.path.join(
+        PROFILE_DIR, f"{spec}.json")
+    if not os.path.lexists(path):
+        raise ProfileError(f"--profile: {spec}: no such profile file or shipped profile "
+                           f"(shipped: {', '.join(profile_names())})")
+    from ..core._untrusted import UntrustedError, load_json
+
+    try:  # a regular UTF-8 file, size and nesting bounded, never blocking on a FIFO
+        doc = load_json(path, "profile", 1 << 20)
+    except UntrustedError as exc:
+        raise ProfileError(str(exc)) from None
+    return parse_profile(doc, path)
+
+
+# -- recording --------------------------------------------------------------------------------
+VIEW, KERNEL = "view", "kernel"
+_MATMUL = frozenset({"mm", "addmm", "bmm", "baddbmm", "matmul", "linear", "addbmm"})
+#: Ops that make ``sort_passes`` passes over their data (radix sort / select).
+_SORTS = frozenset({"sort", "argsort", "topk", "msort", "kthvalue"})
+_NO_KERNEL = frozenset({"empty", "empty_strided", "empty_like", "resize_", "set_",
+                        "record_stream", "lift_fresh", "_pin_memory", "is_pinned",
+                        "_has_compatible_shallow_copy_type", "_to_copy"})
+
+
+_NO_EVENTS: List[Any] = []  # shared, never appended to: a sync op gets its own list
+
+
+class Op:
+    """One launch: ``host_us`` on the host thread, ``dev_us`` on the stream (0: no kernel),
+    ``sync`` when the host reads device data; ``shapes``: (dtype, shape) of its tensor
+    inputs (:func:`shape_text` formats them); ``events`` the guard's events for a sync
+    (site, allowed); ``tag``: ``("record", key)`` for an event record (no kernel),
+    ``("event", key)`` for a host wait on that event, None otherwise (a sync waits for the
+    drain). A slotted class: one is made per op of a counted pass."""
+
+    __slots__ = ("name", "host_us", "dev_us", "sync", "shapes", "events", "tag")
+
+    def __init__(self, name: str, host_us: float, dev_us: float, sync: bool = False,
+                 shapes: Sequence[Any] = (), events: Optional[List[Any]] = None,
+                 tag: Optional[Tuple[str, int]] = None) -> None:
+        self.name = name
+        self.host_us = host_us
+        self.dev_us = dev_us
+        self.sync = sync
+        self.shapes = shapes
+        self.events: List[Any] = events if events is not None else _NO_EVENTS
+        self.tag = tag
+
+    def __repr__(self) -> str:
+        return (f"Op({self.name!r}, host_us={self.host_us}, dev_us={self.dev_us}, "
+                f"sync={self.sync})")
+
+
+class _OpKind:
+    __slots__ = ("name", "kind", "classify")
+
+    def __init__(self, op: Any) -> None:
+        from ..core import intercept
+
+        schema = op._schema
+        self.name: str = schema.name.split("::", 1)[-1]
+        base = self.name
+        rets = list(schema.returns)
+        is_view = bool(rets) and all(r.alias_info is not None and not r.alias_info.is_write
+                                     for r in rets)
+        self.kind = VIEW if is_view or base in _NO_KERNEL else base
+        c = intercept._aten_classifier(op)
+        self.classify = None if c is intercept._SKIP else c
+
+
+_KINDS: Dict[int, _OpKind] = {}
+
+
+_COPIES = frozenset({"_copy_from", "_copy_from_and_resize", "_local_scalar_dense"})
+try:
+    from torch import Tensor as _Tensor
+except ImportError:  # pragma: no cover - torch is a dependency
+    _Tensor = object  # type: ignore[assignment,misc]
+
+
+#: The simulated device's tensor class, set by the first :class:`Recorder` (importing the
+#: simulated device registers it, so not at import time); until then no class matches.
+_SimT: Any = type("_NoSimTensor", (), {})
+
+
+def _tensors(xs: Any) -> List[Any]:
+    out = []
+    for x in xs:
+        if isinstance(x, _Tensor):
+            out.append(x)
+        elif type(x) is list or type(x) is tuple:
+            for y in x:
+                if isinstance(y, _Tensor):
+                    out.append(y)
+    return out
+
+
+class Recorder:
+    """Collects the ops the simulated device runs on the recording thread, with their modeled
+    costs on ``profile``; :meth:`take` hands them over (and starts afresh)."""
+
+    def __init__(self, profile: Profile, device_type: str = "npu") -> None:
+        self.p = profile.values
+        self.combine_max = profile.combine == "max"
+        self.device_type = device_type
+        self.thread = threading.get_ident()
+        self.ops: List[Op] = []
+        self.pending: List[Any] = []  # events reported before their op ran
+        self.unclaimed: List[Op] = []  # sync ops whose event has not come yet
+        self.keep_shapes = True  # keep (dtype, shape) per op (for the trace's steps)
+        self.costs: Dict[Any, float] = {}  # kernel device time by (op, in/out dtypes, shapes)
+        global _SimT
+        from ..sim.device import SimTensor  # the recorder observes the simulated device
+
+        _SimT = SimTensor
+
+    def on_event(self, ev: Any) -> None:
+        """A sync event of the guard. The guard reports most reads after the call returns
+        (it times the wait), so an event belongs to the sync ops run since the previous
+        event; with none, to the next sync op. An explicit ``synchronize()`` runs no op: it
+        becomes a wait of its own (a drain), unless it is an ``Event.synchronize`` whose
+        wait :meth:`event_wait` already recorded."""
+        if getattr(ev, "kind", None) == "explicit_sync" and not self.unclaimed:
+            self.ops.append(Op(str(getattr(ev, "api", "") or "synchronize"), self.p["view_us"],
+                               0.0, True, (), [ev]))
+            return
+        if self.unclaimed:
+            for op in self.unclaimed:
+                op.events.append(ev)
+            self.unclaimed = []
+        else:
+            self.pending.append(ev)
+
+    def device_work(self, name: str, ms: float) -> None:
+        """A modeled kernel of ``ms`` milliseconds (e.g. the forward pass, launched as one
+        captured graph: ``forward_launch_us`` of host time)."""
+        self.ops.append(Op(name, self.p["forward_launch_us"], ms * 1000.0))
+
+    def event_record(self, key: int) -> None:
+        """``Event.record``: a marker on the stream (no kernel)."""
+        self.ops.append(Op("Event.record", self.p["view_us"], 0.0, tag=("record", key)))
+
+    def event_wait(self, key: int) -> None:
+        """``Event.synchronize``: the host waits for the work queued before the event's
+        record; the guard's event for it follows (:meth:`on_event`)."""
+        op = Op("Event.synchronize", self.p["view_us"], 0.0, True, (), [], ("event", key))
+        self.ops.append(op)
+        self.unclaimed.append(op)
+
+    def take(self) -> List[Op]:
+        ops, self.ops, self.pending, self.unclaimed = self.ops, [], [], []
+        return ops
+
+    def _duration(self, nbytes: float, flops: float, peak_tflops: float,
+                  eff: float = 1.0) -> float:
+        mem = nbytes / (self.p["mem_gbps"] * 1e3)  # bytes / (GB/s) in us
+        math_us = flops / (peak_tflops * eff * 1e6)  # flops / (TFLOP/s) in us
+        work = max(mem, math_us) if self.combine_max else mem + math_us
+        return self.p["kernel_us"] + work
+
+    def _kernel_us(self, name: str, ins: List[Any], outs: List[Any]) -> float:
+        """Device time of a kernel (not a view or a copy) from its inputs and outputs."""
+        p = self.p
+        nbytes = 0
+        for t in ins:
+            nbytes += t.nbytes
+        numel = 0
+        for t in outs:
+            nbytes += t.nbytes
+            numel += t.numel()
+        if name in _MATMUL and len(ins) >= 2:
+            a, b = ins[-2], ins[-1]
+            kk = a.shape[-1] if a.dim() else 1
+            m = a.numel() // max(kk, 1) if a.dim() else 1
+            n = b.shape[-1] if b.dim() > 1 else 1
+            flops = 2.0 * m * kk * n
+            peak = p["matmul_tflops_16"] if a.dtype.itemsize <= 2 else p["matmul_tflops_32"]
+            half = p["matmul_half_rows"]
+            eff = m / (m + half) if half > 0 and m > 0 else 1.0
+        else:
+            flops = float(numel)
+            peak = p["vector_tflops"]
+            eff = 1.0
+            if name in _SORTS:
+                nbytes = int(nbytes * p["sort_passes"])
+        return self._duration(float(nbytes), flops, peak, eff)
+
+    def on_op(self, op: Any, args: Tuple[Any, ...], kwargs: Dict[str, Any], out: Any) -> None:
+        """The observer (:data:`syncguard.sim.device.OP_OBSERVERS`). Kept lean: it runs for
+        every op of a counted pass (benchmarks/bench_timeline.py measures what it adds)."""
+        if threading.get_ident() != self.thread:
+            return
+        k = _KINDS.get(id(op))
+        if k is None:
+            k = _KINDS[id(op)] = _OpKind(op)
+        if k.kind == VIEW and k.classify is None and not self.keep_shapes:
+            # a view (or an allocation) costs view_us whatever its sizes: nothing to read
+            self.ops.append(Op(k.name, self.p["view_us"], 0.0))
+            return
+        ins = _tensors(args)
+        if kwargs:
+            ins += _tensors(kwargs.values())
+        # the sizes key the cost cache below; kept per op only while a traced step runs
+        # a simulated tensor's sizes are its CPU values' (``_v``), read 4x faster there
+        sig = [(t.dtype, (t._v if type(t) is _SimT else t).shape) for t in ins]
+        shapes = sig if self.keep_shapes else ()
+        p = self.p
+        sync = k.classify is not None and k.classify(args, kwargs, self.device_type) is not None
+        name = k.name
+        if k.kind == VIEW:
+            rec = Op(name, p["view_us"], 0.0, sync, shapes)  # type: ignore[arg-type]
+        elif name in _COPIES:
+            n = ins[0].nbytes if ins else 0
+            dst_host = name == "_local_scalar_dense" or (
+                len(ins) > 1 and ins[1].device.type == "cpu")
+            src_host = bool(ins) and ins[0].device.type == "cpu"
+            if src_host or dst_host:
+                bw = p["h2d_gbps"] if src_host else p["d2h_gbps"]
+                dev = p["copy_us"] + n / (bw * 1e3)
+            else:  # device to device: read and write
+                dev = self._duration(2.0 * n, 0.0, p["vector_tflops"])
+            rec = Op(name, p["launch_us"], dev, sync, shapes)  # type: ignore[arg-type]
+        else:
+            outs: List[Any] = _tensors(out) if type(out) in (list, tuple) else (
+                [out] if isinstance(out, _Tensor) else [])
+            # a kernel's cost depends only on the op and its inputs' and outputs' dtypes and
+            # shapes: decode steps repeat them, so each is computed once
+            key = (id(op), tuple(sig),
+                   tuple([(t.dtype, (t._v if type(t) is _SimT else t).shape) for t in outs]))
+            cached = self.costs.get(key)
+            if cached is None:
+                if len(self.costs) > 50_000:  # bounded: shapes of a run repeat
+                    self.costs.clear()
+                cached = self.costs[key] = self._kernel_us(name, ins, outs)
+            rec = Op(name, p["launch_us"], cached, sync, shapes)  # type: ignore[arg-type]
+        if sync:
+            if self.pending:
+                rec.events, self.pending = self.pending, []
+            else:
+                rec.events = []
+                self.unclaimed.append(rec)
+        self.ops.append(rec)
+
+
+_SHAPE_TEXT: Dict[Any, str] = {}
+
+
+def shape_text(shapes: Sequence[Any]) -> List[str]:
+    """``[(torch.float32, torch.Size([8, 32000]))] -> ["float32[8, 32000]"]``."""
+    out = []
+    for key in shapes:
+        txt = _SHAPE_TEXT.get(key)
+        if txt is None:
+            if len(_SHAPE_TEXT) > 100_000:  # bounded: shapes of a run repeat
+                _SHAPE_TEXT.clear()
+            txt = _SHAPE_TEXT[key] = f"{str(key[0])[6:]}{list(key[1])}"
+        out.append(txt)
+    return out
+
+
+# -- replay -----------------------------------------------------------------------------------
+@dataclasses.dataclass
+class SyncMark:
+    """One host read in a replayed step (times in us from the step's start): issued at
+    ``host_us``, the stream drained at ``drain_us``, the host resumed at ``resume_us``;
+    ``stall_us`` = resume - issue; ``bubble_us`` = device idle from the drain until the next
+    kernel starts (or the step ends)."""
+
+    index: int
+    op: str
+    site: str
+    api: str
+    allowed: Optional[bool]
+    host_us: float
+    drain_us: float
+    resume_us: float
+    stall_us: float
+    bubble_us: float = 0.0
+
+    @property
+    def hidden(self) -> bool:
+        return self.allowed is False
+
+
+@dataclasses.dataclass
+class Replay:
+    """A replayed step: ``latency_us`` (host end, or the stream's if later), ``busy_us``
+    (kernel time), ``bubble_us`` (= latency - busy: device idle), its syncs, and per op
+    ``(name, host_start, host_end, dev_start, dev_end)`` (dev_* None without a kernel);
+    ``queue_wait_us``: host time blocked on a full launch queue."""
+
+    latency_us: float
+    busy_us: float
+    bubble_us: float
+    syncs: List[SyncMark]
+    spans: List[Tuple[str, float, float, Optional[float], Optional[float]]]
+    queue_wait_us: float = 0.0
+
+
+def _site(events: List[Any]) -> Tuple[str, str, Optional[bool]]:
+    if not events:
+        return "(unattributed)", "", None
+    e = events[0]
+    allowed = all(bool(getattr(x, "allowed", False)) for x in events)
+    return f"{getattr(e, 'filename', '?')}:{getattr(e, 'lineno', '?')}", \
+        str(getattr(e, "api", "") or ""), allowed
+
+
+def replay(ops: Sequence[Op], profile: Profile, skip_syncs: Optional[Set[int]] = None,
+           spans: bool = True) -> Replay:
+    """Replay one step's ops from an idle pipeline (the previous step ended in its token
+    readback, which drains the stream). Syncs at indices in ``skip_syncs`` are replayed as
+    ordinary launches (the counterfactual without them). ``spans=False`` skips the per-op
+    spans (faster)."""
+    p = profile.values
+    submit, rtt = p["submit_us"], p["sync_rtt_us"]
+    depth = int(p.get("queue_depth", 0.0))
+    skip = skip_syncs or ()
+    host = sub_free = dev_free = busy = queue_wait = 0.0
+    open_sync: Optional[SyncMark] = None
+    syncs: List[SyncMark] = []
+    out: List[Tuple[str, float, float, Optional[float], Optional[float]]] = []
+    pending: Deque[float] = collections.deque()  # end times of launched kernels, in order
+    recorded: Dict[int, float] = {}  # event key -> when the work before its record is done
+    for i, op in enumerate(ops):
+        h0 = host
+        host += op.host_us
+        d0: Optional[float] = None
+        d1: Optional[float] = None
+        dev = op.dev_us
+        tag = op.tag
+        if tag is not None and tag[0] == "record":
+            recorded[tag[1]] = dev_free if dev_free > sub_free else sub_free
+        if dev > 0.0:
+            if depth:  # a full launch queue blocks the host until the oldest kernel ends
+                while pending and pending[0] <= host:
+                    pending.popleft()
+                if len(pending) >= depth:
+                    free_at = pending[len(pending) - depth]
+                    for _ in range(len(pending) - depth + 1):
+                        pending.popleft()
+                    queue_wait += free_at - host
+                    host = free_at
+            ready = host
+            if submit > 0.0:
+                ready = (host if host > sub_free else sub_free) + submit
+                sub_free = ready
+            d0 = ready if ready > dev_free else dev_free
+            if open_sync is not None:
+                open_sync.bubble_us += d0 - dev_free
+                open_sync = None
+            d1 = d0 + dev
+            dev_free = d1
+            busy += dev
+            if depth:
+                pending.append(d1)
+        if op.sync and i not in skip:
+            if tag is not None and tag[0] == "event":  # only the work before the record
+                drain = recorded.get(tag[1], 0.0)
+            else:
+                drain = dev_free if dev_free > sub_free else sub_free
+            resume = (host if host > drain else drain) + rtt
+            site, api, allowed = _site(op.events)
+            mark = SyncMark(i, op.name, site, api, allowed, host, drain, resume, resume - host)
+            syncs.append(mark)
+            open_sync = mark  # two reads with no kernel between: the idle goes to the later
+            host = resume
+        if spans:
+            out.append((op.name, h0, host, d0, d1))
+    latency = host if host > dev_free else dev_free
+    if open_sync is not None:
+        open_sync.bubble_us += latency - max(dev_free, open_sync.drain_us)
+    return Replay(latency, busy, latency - busy, syncs, out, queue_wait)
+
+
+@dataclasses.dataclass
+class StepCost:
+    """One step's model: the replay, plus what its hidden syncs cost: ``sync_cost_us``
+    (modeled latency minus the replay without them) and ``sync_bubble_us`` (device idle
+    they caused: the same difference of idle time)."""
+
+    replay: Replay
+    sync_cost_us: float
+    sync_bubble_us: float
+
+
+    def record_fields(self) -> Dict[str, Any]:
+        """The StepRecord fields: ``modeled_ms``, ``bubble_us``, ``sync_cost_us``,
+        ``sync_bubble_us``."""
+        return {"modeled_ms": self.replay.latency_us / 1000.0,
+                "bubble_us": self.replay.bubble_us, "sync_cost_us": self.sync_cost_us,
+                "sync_bubble_us": self.sync_bubble_us}
+
+
+def model_step(ops: Sequence[Op], profile: Profile, spans: bool = True) -> StepCost:
+    """Replay ``ops`` with and without their hidden syncs (see :class:`StepCost`);
+    ``spans`` as for :func:`replay`."""
+    full = replay(ops, profile, spans=spans)
+    hidden = {m.index for m in full.syncs if m.hidden}
+    if not hidden:
+        return StepCost(full, 0.0, 0.0)
+    without = replay(ops, profile, hidden, spans=False)
+    return StepCost(full, full.latency_us - without.latency_us,
+                    full.bubble_us - without.bubble_us)
+
+
+# -- wiring for the runner ----------------------------------------------------------------------
+_ACTIVE: List[Recorder] = []
+
+
+def event_record(event: Any) -> None:
+    """The simulated ``Event.record`` (no-op unless a step model records)."""
+    if _ACTIVE and threading.get_ident() == _ACTIVE[-1].thread:
+        _ACTIVE[-1].event_record(id(event))
+
+
+def event_wait(event: Any) -> None:
+    """The simulated ``Event.synchronize``, before the guard reports it (no-op unless a step
+    model records)."""
+    if _ACTIVE and threading.get_ident() == _ACTIVE[-1].thread:
+        _ACTIVE[-1].event_wait(id(event))
+
+
+#: :func:`event_record` and :func:`event_wait`, as the simulated device's event observers.
+_EVENT_HOOKS = (event_record, event_wait)
+
+
+def device_work(name: str, ms: float) -> None:
+    """Record a modeled kernel of ``ms`` ms while a step model records (no-op otherwise):
+    the scenario's ``[logits] forward_ms``, a forward pass that exists only in the model."""
+    if _ACTIVE:
+        _ACTIVE[-1].device_work(name, ms)
+
+
+class StepModel:
+    """The modeled timeline of a counted pass on the simulated device. Use as a context
+    manager (installs the op observer, always removes it); :meth:`begin` and :meth:`end`
+    bracket each step; :meth:`on_event` receives the guard's events."""
+
+    def __init__(self, profile: Profile, device_type: str = "npu") -> None:
+        self.profile = profile
+        self.rec = Recorder(profile, device_type)
+        self.kept = 0
+
+    def __enter__(self) -> StepModel:
+        from ..sim import device as simdev
+        from ..sim import npu_module
+
+        simdev.OP_OBSERVERS.append(self.rec.on_op)
+        if _EVENT_HOOKS not in npu_module.EVENT_OBSERVERS:
+            npu_module.EVENT_OBSERVERS.append(_EVENT_HOOKS)
+        _ACTIVE.append(self.rec)
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        from ..sim import device as simdev
+
+        if self.rec.on_op in simdev.OP_OBSERVERS:
+            simdev.OP_OBSERVERS.remove(self.rec.on_op)
+        if self.rec in _ACTIVE:
+            _ACTIVE.remove(self.rec)
+
+    def on_event(self, ev: Any) -> None:
+        self.rec.on_event(ev)
+
+    def begin(self) -> None:
+        self.rec.take()
+        self.rec.keep_shapes = self.kept < TRACE_STEPS
+
+    def end(self, warmup: bool) -> Tuple[StepCost, Dict[str, Any]]:
+        """The step's cost and its ``timeline`` result line (op spans for the first
+        :data:`TRACE_STEPS` non-warm-up steps only)."""
+        ops = self.rec.take()
+        keep = not warmup and self.kept < TRACE_STEPS
+        cost = model_step(ops, self.profile, spans=keep)
+        r = cost.replay
+        line: Dict[str, Any] = {
+            "profile": self.profile.name, "warmup": warmup, "ops": len(ops),
+            "latency_us": r.latency_us, "busy_us": r.busy_us, "bubble_us": r.bubble_us,
+            "hidden_cost_us": cost.sync_cost_us, "hidden_bubble_us": cost.sync_bubble_us,
+            "syncs": [dataclasses.asdict(m) for m in r.syncs],
+        }
+        if keep:
+            self.kept += 1
+            line["spans"] = [[n, h0, h1, d0, d1] for n, h0, h1, d0, d1 in r.spans]
+            line["shapes"] = [shape_text(o.shapes) for o in ops]
+        return cost, line

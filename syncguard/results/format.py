@@ -1,0 +1,841 @@
+"""The result format: versioned JSON Lines, streamed while a run goes on.
+
+A result file (``result.jsonl``) is one JSON object per line:
+
+- ``{"type": "header", "schema": 1, ...}``: versions (syncguard, torch, torch_npu, Python),
+  device, host, git commit, creation time, the command line, and for each scenario its file,
+  SHA-256 and full text; ``machine`` (runs since the round-level statistics): CPU model and
+  count, load average, torch threads and a reference loop's time, which decide whether two
+  results' absolute host times compare (:mod:`syncguard.results.machine`).
+- ``{"type": "step", ...}``: one finished step of one scenario and path (:class:`StepRecord`).
+- ``{"type": "event", ...}``: one host sync (:class:`syncguard.SyncEvent` fields plus
+  ``scenario``, ``path`` and ``pass``).
+  Syncs an ``exec`` run made outside every step are events too, written at the end with
+  ``path`` = :data:`OUTSIDE_PATH`, ``step`` null and no step record; ``after_step`` is the
+  index of the step begun last before each (null before the first). Results written before
+  this kept only a ``note`` (total and ``file:line`` list): :func:`outside_sites` reads both.
+- ``{"type": "timeline", ...}``: the modeled device timeline of one counted step on the
+  simulated device (:mod:`syncguard.model.timeline`).
+- ``{"type": "footer", "complete": true, ...}``: written only when the run finished.
+
+Each line is flushed as it is written, so an interrupted run keeps every finished step and
+:func:`load` reads a partial file (a torn last line is ignored).
+
+A result file is untrusted input: :func:`load` checks the type of every field the reports use
+and raises :class:`ResultError` (one line naming the file, the line and the field) for anything
+else; a file written by a newer syncguard gives a :class:`ResultWarning`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import getpass
+import hashlib
+import io
+import json
+import math
+import os
+import platform
+import re
+import socket
+import subprocess
+import sys
+import time
+import warnings
+from typing import IO, TYPE_CHECKING, Any, Dict, Iterable, List, Optional, Sequence, Tuple
+
+from .._paths import PKG_DIR
+from ..core.events import SyncEvent
+
+if TYPE_CHECKING:  # pragma: no cover
+    import pandas as pd
+
+SCHEMA = 1
+#: ``path`` of the events an ``exec`` run made outside every step
+OUTSIDE_PATH = "(outside steps)"
+#: ``pass`` of the timed pass's step records (no interceptors: no syncs are seen)
+TIMED_PASS = "timed"
+
+
+class ResultError(ValueError):
+    """A result file that cannot be read."""
+
+
+class ResultWarning(UserWarning):
+    """A result file that loads but may be read wrongly (written by a newer syncguard)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class StepRecord:
+    """One decode step of one scenario on one path.
+
+    ``pass_`` is ``"counted"`` (under the guard) or ``"timed"`` (no interceptors). ``syncs``
+    hidden host syncs and ``allowed`` allowed ones (counted pass; 0 on the timed pass).
+    ``latency_ms``: host wall time from the start of the step to its token readback
+    (milliseconds; consecutive readbacks minus syncguard's own result writing).
+    ``device_ms``: device time of the step from device events (real devices only, else None).
+    ``tokens``: the sampled ids.
+    ``sync_wait_us``: time the host spent inside this step's hidden syncs (microseconds,
+    counted pass; 0.0 without hidden syncs; None on the timed pass).
+    ``labels``: free-form per-step facts the subject reports (the case study's
+    ``{"branch": "fused", "eligible": true}``; an ``exec`` loop's ``{"phase": "prefill"}``);
+    None when it reports none. Results written before labels held them carry ``branch`` and
+    ``eligible`` as fields of their own: :meth:`from_dict` moves them into ``labels``.
+    ``rank``: the distributed rank that wrote the step (None outside torchrun).
+
+    ``pass_`` is ``"exec"`` for ``syncguard exec``: the program ran once, under the guard, so
+    the record is both counted and timed; ``scenario`` is then the program and ``path`` the
+    step's name.
+    ``round``: the timed pass's round (it repeats the scenario, paths interleaved step by
+    step; None on the counted pass). ``modeled_ms``/``bubble_us``: the step's modeled latency
+    (ms) and device idle time (us) from the device timeline model (simulated device, counted
+    pass; None elsewhere; the profile is named in the header's ``timeline``);
+    ``sync_cost_us``/``sync_bubble_us``: what the step's hidden syncs cost in that model (the
+    modeled latency and device idle minus a replay without them, us).
+    """
+
+    scenario: str
+    path: str
+    pass_: str
+    step: int
+    warmup: bool
+    batch_size: int
+    syncs: int
+    allowed: int
+    latency_ms: Optional[float]
+    device_ms: Optional[float] = None
+    tokens: Optional[List[int]] = None
+    sync_wait_us: Optional[float] = None
+    labels: Optional[Dict[str, Any]] = None
+    rank: Optional[int] = None
+    round: Optional[int] = None
+    modeled_ms: Optional[float] = None
+    bubble_us: Optional[float] = None
+    sync_cost_us: Optional[float] = None
+    sync_bubble_us: Optional[float] = None
+
+    def to_dict(self) -> Dict[str, Any]:
+        d = dataclasses.asdict(self)
+        d["pass"] = d.pop("pass_")
+        return d
+
+    @classmethod
+    def from_dict(cls, d: Dict[str, Any]) -> StepRecord:
+        """A record from its dict (:meth:`to_dict`, or a result line). An older result's
+        ``branch`` and ``eligible`` fields become labels (where ``labels`` lacks them; an
+        empty ``branch`` or a null ``eligible`` is no label)."""
+        d = dict(d)
+        d["pass_"] = d.pop("pass")
+        old = {k: d[k] for k in _OLD_LABELS if d.get(k) not in (None, "")}
+        if old:
+            d["labels"] = {**old, **(d.get("labels") or {})}
+        names = _FIELD_NAMES
+        return cls(**{k: v for k, v in d.items() if k in names})
+
+    @classmethod
+    def from_events(cls, scenario: str, path: str, pass_: str, step: int, warmup_steps: int,
+                    events: Sequence[SyncEvent], latency_ms: Optional[float],
+                    **fields: Any) -> StepRecord:
+        """The record of one finished step from the sync events it made: the one builder of
+        the counted (:mod:`syncguard.driving.runner`), timed (:mod:`syncguard.driving.timing`) and
+        ``exec``
+        (:mod:`syncguard.execute.session`) records. ``warmup`` is decided by
+        :func:`syncguard.core.steps.is_warmup` (the first ``warmup_steps`` steps are warm-up);
+        ``syncs``/``allowed`` are the events' counts; ``sync_wait_us`` the host's time inside
+        the hidden ones (None on the timed pass, which has no interceptors). ``fields``: the
+        rest (``batch_size``, ``device_ms``, ``tokens``, labels, ``round``, the modeled
+        timeline's fields...); ``batch_size`` defaults to 0."""
+        from ..core.steps import is_warmup
+
+        hidden = [e for e in events if not e.allowed]
+        fields.setdefault("batch_size", 0)
+        return cls(scenario=scenario, path=path, pass_=pass_, step=step,
+                   warmup=is_warmup(step, warmup_steps),
+                   syncs=sum(e.count for e in hidden),
+                   allowed=sum(e.count for e in events if e.allowed), latency_ms=latency_ms,
+                   sync_wait_us=(None if pass_ == TIMED_PASS
+                                 else sum(e.wait_us or 0.0 for e in hidden)),
+                   **fields)
+
+
+#: step fields of results written before the subject's labels held them: moved into labels
+_OLD_LABELS = ("branch", "eligible")
+_FIELD_NAMES = frozenset(f.name for f in dataclasses.fields(StepRecord))
+
+STEP_COLUMNS = {
+    "scenario": "scenario name",
+    "path": "the subject (sampling path) that ran the step",
+    "pass": "counted (under the guard) or timed (no interceptors)",
+    "step": "decode step index (0-based, warm-up steps included)",
+    "warmup": "True for warm-up steps (not counted, not in latency stats)",
+    "batch_size": "requests in the batch at this step",
+    "syncs": "hidden host syncs in the step (count)",
+    "allowed": "allowed host syncs in the step (count; the token readback)",
+    "latency_ms": "host time of the step up to its token readback, syncguard's own writing "
+                  "excluded (ms)",
+    "device_ms": "device time of the step from device events (ms; real devices only)",
+    "sync_wait_us": "host time spent inside this step's hidden syncs (us, counted pass)",
+    "rank": "distributed rank that wrote the step (empty outside torchrun)",
+    "labels": "the subject's free-form per-step labels, as a JSON object, keys sorted (the "
+              "case study's branch taken and host flag: {\"branch\": \"fused\", "
+              "\"eligible\": true}; an exec loop's phase); empty when none",
+    "round": "round of the timed pass (paths interleaved step by step; empty when counted)",
+    "modeled_ms": "modeled step latency on the header's device profile (ms; simulated "
+                  "device, counted pass)",
+    "bubble_us": "modeled device idle time in the step (us; same)",
+    "sync_cost_us": "modeled latency of the step's hidden syncs: modeled latency minus a "
+                    "replay without them (us; same)",
+    "sync_bubble_us": "modeled device idle caused by the step's hidden syncs (us; same)",
+}
+
+EVENT_COLUMNS = {
+    "scenario": "scenario name", "path": "the subject (sampling path)", "pass": "counted",
+    "step": "decode step index", "kind": "sync kind (scalar_read, d2h_copy, ...)",
+    "api": "Python-level entry (Tensor.__bool__, ...)", "op": "ATen op where known",
+    "site": "file:line of the user code", "function": "function of that line",
+    "count": "host syncs this event stands for", "allowed": "allowed (True) or hidden",
+    "reason": "why it was allowed", "thread": "Python thread name",
+    "wait_us": "time the host spent in the intercepted call (us; the sync's cost on hardware)",
+    "after_step": "a sync outside every step (exec): the index of the step begun last before "
+                  "it (empty for syncs inside a step)",
+}
+
+
+def _git(cwd: str, *args: str) -> Optional[str]:
+    try:
+        out = subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True, timeout=5)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return out.stdout.strip() if out.returncode == 0 else None
+
+
+def _git_commit(cwd: str) -> Optional[str]:
+    return _git(cwd, "rev-parse", "HEAD") or None
+
+
+def _git_dirty(cwd: str) -> Optional[bool]:
+    """True when tracked files other than reports/ (outputs, possibly this run's own) differ
+    from the commit (None outside a git checkout)."""
+    top = _git(cwd, "rev-parse", "--show-toplevel")
+    if top is None:
+        return None
+    out = _git(top, "status", "--porcelain", "--untracked-files=no", "--", ".",
+               ":(exclude)reports")
+    return None if out is None else bool(out)
+
+
+def environment(device: str, device_name: str) -> Dict[str, Any]:
+    """Versions and machine facts for a result header."""
+    import torch
+
+    from .._version import __version__
+
+    here = PKG_DIR
+    tnpu = sys.modules.get("torch_npu")
+    tnpu_v = None
+    if tnpu is not None and not getattr(tnpu, "__syncguard_standin__", False):
+        tnpu_v = getattr(tnpu, "__version__", "unknown")
+    try:
+        user = getpass.getuser()
+    except Exception:
+        user = None
+    return {
+        "syncguard": __version__, "torch": torch.__version__, "torch_npu": tnpu_v,
+        "python": platform.python_version(), "platform": platform.platform(),
+        "machine": platform.machine(), "processor": platform.processor() or None,
+        "cpu_count": os.cpu_count(), "host": socket.gethostname(), "user": user,
+        "device": device, "device_name": device_name,
+        "git_commit": _git_commit(here),
+        "git_dirty": _git_dirty(here) if _git_commit(here) else None,
+    }
+
+
+def scenario_record(path: str, text: str) -> Dict[str, str]:
+    return {"file": path, "sha256": hashlib.sha256(text.encode()).hexdigest(), "text": text}
+
+
+class ResultWriter:
+    """Streams a result file: every line is flushed (and fsync'ed for steps) as written."""
+
+    def __init__(self, path: str, header: Dict[str, Any]) -> None:
+        self.path = path
+        from ..core._atomic import open_stream
+
+        self._f: Optional[IO[str]] = open_stream(path)  # never through a symlink at path
+        self._write({"type": "header", "schema": SCHEMA, "created": time.time(), **header})
+
+    def _write(self, obj: Dict[str, Any]) -> None:
+        assert self._f is not None, "result writer is closed"
+        from ..core._untrusted import dumps
+
+        # never NaN or Infinity: not JSON, and the file is read back for the reports
+        self._f.write(dumps(obj, separators=(",", ":"), default=str) + "\n")
+        self._f.flush()
+
+    def step(self, rec: StepRecord, events: List[SyncEvent]) -> None:
+        """One finished step with its events: the events first, so a step line always has
+        its events above it."""
+        extra = {} if rec.rank is None else {"rank": rec.rank}
+        for ev in events:
+            self._write({"type": "event", "scenario": rec.scenario, "path": rec.path,
+                         "pass": rec.pass_, **extra, **ev.to_dict()})
+        self._write({"type": "step", **rec.to_dict()})
+        assert self._f is not None
+        os.fsync(self._f.fileno())
+
+    def events(self, scenario: str, path: str, pass_: str, events: List[SyncEvent],
+               rank: Optional[int] = None,
+               after: Optional[List[Optional[int]]] = None) -> None:
+        """Events that belong to no step record (``exec``: syncs outside every step, each
+        with ``after_step``, the step begun last before it, from ``after``)."""
+        extra: Dict[str, Any] = {} if rank is None else {"rank": rank}
+        for i, ev in enumerate(events):
+            if after is not None:
+                extra["after_step"] = after[i]
+            self._write({"type": "event", "scenario": scenario, "path": path, "pass": pass_,
+                         **extra, **ev.to_dict()})
+
+    def timeline(self, fields: Dict[str, Any]) -> None:
+        """The modeled device timeline of one step (:mod:`syncguard.model.timeline`)."""
+        self._write({"type": "timeline", **fields})
+
+    def note(self, **fields: Any) -> None:
+        self._write({"type": "note", **fields})
+
+    def close(self, complete: bool, **fields: Any) -> None:
+        if self._f is None:
+            return
+        self._write({"type": "footer", "complete": complete, "finished": time.time(), **fields})
+        self._f.close()
+        self._f = None
+
+
+@dataclasses.dataclass
+class RunResult:
+    """A loaded result: header, steps and events in file order."""
+
+    header: Dict[str, Any]
+    steps: List[StepRecord]
+    events: List[Dict[str, Any]]
+    footer: Optional[Dict[str, Any]]
+    notes: List[Dict[str, Any]] = dataclasses.field(default_factory=list)
+    source: str = ""
+    #: modeled device timeline per counted step (simulated device; syncguard.model.timeline)
+    timelines: List[Dict[str, Any]] = dataclasses.field(default_factory=list)
+
+    @property
+    def complete(self) -> bool:
+        return bool(self.footer and self.footer.get("complete"))
+
+    @property
+    def scenarios(self) -> List[str]:
+        return list(dict.fromkeys(s.scenario for s in self.steps))
+
+    @property
+    def paths(self) -> List[str]:
+        return list(dict.fromkeys(s.path for s in self.steps))
+
+    def steps_df(self) -> pd.DataFrame:
+        """One row per step record; columns and units in :data:`STEP_COLUMNS`."""
+        import pandas as pd
+
+        cols = list(STEP_COLUMNS)
+        rows = []
+        for r in self.steps:
+            d = r.to_dict()
+            d["labels"] = None if r.labels is None else json.dumps(r.labels, sort_keys=True,
+                                                                   default=str)
+            rows.append({k: d[k] for k in cols})
+        return pd.DataFrame(rows, columns=cols)
+
+    def events_df(self) -> pd.DataFrame:
+        """One row per sync event; columns in :data:`EVENT_COLUMNS` (plus ``lineno`` and
+        ``filename``)."""
+        import pandas as pd
+
+        rows = []
+        for e in self.events:
+            rows.append({**{k: e.get(k) for k in EVENT_COLUMNS if k != "site"},
+                         "site": f"{e.get('filename')}:{e.get('lineno')}",
+                         "filename": e.get("filename"), "lineno": e.get("lineno")})
+        df = pd.DataFrame(rows, columns=[*EVENT_COLUMNS, "filename", "lineno"])
+        for col in ("step", "after_step"):  # integers with gaps: not floats ("3.0")
+            df[col] = df[col].astype("Int64")
+        return df
+
+    def write_json(self, f: IO[str]) -> None:
+        """Write the whole result as one JSON document to ``f``, one step or event per line,
+        without building the document in memory (a 10k-step run stays flat)."""
+        from ..core._untrusted import finite_json
+
+        plain = json.JSONEncoder(default=str, separators=(",", ":"), allow_nan=False)
+
+        class _Enc:  # NaN/Infinity become null: result.json stays JSON
+            @staticmethod
+            def encode(o: Any) -> str:
+                try:
+                    return plain.encode(o)
+                except ValueError:
+                    return plain.encode(finite_json(o))
+
+        enc = _Enc()
+
+        def seq(items: Iterable[Any]) -> None:
+            first = True
+            for it in items:
+                f.write("\n " if first else ",\n ")
+                f.write(enc.encode(it))
+                first = False
+            f.write("\n]" if not first else "]")
+
+        f.write('{"header": ' + enc.encode(self.header) + ',\n"steps": [')
+        seq(s.to_dict() for s in self.steps)
+        f.write(',\n"events": [')
+        seq(self.events)
+        f.write(',\n"notes": [')
+        seq(self.notes)
+        f.write(',\n"timelines": [')
+        seq(self.timelines)
+        f.write(',\n"footer": ' + enc.encode(self.footer) + "}")
+
+    def to_json(self) -> str:
+        """The whole result as one JSON document (same content as the JSON Lines file)."""
+        buf = io.StringIO()
+        self.write_json(buf)
+        return buf.getvalue()
+
+
+# -- loading: every field the reports read is checked -----------------------------------------
+_MISSING = object()
+_INT_MAX = 2 ** 53  # beyond this a count or index is no longer exact in pandas/JSON tools
+
+
+def _is_int(v: Any) -> bool:
+    return type(v) is int and 0 <= v <= _INT_MAX
+
+
+def _is_num(v: Any) -> bool:
+    t = type(v)
+    return (t is float and math.isfinite(v) and abs(v) <= 1e300) or (
+        t is int and abs(v) <= _INT_MAX)
+
+
+def _is_str(v: Any) -> bool:
+    return type(v) is str and len(v) <= 4096
+
+
+def _is_ints(v: Any) -> bool:
+    # C-level passes over a step's tokens: a 60k-step result loads without a Python loop each
+    return type(v) is list and (not v or (set(map(type, v)) == {int} and min(v) >= 0
+                                          and max(v) <= _INT_MAX))
+
+
+_CHECKS = {
+    "int": (_is_int, "an integer >= 0"),
+    "num": (_is_num, "a finite number"),
+    "str": (_is_str, "a string (at most 4096 characters)"),
+    "bool": (lambda v: type(v) is bool, "true or false"),
+    "ints": (_is_ints, "a list of integers >= 0"),
+    "list": (lambda v: type(v) is list, "a list"),
+    "dict": (lambda v: type(v) is dict, "a JSON object"),
+}
+
+#: field -> (check, required, None allowed)
+_STEP_FIELDS: Dict[str, Tuple[str, bool, bool]] = {
+    "scenario": ("str", True, False), "path": ("str", True, False),
+    "pass": ("str", True, False), "step": ("int", True, False),
+    "warmup": ("bool", True, False), "batch_size": ("int", True, False),
+    "syncs": ("int", True, False),
+    "allowed": ("int", True, False), "latency_ms": ("num", True, True),
+    "device_ms": ("num", False, True),
+    # results written before labels held them (moved into labels when read)
+    "branch": ("str", False, False), "eligible": ("bool", False, True),
+    "tokens": ("ints", False, True), "sync_wait_us": ("num", False, True),
+    "labels": ("dict", False, True), "rank": ("int", False, True),
+    "round": ("int", False, True), "modeled_ms": ("num", False, True),
+    "bubble_us": ("num", False, True), "sync_cost_us": ("num", False, True),
+    "sync_bubble_us": ("num", False, True),
+}
+_EVENT_FIELDS: Dict[str, Tuple[str, bool, bool]] = {
+    "scenario": ("str", True, False), "path": ("str", True, False),
+    "pass": ("str", False, True), "kind": ("str", False, True), "api": ("str", False, True),
+    "op": ("str", False, True), "filename": ("str", False, True),
+    "lineno": ("int", False, True), "function": ("str", False, True),
+    "stack": ("list", False, True), "step": ("int", False, True),
+    "thread": ("str", False, True), "allowed": ("bool", False, True),
+    "reason": ("str", False, True), "warmup": ("bool", False, True),
+    "count": ("int", False, True), "device": ("str", False, True),
+    "source": ("str", False, True), "wait_us": ("num", False, True),
+    "rank": ("int", False, True), "after_step": ("int", False, True),
+}
+
+
+def _compile(fields: Dict[str, Tuple[str, bool, bool]]) -> List[Tuple[str, Any, bool, bool]]:
+    return [(k, _CHECKS[c][0], req, null) for k, (c, req, null) in fields.items()]
+
+
+_COMPILED: Dict[int, List[Tuple[str, Any, bool, bool]]] = {}
+
+
+def _check_fields(where: str, what: str, obj: Any,
+                  fields: Dict[str, Tuple[str, bool, bool]]) -> Dict[str, Any]:
+    if not isinstance(obj, dict):
+        raise ResultError(f"{where}: {what} must be a JSON object, got {type(obj).__name__}")
+    spec = _COMPILED.get(id(fields))
+    if spec is None:
+        spec = _COMPILED[id(fields)] = _compile(fields)
+    get = obj.get
+    for key, ok, required, nullable in spec:
+        v = get(key, _MISSING)
+        if v is _MISSING:
+            if required:
+                raise ResultError(f"{where}: {what}.{key}: missing")
+        elif not ok(v) and not (v is None and nullable):
+            want = _CHECKS[fields[key][0]][1]
+            shown = json.dumps(v)[:60] if not isinstance(v, float) else repr(v)
+            raise ResultError(f"{where}: {what}.{key}: must be {want}"
+                              f"{' or null' if nullable else ''}, got {shown}")
+    return obj
+
+
+_FRAME_KEYS = {"filename", "lineno", "function"}
+
+
+def _event(where: str, obj: Any) -> Dict[str, Any]:
+    """An event line checked like :func:`_check_fields`, and its ``stack`` frame by frame
+    (each ``{"filename": str, "lineno": int, "function": str}`` and an optional
+    ``"qualname": str``, as ``SyncEvent`` reads it)."""
+    ev = _check_fields(where, "event", obj, _EVENT_FIELDS)
+    for i, fr in enumerate(ev.get("stack") or ()):
+        if not (type(fr) is dict and set(fr) - {"qualname"} == _FRAME_KEYS
+                and _is_str(fr["filename"]) and _is_int(fr["lineno"])
+                and _is_str(fr["function"]) and _is_str(fr.get("qualname", ""))):
+            raise ResultError(f"{where}: event.stack[{i}]: must be an object with filename "
+                              f"(a string), lineno (an integer >= 0), function (a string) "
+                              f"and optionally qualname (a string)")
+    return ev
+
+
+def _step(where: str, obj: Any) -> StepRecord:
+    d = _check_fields(where, "step", obj, _STEP_FIELDS)
+    return StepRecord.from_dict(d)
+
+
+def _check_header(where: str, header: Any) -> Dict[str, Any]:
+    if not isinstance(header, dict):
+        raise ResultError(f"{where}: header: must be a JSON object: not a syncguard result")
+    if header.get("schema") != SCHEMA:
+        raise ResultError(f"{where}: header.schema: {json.dumps(header.get('schema'))[:40]} "
+                          f"is not {SCHEMA}")
+    return header
+
+
+def _version_tuple(v: Any) -> Optional[Tuple[int, ...]]:
+    m = re.match(r"(\d+(?:\.\d+)*)", str(v)) if isinstance(v, str) else None
+    return tuple(int(x) for x in m.group(1).split(".")[:4]) if m else None
+
+
+def _warn_if_newer(path: str, header: Dict[str, Any]) -> None:
+    """A :class:`ResultWarning` when the file names a newer syncguard than this one."""
+    from .._version import __version__
+
+    env = header.get("env")
+    theirs = header.get("syncguard") or (env.get("syncguard") if isinstance(env, dict) else None)
+    a, b = _version_tuple(theirs), _version_tuple(__version__)
+    if a is None or b is None:
+        return
+    n = max(len(a), len(b))
+    if a + (0,) * (n - len(a)) > b + (0,) * (n - len(b)):
+        warnings.warn(ResultWarning(
+            f"{path}: written by syncguard {str(theirs)[:40]}, newer than this one "
+            f"({__version__}); fields it added are ignored: upgrade syncguard to read it "
+            f"fully"), stacklevel=3)
+
+
+def _load_document(path: str, f: IO[str]) -> RunResult:
+    """A ``result.json`` document (:meth:`RunResult.write_json`)."""
+    try:
+        doc = json.load(f)
+    except json.JSONDecodeError as exc:
+        raise ResultError(f"{path}:{exc.lineno}: not a JSON document: {exc.msg}") from None
+    header = doc.get("header") if isinstance(doc, dict) else None
+    if not isinstance(header, dict):
+        raise ResultError(f"{path}: header: missing: not a syncguard result")
+    _check_header(path, header)
+    parts = {}
+    for key in ("steps", "events", "notes"):
+        parts[key] = doc.get(key)
+        if parts[key] is None:
+            parts[key] = []
+        if not isinstance(parts[key], list):
+            raise ResultError(f"{path}: {key}: must be a JSON array")
+    steps = [_step(f"{path}: steps[{i}]", d) for i, d in enumerate(parts["steps"])]
+    events = [_event(f"{path}: events[{i}]", e) for i, e in enumerate(parts["events"])]
+    for i, n in enumerate(parts["notes"]):
+        if not isinstance(n, dict):
+            raise ResultError(f"{path}: notes[{i}]: must be a JSON object")
+    footer = doc.get("footer")
+    if footer is not None and not isinstance(footer, dict):
+        raise ResultError(f"{path}: footer: must be a JSON object or null")
+    timelines = doc.get("timelines") or []
+    if not isinstance(timelines, list):
+        raise ResultError(f"{path}: timelines: must be a JSON array")
+    tls = [_timeline(t, f"{path}: timelines[{i}]") for i, t in enumerate(timelines)]
+    return RunResult(header, steps, events, footer, list(parts["notes"]), path, tls)
+
+
+_RANK_NAME = re.compile(r"result\.rank(.*)\.jsonl", re.DOTALL)
+_CANONICAL_RANK = re.compile(r"0|[1-9][0-9]{0,5}", re.ASCII)
+
+
+def rank_name(rank: int) -> str:
+    """The one file name of rank ``rank``'s result: ``result.rank<N>.jsonl``, N in ASCII
+    digits without leading zeros."""
+    return f"result.rank{rank}.jsonl"
+
+
+def rank_files(folder: str) -> List[Tuple[int, str]]:
+    """``(rank, path)`` of the per-rank results ``result.rank<N>.jsonl`` in ``folder``, by
+    rank. Raises :class:`ResultError` naming the file for a name that is not the canonical
+    one of its rank (``result.rank00.jsonl``, non-ASCII digits: they would merge as one rank,
+    counted twice)."""
+    out = []
+    for name in sorted(os.listdir(folder)):
+        m = _RANK_NAME.fullmatch(name)
+        if m is None:
+            continue
+        if not _CANONICAL_RANK.fullmatch(m.group(1)):
+            from .._escape import terminal
+
+            raise ResultError(f"{os.path.join(folder, terminal(name))}: not a rank file name "
+                              f"syncguard writes (result.rank<N>.jsonl, N in ASCII digits "
+                              f"without leading zeros): rename or remove it")
+        out.append((int(m.group(1)), os.path.join(folder, name)))
+    return sorted(out)
+
+
+def check_ranks(folder: str, parts: List[Tuple[int, RunResult]]) -> None:
+    """Refuse (:class:`ResultError` naming the files) per-rank results that are not one run:
+    a world size that differs between them or from the ranks found, or different programs
+    (stale files of an earlier run left in ``folder``)."""
+    def where(rank: int) -> str:
+        return os.path.join(folder, rank_name(rank))
+
+    def exec_field(res: RunResult, key: str) -> Any:
+        ex = res.header.get("exec")
+        return ex.get(key) if isinstance(ex, dict) else None
+
+    first_rank, first = parts[0]
+    for rank, res in parts[1:]:
+        for key, what in (("world_size", "world size"), ("program", "program")):
+            a, b = exec_field(first, key), exec_field(res, key)
+            if a != b:
+                raise ResultError(f"{where(rank)}: {what} {str(b)[:80]!r} differs from "
+                                  f"{where(first_rank)} ({str(a)[:80]!r}): rank files of two "
+                                  f"runs in one folder; remove the stale ones or rerun with "
+                                  f"--force")
+    world = exec_field(first, "world_size")
+    try:
+        n = int(world) if world is not None else None
+    except (TypeError, ValueError):
+        n = None
+    ranks = [r for r, _ in parts]
+    if n is not None and ranks != list(range(n)):
+        extra = [r for r in ranks if r >= n]
+        if extra:
+            raise ResultError(f"{where(extra[0])}: rank {extra[0]} in a world of {n} (the "
+                              f"world size the rank files record): a stale file of an "
+                              f"earlier run; remove it or rerun with --force")
+        missing = sorted(set(range(n)) - set(ranks))
+        raise ResultError(f"{folder}: rank {missing[0]} of a world of {n} has no "
+                          f"{rank_name(missing[0])}")
+
+
+def merge_ranks(parts: List[Tuple[int, RunResult]], source: str) -> RunResult:
+    """One result from per-rank results: each rank's scenarios become ``<name> [rank N]``
+    (so every table gets a row per rank), steps and events keep their ``rank``."""
+    steps: List[StepRecord] = []
+    events: List[Dict[str, Any]] = []
+    notes: List[Dict[str, Any]] = []
+    for rank, res in parts:
+        steps += [dataclasses.replace(s, scenario=f"{s.scenario} [rank {rank}]", rank=rank)
+                  for s in res.steps]
+        events += [{**e, "scenario": f"{e.get('scenario')} [rank {rank}]", "rank": rank}
+                   for e in res.events]
+        notes += [{**n, "rank": rank} for n in res.notes]
+    header = dict(parts[0][1].header)
+    header["ranks"] = [r for r, _ in parts]
+    complete = all(res.complete for _, res in parts)
+    footer = {"type": "footer", "complete": complete}
+    timelines = [{**t, "scenario": f"{t.get('scenario')} [rank {rank}]", "rank": rank}
+                 for rank, res in parts for t in res.timelines]
+    return RunResult(header, steps, events, footer, notes, source, timelines)
+
+
+def _timeline(obj: Any, where: str) -> Dict[str, Any]:
+    """A timeline line, checked enough that every reader can rely on its fields."""
+    if not isinstance(obj, dict):
+        raise ResultError(f"{where}: timeline: must be a JSON object")
+    for key in ("scenario", "path"):
+        if not isinstance(obj.get(key), str):
+            raise ResultError(f"{where}: timeline.{key}: missing or not a string")
+    if not isinstance(obj.get("step"), int):
+        raise ResultError(f"{where}: timeline.step: missing or not an integer")
+    for key in ("latency_us", "busy_us", "bubble_us"):
+        if not isinstance(obj.get(key), (int, float)):
+            raise ResultError(f"{where}: timeline.{key}: missing or not a number")
+    syncs = obj.get("syncs", [])
+    if not isinstance(syncs, list) or not all(
+            isinstance(m, dict) and isinstance(m.get("host_us"), (int, float))
+            and isinstance(m.get("drain_us"), (int, float)) for m in syncs):
+        raise ResultError(f"{where}: timeline.syncs: each sync needs numeric host_us and "
+                          f"drain_us")
+    spans = obj.get("spans", [])
+    if not isinstance(spans, list) or not all(isinstance(x, list) and len(x) == 5
+                                              for x in spans):
+        raise ResultError(f"{where}: timeline.spans: each span is [name, host_start, "
+                          f"host_end, dev_start, dev_end]")
+    return obj
+
+
+def load(path: str) -> RunResult:
+    """Read a result: the streamed ``result.jsonl`` (complete or interrupted, line by line),
+    the ``result.json`` document written from it, or a folder holding either, or one
+    ``result.rank<N>.jsonl`` per rank (merged: :func:`merge_ranks`). Raises
+    :class:`ResultError` (one line naming the file and field) for anything that is not a
+    syncguard result; warns (:class:`ResultWarning`) when a newer syncguard wrote it."""
+    if os.path.isdir(path):
+        ranks = rank_files(path)
+        if ranks:
+            for name in ("result.jsonl", "result.json"):
+                if os.path.lexists(os.path.join(path, name)):
+                    raise ResultError(f"{os.path.join(path, name)}: beside rank files "
+                                      f"({os.path.basename(ranks[0][1])}...): two runs in one "
+                                      f"folder; load one file, or remove the stale one")
+            parts = [(r, load(p)) for r, p in ranks]
+            check_ranks(path, parts)
+            return merge_ranks(parts, path)
+        for name in ("result.jsonl", "result.json"):
+            if os.path.isfile(os.path.join(path, name)):
+                return load(os.path.join(path, name))
+        raise ResultError(f"{path}: no result.jsonl, result.json or result.rank<N>.jsonl in "
+                          f"this folder")
+    from ..core._untrusted import UntrustedError, open_regular
+
+    try:  # a regular file only: a FIFO or device is refused without blocking
+        f = open_regular(path, "result")
+    except UntrustedError as exc:
+        raise ResultError(str(exc)) from None
+    with f:
+        start = f.read(4)
+        if start[:2] in (b"\xff\xfe", b"\xfe\xff") or (len(start) >= 2 and (
+                start[0] == 0 or start[1] == 0)):
+            raise ResultError(f"{path}: UTF-16 or binary data: not a syncguard result "
+                              f"(result files are UTF-8 JSON)")
+        f.seek(0)
+        text = io.TextIOWrapper(f, encoding="utf-8-sig")
+        try:
+            if text.read(len(_DOC_START)) == _DOC_START:
+                text.seek(0)
+                res = _load_document(path, text)
+            else:
+                text.seek(0)
+                res = _load_lines(path, text)
+        except UnicodeDecodeError as exc:
+            raise ResultError(f"{path}: not UTF-8 text (byte 0x{exc.object[exc.start]:02x}): "
+                              f"not a syncguard result") from None
+        except RecursionError:
+            raise ResultError(f"{path}: JSON nested too deeply: not a syncguard result"
+                              ) from None
+        except MemoryError:
+            raise ResultError(f"{path}: too large to load") from None
+    _warn_if_newer(path, res.header)
+    return res
+
+
+_DOC_START = '{"header": '
+
+
+def _shared(event: Dict[str, Any], strings: Dict[str, str]) -> Dict[str, Any]:
+    """``event`` with its string values (and its stack frames' strings) replaced by one shared
+    copy per distinct string: a run's events repeat the same file names, functions, kinds and
+    APIs, and a result of 200,000 events would otherwise hold a copy of each per event."""
+    for k, v in event.items():
+        if type(v) is str:
+            event[k] = strings.setdefault(v, v)
+    stack = event.get("stack")
+    if stack:
+        for fr in stack:
+            if type(fr) is dict:
+                for k, v in fr.items():
+                    if type(v) is str:
+                        fr[k] = strings.setdefault(v, v)
+    return event
+
+
+def _load_lines(path: str, f: IO[str]) -> RunResult:
+    header: Optional[Dict[str, Any]] = None
+    steps: List[StepRecord] = []
+    events: List[Dict[str, Any]] = []
+    notes: List[Dict[str, Any]] = []
+    timelines: List[Dict[str, Any]] = []
+    strings: Dict[str, str] = {}
+    footer = None
+    torn: Optional[int] = None  # a line that did not parse: fine only if it is the last one
+    for i, line in enumerate(f, 1):
+        if not line.strip():
+            continue
+        if torn is not None:
+            raise ResultError(f"{path}:{torn}: not a JSON line")
+        try:
+            obj = json.loads(line)
+        except json.JSONDecodeError:
+            torn = i  # torn last line of an interrupted run, unless more lines follow
+            continue
+        if not isinstance(obj, dict):
+            raise ResultError(f"{path}:{i}: not a syncguard result line (a JSON object)")
+        t = obj.pop("type", None)
+        if t == "header":
+            header = _check_header(f"{path}:{i}", {"type": "header", **obj})
+        elif t == "step":
+            steps.append(_step(f"{path}:{i}", obj))
+        elif t == "event":
+            events.append(_shared(_event(f"{path}:{i}", obj), strings))
+        elif t == "footer":
+            footer = {"type": "footer", **obj}
+        elif t == "note":
+            notes.append({"type": "note", **obj})
+        elif t == "timeline":
+            timelines.append(_timeline(obj, f"{path}:{i}"))
+    if header is None:
+        raise ResultError(f"{path}: no header line: not a syncguard result")
+    return RunResult(header, steps, events, footer, notes, path, timelines)
+
+
+def outside_sites(result: RunResult) -> List[Dict[str, Any]]:
+    """The hidden syncs an ``exec`` run made outside every step, one dict per site and scenario
+    (``scenario``, ``filename``, ``lineno``, ``function``, ``kind``, ``api``, ``op``,
+    ``count``), most syncs first. A result from before these were events gives its note's
+    ``file:line`` list, with ``count`` None (only the total was kept)."""
+    out: Dict[Tuple[Any, ...], Dict[str, Any]] = {}
+    for e in result.events:
+        if e.get("path") != OUTSIDE_PATH or e.get("allowed"):
+            continue
+        key = (e.get("scenario"), e.get("filename"), e.get("lineno"), e.get("function"),
+               e.get("kind"), e.get("api"), e.get("op"))
+        row = out.setdefault(key, dict(zip(("scenario", "filename", "lineno", "function",
+                                             "kind", "api", "op"), key), count=0))
+        row["count"] += int(e.get("count") or 1)
+    if out:
+        return sorted(out.values(), key=lambda r: -r["count"])
+    old: List[Dict[str, Any]] = []
+    for n in result.notes:
+        if n.get("outside_steps") is None or not isinstance(n.get("sites"), list):
+            continue
+        for site in n["sites"]:
+            if isinstance(site, str):
+                f, _, line = site.rpartition(":")
+                old.append({"scenario": None, "filename": f, "lineno": int(line) if
+                            line.isdigit() else None, "function": None, "kind": None,
+                            "api": None, "op": None, "count": None})
+    return old
