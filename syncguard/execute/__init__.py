@@ -224,11 +224,11 @@ def own_module(program: Any) -> str:
 def _sites(events: List[Any], sort: bool = True) -> List[str]:
     """``file:line`` of ``events``, paths as the reports show them: each once, by file then
     line (``sort=False``: one per event, in order)."""
-    from ..renderers._common import short_path
+    from ..core.sites import shown_path
 
     if not sort:
-        return [f"{short_path(e.filename)}:{int(e.lineno or 0)}" for e in events]
-    return [f"{f}:{n}" for f, n in sorted({(short_path(e.filename), int(e.lineno or 0))
+        return [f"{shown_path(e.filename)}:{int(e.lineno or 0)}" for e in events]
+    return [f"{f}:{n}" for f, n in sorted({(shown_path(e.filename), int(e.lineno or 0))
                                            for e in events})]
 
 
