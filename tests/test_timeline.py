@@ -407,3 +407,77 @@ def test_sort_passes_and_small_matmul_efficiency() -> None:
     mem_us = (8 * 4096 * 2 + 4096 * 4096 * 2 + 8 * 4096 * 2) / (p["mem_gbps"] * 1e3)
     assert ops["mm"].dev_us == pytest.approx(p["kernel_us"] + max(math_us, mem_us))
     assert math_us > flops / (p["matmul_tflops_16"] * 1e6) * 8  # well below peak
+
+
+# -- the model's outputs, pinned ----------------------------------------------------------------
+#: Scenario, path, profile, steps (None: the scenario's), warm-up: the runs whose modeled
+#: outputs tests/data/golden/timeline_model.json pins (computed by the recorder before it was
+#: made cheap: every later change must give the very same numbers, bit for bit).
+_PINNED = [("tiny_vocab", "legacy", "910b", None, None), ("tiny_vocab", "flag", "910b", None, None),
+           ("boundary", "legacy", "910b", None, None), ("boundary", "flag", "h200", None, None),
+           ("greedy_mix", "legacy", "h200", 8, 1), ("seeded", "flag-recompute", "910b", 8, 1)]
+
+
+class _Lines:
+    """A result writer that keeps the timeline lines (run_pass's ``writer``)."""
+
+    def __init__(self) -> None:
+        self.lines: List[Dict[str, Any]] = []
+
+    def step(self, rec: Any, evs: Any) -> None:
+        pass
+
+    def timeline(self, line: Dict[str, Any]) -> None:
+        self.lines.append(line)
+
+
+def _model_outputs(name: str, path: str, profile: str, steps: Any, warmup: Any,
+                   sites: bool = False) -> Dict[str, Any]:
+    """Everything the model gives a counted pass: each step's modeled columns and timeline
+    line (op spans and shapes of the traced steps as one digest; sync sites, which name
+    absolute paths and sampler lines, only with ``sites``)."""
+    import hashlib
+
+    from syncguard import devices, runner, scenario
+
+    sc = scenario.resolve([name])[0]
+    if steps is not None:
+        sc = sc.with_steps(steps, warmup)
+    w = _Lines()
+    recs = runner.run_pass(sc, path, devices.resolve_target("sim"), True, writer=w,
+                           profile=timeline.load_profile(profile))
+    out: List[Dict[str, Any]] = []
+    trace: List[Any] = []
+    for rec, line in zip(recs, w.lines):
+        row = {k: v for k, v in line.items()
+               if k not in ("scenario", "path", "profile", "spans", "shapes", "syncs")}
+        row["syncs"] = [{k: v for k, v in s.items() if sites or k != "site"}
+                        for s in line["syncs"]]
+        row["record"] = [rec.modeled_ms, rec.bubble_us, rec.sync_cost_us, rec.sync_bubble_us]
+        if "spans" in line:
+            trace.append([line["step"], line["spans"], line["shapes"]])
+        out.append(row)
+    digest = hashlib.sha256(json.dumps(trace).encode()).hexdigest()
+    return {"steps": out, "traced_steps": [t[0] for t in trace], "trace_sha256": digest}
+
+
+def test_modeled_outputs_match_the_pinned_golden() -> None:
+    """Device time, idle, per-step latency, syncs and the trace's spans and shapes of six
+    counted passes (two profiles, paths with and without hidden reads, joins and leaves)
+    equal, bit for bit, what the model computed before its recorder was made cheap
+    (SYNCGUARD_UPDATE_GOLDEN=1 rewrites the file: only for a change meant to move the
+    model's numbers)."""
+    got = {"/".join(str(x) for x in run): _model_outputs(*run) for run in _PINNED}
+    path = os.path.join(os.path.dirname(__file__), "data", "golden", "timeline_model.json")
+    if os.environ.get("SYNCGUARD_UPDATE_GOLDEN") == "1":  # one line per step: small diffs
+        with open(path, "w", encoding="utf-8", newline="\n") as f:
+            f.write("{\n" + ",\n".join(
+                f'{json.dumps(k)}: {{"traced_steps": {json.dumps(v["traced_steps"])}, '
+                f'"trace_sha256": {json.dumps(v["trace_sha256"])}, "steps": [\n'
+                + ",\n".join(json.dumps(row) for row in v["steps"]) + "]}"
+                for k, v in got.items()) + "\n}\n")
+    with open(path, encoding="utf-8") as f:
+        want = json.load(f)
+    for key in want:
+        assert got[key] == want[key], f"{key}: the modeled outputs moved ({path})"
+    assert sorted(got) == sorted(want)
