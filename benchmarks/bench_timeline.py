@@ -71,7 +71,9 @@ def main(argv: List[str]) -> int:
     prof = timeline.load_profile(args.profile)
     out: Dict[str, Any] = {}
     for name in args.scenarios:
-        sc = scenario.resolve([name])[0].with_steps(args.steps, 1)
+        sc = scenario.resolve([name])[0]
+        if args.steps:  # 0: the scenario's own steps and warm-up (its shipped counted pass)
+            sc = sc.with_steps(args.steps, 1)
 
         wall: Dict[str, List[float]] = {"plain": [], "modeled": []}
 

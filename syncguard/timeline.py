@@ -35,7 +35,9 @@ from __future__ import annotations
 
 import collections
 import dataclasses
+import itertools
 import math
+import operator
 import os
 import threading
 from typing import Any, Deque, Dict, List, Optional, Sequence, Set, Tuple
@@ -215,8 +217,18 @@ class Op:
                 f"sync={self.sync})")
 
 
+#: How the recorder keys an op's launch record (:attr:`_OpKind.mode`): it may sync or copies
+#: (a fresh record, or one by dtypes and shapes); a view (by the op alone outside the traced
+#: steps); a matmul (by dtypes and shapes: its cost reads them); any other kernel (by the
+#: op, bytes and output elements outside the traced steps).
+_GENERAL, _VIEW, _SHAPES, _BYTES = range(4)
+
+
 class _OpKind:
-    __slots__ = ("name", "kind", "classify")
+    """What the recorder needs of an op, from its schema, once: its name, whether it runs a
+    kernel (``kind``), its sync classifier, and how its launch record is keyed (``mode``)."""
+
+    __slots__ = ("name", "kind", "classify", "mode")
 
     def __init__(self, op: Any) -> None:
         from . import intercept
@@ -230,6 +242,10 @@ class _OpKind:
         self.kind = VIEW if is_view or base in _NO_KERNEL else base
         c = intercept._aten_classifier(op)
         self.classify = None if c is intercept._SKIP else c
+        # how Recorder.on_op keys its launch record
+        self.mode = (_GENERAL if self.classify is not None or self.name in _COPIES else
+                     _VIEW if self.kind == VIEW else _SHAPES if self.name in _MATMUL else
+                     _BYTES)
 
 
 _KINDS: Dict[int, _OpKind] = {}
@@ -259,24 +275,136 @@ def _tensors(xs: Any) -> List[Any]:
     return out
 
 
+#: Recorded launches that do not sync, by profile and then by (op kind, tensor dtypes and
+#: shapes): an op's launch record depends on nothing else, and decode steps repeat their ops,
+#: so each is built once and shared (never changed after it is made: a sync, which the
+#: guard's events attach to, is always a fresh :class:`Op`). Shared by every recorder of a
+#: profile, so a run's later passes and rounds find their launches already costed.
+_LAUNCHES: Dict[Any, Dict[Any, Op]] = {}
+_LAUNCHES_MAX = 50_000  # bounded: the shapes of a run repeat
+_OUT = object()  # in a launch key: the output tensors follow
+_get_ident = threading.get_ident
+
+
+#: Argument types that hold no tensor (what the fast path of :meth:`Recorder.on_op` skips).
+_PLAIN = frozenset({int, float, bool, complex, str, type(None)})
+try:
+    import torch as _torch
+
+    _PLAIN = _PLAIN | {_torch.dtype, _torch.device, _torch.layout, _torch.memory_format}
+except ImportError:  # pragma: no cover - torch is a dependency
+    pass
+
+
+def _plain(a: Any) -> bool:
+    """Whether a list or tuple argument holds no tensor (sizes, dims)."""
+    if type(a) is list or type(a) is tuple:
+        for x in a:
+            if type(x) not in _PLAIN:
+                return False
+        return True
+    return False
+
+
+def _on_host(t: Any) -> bool:
+    """Whether a tensor is on the host (a simulated tensor never is: no device read)."""
+    return type(t) is not _SimT and t.device.type == "cpu"
+
+
+def _in_shapes(args: Tuple[Any, ...], kwargs: Dict[str, Any]) -> List[Any]:
+    """(dtype, shape) of each tensor an op takes (in lists too), for the trace's steps (a
+    simulated tensor's sizes are its CPU values' (``_v``): read 4x faster there)."""
+    out = []
+    for a in (*args, *kwargs.values()) if kwargs else args:
+        if type(a) is _SimT:
+            v = a._v
+            out.append((v.dtype, v.shape))
+        elif isinstance(a, _Tensor):
+            out.append((a.dtype, a.shape))  # a host tensor (an index) or a foreign one
+        elif type(a) is list or type(a) is tuple:
+            for y in a:
+                if type(y) is _SimT:
+                    v = y._v
+                    out.append((v.dtype, v.shape))
+                elif isinstance(y, _Tensor):
+                    out.append((y.dtype, y.shape))
+    return out
+
+
+def _shape_key(k: _OpKind, args: Tuple[Any, ...], kwargs: Dict[str, Any], out: Any) -> Any:
+    """The launch key of a matmul (whose cost reads the shapes): the op, then (dtype, shape)
+    of each input tensor, a marker, each output's; None when an argument is neither a
+    simulated tensor nor plain."""
+    key: List[Any] = [k]
+    for a in (*args, *kwargs.values()) if kwargs else args:
+        if type(a) is _SimT:
+            v = a._v
+            key.append(v.dtype)
+            key.append(v.shape)
+        elif type(a) not in _PLAIN and not _plain(a):
+            return None
+    key.append(_OUT)
+    outs = out if type(out) is tuple or type(out) is list else (out,)
+    for o in outs:
+        if type(o) is _SimT:
+            v = o._v
+            key.append(v.dtype)
+            key.append(v.shape)
+        elif isinstance(o, _Tensor):
+            return None
+    return tuple(key)
+
+
+def _profile_key(profile: Profile) -> Any:
+    return (profile.combine, tuple(sorted(profile.values.items())))
+
+
 class Recorder:
     """Collects the ops the simulated device runs on the recording thread, with their modeled
-    costs on ``profile``; :meth:`take` hands them over (and starts afresh)."""
+    costs on ``profile``; :meth:`take` hands them over (and starts afresh). While
+    ``keep_shapes`` is set (a traced step), :attr:`shapes` holds each op's input (dtype,
+    shape) pairs, one entry per op.
+
+    Its observer (:meth:`on_op`) runs for every op of a counted pass, so it is kept lean: an
+    op that cannot sync is looked up among the launch records already built
+    (:data:`_LAUNCHES`), and only a new combination is costed; the records are the same as
+    costing every op afresh (tests/test_timeline.py pins them)."""
 
     def __init__(self, profile: Profile, device_type: str = "npu") -> None:
         self.p = profile.values
         self.combine_max = profile.combine == "max"
         self.device_type = device_type
-        self.thread = threading.get_ident()
+        self.thread = _get_ident()
         self.ops: List[Op] = []
         self.pending: List[Any] = []  # events reported before their op ran
         self.unclaimed: List[Op] = []  # sync ops whose event has not come yet
         self.keep_shapes = True  # keep (dtype, shape) per op (for the trace's steps)
-        self.costs: Dict[Any, float] = {}  # kernel device time by (op, in/out dtypes, shapes)
+        self.shapes: List[Any] = []  # per op while keep_shapes: its inputs' (dtype, shape)
+        # a kernel other than a matmul reads and writes at least one byte per output element:
+        # when memory can never be faster than the vector units (bytes / memory bandwidth >=
+        # elements / vector rate, both as the floats _duration divides by) and the two
+        # combine by max, its time depends on its bytes alone, and its launch record is keyed
+        # by them without counting its output elements
+        p = self.p
+        self.bytes_only = self.combine_max and \
+            p["mem_gbps"] * 1e3 <= p["vector_tflops"] * 1.0 * 1e6
+        pk = _profile_key(profile)
+        launches = _LAUNCHES.get(pk)
+        if launches is None:
+            if len(_LAUNCHES) >= 8:  # bounded: a process uses a profile or two
+                _LAUNCHES.clear()
+            launches = _LAUNCHES[pk] = {}
+        self.launches = launches
         global _SimT
         from .sim.device import SimTensor  # the recorder observes the simulated device
 
         _SimT = SimTensor
+
+    def _add(self, op: Op) -> None:
+        """Record an op that no tensor op ran (a wait, an event, modeled work)."""
+        if self.keep_shapes:
+            self.shapes.append(())
+        self.ops.append(op)
 
     def on_event(self, ev: Any) -> None:
         """A sync event of the guard. The guard reports most reads after the call returns
@@ -285,8 +413,8 @@ class Recorder:
         becomes a wait of its own (a drain), unless it is an ``Event.synchronize`` whose
         wait :meth:`event_wait` already recorded."""
         if getattr(ev, "kind", None) == "explicit_sync" and not self.unclaimed:
-            self.ops.append(Op(str(getattr(ev, "api", "") or "synchronize"), self.p["view_us"],
-                               0.0, True, (), [ev]))
+            self._add(Op(str(getattr(ev, "api", "") or "synchronize"), self.p["view_us"],
+                         0.0, True, (), [ev]))
             return
         if self.unclaimed:
             for op in self.unclaimed:
@@ -298,21 +426,23 @@ class Recorder:
     def device_work(self, name: str, ms: float) -> None:
         """A modeled kernel of ``ms`` milliseconds (e.g. the forward pass, launched as one
         captured graph: ``forward_launch_us`` of host time)."""
-        self.ops.append(Op(name, self.p["forward_launch_us"], ms * 1000.0))
+        self._add(Op(name, self.p["forward_launch_us"], ms * 1000.0))
 
     def event_record(self, key: int) -> None:
         """``Event.record``: a marker on the stream (no kernel)."""
-        self.ops.append(Op("Event.record", self.p["view_us"], 0.0, tag=("record", key)))
+        self._add(Op("Event.record", self.p["view_us"], 0.0, tag=("record", key)))
 
     def event_wait(self, key: int) -> None:
         """``Event.synchronize``: the host waits for the work queued before the event's
         record; the guard's event for it follows (:meth:`on_event`)."""
         op = Op("Event.synchronize", self.p["view_us"], 0.0, True, (), [], ("event", key))
-        self.ops.append(op)
+        self._add(op)
         self.unclaimed.append(op)
 
     def take(self) -> List[Op]:
+        """The ops recorded since the last take (and :attr:`shapes` is started afresh)."""
         ops, self.ops, self.pending, self.unclaimed = self.ops, [], [], []
+        self.shapes = []
         return ops
 
     def _duration(self, nbytes: float, flops: float, peak_tflops: float,
@@ -341,62 +471,153 @@ class Recorder:
             peak = p["matmul_tflops_16"] if a.dtype.itemsize <= 2 else p["matmul_tflops_32"]
             half = p["matmul_half_rows"]
             eff = m / (m + half) if half > 0 and m > 0 else 1.0
-        else:
-            flops = float(numel)
-            peak = p["vector_tflops"]
-            eff = 1.0
-            if name in _SORTS:
-                nbytes = int(nbytes * p["sort_passes"])
-        return self._duration(float(nbytes), flops, peak, eff)
+            return self._duration(float(nbytes), flops, peak, eff)
+        return self._vector_us(name, nbytes, numel)
+
+    def _vector_us(self, name: str, nbytes: int, numel: int) -> float:
+        """Device time of a kernel that is not a matmul: ``nbytes`` read and written (all its
+        tensors), one operation per output element (``numel``)."""
+        if name in _SORTS:
+            nbytes = int(nbytes * self.p["sort_passes"])
+        return self._duration(float(nbytes), float(numel), self.p["vector_tflops"], 1.0)
 
     def on_op(self, op: Any, args: Tuple[Any, ...], kwargs: Dict[str, Any], out: Any) -> None:
-        """The observer (:data:`syncguard.sim.device.OP_OBSERVERS`). Kept lean: it runs for
-        every op of a counted pass (benchmarks/bench_timeline.py measures what it adds)."""
-        if threading.get_ident() != self.thread:
+        """The observer (:data:`syncguard.sim.device.OP_OBSERVERS`). It runs for every op of
+        a counted pass (benchmarks/bench_timeline.py measures what it adds), so the common
+        case is one lookup of a shared launch record: a kernel other than a matmul that
+        cannot sync, on simulated tensors and plain arguments, by its op, bytes and output
+        elements (all its cost depends on), and a view by its op alone (a view costs
+        ``view_us`` whatever its sizes). Anything else: :meth:`_other`. In a traced step the
+        inputs' dtypes and shapes go to :attr:`shapes` first."""
+        if _get_ident() != self.thread:
             return
         k = _KINDS.get(id(op))
         if k is None:
             k = _KINDS[id(op)] = _OpKind(op)
-        if k.kind == VIEW and k.classify is None and not self.keep_shapes:
-            # a view (or an allocation) costs view_us whatever its sizes: nothing to read
-            self.ops.append(Op(k.name, self.p["view_us"], 0.0))
+        if self.keep_shapes:
+            self.shapes.append(_in_shapes(args, kwargs))
+        if kwargs or type(out) is not _SimT:
+            pass
+        elif k.mode == _BYTES:
+            v = out._v
+            nb = v.nbytes
+            for a in args:
+                if type(a) is _SimT:
+                    nb += a._v.nbytes
+                elif type(a) not in _PLAIN and not _plain(a):
+                    break
+            else:
+                rec = self.launches.get((k, nb) if self.bytes_only else (k, nb, v.numel()))
+                if rec is not None:
+                    self.ops.append(rec)
+                    return
+        elif k.mode == _VIEW:
+            rec = self.launches.get(k)
+            if rec is not None:
+                self.ops.append(rec)
+                return
+        self._other(k, args, kwargs, out)
+
+    def _other(self, k: _OpKind, args: Tuple[Any, ...], kwargs: Dict[str, Any],
+               out: Any) -> None:
+        """What :meth:`on_op`'s first lookup leaves: a launch record not built yet, a
+        matmul (keyed by its tensors' dtypes and shapes), keyword or tuple arguments and
+        outputs, or :meth:`_general`."""
+        mode = k.mode
+        if mode == _GENERAL:
+            self._general(k, args, kwargs, out)
             return
+        key: Any = None
+        if mode == _SHAPES:
+            key = _shape_key(k, args, kwargs, out)
+        elif mode == _VIEW:
+            key = k
+        else:  # _BYTES
+            nb = 0
+            ne = 0
+            for a in (*args, *kwargs.values()) if kwargs else args:
+                if type(a) is _SimT:
+                    nb += a._v.nbytes
+                elif type(a) not in _PLAIN and not _plain(a):
+                    break
+            else:
+                for o in out if type(out) is tuple or type(out) is list else (out,):
+                    if type(o) is _SimT:
+                        v = o._v
+                        nb += v.nbytes
+                        ne += v.numel()
+                    elif isinstance(o, _Tensor):
+                        break
+                else:
+                    key = (k, nb) if self.bytes_only else (k, nb, ne)
+                    rec = self.launches.get(key)
+                    if rec is None:
+                        rec = Op(k.name, self.p["launch_us"], self._vector_us(k.name, nb, ne))
+                        self._keep(key, rec)
+                    self.ops.append(rec)
+                    return
+        if key is None:
+            self._general(k, args, kwargs, out)
+            return
+        rec = self.launches.get(key)
+        if rec is None:
+            rec = self._launch(k, args, kwargs, out, key)
+        self.ops.append(rec)
+
+    def _keep(self, key: Any, rec: Op) -> None:
+        if len(self.launches) >= _LAUNCHES_MAX:
+            self.launches.clear()
+        self.launches[key] = rec
+
+    def _launch(self, k: _OpKind, args: Tuple[Any, ...], kwargs: Dict[str, Any], out: Any,
+                key: Any) -> Op:
+        """The shared record of a view or a kernel under ``key`` (built here the first time:
+        not a sync; a sync copies it into a fresh :class:`Op`)."""
+        if k.kind == VIEW:  # a view (or an allocation) costs view_us whatever its sizes
+            rec = Op(k.name, self.p["view_us"], 0.0)
+        else:  # a kernel's cost depends only on the op and its tensors' dtypes and shapes
+            ins = _tensors(args)
+            if kwargs:
+                ins += _tensors(kwargs.values())
+            outs: List[Any] = _tensors(out) if type(out) in (list, tuple) else (
+                [out] if isinstance(out, _Tensor) else [])
+            rec = Op(k.name, self.p["launch_us"], self._kernel_us(k.name, ins, outs))
+        self._keep(key, rec)
+        return rec
+
+    def _general(self, k: _OpKind, args: Tuple[Any, ...], kwargs: Dict[str, Any],
+                 out: Any) -> None:
+        """Any op the fast path of :meth:`on_op` leaves: one that may sync (it has a
+        classifier), a copy, or one with host tensors, tensor lists or keyword tensors."""
         ins = _tensors(args)
         if kwargs:
             ins += _tensors(kwargs.values())
-        # the sizes key the cost cache below; kept per op only while a traced step runs
-        # a simulated tensor's sizes are its CPU values' (``_v``), read 4x faster there
-        sig = [(t.dtype, (t._v if type(t) is _SimT else t).shape) for t in ins]
-        shapes = sig if self.keep_shapes else ()
         p = self.p
         sync = k.classify is not None and k.classify(args, kwargs, self.device_type) is not None
         name = k.name
-        if k.kind == VIEW:
-            rec = Op(name, p["view_us"], 0.0, sync, shapes)  # type: ignore[arg-type]
-        elif name in _COPIES:
+        if name in _COPIES and k.kind != VIEW:
             n = ins[0].nbytes if ins else 0
             dst_host = name == "_local_scalar_dense" or (
-                len(ins) > 1 and ins[1].device.type == "cpu")
-            src_host = bool(ins) and ins[0].device.type == "cpu"
+                len(ins) > 1 and _on_host(ins[1]))
+            src_host = bool(ins) and _on_host(ins[0])
             if src_host or dst_host:
                 bw = p["h2d_gbps"] if src_host else p["d2h_gbps"]
                 dev = p["copy_us"] + n / (bw * 1e3)
             else:  # device to device: read and write
                 dev = self._duration(2.0 * n, 0.0, p["vector_tflops"])
-            rec = Op(name, p["launch_us"], dev, sync, shapes)  # type: ignore[arg-type]
-        else:
+            rec = Op(name, p["launch_us"], dev, sync)
+        else:  # a view or a kernel: its record by dtypes and shapes
             outs: List[Any] = _tensors(out) if type(out) in (list, tuple) else (
                 [out] if isinstance(out, _Tensor) else [])
-            # a kernel's cost depends only on the op and its inputs' and outputs' dtypes and
-            # shapes: decode steps repeat them, so each is computed once
-            key = (id(op), tuple(sig),
-                   tuple([(t.dtype, (t._v if type(t) is _SimT else t).shape) for t in outs]))
-            cached = self.costs.get(key)
-            if cached is None:
-                if len(self.costs) > 50_000:  # bounded: shapes of a run repeat
-                    self.costs.clear()
-                cached = self.costs[key] = self._kernel_us(name, ins, outs)
-            rec = Op(name, p["launch_us"], cached, sync, shapes)  # type: ignore[arg-type]
+            key = (k, *[(t.dtype, (t._v if type(t) is _SimT else t).shape) for t in ins],
+                   _OUT, *[(t.dtype, (t._v if type(t) is _SimT else t).shape) for t in outs])
+            shared = self.launches.get(key)
+            if shared is None:
+                shared = self._launch(k, args, kwargs, out, key)
+            if not sync:
+                self.ops.append(shared)
+                return
+            rec = Op(name, shared.host_us, shared.dev_us, True)
         if sync:
             if self.pending:
                 rec.events, self.pending = self.pending, []
@@ -479,6 +700,8 @@ def replay(ops: Sequence[Op], profile: Profile, skip_syncs: Optional[Set[int]] =
     p = profile.values
     submit, rtt = p["submit_us"], p["sync_rtt_us"]
     depth = int(p.get("queue_depth", 0.0))
+    if len(ops) <= depth:  # fewer launches than the queue holds: it is never full
+        depth = 0
     skip = skip_syncs or ()
     host = sub_free = dev_free = busy = queue_wait = 0.0
     open_sync: Optional[SyncMark] = None
@@ -535,6 +758,29 @@ def replay(ops: Sequence[Op], profile: Profile, skip_syncs: Optional[Set[int]] =
     if open_sync is not None:
         open_sync.bubble_us += latency - max(dev_free, open_sync.drain_us)
     return Replay(latency, busy, latency - busy, syncs, out, queue_wait)
+
+
+_SYNC_FIELDS = tuple(f.name for f in dataclasses.fields(SyncMark))
+
+
+def _same_op(a: Op, b: Op) -> bool:
+    """Whether two ops replay alike: the same launch (name, costs, wait tag) and, for a sync,
+    the same site, API and verdict."""
+    return (a.name == b.name and a.host_us == b.host_us and a.dev_us == b.dev_us
+            and a.sync == b.sync and a.tag == b.tag
+            and (not a.sync or _site(a.events) == _site(b.events)))
+
+
+def same_ops(a: Sequence[Op], b: Sequence[Op]) -> bool:
+    """Whether two steps' ops give the same replay: equal in length and op by op
+    (:func:`_same_op`; a launch record the recorder shared is the same object, compared by
+    identity at C speed)."""
+    if len(a) != len(b):
+        return False
+    for x, y in itertools.compress(zip(a, b), map(operator.is_not, a, b)):
+        if not _same_op(x, y):
+            return False
+    return True
 
 
 @dataclasses.dataclass
@@ -601,10 +847,15 @@ class StepModel:
     manager (installs the op observer, always removes it); :meth:`begin` and :meth:`end`
     bracket each step; :meth:`on_event` receives the guard's events."""
 
+    #: Reuse the previous step's replay for a step with the same ops (False: replay every
+    #: step, the reference the tests compare with).
+    memo = True
+
     def __init__(self, profile: Profile, device_type: str = "npu") -> None:
         self.profile = profile
         self.rec = Recorder(profile, device_type)
         self.kept = 0
+        self._last: Optional[_Replayed] = None  # the last step replayed
 
     def __enter__(self) -> StepModel:
         from .sim import device as simdev
@@ -632,20 +883,53 @@ class StepModel:
         self.rec.keep_shapes = self.kept < TRACE_STEPS
 
     def end(self, warmup: bool) -> Tuple[StepCost, Dict[str, Any]]:
-        """The step's cost and its ``timeline`` result line (op spans for the first
-        :data:`TRACE_STEPS` non-warm-up steps only)."""
+        """The step's cost and its ``timeline`` result line (op spans and input shapes for
+        the first :data:`TRACE_STEPS` non-warm-up steps only). A step whose ops are those of
+        the previous replayed step (decode steps repeat) takes that step's replay: the same
+        ops, the same numbers (:func:`same_ops`; and the same shapes, when the line shows
+        them)."""
+        shapes = self.rec.shapes
         ops = self.rec.take()
         keep = not warmup and self.kept < TRACE_STEPS
-        cost = model_step(ops, self.profile, spans=keep)
+        last = self._last
+        if last is not None and (not keep or last.shapes == shapes) and same_ops(ops, last.ops):
+            cost = last.cost
+            last.ops = ops  # equal: the newer records are the ones the next step shares
+        else:
+            cost = model_step(ops, self.profile, spans=keep)
+            last = _Replayed(ops, cost, [{f: getattr(m, f) for f in _SYNC_FIELDS}
+                                         for m in cost.replay.syncs])
+            if keep:
+                last.shapes = shapes
+                last.spans = [[n, h0, h1, d0, d1] for n, h0, h1, d0, d1 in cost.replay.spans]
+                last.texts = [shape_text(x) for x in shapes]
+            if self.memo:
+                self._last = last
         r = cost.replay
         line: Dict[str, Any] = {
             "profile": self.profile.name, "warmup": warmup, "ops": len(ops),
             "latency_us": r.latency_us, "busy_us": r.busy_us, "bubble_us": r.bubble_us,
             "hidden_cost_us": cost.sync_cost_us, "hidden_bubble_us": cost.sync_bubble_us,
-            "syncs": [dataclasses.asdict(m) for m in r.syncs],
+            "syncs": [dict(d) for d in last.syncs],
         }
         if keep:
             self.kept += 1
-            line["spans"] = [[n, h0, h1, d0, d1] for n, h0, h1, d0, d1 in r.spans]
-            line["shapes"] = [shape_text(o.shapes) for o in ops]
+            # shared with the line of the step replayed (the lines are written, not changed)
+            line["spans"] = last.spans
+            line["shapes"] = last.texts
         return cost, line
+
+
+class _Replayed:
+    """A replayed step, kept for the next: its ops, cost and sync dicts and, when its line
+    showed them, its spans, input shapes and their texts."""
+
+    __slots__ = ("ops", "cost", "syncs", "spans", "shapes", "texts")
+
+    def __init__(self, ops: List[Op], cost: StepCost, syncs: List[Dict[str, Any]]) -> None:
+        self.ops = ops
+        self.cost = cost
+        self.syncs = syncs
+        self.spans: Optional[List[List[Any]]] = None
+        self.shapes: Optional[List[Any]] = None
+        self.texts: Optional[List[List[str]]] = None

@@ -481,3 +481,119 @@ def test_modeled_outputs_match_the_pinned_golden() -> None:
     for key in want:
         assert got[key] == want[key], f"{key}: the modeled outputs moved ({path})"
     assert sorted(got) == sorted(want)
+
+
+def test_a_repeated_step_reuses_its_replay_with_the_same_outputs(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The shipped scenarios small enough for a test (branch switches, joins and leaves,
+    greedy steps), a path with hidden reads and one without: the model that reuses the
+    previous step's replay for a step with the same ops gives what replaying every step
+    gives, sync sites included, and it does reuse (fewer replays)."""
+    calls = {"n": 0}
+    real = timeline.model_step
+
+    def counting(*a: Any, **k: Any) -> Any:
+        calls["n"] += 1
+        return real(*a, **k)
+
+    monkeypatch.setattr(timeline, "model_step", counting)
+    reused = 0
+    for name in ("tiny_vocab", "boundary", "greedy_mix", "min_p", "steady"):
+        for path in ("legacy", "flag"):
+            outs = []
+            for memo in (False, True):
+                monkeypatch.setattr(timeline.StepModel, "memo", memo)
+                calls["n"] = 0
+                outs.append((_model_outputs(name, path, "910b", 8, 1, sites=True), calls["n"]))
+            (ref, n_ref), (got, n_got) = outs
+            assert got == ref, (name, path)
+            assert n_ref == 8 and n_got <= n_ref
+            reused += n_ref - n_got
+    assert reused > 0
+
+
+def test_a_kernel_is_costed_by_its_bytes_only_when_memory_decides() -> None:
+    """Two kernels with the same bytes and different element counts share a launch record
+    when memory bound (910b: the record's time is the bytes' alone), and not when the vector
+    units decide (a profile with slow vector units): each time is the model's formula."""
+    import torch
+
+    from syncguard.sim import device as simdev
+    from syncguard.sim import simulated_device
+
+    dev = simulated_device("npu")
+    a = torch.ones(2000, device=dev, dtype=torch.float32)  # 8000 B in, 8000 B out, 2000 elems
+    b = torch.ones(1000, device=dev, dtype=torch.float64)  # 8000 B in, 8000 B out, 1000 elems
+    for slow_vector in (False, True):
+        base = timeline.load_profile("910b")
+        values = dict(base.values)
+        if slow_vector:
+            values["vector_tflops"] = 1e-6  # 1 element per us
+        prof = dataclasses.replace(base, values=values)
+        rec = timeline.Recorder(prof)
+        rec.keep_shapes = False
+        simdev.OP_OBSERVERS.append(rec.on_op)
+        try:
+            torch.neg(a)
+            torch.neg(b)
+        finally:
+            simdev.OP_OBSERVERS.remove(rec.on_op)
+        ka, kb = rec.take()
+        p = prof.values
+        mem = 16000.0 / (p["mem_gbps"] * 1e3)
+        if slow_vector:
+            assert rec.bytes_only is False and ka is not kb
+            assert ka.dev_us == p["kernel_us"] + 2000.0 / (p["vector_tflops"] * 1e6)
+            assert kb.dev_us == p["kernel_us"] + 1000.0 / (p["vector_tflops"] * 1e6)
+        else:
+            assert rec.bytes_only is True and ka is kb
+            assert ka.dev_us == p["kernel_us"] + mem
+
+
+def test_a_step_with_other_sizes_is_replayed_afresh(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Steps of the same ops, on small or larger tensors (a batch that grew), first the
+    traced steps (their lines show shapes), then untraced ones: a step on other sizes gets
+    its own replay and its own modeled latency; a step the same as the one before reuses
+    its replay; a traced line shows its own shapes."""
+    import torch
+
+    from syncguard.sim import simulated_device
+
+    dev = simulated_device("npu")
+    calls = {"n": 0}
+    real = timeline.model_step
+
+    def counting(*a: Any, **k: Any) -> Any:
+        calls["n"] += 1
+        return real(*a, **k)
+
+    monkeypatch.setattr(timeline, "model_step", counting)
+    small = torch.ones(4, 100000, device=dev)
+    large = torch.ones(8, 100000, device=dev)
+    model = timeline.StepModel(timeline.load_profile("910b"))
+    results = []
+    with model:
+        for x in (small, large, large, small, large, large):
+            model.begin()
+            torch.exp(x * 2.0)
+            results.append(model.end(False))
+    lat = [c.replay.latency_us for c, _ in results]
+    assert lat[1] > lat[0] and lat[4] > lat[3]
+    assert lat[:3] == lat[3:] and calls["n"] == 4  # steps 3 and 6 reuse; 4 is new: sizes
+    assert results[0][1]["shapes"][0] == ["float32[4, 100000]"]
+    assert results[1][1]["shapes"][0] == ["float32[8, 100000]"]
+    assert "shapes" not in results[3][1]
+
+
+def test_same_ops_compares_what_the_replay_reads() -> None:
+    base = [Op("a", 10.0, 5.0), Op("r", 10.0, 1.0, sync=True, events=[_Ev()])]
+    assert timeline.same_ops(base, [Op("a", 10.0, 5.0),
+                                    Op("r", 10.0, 1.0, sync=True, events=[_Ev()])])
+    for other in (Op("b", 10.0, 5.0), Op("a", 11.0, 5.0), Op("a", 10.0, 6.0),
+                  Op("a", 10.0, 5.0, sync=True, events=[_Ev()]),
+                  Op("a", 10.0, 5.0, tag=("record", 1))):
+        assert not timeline.same_ops(base, [other, base[1]]), other
+    for ev in (_Ev(lineno=1), _Ev(api="Tensor.item"), _Ev(allowed=True)):
+        assert not timeline.same_ops(base, [base[0], Op("r", 10.0, 1.0, sync=True,
+                                                          events=[ev])]), ev
+    assert not timeline.same_ops(base, base[:1])
