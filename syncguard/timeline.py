@@ -20,8 +20,11 @@ pays ``sync_rtt_us`` (the host wake-up; a read's own copy is its copy op's devic
 once); the device stays idle from the drain until the next kernel arrives. Explicit waits are
 syncs too: ``synchronize()`` of the device or a stream waits for the drain, ``Event.synchronize``
 only for the work queued before the event's ``record`` (an async copy into pinned memory
-followed by an event waits for the copy, not for later kernels); ``Stream.wait_event`` is a
-device-side wait, a no-op on the one modeled stream. For
+followed by an event waits for the copy, not for later kernels). ``Stream.wait_event``,
+``Stream.wait_stream`` and ``Event.wait`` are device-side waits: the host does not block,
+and on the one modeled in-order stream (the simulated device runs every stream in one order)
+the work they wait for is already queued ahead of every later launch, so they are met by
+construction and change nothing (a model of several concurrent streams would need them). For
 each sync the replay gives the host stall and the device idle (bubble) it caused; for the step,
 its modeled latency and total device idle. The cost of a path's hidden syncs is the step's
 modeled latency minus the same ops replayed with the hidden reads treated as plain kernels.
@@ -217,18 +220,18 @@ class Op:
                 f"sync={self.sync})")
 
 
-#: How the recorder keys an op's launch record (:attr:`_OpKind.mode`): it may sync or copies
-#: (a fresh record, or one by dtypes and shapes); a view (by the op alone outside the traced
-#: steps); a matmul (by dtypes and shapes: its cost reads them); any other kernel (by the
-#: op, bytes and output elements outside the traced steps).
-_GENERAL, _VIEW, _SHAPES, _BYTES = range(4)
+#: How the recorder keys an op's launch record (:attr:`_OpKind.mode`): it may sync, or it
+#: copies (a fresh record); a view (by the op alone); a matmul (by dtypes and shapes: its
+#: cost reads them); any other kernel (by the op, bytes and output elements); a copy
+#: (:attr:`_OpKind.base` only: its time depends on the direction).
+_GENERAL, _VIEW, _SHAPES, _BYTES, _COPY = range(5)
 
 
 class _OpKind:
     """What the recorder needs of an op, from its schema, once: its name, whether it runs a
     kernel (``kind``), its sync classifier, and how its launch record is keyed (``mode``)."""
 
-    __slots__ = ("name", "kind", "classify", "mode")
+    __slots__ = ("name", "kind", "classify", "base", "mode")
 
     def __init__(self, op: Any) -> None:
         from . import intercept
@@ -242,10 +245,10 @@ class _OpKind:
         self.kind = VIEW if is_view or base in _NO_KERNEL else base
         c = intercept._aten_classifier(op)
         self.classify = None if c is intercept._SKIP else c
-        # how Recorder.on_op keys its launch record
-        self.mode = (_GENERAL if self.classify is not None or self.name in _COPIES else
-                     _VIEW if self.kind == VIEW else _SHAPES if self.name in _MATMUL else
-                     _BYTES)
+        # how Recorder.on_op keys its launch record (base: were it never a sync)
+        self.base = (_VIEW if self.kind == VIEW else _COPY if self.name in _COPIES else
+                     _SHAPES if self.name in _MATMUL else _BYTES)
+        self.mode = _GENERAL if self.classify is not None or self.base == _COPY else self.base
 
 
 _KINDS: Dict[int, _OpKind] = {}
@@ -332,9 +335,9 @@ def _in_shapes(args: Tuple[Any, ...], kwargs: Dict[str, Any]) -> List[Any]:
 
 
 def _shape_key(k: _OpKind, args: Tuple[Any, ...], kwargs: Dict[str, Any], out: Any) -> Any:
-    """The launch key of a matmul (whose cost reads the shapes): the op, then (dtype, shape)
-    of each input tensor, a marker, each output's; None when an argument is neither a
-    simulated tensor nor plain."""
+    """The launch key of a matmul (whose cost reads the shapes) or of an op of a traced step
+    (whose record shows them): the op, then (dtype, shape) of each input tensor, a marker,
+    each output's; None when an argument is neither a simulated tensor nor plain."""
     key: List[Any] = [k]
     for a in (*args, *kwargs.values()) if kwargs else args:
         if type(a) is _SimT:
@@ -355,6 +358,18 @@ def _shape_key(k: _OpKind, args: Tuple[Any, ...], kwargs: Dict[str, Any], out: A
     return tuple(key)
 
 
+def _full_key(k: _OpKind, args: Tuple[Any, ...], kwargs: Dict[str, Any], out: Any) -> Any:
+    """The launch key of any op: the op, then (dtype, shape) of each tensor it takes (in
+    lists too), a marker, each output's."""
+    ins = _tensors(args)
+    if kwargs:
+        ins += _tensors(kwargs.values())
+    outs: List[Any] = _tensors(out) if type(out) in (list, tuple) else (
+        [out] if isinstance(out, _Tensor) else [])
+    return (k, *[(t.dtype, (t._v if type(t) is _SimT else t).shape) for t in ins],
+            _OUT, *[(t.dtype, (t._v if type(t) is _SimT else t).shape) for t in outs])
+
+
 def _profile_key(profile: Profile) -> Any:
     return (profile.combine, tuple(sorted(profile.values.items())))
 
@@ -362,8 +377,8 @@ def _profile_key(profile: Profile) -> Any:
 class Recorder:
     """Collects the ops the simulated device runs on the recording thread, with their modeled
     costs on ``profile``; :meth:`take` hands them over (and starts afresh). While
-    ``keep_shapes`` is set (a traced step), :attr:`shapes` holds each op's input (dtype,
-    shape) pairs, one entry per op.
+    ``keep_shapes`` is set (a traced step), each op recorded carries its inputs' (dtype,
+    shape) pairs (:attr:`Op.shapes`).
 
     Its observer (:meth:`on_op`) runs for every op of a counted pass, so it is kept lean: an
     op that cannot sync is looked up among the launch records already built
@@ -379,7 +394,6 @@ class Recorder:
         self.pending: List[Any] = []  # events reported before their op ran
         self.unclaimed: List[Op] = []  # sync ops whose event has not come yet
         self.keep_shapes = True  # keep (dtype, shape) per op (for the trace's steps)
-        self.shapes: List[Any] = []  # per op while keep_shapes: its inputs' (dtype, shape)
         # a kernel other than a matmul reads and writes at least one byte per output element:
         # when memory can never be faster than the vector units (bytes / memory bandwidth >=
         # elements / vector rate, both as the floats _duration divides by) and the two
@@ -400,12 +414,6 @@ class Recorder:
 
         _SimT = SimTensor
 
-    def _add(self, op: Op) -> None:
-        """Record an op that no tensor op ran (a wait, an event, modeled work)."""
-        if self.keep_shapes:
-            self.shapes.append(())
-        self.ops.append(op)
-
     def on_event(self, ev: Any) -> None:
         """A sync event of the guard. The guard reports most reads after the call returns
         (it times the wait), so an event belongs to the sync ops run since the previous
@@ -413,7 +421,7 @@ class Recorder:
         becomes a wait of its own (a drain), unless it is an ``Event.synchronize`` whose
         wait :meth:`event_wait` already recorded."""
         if getattr(ev, "kind", None) == "explicit_sync" and not self.unclaimed:
-            self._add(Op(str(getattr(ev, "api", "") or "synchronize"), self.p["view_us"],
+            self.ops.append(Op(str(getattr(ev, "api", "") or "synchronize"), self.p["view_us"],
                          0.0, True, (), [ev]))
             return
         if self.unclaimed:
@@ -426,23 +434,21 @@ class Recorder:
     def device_work(self, name: str, ms: float) -> None:
         """A modeled kernel of ``ms`` milliseconds (e.g. the forward pass, launched as one
         captured graph: ``forward_launch_us`` of host time)."""
-        self._add(Op(name, self.p["forward_launch_us"], ms * 1000.0))
+        self.ops.append(Op(name, self.p["forward_launch_us"], ms * 1000.0))
 
     def event_record(self, key: int) -> None:
         """``Event.record``: a marker on the stream (no kernel)."""
-        self._add(Op("Event.record", self.p["view_us"], 0.0, tag=("record", key)))
+        self.ops.append(Op("Event.record", self.p["view_us"], 0.0, tag=("record", key)))
 
     def event_wait(self, key: int) -> None:
         """``Event.synchronize``: the host waits for the work queued before the event's
         record; the guard's event for it follows (:meth:`on_event`)."""
         op = Op("Event.synchronize", self.p["view_us"], 0.0, True, (), [], ("event", key))
-        self._add(op)
+        self.ops.append(op)
         self.unclaimed.append(op)
 
     def take(self) -> List[Op]:
-        """The ops recorded since the last take (and :attr:`shapes` is started afresh)."""
         ops, self.ops, self.pending, self.unclaimed = self.ops, [], [], []
-        self.shapes = []
         return ops
 
     def _duration(self, nbytes: float, flops: float, peak_tflops: float,
@@ -487,15 +493,16 @@ class Recorder:
         case is one lookup of a shared launch record: a kernel other than a matmul that
         cannot sync, on simulated tensors and plain arguments, by its op, bytes and output
         elements (all its cost depends on), and a view by its op alone (a view costs
-        ``view_us`` whatever its sizes). Anything else: :meth:`_other`. In a traced step the
-        inputs' dtypes and shapes go to :attr:`shapes` first."""
+        ``view_us`` whatever its sizes). Anything else: :meth:`_other`. In a traced step:
+        :meth:`_traced`."""
         if _get_ident() != self.thread:
             return
         k = _KINDS.get(id(op))
         if k is None:
             k = _KINDS[id(op)] = _OpKind(op)
         if self.keep_shapes:
-            self.shapes.append(_in_shapes(args, kwargs))
+            self._traced(k, args, kwargs, out)
+            return
         if kwargs or type(out) is not _SimT:
             pass
         elif k.mode == _BYTES:
@@ -518,21 +525,42 @@ class Recorder:
                 return
         self._other(k, args, kwargs, out)
 
+    def _traced(self, k: _OpKind, args: Tuple[Any, ...], kwargs: Dict[str, Any],
+                out: Any) -> None:
+        """An op of a traced step, whose record carries its inputs' (dtype, shape) pairs: a
+        shared record keyed by the dtypes and shapes of all its tensors, or for a possible
+        sync or a copy a fresh one (:meth:`_general`)."""
+        if k.mode == _GENERAL:
+            self._general(k, args, kwargs, out, _in_shapes(args, kwargs))
+            return
+        key = _shape_key(k, args, kwargs, out)
+        if key is None:
+            key = _full_key(k, args, kwargs, out)
+        rec = self.launches.get(key)
+        if rec is None:
+            rec = self._launch(k, args, kwargs, out, key, _in_shapes(args, kwargs))
+        self.ops.append(rec)
+
     def _other(self, k: _OpKind, args: Tuple[Any, ...], kwargs: Dict[str, Any],
                out: Any) -> None:
-        """What :meth:`on_op`'s first lookup leaves: a launch record not built yet, a
-        matmul (keyed by its tensors' dtypes and shapes), keyword or tuple arguments and
-        outputs, or :meth:`_general`."""
-        mode = k.mode
-        if mode == _GENERAL:
+        """What :meth:`on_op`'s first lookup leaves: a possible sync or a copy
+        (:meth:`_general`), else the shared launch record (:meth:`_shared`)."""
+        if k.mode == _GENERAL:
             self._general(k, args, kwargs, out)
-            return
+        else:
+            self.ops.append(self._shared(k, args, kwargs, out))
+
+    def _shared(self, k: _OpKind, args: Tuple[Any, ...], kwargs: Dict[str, Any],
+                out: Any) -> Op:
+        """The shared launch record of a view or a kernel (built the first time): a view by
+        its op; a kernel on simulated tensors and plain arguments by its bytes (and output
+        elements), a matmul by dtypes and shapes; anything else (a host tensor, a tensor
+        list) by the dtypes and shapes of all its tensors."""
+        base = k.base
         key: Any = None
-        if mode == _SHAPES:
-            key = _shape_key(k, args, kwargs, out)
-        elif mode == _VIEW:
+        if base == _VIEW:
             key = k
-        else:  # _BYTES
+        elif base == _BYTES:
             nb = 0
             ne = 0
             for a in (*args, *kwargs.values()) if kwargs else args:
@@ -554,15 +582,15 @@ class Recorder:
                     if rec is None:
                         rec = Op(k.name, self.p["launch_us"], self._vector_us(k.name, nb, ne))
                         self._keep(key, rec)
-                    self.ops.append(rec)
-                    return
+                    return rec
+        else:  # _SHAPES
+            key = _shape_key(k, args, kwargs, out)
         if key is None:
-            self._general(k, args, kwargs, out)
-            return
+            key = _full_key(k, args, kwargs, out)
         rec = self.launches.get(key)
         if rec is None:
             rec = self._launch(k, args, kwargs, out, key)
-        self.ops.append(rec)
+        return rec
 
     def _keep(self, key: Any, rec: Op) -> None:
         if len(self.launches) >= _LAUNCHES_MAX:
@@ -570,34 +598,36 @@ class Recorder:
         self.launches[key] = rec
 
     def _launch(self, k: _OpKind, args: Tuple[Any, ...], kwargs: Dict[str, Any], out: Any,
-                key: Any) -> Op:
-        """The shared record of a view or a kernel under ``key`` (built here the first time:
-        not a sync; a sync copies it into a fresh :class:`Op`)."""
+                key: Any, shapes: Sequence[Any] = ()) -> Op:
+        """Build the shared record of a view or a kernel under ``key`` (not a sync: a sync
+        copies it into a fresh :class:`Op`), with ``shapes`` (a traced step's key)."""
         if k.kind == VIEW:  # a view (or an allocation) costs view_us whatever its sizes
-            rec = Op(k.name, self.p["view_us"], 0.0)
+            rec = Op(k.name, self.p["view_us"], 0.0, False, shapes)
         else:  # a kernel's cost depends only on the op and its tensors' dtypes and shapes
             ins = _tensors(args)
             if kwargs:
                 ins += _tensors(kwargs.values())
             outs: List[Any] = _tensors(out) if type(out) in (list, tuple) else (
                 [out] if isinstance(out, _Tensor) else [])
-            rec = Op(k.name, self.p["launch_us"], self._kernel_us(k.name, ins, outs))
+            rec = Op(k.name, self.p["launch_us"], self._kernel_us(k.name, ins, outs), False,
+                     shapes)
         self._keep(key, rec)
         return rec
 
     def _general(self, k: _OpKind, args: Tuple[Any, ...], kwargs: Dict[str, Any],
-                 out: Any) -> None:
-        """Any op the fast path of :meth:`on_op` leaves: one that may sync (it has a
-        classifier), a copy, or one with host tensors, tensor lists or keyword tensors."""
-        ins = _tensors(args)
-        if kwargs:
-            ins += _tensors(kwargs.values())
-        p = self.p
+                 out: Any, shapes: Sequence[Any] = ()) -> None:
+        """An op that may sync (it has a classifier, asked here as the guard asks) or a
+        copy: a copy's record is fresh (its time depends on the direction); a sync's is a
+        fresh copy of the shared launch record, for the guard's events; ``shapes`` for a
+        fresh record (a traced step's)."""
         sync = k.classify is not None and k.classify(args, kwargs, self.device_type) is not None
-        name = k.name
-        if name in _COPIES and k.kind != VIEW:
+        if k.base == _COPY:
+            p = self.p
+            ins = _tensors(args)
+            if kwargs:
+                ins += _tensors(kwargs.values())
             n = ins[0].nbytes if ins else 0
-            dst_host = name == "_local_scalar_dense" or (
+            dst_host = k.name == "_local_scalar_dense" or (
                 len(ins) > 1 and _on_host(ins[1]))
             src_host = bool(ins) and _on_host(ins[0])
             if src_host or dst_host:
@@ -605,19 +635,13 @@ class Recorder:
                 dev = p["copy_us"] + n / (bw * 1e3)
             else:  # device to device: read and write
                 dev = self._duration(2.0 * n, 0.0, p["vector_tflops"])
-            rec = Op(name, p["launch_us"], dev, sync)
-        else:  # a view or a kernel: its record by dtypes and shapes
-            outs: List[Any] = _tensors(out) if type(out) in (list, tuple) else (
-                [out] if isinstance(out, _Tensor) else [])
-            key = (k, *[(t.dtype, (t._v if type(t) is _SimT else t).shape) for t in ins],
-                   _OUT, *[(t.dtype, (t._v if type(t) is _SimT else t).shape) for t in outs])
-            shared = self.launches.get(key)
-            if shared is None:
-                shared = self._launch(k, args, kwargs, out, key)
-            if not sync:
+            rec = Op(k.name, p["launch_us"], dev, sync, shapes)
+        else:
+            shared = self._shared(k, args, kwargs, out)
+            if not sync and not shapes:
                 self.ops.append(shared)
                 return
-            rec = Op(name, shared.host_us, shared.dev_us, True)
+            rec = Op(k.name, shared.host_us, shared.dev_us, sync, shapes)
         if sync:
             if self.pending:
                 rec.events, self.pending = self.pending, []
@@ -888,9 +912,9 @@ class StepModel:
         the previous replayed step (decode steps repeat) takes that step's replay: the same
         ops, the same numbers (:func:`same_ops`; and the same shapes, when the line shows
         them)."""
-        shapes = self.rec.shapes
         ops = self.rec.take()
         keep = not warmup and self.kept < TRACE_STEPS
+        shapes = [o.shapes for o in ops] if keep else None
         last = self._last
         if last is not None and (not keep or last.shapes == shapes) and same_ops(ops, last.ops):
             cost = last.cost
@@ -899,7 +923,7 @@ class StepModel:
             cost = model_step(ops, self.profile, spans=keep)
             last = _Replayed(ops, cost, [{f: getattr(m, f) for f in _SYNC_FIELDS}
                                          for m in cost.replay.syncs])
-            if keep:
+            if shapes is not None:
                 last.shapes = shapes
                 last.spans = [[n, h0, h1, d0, d1] for n, h0, h1, d0, d1 in cost.replay.spans]
                 last.texts = [shape_text(x) for x in shapes]

@@ -597,3 +597,38 @@ def test_same_ops_compares_what_the_replay_reads() -> None:
         assert not timeline.same_ops(base, [base[0], Op("r", 10.0, 1.0, sync=True,
                                                           events=[ev])]), ev
     assert not timeline.same_ops(base, base[:1])
+
+
+def test_device_side_waits_are_met_on_the_one_modeled_stream() -> None:
+    """Stream.wait_event, Stream.wait_stream and Event.wait: the host does not wait, and on
+    the one in-order stream the work they wait for is queued ahead of all later launches:
+    the same step with them replays exactly as without them (no wait, same spans)."""
+    import torch
+
+    from syncguard import SyncGuard
+    from syncguard.sim import simulated_device
+
+    dev = simulated_device("npu")
+    npu = torch.npu  # type: ignore[attr-defined]
+    prof = timeline.load_profile("910b")
+    x = torch.ones(4, 1000, device=dev)
+
+    def step(waits: bool) -> Tuple[Any, Dict[str, Any]]:
+        model = timeline.StepModel(prof)
+        with model, SyncGuard(on_event=model.on_event):
+            model.begin()
+            y = x * 2.0
+            ev = npu.Event()
+            ev.record()
+            if waits:
+                s = npu.Stream()
+                s.wait_event(ev)
+                s.wait_stream(npu.current_stream())
+                ev.wait(s)
+                npu.current_stream().wait_event(ev)
+            torch.exp(y)
+            return model.end(False)
+
+    (a, la), (b, lb) = step(False), step(True)
+    assert b.replay.syncs == [] and b.replay.latency_us == a.replay.latency_us
+    assert lb["spans"] == la["spans"] and "Event.record" in [sp[0] for sp in lb["spans"]]
