@@ -559,8 +559,12 @@ class Recorder:
         base = k.base
         key: Any = None
         if base == _VIEW:
-            key = k
-        elif base == _BYTES:
+            rec = self.launches.get(k)
+            if rec is None:
+                rec = Op(k.name, self.p["view_us"], 0.0)
+                self._keep(k, rec)
+            return rec
+        if base == _BYTES:
             nb = 0
             ne = 0
             for a in (*args, *kwargs.values()) if kwargs else args:
@@ -588,8 +592,8 @@ class Recorder:
         if key is None:
             key = _full_key(k, args, kwargs, out)
         rec = self.launches.get(key)
-        if rec is None:
-            rec = self._launch(k, args, kwargs, out, key)
+        if rec is None:  # keyed by shapes, so it carries them: a traced step may share it
+            rec = self._launch(k, args, kwargs, out, key, _in_shapes(args, kwargs))
         return rec
 
     def _keep(self, key: Any, rec: Op) -> None:

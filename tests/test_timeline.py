@@ -632,3 +632,39 @@ def test_device_side_waits_are_met_on_the_one_modeled_stream() -> None:
     (a, la), (b, lb) = step(False), step(True)
     assert b.replay.syncs == [] and b.replay.latency_us == a.replay.latency_us
     assert lb["spans"] == la["spans"] and "Event.record" in [sp[0] for sp in lb["spans"]]
+
+
+def test_a_traced_step_shows_shapes_of_launches_first_seen_untraced() -> None:
+    """Launch records are shared between passes (one profile): a matmul and an op with a
+    host tensor, first recorded in an untraced step of one pass, still show their input
+    shapes in a traced step of the next pass."""
+    import torch
+
+    from syncguard.sim import simulated_device
+
+    dev = simulated_device("npu")
+    a = torch.ones(3, 40, device=dev)
+    w = torch.ones(40, 24, device=dev)
+    host = torch.tensor(2.0)
+
+    def ops() -> None:
+        torch.mm(a, w)
+        torch.add(a, host)
+
+    prof = timeline.load_profile("910b")
+    first = timeline.StepModel(prof)
+    with first:
+        for _ in range(timeline.TRACE_STEPS):
+            first.begin()
+            torch.neg(a)
+            first.end(False)
+        first.begin()  # untraced: its lines show no shapes
+        ops()
+        assert "shapes" not in first.end(False)[1]
+    second = timeline.StepModel(prof)
+    with second:
+        second.begin()
+        ops()
+        _, line = second.end(False)
+    assert line["shapes"] == [["float32[3, 40]", "float32[40, 24]"],
+                              ["float32[3, 40]", "float32[]"]]
