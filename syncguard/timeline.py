@@ -422,7 +422,7 @@ class Recorder:
         wait :meth:`event_wait` already recorded."""
         if getattr(ev, "kind", None) == "explicit_sync" and not self.unclaimed:
             self.ops.append(Op(str(getattr(ev, "api", "") or "synchronize"), self.p["view_us"],
-                         0.0, True, (), [ev]))
+                               0.0, True, (), [ev]))
             return
         if self.unclaimed:
             for op in self.unclaimed:
@@ -604,7 +604,7 @@ class Recorder:
     def _launch(self, k: _OpKind, args: Tuple[Any, ...], kwargs: Dict[str, Any], out: Any,
                 key: Any, shapes: Sequence[Any] = ()) -> Op:
         """Build the shared record of a view or a kernel under ``key`` (not a sync: a sync
-        copies it into a fresh :class:`Op`), with ``shapes`` (a traced step's key)."""
+        copies it into a fresh :class:`Op`), with ``shapes`` when the key holds them."""
         if k.kind == VIEW:  # a view (or an allocation) costs view_us whatever its sizes
             rec = Op(k.name, self.p["view_us"], 0.0, False, shapes)
         else:  # a kernel's cost depends only on the op and its tensors' dtypes and shapes
