@@ -11,10 +11,15 @@ arm, back to back) gives one log-ratio; the interval is Student's t over the rou
 (:func:`syncguard.results.stats.ratio_from_logs`, the round as the unit, as the run's own verdicts):
 a bootstrap over 15 rounds under-covers. Target: the interval's upper bound under 1.10x.
 Small scenarios are the worst case (the observer's cost is per op, and their ops are
-cheap). Results go to ``reports/bench/timeline.json`` with the machine, versions, git commit
-and date. No threshold is asserted: this is a measurement.
+cheap). Results go to ``reports/bench/timeline.json`` with the machine, versions, load
+average, git commit and date, and a readable summary beside it (``timeline.md``). No
+threshold is asserted: this is a measurement.
 
     python benchmarks/bench_timeline.py [--repeats 15] [--steps 8] [--scenarios steady ...]
+
+``--steps 8`` (the default) shortens every scenario to 8 steps with 1 warm-up step (the
+first 3 measured steps carry the trace's op detail, so a short pass is the model's worst
+case); ``--steps 0`` runs each scenario's own steps and warm-up, its shipped counted pass.
 
 With ``--whole-run`` the unit is what a user waits for instead: ``syncguard run`` of the
 scenario (every path's counted pass, then the interleaved timed pass with ``--run-repeat``
@@ -66,6 +71,7 @@ def main(argv: List[str]) -> int:
     args = ap.parse_args(argv)
     if args.out is None:
         args.out = REPORTS / ("timeline_run.json" if args.whole_run else "timeline.json")
+    load_start = _loadavg()
     tmp = tempfile.mkdtemp(prefix="bench_timeline_")
     torch.set_num_threads(1)  # process CPU time then measures this thread's work
     env = environment()
@@ -73,7 +79,10 @@ def main(argv: List[str]) -> int:
     prof = timeline.load_profile(args.profile)
     out: Dict[str, Any] = {}
     for name in args.scenarios:
-        sc = scenario.resolve([name])[0].with_steps(args.steps, 1)
+        sc = scenario.resolve([name])[0]
+        if args.steps:  # 0: the scenario's own steps and warm-up (its shipped counted pass)
+            sc = sc.with_steps(args.steps, 1)
+        shape = {"steps": sc.steps, "warmup": sc.warmup}
 
         wall: Dict[str, List[float]] = {"plain": [], "modeled": []}
 
@@ -99,6 +108,7 @@ def main(argv: List[str]) -> int:
         r = _round_ratio(cpu["plain"], cpu["modeled"])
         rw = _round_ratio(wall["plain"], wall["modeled"])
         out[name] = {
+            **shape,
             "plain_pass_cpu_ms": round(median(cpu["plain"]) * 1e3, 2),
             "modeled_pass_cpu_ms": round(median(cpu["modeled"]) * 1e3, 2),
             "ratio_cpu": round(r.ratio, 4),
@@ -132,14 +142,73 @@ def main(argv: List[str]) -> int:
                      "interleaved, order rotating; ratio = exp(mean over rounds of "
                      "log(modeled/plain)), Student t 95% CI over the rounds (the round is the "
                      "unit); torch threads 1",
+        "method": METHOD,
+        "command": "python benchmarks/bench_timeline.py " + " ".join(argv),
         "target_ratio": TARGET_RATIO,
         "scenarios": out,
-        "env": env,
+        "env": {**env, "load_avg_1_5_15_start": load_start,
+                "load_avg_1_5_15_end": _loadavg()},
     }
     shutil.rmtree(tmp, ignore_errors=True)
     path = write_report("timeline", result, args.out)
-    print(f"wrote {path}")
+    md = path.with_suffix(".md")
+    md.write_text(markdown(result))
+    print(f"wrote {path} and {md}")
     return 0
+
+
+METHOD = ("Each round runs one pass of each arm back to back (the order rotating), after "
+          "warm-up rounds; each arm's time is the process CPU time of its pass (torch on "
+          "one thread, so CPU time is this thread's work; wall time is recorded too). A "
+          "round gives one ratio modeled/plain; the ratio reported is exp(mean of the "
+          "rounds' log-ratios) and its 95% interval Student's t over the rounds (the round "
+          "is the unit: steps within a pass are correlated). Within target: the interval's "
+          "upper bound, as printed, under the target ratio.")
+
+
+def _loadavg() -> List[float]:
+    try:
+        return [round(x, 2) for x in os.getloadavg()]
+    except OSError:
+        return []
+
+
+def markdown(result: Dict[str, Any]) -> str:
+    """The report's summary: one row per scenario, then the method, machine and versions."""
+    env = result["env"]
+    params = result["params"]
+    rows = ["| scenario | steps (warm-up) | plain CPU ms | modeled CPU ms | modeled/plain "
+            f"(95% CI) | under {result['target_ratio']:.2f}x |",
+            "|---|---|---|---|---|---|"]
+    for name, o in result["scenarios"].items():
+        lo, hi = o["ratio_cpu_ci95"]
+        rows.append(f"| {name} | {o['steps']} ({o['warmup']}) | {o['plain_pass_cpu_ms']:.1f} "
+                    f"| {o['modeled_pass_cpu_ms']:.1f} | {o['ratio_cpu']:.3f}x "
+                    f"({lo:.3f}-{hi:.3f}x) | {'yes' if o['within_target'] else 'no'} |")
+    return "\n".join([
+        "# The modeled device timeline's own cost",
+        "",
+        f"{result['benchmark']}; path {params['path']}, profile {params['profile']}, "
+        f"{params['repeats']} interleaved rounds per scenario (after {params['warmup']} "
+        "warm-up round).",
+        "",
+        *rows,
+        "",
+        f"Method: {result['method']}",
+        "",
+        f"Command: `{result['command'].strip()}`",
+        "",
+        f"Machine: {env.get('processor')}, {env.get('cpu_count')} CPUs, {env.get('platform')}; "
+        f"load average (1, 5, 15 min) {env.get('load_avg_1_5_15_start')} at the start, "
+        f"{env.get('load_avg_1_5_15_end')} at the end (a shared machine). Python "
+        f"{env.get('python')}, torch {env.get('torch')} ({env.get('torch_threads')} thread), "
+        f"syncguard {env.get('syncguard')}, commit {env.get('git_commit')}"
+        + (f" with uncommitted {', '.join(env['syncguard_uncommitted'])}"
+           if env.get("syncguard_uncommitted") else "") + f", {env.get('date')}.",
+        "",
+        "Every round's times are in the JSON beside this file.",
+        "",
+    ])
 
 
 if __name__ == "__main__":

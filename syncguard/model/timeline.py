@@ -20,8 +20,11 @@ pays ``sync_rtt_us`` (the host wake-up; a read's own copy is its copy op's devic
 once); the device stays idle from the drain until the next kernel arrives. Explicit waits are
 syncs too: ``synchronize()`` of the device or a stream waits for the drain, ``Event.synchronize``
 only for the work queued before the event's ``record`` (an async copy into pinned memory
-followed by an event waits for the copy, not for later kernels); ``Stream.wait_event`` is a
-device-side wait, a no-op on the one modeled stream. For
+followed by an event waits for the copy, not for later kernels). ``Stream.wait_event``,
+``Stream.wait_stream`` and ``Event.wait`` are device-side waits: the host does not block,
+and on the one modeled in-order stream (the simulated device runs every stream in one order)
+the work they wait for is already queued ahead of every later launch, so they are met by
+construction and change nothing (a model of several concurrent streams would need them). For
 each sync the replay gives the host stall and the device idle (bubble) it caused; for the step,
 its modeled latency and total device idle. The cost of a path's hidden syncs is the step's
 modeled latency minus the same ops replayed with the hidden reads treated as plain kernels.
@@ -35,7 +38,9 @@ from __future__ import annotations
 
 import collections
 import dataclasses
+import itertools
 import math
+import operator
 import os
 import threading
 from typing import Any, Deque, Dict, List, Optional, Sequence, Set, Tuple
@@ -215,8 +220,18 @@ class Op:
                 f"sync={self.sync})")
 
 
+#: How the recorder keys an op's launch record (:attr:`_OpKind.mode`): it may sync, or it
+#: copies (a fresh record); a view (by the op alone); a matmul (by dtypes and shapes: its
+#: cost reads them); any other kernel (by the op, bytes and output elements); a copy
+#: (:attr:`_OpKind.base` only: its time depends on the direction).
+_GENERAL, _VIEW, _SHAPES, _BYTES, _COPY = range(5)
+
+
 class _OpKind:
-    __slots__ = ("name", "kind", "classify")
+    """What the recorder needs of an op, from its schema, once: its name, whether it runs a
+    kernel (``kind``), its sync classifier, and how its launch record is keyed (``mode``)."""
+
+    __slots__ = ("name", "kind", "classify", "base", "mode")
 
     def __init__(self, op: Any) -> None:
         from ..core import intercept
@@ -230,6 +245,10 @@ class _OpKind:
         self.kind = VIEW if is_view or base in _NO_KERNEL else base
         c = intercept._aten_classifier(op)
         self.classify = None if c is intercept._SKIP else c
+        # how Recorder.on_op keys its launch record (base: were it never a sync)
+        self.base = (_VIEW if self.kind == VIEW else _COPY if self.name in _COPIES else
+                     _SHAPES if self.name in _MATMUL else _BYTES)
+        self.mode = _GENERAL if self.classify is not None or self.base == _COPY else self.base
 
 
 _KINDS: Dict[int, _OpKind] = {}
@@ -259,20 +278,137 @@ def _tensors(xs: Any) -> List[Any]:
     return out
 
 
+#: Recorded launches that do not sync, by profile and then by (op kind, tensor dtypes and
+#: shapes): an op's launch record depends on nothing else, and decode steps repeat their ops,
+#: so each is built once and shared (never changed after it is made: a sync, which the
+#: guard's events attach to, is always a fresh :class:`Op`). Shared by every recorder of a
+#: profile, so a run's later passes and rounds find their launches already costed.
+_LAUNCHES: Dict[Any, Dict[Any, Op]] = {}
+_LAUNCHES_MAX = 50_000  # bounded: the shapes of a run repeat
+_OUT = object()  # in a launch key: the output tensors follow
+_get_ident = threading.get_ident
+
+
+#: Argument types that hold no tensor (what the fast path of :meth:`Recorder.on_op` skips).
+_PLAIN = frozenset({int, float, bool, complex, str, type(None)})
+try:
+    import torch as _torch
+
+    _PLAIN = _PLAIN | {_torch.dtype, _torch.device, _torch.layout, _torch.memory_format}
+except ImportError:  # pragma: no cover - torch is a dependency
+    pass
+
+
+def _plain(a: Any) -> bool:
+    """Whether a list or tuple argument holds no tensor (sizes, dims)."""
+    if type(a) is list or type(a) is tuple:
+        for x in a:
+            if type(x) not in _PLAIN:
+                return False
+        return True
+    return False
+
+
+def _on_host(t: Any) -> bool:
+    """Whether a tensor is on the host (a simulated tensor never is: no device read)."""
+    return type(t) is not _SimT and t.device.type == "cpu"
+
+
+def _in_shapes(args: Tuple[Any, ...], kwargs: Dict[str, Any]) -> List[Any]:
+    """(dtype, shape) of each tensor an op takes (in lists too), for the trace's steps (a
+    simulated tensor's sizes are its CPU values' (``_v``): read 4x faster there)."""
+    out = []
+    for a in (*args, *kwargs.values()) if kwargs else args:
+        if type(a) is _SimT:
+            v = a._v
+            out.append((v.dtype, v.shape))
+        elif isinstance(a, _Tensor):
+            out.append((a.dtype, a.shape))  # a host tensor (an index) or a foreign one
+        elif type(a) is list or type(a) is tuple:
+            for y in a:
+                if type(y) is _SimT:
+                    v = y._v
+                    out.append((v.dtype, v.shape))
+                elif isinstance(y, _Tensor):
+                    out.append((y.dtype, y.shape))
+    return out
+
+
+def _shape_key(k: _OpKind, args: Tuple[Any, ...], kwargs: Dict[str, Any], out: Any) -> Any:
+    """The launch key of a matmul (whose cost reads the shapes) or of an op of a traced step
+    (whose record shows them): the op, then (dtype, shape) of each input tensor, a marker,
+    each output's; None when an argument is neither a simulated tensor nor plain."""
+    key: List[Any] = [k]
+    for a in (*args, *kwargs.values()) if kwargs else args:
+        if type(a) is _SimT:
+            v = a._v
+            key.append(v.dtype)
+            key.append(v.shape)
+        elif type(a) not in _PLAIN and not _plain(a):
+            return None
+    key.append(_OUT)
+    outs = out if type(out) is tuple or type(out) is list else (out,)
+    for o in outs:
+        if type(o) is _SimT:
+            v = o._v
+            key.append(v.dtype)
+            key.append(v.shape)
+        elif isinstance(o, _Tensor):
+            return None
+    return tuple(key)
+
+
+def _full_key(k: _OpKind, args: Tuple[Any, ...], kwargs: Dict[str, Any], out: Any) -> Any:
+    """The launch key of any op: the op, then (dtype, shape) of each tensor it takes (in
+    lists too), a marker, each output's."""
+    ins = _tensors(args)
+    if kwargs:
+        ins += _tensors(kwargs.values())
+    outs: List[Any] = _tensors(out) if type(out) in (list, tuple) else (
+        [out] if isinstance(out, _Tensor) else [])
+    return (k, *[(t.dtype, (t._v if type(t) is _SimT else t).shape) for t in ins],
+            _OUT, *[(t.dtype, (t._v if type(t) is _SimT else t).shape) for t in outs])
+
+
+def _profile_key(profile: Profile) -> Any:
+    return (profile.combine, tuple(sorted(profile.values.items())))
+
+
 class Recorder:
     """Collects the ops the simulated device runs on the recording thread, with their modeled
-    costs on ``profile``; :meth:`take` hands them over (and starts afresh)."""
+    costs on ``profile``; :meth:`take` hands them over (and starts afresh). While
+    ``keep_shapes`` is set (a traced step), each op recorded carries its inputs' (dtype,
+    shape) pairs (:attr:`Op.shapes`).
+
+    Its observer (:meth:`on_op`) runs for every op of a counted pass, so it is kept lean: an
+    op that cannot sync is looked up among the launch records already built
+    (:data:`_LAUNCHES`), and only a new combination is costed; the records are the same as
+    costing every op afresh (tests/test_timeline.py pins them)."""
 
     def __init__(self, profile: Profile, device_type: str = "npu") -> None:
         self.p = profile.values
         self.combine_max = profile.combine == "max"
         self.device_type = device_type
-        self.thread = threading.get_ident()
+        self.thread = _get_ident()
         self.ops: List[Op] = []
         self.pending: List[Any] = []  # events reported before their op ran
         self.unclaimed: List[Op] = []  # sync ops whose event has not come yet
         self.keep_shapes = True  # keep (dtype, shape) per op (for the trace's steps)
-        self.costs: Dict[Any, float] = {}  # kernel device time by (op, in/out dtypes, shapes)
+        # a kernel other than a matmul reads and writes at least one byte per output element:
+        # when memory can never be faster than the vector units (bytes / memory bandwidth >=
+        # elements / vector rate, both as the floats _duration divides by) and the two
+        # combine by max, its time depends on its bytes alone, and its launch record is keyed
+        # by them without counting its output elements
+        p = self.p
+        self.bytes_only = self.combine_max and \
+            p["mem_gbps"] * 1e3 <= p["vector_tflops"] * 1.0 * 1e6
+        pk = _profile_key(profile)
+        launches = _LAUNCHES.get(pk)
+        if launches is None:
+            if len(_LAUNCHES) >= 8:  # bounded: a process uses a profile or two
+                _LAUNCHES.clear()
+            launches = _LAUNCHES[pk] = {}
+        self.launches = launches
         global _SimT
         from ..sim.device import SimTensor  # the recorder observes the simulated device
 
@@ -341,62 +477,175 @@ class Recorder:
             peak = p["matmul_tflops_16"] if a.dtype.itemsize <= 2 else p["matmul_tflops_32"]
             half = p["matmul_half_rows"]
             eff = m / (m + half) if half > 0 and m > 0 else 1.0
-        else:
-            flops = float(numel)
-            peak = p["vector_tflops"]
-            eff = 1.0
-            if name in _SORTS:
-                nbytes = int(nbytes * p["sort_passes"])
-        return self._duration(float(nbytes), flops, peak, eff)
+            return self._duration(float(nbytes), flops, peak, eff)
+        return self._vector_us(name, nbytes, numel)
+
+    def _vector_us(self, name: str, nbytes: int, numel: int) -> float:
+        """Device time of a kernel that is not a matmul: ``nbytes`` read and written (all its
+        tensors), one operation per output element (``numel``)."""
+        if name in _SORTS:
+            nbytes = int(nbytes * self.p["sort_passes"])
+        return self._duration(float(nbytes), float(numel), self.p["vector_tflops"], 1.0)
 
     def on_op(self, op: Any, args: Tuple[Any, ...], kwargs: Dict[str, Any], out: Any) -> None:
-        """The observer (:data:`syncguard.sim.device.OP_OBSERVERS`). Kept lean: it runs for
-        every op of a counted pass (benchmarks/bench_timeline.py measures what it adds)."""
-        if threading.get_ident() != self.thread:
+        """The observer (:data:`syncguard.sim.device.OP_OBSERVERS`). It runs for every op of
+        a counted pass (benchmarks/bench_timeline.py measures what it adds), so the common
+        case is one lookup of a shared launch record: a kernel other than a matmul that
+        cannot sync, on simulated tensors and plain arguments, by its op, bytes and output
+        elements (all its cost depends on), and a view by its op alone (a view costs
+        ``view_us`` whatever its sizes). Anything else: :meth:`_other`. In a traced step:
+        :meth:`_traced`."""
+        if _get_ident() != self.thread:
             return
         k = _KINDS.get(id(op))
         if k is None:
             k = _KINDS[id(op)] = _OpKind(op)
-        if k.kind == VIEW and k.classify is None and not self.keep_shapes:
-            # a view (or an allocation) costs view_us whatever its sizes: nothing to read
-            self.ops.append(Op(k.name, self.p["view_us"], 0.0))
+        if self.keep_shapes:
+            self._traced(k, args, kwargs, out)
             return
-        ins = _tensors(args)
-        if kwargs:
-            ins += _tensors(kwargs.values())
-        # the sizes key the cost cache below; kept per op only while a traced step runs
-        # a simulated tensor's sizes are its CPU values' (``_v``), read 4x faster there
-        sig = [(t.dtype, (t._v if type(t) is _SimT else t).shape) for t in ins]
-        shapes = sig if self.keep_shapes else ()
-        p = self.p
+        if kwargs or type(out) is not _SimT:
+            pass
+        elif k.mode == _BYTES:
+            v = out._v
+            nb = v.nbytes
+            for a in args:
+                if type(a) is _SimT:
+                    nb += a._v.nbytes
+                elif type(a) not in _PLAIN and not _plain(a):
+                    break
+            else:
+                rec = self.launches.get((k, nb) if self.bytes_only else (k, nb, v.numel()))
+                if rec is not None:
+                    self.ops.append(rec)
+                    return
+        elif k.mode == _VIEW:
+            rec = self.launches.get(k)
+            if rec is not None:
+                self.ops.append(rec)
+                return
+        self._other(k, args, kwargs, out)
+
+    def _traced(self, k: _OpKind, args: Tuple[Any, ...], kwargs: Dict[str, Any],
+                out: Any) -> None:
+        """An op of a traced step, whose record carries its inputs' (dtype, shape) pairs: a
+        shared record keyed by the dtypes and shapes of all its tensors, or for a possible
+        sync or a copy a fresh one (:meth:`_general`)."""
+        if k.mode == _GENERAL:
+            self._general(k, args, kwargs, out, _in_shapes(args, kwargs))
+            return
+        key = _shape_key(k, args, kwargs, out)
+        if key is None:
+            key = _full_key(k, args, kwargs, out)
+        rec = self.launches.get(key)
+        if rec is None:
+            rec = self._launch(k, args, kwargs, out, key, _in_shapes(args, kwargs))
+        self.ops.append(rec)
+
+    def _other(self, k: _OpKind, args: Tuple[Any, ...], kwargs: Dict[str, Any],
+               out: Any) -> None:
+        """What :meth:`on_op`'s first lookup leaves: a possible sync or a copy
+        (:meth:`_general`), else the shared launch record (:meth:`_shared`)."""
+        if k.mode == _GENERAL:
+            self._general(k, args, kwargs, out)
+        else:
+            self.ops.append(self._shared(k, args, kwargs, out))
+
+    def _shared(self, k: _OpKind, args: Tuple[Any, ...], kwargs: Dict[str, Any],
+                out: Any) -> Op:
+        """The shared launch record of a view or a kernel (built the first time): a view by
+        its op; a kernel on simulated tensors and plain arguments by its bytes (and output
+        elements), a matmul by dtypes and shapes; anything else (a host tensor, a tensor
+        list) by the dtypes and shapes of all its tensors."""
+        base = k.base
+        key: Any = None
+        if base == _VIEW:
+            rec = self.launches.get(k)
+            if rec is None:
+                rec = Op(k.name, self.p["view_us"], 0.0)
+                self._keep(k, rec)
+            return rec
+        if base == _BYTES:
+            nb = 0
+            ne = 0
+            for a in (*args, *kwargs.values()) if kwargs else args:
+                if type(a) is _SimT:
+                    nb += a._v.nbytes
+                elif type(a) not in _PLAIN and not _plain(a):
+                    break
+            else:
+                for o in out if type(out) is tuple or type(out) is list else (out,):
+                    if type(o) is _SimT:
+                        v = o._v
+                        nb += v.nbytes
+                        ne += v.numel()
+                    elif isinstance(o, _Tensor):
+                        break
+                else:
+                    key = (k, nb) if self.bytes_only else (k, nb, ne)
+                    rec = self.launches.get(key)
+                    if rec is None:
+                        rec = Op(k.name, self.p["launch_us"], self._vector_us(k.name, nb, ne))
+                        self._keep(key, rec)
+                    return rec
+        else:  # _SHAPES
+            key = _shape_key(k, args, kwargs, out)
+        if key is None:
+            key = _full_key(k, args, kwargs, out)
+        rec = self.launches.get(key)
+        if rec is None:  # keyed by shapes, so it carries them: a traced step may share it
+            rec = self._launch(k, args, kwargs, out, key, _in_shapes(args, kwargs))
+        return rec
+
+    def _keep(self, key: Any, rec: Op) -> None:
+        if len(self.launches) >= _LAUNCHES_MAX:
+            self.launches.clear()
+        self.launches[key] = rec
+
+    def _launch(self, k: _OpKind, args: Tuple[Any, ...], kwargs: Dict[str, Any], out: Any,
+                key: Any, shapes: Sequence[Any] = ()) -> Op:
+        """Build the shared record of a view or a kernel under ``key`` (not a sync: a sync
+        copies it into a fresh :class:`Op`), with ``shapes`` when the key holds them."""
+        if k.kind == VIEW:  # a view (or an allocation) costs view_us whatever its sizes
+            rec = Op(k.name, self.p["view_us"], 0.0, False, shapes)
+        else:  # a kernel's cost depends only on the op and its tensors' dtypes and shapes
+            ins = _tensors(args)
+            if kwargs:
+                ins += _tensors(kwargs.values())
+            outs: List[Any] = _tensors(out) if type(out) in (list, tuple) else (
+                [out] if isinstance(out, _Tensor) else [])
+            rec = Op(k.name, self.p["launch_us"], self._kernel_us(k.name, ins, outs), False,
+                     shapes)
+        self._keep(key, rec)
+        return rec
+
+    def _general(self, k: _OpKind, args: Tuple[Any, ...], kwargs: Dict[str, Any],
+                 out: Any, shapes: Sequence[Any] = ()) -> None:
+        """An op that may sync (it has a classifier, asked here as the guard asks) or a
+        copy: a copy's record is fresh (its time depends on the direction); a sync's is a
+        fresh copy of the shared launch record, for the guard's events; ``shapes`` for a
+        fresh record (a traced step's)."""
         sync = k.classify is not None and k.classify(args, kwargs, self.device_type) is not None
-        name = k.name
-        if k.kind == VIEW:
-            rec = Op(name, p["view_us"], 0.0, sync, shapes)  # type: ignore[arg-type]
-        elif name in _COPIES:
+        if k.base == _COPY:
+            p = self.p
+            ins = _tensors(args)
+            if kwargs:
+                ins += _tensors(kwargs.values())
             n = ins[0].nbytes if ins else 0
-            dst_host = name == "_local_scalar_dense" or (
-                len(ins) > 1 and ins[1].device.type == "cpu")
-            src_host = bool(ins) and ins[0].device.type == "cpu"
+            dst_host = k.name == "_local_scalar_dense" or (
+                len(ins) > 1 and _on_host(ins[1]))
+            src_host = bool(ins) and _on_host(ins[0])
             if src_host or dst_host:
                 bw = p["h2d_gbps"] if src_host else p["d2h_gbps"]
                 dev = p["copy_us"] + n / (bw * 1e3)
             else:  # device to device: read and write
                 dev = self._duration(2.0 * n, 0.0, p["vector_tflops"])
-            rec = Op(name, p["launch_us"], dev, sync, shapes)  # type: ignore[arg-type]
+            rec = Op(k.name, p["launch_us"], dev, sync, shapes)
         else:
-            outs: List[Any] = _tensors(out) if type(out) in (list, tuple) else (
-                [out] if isinstance(out, _Tensor) else [])
-            # a kernel's cost depends only on the op and its inputs' and outputs' dtypes and
-            # shapes: decode steps repeat them, so each is computed once
-            key = (id(op), tuple(sig),
-                   tuple([(t.dtype, (t._v if type(t) is _SimT else t).shape) for t in outs]))
-            cached = self.costs.get(key)
-            if cached is None:
-                if len(self.costs) > 50_000:  # bounded: shapes of a run repeat
-                    self.costs.clear()
-                cached = self.costs[key] = self._kernel_us(name, ins, outs)
-            rec = Op(name, p["launch_us"], cached, sync, shapes)  # type: ignore[arg-type]
+            shared = self._shared(k, args, kwargs, out)
+            if not sync and not shapes:
+                self.ops.append(shared)
+                return
+            rec = Op(k.name, shared.host_us, shared.dev_us, sync, shapes)
         if sync:
             if self.pending:
                 rec.events, self.pending = self.pending, []
@@ -479,6 +728,8 @@ def replay(ops: Sequence[Op], profile: Profile, skip_syncs: Optional[Set[int]] =
     p = profile.values
     submit, rtt = p["submit_us"], p["sync_rtt_us"]
     depth = int(p.get("queue_depth", 0.0))
+    if len(ops) <= depth:  # fewer launches than the queue holds: it is never full
+        depth = 0
     skip = skip_syncs or ()
     host = sub_free = dev_free = busy = queue_wait = 0.0
     open_sync: Optional[SyncMark] = None
@@ -535,6 +786,29 @@ def replay(ops: Sequence[Op], profile: Profile, skip_syncs: Optional[Set[int]] =
     if open_sync is not None:
         open_sync.bubble_us += latency - max(dev_free, open_sync.drain_us)
     return Replay(latency, busy, latency - busy, syncs, out, queue_wait)
+
+
+_SYNC_FIELDS = tuple(f.name for f in dataclasses.fields(SyncMark))
+
+
+def _same_op(a: Op, b: Op) -> bool:
+    """Whether two ops replay alike: the same launch (name, costs, wait tag) and, for a sync,
+    the same site, API and verdict."""
+    return (a.name == b.name and a.host_us == b.host_us and a.dev_us == b.dev_us
+            and a.sync == b.sync and a.tag == b.tag
+            and (not a.sync or _site(a.events) == _site(b.events)))
+
+
+def same_ops(a: Sequence[Op], b: Sequence[Op]) -> bool:
+    """Whether two steps' ops give the same replay: equal in length and op by op
+    (:func:`_same_op`; a launch record the recorder shared is the same object, compared by
+    identity at C speed)."""
+    if len(a) != len(b):
+        return False
+    for x, y in itertools.compress(zip(a, b), map(operator.is_not, a, b)):
+        if not _same_op(x, y):
+            return False
+    return True
 
 
 @dataclasses.dataclass
@@ -601,10 +875,15 @@ class StepModel:
     manager (installs the op observer, always removes it); :meth:`begin` and :meth:`end`
     bracket each step; :meth:`on_event` receives the guard's events."""
 
+    #: Reuse the previous step's replay for a step with the same ops (False: replay every
+    #: step, the reference the tests compare with).
+    memo = True
+
     def __init__(self, profile: Profile, device_type: str = "npu") -> None:
         self.profile = profile
         self.rec = Recorder(profile, device_type)
         self.kept = 0
+        self._last: Optional[_Replayed] = None  # the last step replayed
 
     def __enter__(self) -> StepModel:
         from ..sim import device as simdev
@@ -632,20 +911,53 @@ class StepModel:
         self.rec.keep_shapes = self.kept < TRACE_STEPS
 
     def end(self, warmup: bool) -> Tuple[StepCost, Dict[str, Any]]:
-        """The step's cost and its ``timeline`` result line (op spans for the first
-        :data:`TRACE_STEPS` non-warm-up steps only)."""
+        """The step's cost and its ``timeline`` result line (op spans and input shapes for
+        the first :data:`TRACE_STEPS` non-warm-up steps only). A step whose ops are those of
+        the previous replayed step (decode steps repeat) takes that step's replay: the same
+        ops, the same numbers (:func:`same_ops`; and the same shapes, when the line shows
+        them)."""
         ops = self.rec.take()
         keep = not warmup and self.kept < TRACE_STEPS
-        cost = model_step(ops, self.profile, spans=keep)
+        shapes = [o.shapes for o in ops] if keep else None
+        last = self._last
+        if last is not None and (not keep or last.shapes == shapes) and same_ops(ops, last.ops):
+            cost = last.cost
+            last.ops = ops  # equal: the newer records are the ones the next step shares
+        else:
+            cost = model_step(ops, self.profile, spans=keep)
+            last = _Replayed(ops, cost, [{f: getattr(m, f) for f in _SYNC_FIELDS}
+                                         for m in cost.replay.syncs])
+            if shapes is not None:
+                last.shapes = shapes
+                last.spans = [[n, h0, h1, d0, d1] for n, h0, h1, d0, d1 in cost.replay.spans]
+                last.texts = [shape_text(x) for x in shapes]
+            if self.memo:
+                self._last = last
         r = cost.replay
         line: Dict[str, Any] = {
             "profile": self.profile.name, "warmup": warmup, "ops": len(ops),
             "latency_us": r.latency_us, "busy_us": r.busy_us, "bubble_us": r.bubble_us,
             "hidden_cost_us": cost.sync_cost_us, "hidden_bubble_us": cost.sync_bubble_us,
-            "syncs": [dataclasses.asdict(m) for m in r.syncs],
+            "syncs": [dict(d) for d in last.syncs],
         }
         if keep:
             self.kept += 1
-            line["spans"] = [[n, h0, h1, d0, d1] for n, h0, h1, d0, d1 in r.spans]
-            line["shapes"] = [shape_text(o.shapes) for o in ops]
+            # shared with the line of the step replayed (the lines are written, not changed)
+            line["spans"] = last.spans
+            line["shapes"] = last.texts
         return cost, line
+
+
+class _Replayed:
+    """A replayed step, kept for the next: its ops, cost and sync dicts and, when its line
+    showed them, its spans, input shapes and their texts."""
+
+    __slots__ = ("ops", "cost", "syncs", "spans", "shapes", "texts")
+
+    def __init__(self, ops: List[Op], cost: StepCost, syncs: List[Dict[str, Any]]) -> None:
+        self.ops = ops
+        self.cost = cost
+        self.syncs = syncs
+        self.spans: Optional[List[List[Any]]] = None
+        self.shapes: Optional[List[Any]] = None
+        self.texts: Optional[List[List[str]]] = None

@@ -407,3 +407,264 @@ def test_sort_passes_and_small_matmul_efficiency() -> None:
     mem_us = (8 * 4096 * 2 + 4096 * 4096 * 2 + 8 * 4096 * 2) / (p["mem_gbps"] * 1e3)
     assert ops["mm"].dev_us == pytest.approx(p["kernel_us"] + max(math_us, mem_us))
     assert math_us > flops / (p["matmul_tflops_16"] * 1e6) * 8  # well below peak
+
+
+# -- the model's outputs, pinned ----------------------------------------------------------------
+#: Scenario, path, profile, steps (None: the scenario's), warm-up: the runs whose modeled
+#: outputs tests/data/golden/timeline_model.json pins (computed by the recorder before it was
+#: made cheap: every later change must give the very same numbers, bit for bit).
+_PINNED = [("tiny_vocab", "legacy", "910b", None, None), ("tiny_vocab", "flag", "910b", None, None),
+           ("boundary", "legacy", "910b", None, None), ("boundary", "flag", "h200", None, None),
+           ("greedy_mix", "legacy", "h200", 8, 1), ("seeded", "flag-recompute", "910b", 8, 1)]
+
+
+class _Lines:
+    """A result writer that keeps the timeline lines (run_pass's ``writer``)."""
+
+    def __init__(self) -> None:
+        self.lines: List[Dict[str, Any]] = []
+
+    def step(self, rec: Any, evs: Any) -> None:
+        pass
+
+    def timeline(self, line: Dict[str, Any]) -> None:
+        self.lines.append(line)
+
+
+def _model_outputs(name: str, path: str, profile: str, steps: Any, warmup: Any,
+                   sites: bool = False) -> Dict[str, Any]:
+    """Everything the model gives a counted pass: each step's modeled columns and timeline
+    line (op spans and shapes of the traced steps as one digest; sync sites, which name
+    absolute paths and sampler lines, only with ``sites``)."""
+    import hashlib
+
+    from syncguard import devices, runner, scenario
+
+    sc = scenario.resolve([name])[0]
+    if steps is not None:
+        sc = sc.with_steps(steps, warmup)
+    w = _Lines()
+    recs = runner.run_pass(sc, path, devices.resolve_target("sim"), True, writer=w,
+                           profile=timeline.load_profile(profile))
+    out: List[Dict[str, Any]] = []
+    trace: List[Any] = []
+    for rec, line in zip(recs, w.lines):
+        row = {k: v for k, v in line.items()
+               if k not in ("scenario", "path", "profile", "spans", "shapes", "syncs")}
+        row["syncs"] = [{k: v for k, v in s.items() if sites or k != "site"}
+                        for s in line["syncs"]]
+        row["record"] = [rec.modeled_ms, rec.bubble_us, rec.sync_cost_us, rec.sync_bubble_us]
+        if "spans" in line:
+            trace.append([line["step"], line["spans"], line["shapes"]])
+        out.append(row)
+    digest = hashlib.sha256(json.dumps(trace).encode()).hexdigest()
+    return {"steps": out, "traced_steps": [t[0] for t in trace], "trace_sha256": digest}
+
+
+def test_modeled_outputs_match_the_pinned_golden() -> None:
+    """Device time, idle, per-step latency, syncs and the trace's spans and shapes of six
+    counted passes (two profiles, paths with and without hidden reads, joins and leaves)
+    equal, bit for bit, what the model computed before its recorder was made cheap
+    (SYNCGUARD_UPDATE_GOLDEN=1 rewrites the file: only for a change meant to move the
+    model's numbers)."""
+    got = {"/".join(str(x) for x in run): _model_outputs(*run) for run in _PINNED}
+    path = os.path.join(os.path.dirname(__file__), "data", "golden", "timeline_model.json")
+    if os.environ.get("SYNCGUARD_UPDATE_GOLDEN") == "1":  # one line per step: small diffs
+        with open(path, "w", encoding="utf-8", newline="\n") as f:
+            f.write("{\n" + ",\n".join(
+                f'{json.dumps(k)}: {{"traced_steps": {json.dumps(v["traced_steps"])}, '
+                f'"trace_sha256": {json.dumps(v["trace_sha256"])}, "steps": [\n'
+                + ",\n".join(json.dumps(row) for row in v["steps"]) + "]}"
+                for k, v in got.items()) + "\n}\n")
+    with open(path, encoding="utf-8") as f:
+        want = json.load(f)
+    for key in want:
+        assert got[key] == want[key], f"{key}: the modeled outputs moved ({path})"
+    assert sorted(got) == sorted(want)
+
+
+def test_a_repeated_step_reuses_its_replay_with_the_same_outputs(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The shipped scenarios small enough for a test (branch switches, joins and leaves,
+    greedy steps), a path with hidden reads and one without: the model that reuses the
+    previous step's replay for a step with the same ops gives what replaying every step
+    gives, sync sites included, and it does reuse (fewer replays)."""
+    calls = {"n": 0}
+    real = timeline.model_step
+
+    def counting(*a: Any, **k: Any) -> Any:
+        calls["n"] += 1
+        return real(*a, **k)
+
+    monkeypatch.setattr(timeline, "model_step", counting)
+    reused = 0
+    for name in ("tiny_vocab", "boundary", "greedy_mix", "min_p", "steady"):
+        for path in ("legacy", "flag"):
+            outs = []
+            for memo in (False, True):
+                monkeypatch.setattr(timeline.StepModel, "memo", memo)
+                calls["n"] = 0
+                outs.append((_model_outputs(name, path, "910b", 8, 1, sites=True), calls["n"]))
+            (ref, n_ref), (got, n_got) = outs
+            assert got == ref, (name, path)
+            assert n_ref == 8 and n_got <= n_ref
+            reused += n_ref - n_got
+    assert reused > 0
+
+
+def test_a_kernel_is_costed_by_its_bytes_only_when_memory_decides() -> None:
+    """Two kernels with the same bytes and different element counts share a launch record
+    when memory bound (910b: the record's time is the bytes' alone), and not when the vector
+    units decide (a profile with slow vector units): each time is the model's formula."""
+    import torch
+
+    from syncguard.sim import device as simdev
+    from syncguard.sim import simulated_device
+
+    dev = simulated_device("npu")
+    a = torch.ones(2000, device=dev, dtype=torch.float32)  # 8000 B in, 8000 B out, 2000 elems
+    b = torch.ones(1000, device=dev, dtype=torch.float64)  # 8000 B in, 8000 B out, 1000 elems
+    for slow_vector in (False, True):
+        base = timeline.load_profile("910b")
+        values = dict(base.values)
+        if slow_vector:
+            values["vector_tflops"] = 1e-6  # 1 element per us
+        prof = dataclasses.replace(base, values=values)
+        rec = timeline.Recorder(prof)
+        rec.keep_shapes = False
+        simdev.OP_OBSERVERS.append(rec.on_op)
+        try:
+            torch.neg(a)
+            torch.neg(b)
+        finally:
+            simdev.OP_OBSERVERS.remove(rec.on_op)
+        ka, kb = rec.take()
+        p = prof.values
+        mem = 16000.0 / (p["mem_gbps"] * 1e3)
+        if slow_vector:
+            assert rec.bytes_only is False and ka is not kb
+            assert ka.dev_us == p["kernel_us"] + 2000.0 / (p["vector_tflops"] * 1e6)
+            assert kb.dev_us == p["kernel_us"] + 1000.0 / (p["vector_tflops"] * 1e6)
+        else:
+            assert rec.bytes_only is True and ka is kb
+            assert ka.dev_us == p["kernel_us"] + mem
+
+
+def test_a_step_with_other_sizes_is_replayed_afresh(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Steps of the same ops, on small or larger tensors (a batch that grew), first the
+    traced steps (their lines show shapes), then untraced ones: a step on other sizes gets
+    its own replay and its own modeled latency; a step the same as the one before reuses
+    its replay; a traced line shows its own shapes."""
+    import torch
+
+    from syncguard.sim import simulated_device
+
+    dev = simulated_device("npu")
+    calls = {"n": 0}
+    real = timeline.model_step
+
+    def counting(*a: Any, **k: Any) -> Any:
+        calls["n"] += 1
+        return real(*a, **k)
+
+    monkeypatch.setattr(timeline, "model_step", counting)
+    small = torch.ones(4, 100000, device=dev)
+    large = torch.ones(8, 100000, device=dev)
+    model = timeline.StepModel(timeline.load_profile("910b"))
+    results = []
+    with model:
+        for x in (small, large, large, small, large, large):
+            model.begin()
+            torch.exp(x * 2.0)
+            results.append(model.end(False))
+    lat = [c.replay.latency_us for c, _ in results]
+    assert lat[1] > lat[0] and lat[4] > lat[3]
+    assert lat[:3] == lat[3:] and calls["n"] == 4  # steps 3 and 6 reuse; 4 is new: sizes
+    assert results[0][1]["shapes"][0] == ["float32[4, 100000]"]
+    assert results[1][1]["shapes"][0] == ["float32[8, 100000]"]
+    assert "shapes" not in results[3][1]
+
+
+def test_same_ops_compares_what_the_replay_reads() -> None:
+    base = [Op("a", 10.0, 5.0), Op("r", 10.0, 1.0, sync=True, events=[_Ev()])]
+    assert timeline.same_ops(base, [Op("a", 10.0, 5.0),
+                                    Op("r", 10.0, 1.0, sync=True, events=[_Ev()])])
+    for other in (Op("b", 10.0, 5.0), Op("a", 11.0, 5.0), Op("a", 10.0, 6.0),
+                  Op("a", 10.0, 5.0, sync=True, events=[_Ev()]),
+                  Op("a", 10.0, 5.0, tag=("record", 1))):
+        assert not timeline.same_ops(base, [other, base[1]]), other
+    for ev in (_Ev(lineno=1), _Ev(api="Tensor.item"), _Ev(allowed=True)):
+        assert not timeline.same_ops(base, [base[0], Op("r", 10.0, 1.0, sync=True,
+                                                          events=[ev])]), ev
+    assert not timeline.same_ops(base, base[:1])
+
+
+def test_device_side_waits_are_met_on_the_one_modeled_stream() -> None:
+    """Stream.wait_event, Stream.wait_stream and Event.wait: the host does not wait, and on
+    the one in-order stream the work they wait for is queued ahead of all later launches:
+    the same step with them replays exactly as without them (no wait, same spans)."""
+    import torch
+
+    from syncguard import SyncGuard
+    from syncguard.sim import simulated_device
+
+    dev = simulated_device("npu")
+    npu = torch.npu  # type: ignore[attr-defined]
+    prof = timeline.load_profile("910b")
+    x = torch.ones(4, 1000, device=dev)
+
+    def step(waits: bool) -> Tuple[Any, Dict[str, Any]]:
+        model = timeline.StepModel(prof)
+        with model, SyncGuard(on_event=model.on_event):
+            model.begin()
+            y = x * 2.0
+            ev = npu.Event()
+            ev.record()
+            if waits:
+                s = npu.Stream()
+                s.wait_event(ev)
+                s.wait_stream(npu.current_stream())
+                ev.wait(s)
+                npu.current_stream().wait_event(ev)
+            torch.exp(y)
+            return model.end(False)
+
+    (a, la), (b, lb) = step(False), step(True)
+    assert b.replay.syncs == [] and b.replay.latency_us == a.replay.latency_us
+    assert lb["spans"] == la["spans"] and "Event.record" in [sp[0] for sp in lb["spans"]]
+
+
+def test_a_traced_step_shows_shapes_of_launches_first_seen_untraced() -> None:
+    """Launch records are shared between passes (one profile): a matmul and an op with a
+    host tensor, first recorded in an untraced step of one pass, still show their input
+    shapes in a traced step of the next pass."""
+    import torch
+
+    from syncguard.sim import simulated_device
+
+    dev = simulated_device("npu")
+    a = torch.ones(3, 40, device=dev)
+    w = torch.ones(40, 24, device=dev)
+    host = torch.tensor(2.0)
+
+    def ops() -> None:
+        torch.mm(a, w)
+        torch.add(a, host)
+
+    prof = timeline.load_profile("910b")
+    first = timeline.StepModel(prof)
+    with first:
+        for _ in range(timeline.TRACE_STEPS):
+            first.begin()
+            torch.neg(a)
+            first.end(False)
+        first.begin()  # untraced: its lines show no shapes
+        ops()
+        assert "shapes" not in first.end(False)[1]
+    second = timeline.StepModel(prof)
+    with second:
+        second.begin()
+        ops()
+        _, line = second.end(False)
+    assert line["shapes"] == [["float32[3, 40]", "float32[40, 24]"],
+                              ["float32[3, 40]", "float32[]"]]
