@@ -9,6 +9,7 @@ import os
 from typing import Any, Dict, List, Tuple
 
 import pytest
+from _paths import DATA
 
 from syncguard.model import timeline
 from syncguard.model.timeline import Op, Profile
@@ -438,7 +439,7 @@ def _model_outputs(name: str, path: str, profile: str, steps: Any, warmup: Any,
     absolute paths and sampler lines, only with ``sites``)."""
     import hashlib
 
-    from syncguard import devices, runner, scenario
+    from syncguard.driving import devices, runner, scenario
 
     sc = scenario.resolve([name])[0]
     if steps is not None:
@@ -468,7 +469,7 @@ def test_modeled_outputs_match_the_pinned_golden() -> None:
     (SYNCGUARD_UPDATE_GOLDEN=1 rewrites the file: only for a change meant to move the
     model's numbers)."""
     got = {"/".join(str(x) for x in run): _model_outputs(*run) for run in _PINNED}
-    path = os.path.join(os.path.dirname(__file__), "data", "golden", "timeline_model.json")
+    path = str(DATA / "golden" / "timeline_model.json")
     if os.environ.get("SYNCGUARD_UPDATE_GOLDEN") == "1":  # one line per step: small diffs
         with open(path, "w", encoding="utf-8", newline="\n") as f:
             f.write("{\n" + ",\n".join(
