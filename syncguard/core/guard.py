@@ -384,11 +384,13 @@ class SyncGuard:
         other does (the qualified name, ``Sampler.sample``:
         :func:`syncguard.core.sites.function_name`); the events of one site may have different
         callers, so none is kept."""
-        groups: Dict[Tuple[str, str, Optional[str], str], Dict[str, Any]] = {}
+        from .sites import group_key
+
+        groups: Dict[Tuple[str, int, str, str, str], Dict[str, Any]] = {}
         for e in self.events:
             if e.warmup or (e.allowed and not include_allowed):
                 continue
-            key = (e.site, e.api, e.op, e.kind)
+            key = group_key(e.filename, e.lineno, e.api, e.op, e.kind)
             g = groups.setdefault(key, {
                 "site": e.site, "filename": e.filename, "lineno": e.lineno,
                 "function": e.function, "api": e.api, "op": e.op, "kind": e.kind,

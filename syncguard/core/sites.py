@@ -113,6 +113,16 @@ def caller_of(filename: Any, stack: Optional[Iterable[Any]]) -> Optional[Tuple[s
     return None
 
 
+def group_key(filename: Any, lineno: Any, api: Any, op: Any, kind: Any
+              ) -> Tuple[str, int, str, str, str]:
+    """What makes syncs one site in every table: the same file and line, Python entry point
+    (``api``), ATen op and kind. The guard's :meth:`~syncguard.core.guard.SyncGuard.sites`
+    and the reports' site table (:func:`syncguard.results.analysis.sites`) group by it; the
+    gate's baseline identity is :func:`site_key` (line-number free, for moved lines)."""
+    return (str(filename or ""), int(lineno or 0), str(api or ""), str(op or ""),
+            str(kind or ""))
+
+
 def frame_text(filename: Any, lineno: Any, function: Any = None,
                base: Optional[str] = None) -> str:
     """``generate.py:25 in decode_loop`` (``generate.py:25`` without a function)."""

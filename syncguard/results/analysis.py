@@ -469,7 +469,7 @@ def sites(result: RunResult, include_allowed: bool = True,
     """
     import pandas as pd
 
-    from ..core.sites import caller_of, function_name
+    from ..core.sites import caller_of, function_name, group_key
     from .format import OUTSIDE_PATH
 
     groups: Dict[Tuple[Any, ...], Dict[str, Any]] = {}
@@ -479,12 +479,15 @@ def sites(result: RunResult, include_allowed: bool = True,
         allowed = bool(e.get("allowed"))
         if allowed and not include_allowed:
             continue
-        key = (str(e.get("scenario")), str(e.get("path")), e.get("filename"),
-               e.get("lineno"), function_name(e.get("function") or "", e.get("stack")),
-               e.get("api") or "",
-               e.get("op") or "", e.get("kind") or "", allowed)
-        g = groups.setdefault(key, {"count": 0, "steps": [], "reasons": [], "waits": [],
-                                    "callers": Counter(), "after": set()})
+        key = (str(e.get("scenario")), str(e.get("path")),
+               *group_key(e.get("filename"), e.get("lineno"), e.get("api"), e.get("op"),
+                          e.get("kind")), allowed)
+        g = groups.get(key)
+        if g is None:
+            g = groups[key] = {
+                "count": 0, "steps": [], "reasons": [], "waits": [], "callers": Counter(),
+                "after": set(), "function": function_name(e.get("function") or "",
+                                                          e.get("stack"))}
         g["callers"][caller_of(e.get("filename"), e.get("stack")) or ("", 0, "")] += 1
         g["after"].add(e.get("after_step") if e.get("path") == OUTSIDE_PATH else e.get("step"))
         w = e.get("wait_us")
@@ -508,7 +511,8 @@ def sites(result: RunResult, include_allowed: bool = True,
         longest[sc] = max(longest[sc], n)
     rows: List[Dict[str, Any]] = []
     for key, g in groups.items():
-        scenario, path, filename, lineno, function, api, op, kind, allowed = key
+        scenario, path, filename, lineno, api, op, kind, allowed = key
+        function = g["function"]
         n = longest[scenario] if path == OUTSIDE_PATH else counted[(scenario, path)]
         seen = len(g["after"] - {None})
         caller = g["callers"].most_common(1)[0][0]

@@ -138,3 +138,30 @@ def test_step_records_round_trip_through_their_dicts() -> None:
 def test_an_empty_run_result_has_no_scenarios() -> None:
     res = RunResult(header={"schema": SCHEMA}, steps=[], events=[], footer=None)
     assert res.scenarios == [] and res.paths == [] and not res.complete
+
+
+def test_the_guard_and_the_report_group_the_same_sites(tmp_path: Path) -> None:
+    """One decision of what makes syncs one site (core.sites.group_key): the guard's live
+    grouping and the report's grouping of the recorded events give the same sites."""
+    import torch
+
+    from syncguard.core.guard import SyncGuard
+    from syncguard.results.analysis import sites
+
+    x = torch.arange(4)
+    with SyncGuard(devices=("cpu",)) as g:
+        for i in range(3):
+            with g.step():
+                x.sum().item()
+                x.tolist(); x.tolist()  # noqa: E702  (one line, two reads: one site)
+                bool(x[0]) if i else None
+    f = tmp_path / "result.jsonl"
+    w = ResultWriter(str(f), {"env": {}})
+    for i in range(3):
+        evs = [e for e in g.events if e.step == i]
+        w.step(StepRecord.from_events("sc", "p", "counted", i, 0, evs, 1.0), evs)
+    w.close(True)
+    live = {(s["filename"], s["lineno"], s["api"], s["count"]) for s in g.sites()}
+    df = sites(load(str(f)))
+    recorded = {(r.filename, int(r.lineno), r.api, int(r["count"])) for _, r in df.iterrows()}
+    assert live == recorded and len(live) == 3
