@@ -258,14 +258,14 @@ def finish(args: argparse.Namespace, verdicts: List[Any], bubbles: Sequence[str]
     from ..console import wrote
     from ..errors import EXIT_OK, EXIT_OVER
     from ..gate.verdicts import baseline_from
-    from ..renderers.ci import emit
+    from ..renderers import emit_gate
 
     if args.update_baseline:
         new = baseline_from(verdicts)
         new.save(args.update_baseline)
         wrote(args.update_baseline, f" ({len(new)} sites)")
         return EXIT_OK
-    emit(args.format, verdicts, args.output)
+    emit_gate(args.format, verdicts, args.output)
     if args.output not in (None, "-") and os.path.exists(args.output):
         wrote(args.output)
     for line in bubbles:

@@ -280,14 +280,14 @@ def _gate(opts: ExecOptions, session: Any) -> bool:
     if not gate.gated:
         return False
     from ..console import wrote
-    from ..renderers.ci import emit
+    from ..renderers import emit_gate
 
     label = opts.program.name if opts.rank is None else f"{opts.program.name} [rank {opts.rank}]"
     verdicts = []
     for name, tot in session.totals.items():
         verdicts += gate.verdicts(tot.events, label, name)
     verdicts += gate.outside_verdicts([e for e in session.outside if not e.allowed], label)
-    emit(opts.fmt, verdicts, opts.output)
+    emit_gate(opts.fmt, verdicts, opts.output)
     if opts.output not in (None, "-") and os.path.exists(opts.output):
         wrote(opts.output)
     return any(v.failed for v in verdicts)

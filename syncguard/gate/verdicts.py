@@ -38,7 +38,7 @@ Example::
     exit_code = 1 if verdict.failed else 0
 
 The CI formats of ``check`` render verdicts too:
-``syncguard.renderers.ci.emit("github", verdicts, output=None)``.
+``syncguard.renderers.emit_gate("github", verdicts, output=None)``.
 """
 
 from __future__ import annotations

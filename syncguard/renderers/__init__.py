@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import importlib
 import os
+import sys
 from typing import IO, TYPE_CHECKING, Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -145,6 +146,28 @@ def gate_file_name(fmt: str) -> Optional[str]:
     return None if r is None else r.file_name
 
 
+def render_gate(fmt: str, verdicts: Sequence[Any]) -> str:
+    """The gate's report on ``verdicts`` (:class:`syncguard.gate.verdicts.Verdict`) in gate
+    format ``fmt`` (one of :func:`gate_formats`)."""
+    r = GATE_RENDERERS.get(fmt)
+    if r is None:
+        raise ValueError(f"unknown format {fmt!r}; valid formats: {', '.join(GATE_RENDERERS)}")
+    return r.render(verdicts)
+
+
+def emit_gate(fmt: str, verdicts: Sequence[Any], output: Optional[str]) -> None:
+    """Write the gate's report in ``fmt`` to ``output`` (None or ``"-"``: stdout; else a file,
+    replaced atomically). When a format with a file of its own (sarif, junit) goes to a file,
+    the text summary is also printed on stdout, so the CI log still says what failed."""
+    from .ci import Output
+
+    text = render_gate(fmt, verdicts)
+    with Output(output) as f:
+        f.write(text)
+    if GATE_RENDERERS[fmt].file_name is not None and output not in (None, "-"):
+        sys.stdout.write(render_gate("text", verdicts))
+
+
 def run_files() -> Tuple[str, ...]:
     """Every file a run writes in its folder: :data:`RESULT_STREAM`, then the reports."""
     return (RESULT_STREAM, *REPORT_FILES)
@@ -222,7 +245,7 @@ def write_reports(result: RunResult, out_dir: str) -> List[str]:
 
 __all__ = [
     "EXTENSIONS", "GATE", "GATE_RENDERERS", "REGISTRY", "RENDERERS", "REPORT", "REPORT_FILES",
-    "RESULT_STREAM", "Renderer", "compare_renderer_for_path", "format_for_path",
-    "gate_file_name", "gate_formats", "render", "renderer_for_path", "run_files", "write",
-    "write_reports",
+    "RESULT_STREAM", "Renderer", "compare_renderer_for_path", "emit_gate", "format_for_path",
+    "gate_file_name", "gate_formats", "render", "render_gate", "renderer_for_path", "run_files",
+    "write", "write_reports",
 ]

@@ -27,8 +27,6 @@ from ..core.sites import caller_text, display_path, function_name, site_key
 from ..gate.baseline import Finding
 from ..gate.verdicts import Verdict, summary
 
-FORMATS: Tuple[str, ...] = ("text", "github", "sarif", "junit")
-
 SARIF_SCHEMA_URI = (
     "https://docs.oasis-open.org/sarif/sarif/v2.1.0/errata01/os/schemas/sarif-schema-2.1.0.json"
 )
@@ -261,7 +259,7 @@ def render_junit(verdicts: Sequence[Verdict]) -> str:
 
 
 # ---------------------------------------------------------------------------- emit
-class _Output:
+class Output:
     def __init__(self, output: Optional[str]) -> None:
         self.path = None if output in (None, "-") else output
         self._f: Optional[IO[str]] = None
@@ -279,30 +277,3 @@ class _Output:
     def __exit__(self, *exc: Any) -> None:
         if self._f is not None:
             self._cm.__exit__(*exc)
-
-
-def render(fmt: str, verdicts: Sequence[Verdict]) -> str:
-    """The report on ``verdicts`` as text in format ``fmt`` (one of :data:`FORMATS`)."""
-    if fmt == "text":
-        return render_text(verdicts)
-    if fmt == "github":
-        return render_github(verdicts)
-    if fmt == "sarif":
-        return render_sarif_json(verdicts)
-    if fmt == "junit":
-        return render_junit(verdicts)
-    raise ValueError(f"unknown format {fmt!r}; valid formats: {', '.join(FORMATS)}")
-
-
-def emit(fmt: str, verdicts: Sequence[Verdict], output: Optional[str]) -> None:
-    """Write the report on ``verdicts`` in ``fmt`` to ``output`` (None or ``"-"``: stdout;
-    else a file path).
-
-    When a machine format (sarif, junit) goes to a file, the text summary is also printed on
-    stdout so the CI log still says what failed.
-    """
-    text = render(fmt, verdicts)
-    with _Output(output) as f:
-        f.write(text)
-    if fmt in ("sarif", "junit") and output not in (None, "-"):
-        sys.stdout.write(render_text(verdicts))

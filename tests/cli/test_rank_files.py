@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Optional
 
 import pytest
-from test_untrusted import cli, one_error_line
+from _cli import cli, one_error_line
 
 from syncguard.cli import EXIT_USAGE
 from syncguard.results import format as results

@@ -10,7 +10,7 @@ import stat
 from pathlib import Path
 
 import pytest
-from test_untrusted import SMALL, cli, one_error_line, write_result
+from _cli import SMALL, cli, one_error_line, write_result
 
 from syncguard.cli import EXIT_OK, EXIT_USAGE
 from syncguard.core import _atomic

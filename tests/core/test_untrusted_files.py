@@ -12,8 +12,8 @@ from pathlib import Path
 from typing import Callable, List, Tuple
 
 import pytest
+from _cli import SMALL, cli, one_error_line, scenario_text, write_result
 from _paths import ROOT
-from test_untrusted import SMALL, cli, one_error_line, scenario_text, write_result
 
 from syncguard.cli import EXIT_USAGE
 

@@ -7,7 +7,7 @@ import time
 from pathlib import Path
 
 import pytest
-from test_untrusted import cli, one_error_line
+from _cli import cli, one_error_line
 
 from syncguard.cli import EXIT_USAGE
 from syncguard.driving import scenario

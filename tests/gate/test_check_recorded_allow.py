@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from test_untrusted import cli, one_error_line, write_result
+from _cli import cli, one_error_line, write_result
 
 from syncguard.cli import EXIT_OK, EXIT_OVER, EXIT_USAGE
 

@@ -257,7 +257,7 @@ def _loud(v: Verdict) -> _Loud:
 
 
 def test_the_ci_formats_print_the_gates_text(model: str) -> None:
-    from syncguard.renderers.ci import render
+    from syncguard.renderers import render_gate as render
 
     verdicts = _three(model)
     text = render("text", verdicts).splitlines()

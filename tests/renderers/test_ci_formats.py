@@ -16,13 +16,9 @@ from syncguard import SyncEvent, SyncGuard, __version__
 from syncguard._words import step_ranges
 from syncguard.gate.baseline import Finding
 from syncguard.gate.verdicts import Verdict, site_line
-from syncguard.renderers.ci import (
-    emit,
-    escape_data,
-    escape_property,
-    render,
-    render_sarif,
-)
+from syncguard.renderers import emit_gate as emit
+from syncguard.renderers import render_gate as render
+from syncguard.renderers.ci import escape_data, escape_property, render_sarif
 
 SCHEMA = ROOT / "syncguard" / "results" / "schemas" / "sarif-2.1.0.json"
 

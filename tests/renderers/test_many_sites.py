@@ -7,7 +7,7 @@ import os
 from pathlib import Path
 
 import pytest
-from test_untrusted import cli, write_result
+from _cli import cli, write_result
 
 from syncguard.cli import main
 

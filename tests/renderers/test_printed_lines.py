@@ -12,8 +12,8 @@ from pathlib import Path
 from typing import List
 
 import pytest
+from _cli import cli, write_result
 from test_renderers import _golden
-from test_untrusted import cli, write_result
 
 from syncguard import _escape
 

@@ -59,10 +59,10 @@ def test_every_report_renderer_renders_and_compares_or_says_it_cannot(result: An
 
 
 def test_gate_renderers_are_the_ci_formats() -> None:
+    from syncguard.gate.verdicts import judge
     from syncguard.renderers import ci
 
-    assert tuple(GATE_RENDERERS) == ci.FORMATS
-    from syncguard.gate.verdicts import judge
+    assert tuple(GATE_RENDERERS) == ("text", "github", "sarif", "junit")
 
     ev = SyncEvent(kind="scalar_read", api="Tensor.item", op="aten::_local_scalar_dense",
                    filename="pkg/m.py", lineno=7, function="f", stack=(), step=2,
@@ -70,8 +70,12 @@ def test_gate_renderers_are_the_ci_formats() -> None:
     verdicts = [judge([ev, ev], max_syncs=0, scenario="s", path="p"),
                 judge([], max_syncs=0, scenario="s", path="q")]
     assert verdicts[0].failed and not verdicts[1].failed
-    for name, r in GATE_RENDERERS.items():
-        assert r.render(verdicts) == ci.render(name, verdicts), name
+    direct = {"text": ci.render_text, "github": ci.render_github,
+              "sarif": ci.render_sarif_json, "junit": ci.render_junit}
+    for name in GATE_RENDERERS:
+        assert renderers.render_gate(name, verdicts) == direct[name](verdicts), name
+    with pytest.raises(ValueError, match="valid formats: text, github, sarif, junit"):
+        renderers.render_gate("html", verdicts)
 
 
 def test_written_json_is_the_rendered_json(tmp_path: Path, result: Any) -> None:
