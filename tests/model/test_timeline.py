@@ -484,12 +484,8 @@ def test_modeled_outputs_match_the_pinned_golden() -> None:
     assert sorted(got) == sorted(want)
 
 
-def test_a_repeated_step_reuses_its_replay_with_the_same_outputs(
-        monkeypatch: pytest.MonkeyPatch) -> None:
-    """The shipped scenarios small enough for a test (branch switches, joins and leaves,
-    greedy steps), a path with hidden reads and one without: the model that reuses the
-    previous step's replay for a step with the same ops gives what replaying every step
-    gives, sync sites included, and it does reuse (fewer replays)."""
+def _count_replays(monkeypatch: pytest.MonkeyPatch) -> Dict[str, int]:
+    """Count the model's replays (``timeline.model_step`` calls) in ``["n"]``."""
     calls = {"n": 0}
     real = timeline.model_step
 
@@ -498,6 +494,16 @@ def test_a_repeated_step_reuses_its_replay_with_the_same_outputs(
         return real(*a, **k)
 
     monkeypatch.setattr(timeline, "model_step", counting)
+    return calls
+
+
+def test_a_repeated_step_reuses_its_replay_with_the_same_outputs(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The shipped scenarios small enough for a test (branch switches, joins and leaves,
+    greedy steps), a path with hidden reads and one without: the model that reuses the
+    previous step's replay for a step with the same ops gives what replaying every step
+    gives, sync sites included, and it does reuse (fewer replays)."""
+    calls = _count_replays(monkeypatch)
     reused = 0
     for name in ("tiny_vocab", "boundary", "greedy_mix", "min_p", "steady"):
         for path in ("legacy", "flag"):
@@ -561,14 +567,7 @@ def test_a_step_with_other_sizes_is_replayed_afresh(monkeypatch: pytest.MonkeyPa
     from syncguard.sim import simulated_device
 
     dev = simulated_device("npu")
-    calls = {"n": 0}
-    real = timeline.model_step
-
-    def counting(*a: Any, **k: Any) -> Any:
-        calls["n"] += 1
-        return real(*a, **k)
-
-    monkeypatch.setattr(timeline, "model_step", counting)
+    calls = _count_replays(monkeypatch)
     small = torch.ones(4, 100000, device=dev)
     large = torch.ones(8, 100000, device=dev)
     model = timeline.StepModel(timeline.load_profile("910b"))
