@@ -21,9 +21,8 @@ module, the fixture's ``.allow`` is the same function).
 A test over its budget fails with one line (``syncguard: allowed 0 host syncs, saw 3 in steps
 2-4``), status letter ``H`` (hidden syncs; not pytest's ``s`` for skipped) / word ``SYNCS``, and
 a ``syncguard`` report section listing each site; a test that fails on its own keeps its
-failure and gets the section as well. The decision is :func:`syncguard.gate.verdicts.judge`'s, as
-for
-``syncguard check``.
+failure and gets the section as well. The decision is
+:func:`syncguard.gate.verdicts.judge`'s, as for ``syncguard check``.
 
 Baselines: ``--syncguard-baseline FILE`` gates every guarded test against the sites and counts
 recorded in FILE (a ``syncguard check`` baseline file; the scenario is the test's node id, the
@@ -164,8 +163,7 @@ def pytest_load_initial_conftests(early_config: pytest.Config, parser: pytest.Pa
                                   args: List[str]) -> None:
     """Before any conftest imports torch, on a host with torch_npu installed only: load torch
     with torch_npu's autoload made safe (:func:`syncguard.driving.devices.prepare_process`), so
-    that a
-    torch_npu that cannot load (CANN missing) leaves the session running and a
+    that a torch_npu that cannot load (CANN missing) leaves the session running and a
     ``device="npu"`` test on the simulated npu, instead of crashing every ``import torch``.
     A healthy torch_npu is loaded as autoload would have loaded it. Costs nothing elsewhere."""
     from .driving.devices import AUTOLOAD_VAR, prepare_process
@@ -508,10 +506,9 @@ FIXTURE_HINT = ("build inputs such as torch.tensor(..., device=...) in a fixture
 
 
 def verdict_line(verdict: Verdict) -> str:
-    """``syncguard: `` and the gate's :meth:`~syncguard.gate.verdicts.Verdict.test_line` (``allowed
-    0
-    host syncs, saw 3 in steps 2-4``). When host-to-device copies are among the hidden syncs,
-    a hint to build inputs in a fixture follows."""
+    """``syncguard: `` and the gate's :meth:`~syncguard.gate.verdicts.Verdict.test_line`
+    (``allowed 0 host syncs, saw 3 in steps 2-4``). When host-to-device copies are among the
+    hidden syncs, a hint to build inputs in a fixture follows."""
     from .core.events import H2D_COPY
 
     text = f"syncguard: {verdict.test_line()}"

@@ -1,8 +1,7 @@
 """One scripted decode loop: a scenario's requests joining and leaving, per-step logits, the
 subject sampling, and the engine's token readback; plus the device-event timer of a step.
 The counted pass (:mod:`syncguard.driving.runner`) and the timed pass
-(:mod:`syncguard.driving.timing`) both
-drive it."""
+(:mod:`syncguard.driving.timing`) both drive it."""
 
 from __future__ import annotations
 

@@ -12,9 +12,9 @@ per step name and run). Torch-free.
   runs, or hand :func:`judge` a list of events.
 - :func:`judge` gives a :class:`Verdict`: with ``max_syncs`` it fails when the hidden syncs
   exceed the budget (every site is then a finding); with a
-  :class:`~syncguard.gate.baseline.Baseline`
-  it fails only on a site the baseline does not know or a count above the recorded one (sites
-  are matched by :func:`~syncguard.core.sites.site_key`, so moved lines still match).
+  :class:`~syncguard.gate.baseline.Baseline` it fails only on a site the baseline does not
+  know or a count above the recorded one (sites are matched by
+  :func:`~syncguard.core.sites.site_key`, so moved lines still match).
   :func:`per_step_verdict` judges the worst step call instead of the total.
 - A :class:`Verdict` writes every text said about it: :meth:`Verdict.line`,
   :meth:`Verdict.row` (``check``'s summary), :meth:`Verdict.brief` (JUnit),

@@ -1,12 +1,13 @@
 """CI output of ``syncguard check``: text, GitHub workflow annotations, SARIF 2.1.0, JUnit XML.
 
-:func:`emit` is the one entry point; it takes the gate's verdicts
-(:class:`syncguard.gate.verdicts.Verdict`), whose own text
-(:meth:`~syncguard.gate.verdicts.Verdict.row`,
-:meth:`~syncguard.gate.verdicts.Verdict.brief`, :meth:`~syncguard.gate.verdicts.Verdict.site_lines`,
-:func:`syncguard.gate.verdicts.summary`) every format prints as is: this module lays it out and
-escapes it. Paths in every format are relative to the current directory (the repository root
-in CI) with ``/`` separators, absolute when a file lies outside.
+Each format is a function of the gate's verdicts (:class:`syncguard.gate.verdicts.Verdict`),
+registered in the renderer registry and written through
+:func:`syncguard.renderers.emit_gate`. The verdicts' own text
+(:meth:`~syncguard.gate.verdicts.Verdict.row`, :meth:`~syncguard.gate.verdicts.Verdict.brief`,
+:meth:`~syncguard.gate.verdicts.Verdict.site_lines`, :func:`syncguard.gate.verdicts.summary`)
+every format prints as is: this module lays it out and escapes it. Paths in every format are
+relative to the current directory (the repository root in CI) with ``/`` separators, absolute
+when a file lies outside.
 """
 
 from __future__ import annotations
@@ -98,8 +99,7 @@ TEXT_MAX_SITES = 20
 def render_text(verdicts: Sequence[Verdict]) -> str:
     """The gate's summary line, one :meth:`~syncguard.gate.verdicts.Verdict.row` per verdict, and
     under each failing one its :meth:`~syncguard.gate.verdicts.Verdict.site_lines` (against a
-    baseline
-    each says why it fails), at most :data:`TEXT_MAX_SITES` of them, then a line counting
+    baseline each says why it fails), at most :data:`TEXT_MAX_SITES` of them, then a line counting
     the rest."""
     lines = [_escape.terminal(f"syncguard check: {summary(verdicts)}")]
     for v in verdicts:
@@ -258,7 +258,7 @@ def render_junit(verdicts: Sequence[Verdict]) -> str:
     return buf.getvalue().decode("utf-8") + "\n"
 
 
-# ---------------------------------------------------------------------------- emit
+# -------------------------------------------------------------------------- output
 class Output:
     def __init__(self, output: Optional[str]) -> None:
         self.path = None if output in (None, "-") else output

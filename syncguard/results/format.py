@@ -138,8 +138,7 @@ class StepRecord:
                     **fields: Any) -> StepRecord:
         """The record of one finished step from the sync events it made: the one builder of
         the counted (:mod:`syncguard.driving.runner`), timed (:mod:`syncguard.driving.timing`) and
-        ``exec``
-        (:mod:`syncguard.execute.session`) records. ``warmup`` is decided by
+        ``exec`` (:mod:`syncguard.execute.session`) records. ``warmup`` is decided by
         :func:`syncguard.core.steps.is_warmup` (the first ``warmup_steps`` steps are warm-up);
         ``syncs``/``allowed`` are the events' counts; ``sync_wait_us`` the host's time inside
         the hidden ones (None on the timed pass, which has no interceptors). ``fields``: the
