@@ -174,9 +174,8 @@ def device_for_probe(kind: str) -> Optional[str]:
 
 
 def target(kind: str, gpu: bool = False) -> Any:
-    """The command's device (:func:`syncguard.driving.devices.resolve_target`), with one note line
-    on
-    stderr when ``auto`` did not take the NPU and why."""
+    """The command's device (:func:`syncguard.driving.devices.resolve_target`), with one note
+    line on stderr when ``auto`` did not take the NPU and why."""
     from ..driving.devices import resolve_target
 
     t = resolve_target(kind, gpu=gpu)
@@ -235,7 +234,6 @@ def prepare_out(out: str, files: Sequence[str], force: bool) -> str:
 def allow_sites_of(args: argparse.Namespace) -> Tuple[Tuple[str, str], ...]:
     """``--allow`` sites plus ``[tool.syncguard] allow`` of ``--config`` (or ./pyproject.toml)."""
     from ..driving.config import load_tool_table, to_allow
-    from ..errors import UsageError
 
     path = args.config
     if path is None and os.path.isfile("pyproject.toml"):

@@ -1,6 +1,5 @@
 """syncguard.renderers.trace: trace.json loads, has the required fields, one track per stream,
-slices
-that nest, and sync markers at the right sites."""
+slices that nest, and sync markers at the right sites."""
 
 from __future__ import annotations
 

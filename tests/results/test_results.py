@@ -1,8 +1,7 @@
-"""Unit tests of the result format (:mod:`syncguard.results.format`): what the writer streams is
-what
-the reader gives back, in both forms (``result.jsonl`` and the ``result.json`` document); an
-interrupted file keeps every finished step; events stay with their step; ranks merge; and a
-file that is not a result is one line naming it."""
+"""Unit tests of the result format (:mod:`syncguard.results.format`): what the writer streams
+is what the reader gives back, in both forms (``result.jsonl`` and the ``result.json``
+document); an interrupted file keeps every finished step; events stay with their step; ranks
+merge; and a file that is not a result is one line naming it."""
 
 from __future__ import annotations
 

@@ -1,6 +1,5 @@
 """syncguard.results.stats on synthetic samples: intervals cover what they should and verdicts
-state a
-difference only when the interval excludes 1.0."""
+state a difference only when the interval excludes 1.0."""
 
 from __future__ import annotations
 
