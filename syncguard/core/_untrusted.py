@@ -8,6 +8,8 @@ naming the file (:class:`UntrustedError`; callers re-raise it as their own error
   ``fstat``);
 - size bounded before reading (``max_bytes``);
 - UTF-8 only (a BOM is dropped); UTF-16/32 and binary data are named as such;
+- TOML: a file the reader cannot parse, or nested deeper than it can follow, is named as
+  such (:func:`parse_toml`);
 - JSON: nesting depth bounded before parsing (:data:`MAX_DEPTH`), ``NaN``/``Infinity`` and
   numbers that overflow to infinity refused.
 
@@ -24,7 +26,8 @@ import math
 import os
 import re
 import stat
-from typing import IO, Any, Optional
+import sys
+from typing import IO, Any, Dict, Optional
 
 #: Deepest nesting of arrays and objects accepted in a JSON file syncguard reads.
 MAX_DEPTH = 64
@@ -115,6 +118,22 @@ def decode(raw: bytes, path: str, what: str) -> str:
 def read_text(path: str, what: str, max_bytes: int) -> str:
     """A regular file of at most ``max_bytes``, as UTF-8 text."""
     return decode(read_bytes(path, what, max_bytes), path, what)
+
+
+def parse_toml(text: str, path: str) -> Dict[str, Any]:
+    """TOML ``text`` of the file at ``path``: not TOML, or arrays and tables nested deeper than
+    the reader can follow, is one :class:`UntrustedError` naming the file."""
+    if sys.version_info >= (3, 11):
+        import tomllib
+    else:  # pragma: no cover
+        import tomli as tomllib
+    try:
+        return tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise UntrustedError(f"{path}: not valid TOML: {exc}") from None
+    except RecursionError:
+        raise UntrustedError(f"{path}: arrays or tables nested too deeply for the TOML reader"
+                             ) from None
 
 
 def json_depth(text: str) -> int:

@@ -6,7 +6,6 @@ Torch-free and pytest-free.
 
 from __future__ import annotations
 
-import sys
 from typing import Any, Dict, Iterable, List, Tuple
 
 #: The keys ``[tool.syncguard]`` may hold (a typo is an error, not a silent no-op).
@@ -16,24 +15,12 @@ KEYS = ("allow", "devices", "max_syncs", "lint")
 def load_tool_table(path: str) -> Dict[str, Any]:
     """The ``[tool.syncguard]`` table of ``path`` ({} when absent). Raises ValueError naming
     the file when it cannot be read or the table is not a table."""
-    if sys.version_info >= (3, 11):
-        import tomllib
-    else:  # pragma: no cover
-        import tomli as tomllib
-    from ..core._untrusted import UntrustedError, read_text
+    from ..core._untrusted import UntrustedError, parse_toml, read_text
 
     try:  # a regular UTF-8 file, size bounded, never blocking on a FIFO
-        data = tomllib.loads(read_text(path, "pyproject.toml", 16 << 20))
+        data = parse_toml(read_text(path, "pyproject.toml", 16 << 20), path)
     except UntrustedError as exc:
         raise ValueError(str(exc)) from None
-    except tomllib.TOMLDecodeError as exc:
-        raise ValueError(f"{path}: not valid TOML: {exc}") from None
-    except UnicodeDecodeError as exc:
-        raise ValueError(f"{path}: not UTF-8 text (byte 0x{exc.object[exc.start]:02x} at offset "
-                         f"{exc.start})") from None
-    except RecursionError:
-        raise ValueError(f"{path}: arrays or tables nested too deeply for the TOML reader"
-                         ) from None
     tool = data.get("tool", {})
     if not isinstance(tool, dict):
         raise ValueError(f"{path}: tool: must be a table")

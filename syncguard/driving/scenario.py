@@ -66,13 +66,7 @@ import dataclasses
 import hashlib
 import math
 import os
-import sys
 from typing import Any, Dict, List, Optional, Sequence, Tuple
-
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover
-    import tomli as tomllib
 
 from .._escape import name_problem, terminal
 
@@ -245,13 +239,12 @@ def _request(file: str, where: str, table: Any) -> List[RequestSpec]:
 
 def parse(text: str, file: str = "<memory>") -> Scenario:
     """Parse and validate a scenario. Raises :class:`ScenarioError` naming file and field."""
+    from ..core._untrusted import UntrustedError, parse_toml
+
     try:
-        data = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
-        raise ScenarioError(f"{file}: not valid TOML: {exc}") from None
-    except RecursionError:
-        raise ScenarioError(f"{file}: not a scenario: arrays or tables nested too deeply "
-                            f"for the TOML reader") from None
+        data = parse_toml(text, file)
+    except UntrustedError as exc:
+        raise ScenarioError(str(exc)) from None
     f = _Fields(file, "", data)
     name = f.get("name", (str,))
     bad = name_problem(name)
@@ -557,15 +550,12 @@ def _set_subjects(path: str) -> Tuple[str, ...]:
     :class:`ScenarioError` naming the file and the field."""
     if not os.path.isfile(path):
         return ()
-    from ..core._untrusted import UntrustedError, read_text
+    from ..core._untrusted import UntrustedError, parse_toml, read_text
 
     try:
-        text = read_text(path, "scenario set", MAX_FILE_BYTES)
-        data = tomllib.loads(text)
+        data = parse_toml(read_text(path, "scenario set", MAX_FILE_BYTES), path)
     except UntrustedError as exc:
         raise ScenarioError(str(exc)) from None
-    except tomllib.TOMLDecodeError as exc:
-        raise ScenarioError(f"{path}: not valid TOML: {exc}") from None
     f = _Fields(path, "", data)
     f.get("description", (str,), "")
     names = f.get("subjects", (list,), [])

@@ -183,6 +183,7 @@ def test_scenario_names_resolve_in_the_sets(sets: Any, tmp_path: Path) -> None:
     ('subjects = ["a-two", "a-two"]', "subjects[1]: duplicate subject"),
     ('subjects = ["a-two"]\ncolour = 1', "colour: unknown key"),
     ('subjects = [', "not valid TOML"),
+    ("subjects = " + "[" * 100_000 + "]" * 100_000, "nested too deeply"),
     ('subjects = ["nope"]', "subjects (the default 'nope'): unknown path 'nope'"),
 ])
 def test_a_bad_set_file_is_one_line(sets: Any, tmp_path: Path, declared: str,
