@@ -155,12 +155,6 @@ class Verdict:
     findings: Tuple[Finding, ...]
     sites: Tuple[Site, ...]
 
-    @property
-    def total(self) -> Tuple[str, str, int, int, bool]:
-        """``(scenario, path, hidden, budget, failed)`` as the CI renderers take it."""
-        return (self.scenario, self.path, self.hidden,
-                self.max_syncs if self.max_syncs is not None else 0, self.failed)
-
     def limit(self) -> str:
         """``"budget 0"`` or ``"baseline FILE"``."""
         if self.max_syncs is not None:
