@@ -278,6 +278,21 @@ def _tensors(xs: Any) -> List[Any]:
     return out
 
 
+def _inputs(args: Tuple[Any, ...], kwargs: Dict[str, Any]) -> List[Any]:
+    """The tensors an op takes, positional then keyword (in lists too)."""
+    ins = _tensors(args)
+    if kwargs:
+        ins += _tensors(kwargs.values())
+    return ins
+
+
+def _outputs(out: Any) -> List[Any]:
+    """The tensors an op returns."""
+    if type(out) in (list, tuple):
+        return _tensors(out)
+    return [out] if isinstance(out, _Tensor) else []
+
+
 #: Recorded launches that do not sync, by profile and then by (op kind, tensor dtypes and
 #: shapes): an op's launch record depends on nothing else, and decode steps repeat their ops,
 #: so each is built once and shared (never changed after it is made: a sync, which the
@@ -361,13 +376,13 @@ def _shape_key(k: _OpKind, args: Tuple[Any, ...], kwargs: Dict[str, Any], out: A
 def _full_key(k: _OpKind, args: Tuple[Any, ...], kwargs: Dict[str, Any], out: Any) -> Any:
     """The launch key of any op: the op, then (dtype, shape) of each tensor it takes (in
     lists too), a marker, each output's."""
-    ins = _tensors(args)
-    if kwargs:
-        ins += _tensors(kwargs.values())
-    outs: List[Any] = _tensors(out) if type(out) in (list, tuple) else (
-        [out] if isinstance(out, _Tensor) else [])
-    return (k, *[(t.dtype, (t._v if type(t) is _SimT else t).shape) for t in ins],
-            _OUT, *[(t.dtype, (t._v if type(t) is _SimT else t).shape) for t in outs])
+    return (k, *map(_dtype_shape, _inputs(args, kwargs)), _OUT,
+            *map(_dtype_shape, _outputs(out)))
+
+
+def _dtype_shape(t: Any) -> Any:
+    """(dtype, shape) of a tensor (a simulated one's sizes read from its CPU values)."""
+    return (t.dtype, (t._v if type(t) is _SimT else t).shape)
 
 
 def _profile_key(profile: Profile) -> Any:
@@ -608,12 +623,8 @@ class Recorder:
         if k.kind == VIEW:  # a view (or an allocation) costs view_us whatever its sizes
             rec = Op(k.name, self.p["view_us"], 0.0, False, shapes)
         else:  # a kernel's cost depends only on the op and its tensors' dtypes and shapes
-            ins = _tensors(args)
-            if kwargs:
-                ins += _tensors(kwargs.values())
-            outs: List[Any] = _tensors(out) if type(out) in (list, tuple) else (
-                [out] if isinstance(out, _Tensor) else [])
-            rec = Op(k.name, self.p["launch_us"], self._kernel_us(k.name, ins, outs), False,
+            rec = Op(k.name, self.p["launch_us"],
+                     self._kernel_us(k.name, _inputs(args, kwargs), _outputs(out)), False,
                      shapes)
         self._keep(key, rec)
         return rec
@@ -627,9 +638,7 @@ class Recorder:
         sync = k.classify is not None and k.classify(args, kwargs, self.device_type) is not None
         if k.base == _COPY:
             p = self.p
-            ins = _tensors(args)
-            if kwargs:
-                ins += _tensors(kwargs.values())
+            ins = _inputs(args, kwargs)
             n = ins[0].nbytes if ins else 0
             dst_host = k.name == "_local_scalar_dense" or (
                 len(ins) > 1 and _on_host(ins[1]))
