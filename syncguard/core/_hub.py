@@ -17,7 +17,7 @@ import sys
 import sysconfig
 import threading
 from types import FrameType
-from typing import TYPE_CHECKING, Dict, Iterator, List, NamedTuple, Optional, Tuple, Union
+from typing import TYPE_CHECKING, Any, Dict, Iterator, List, NamedTuple, Optional, Tuple, Union
 
 from .._paths import pkg_path
 from .events import Frame, HostSyncError, SyncEvent
@@ -50,6 +50,9 @@ class _ThreadState(threading.local):
     def __init__(self) -> None:
         # > 0 while an intercepted call that already reported (or syncguard itself) runs.
         self.busy = 0
+        # (args, hit) of the last op a backend's kernel classified on this thread (hit None:
+        # not a sync), so an observer of the same call need not classify it again
+        self.last_hit: Optional[Tuple[Any, Any]] = None
 
 
 class Backend(NamedTuple):

@@ -1121,6 +1121,7 @@ def backend_op_hook(func: Any, args: Tuple[Any, ...], kwargs: Dict[str, Any],
     if c is _SKIP:
         return
     hit = c(args, kwargs, device_type)
+    HUB.tls.last_hit = (args, hit)
     if hit is None:
         return
     kind, op, device, count, source = hit

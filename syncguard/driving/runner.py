@@ -64,7 +64,7 @@ def run_pass(sc: Scenario, path: str, target: Target, counted: bool,
         for step in range(sc.steps):
             h = timer.start()
             if model is not None:
-                model.begin()
+                model.begin(is_warmup(step, sc.warmup))
             if guard is not None:
                 with guard.step(step):
                     tokens, labels = loop.run_step(step)

@@ -38,12 +38,12 @@ from __future__ import annotations
 
 import collections
 import dataclasses
-import itertools
 import math
-import operator
 import os
 import threading
 from typing import Any, Deque, Dict, List, Optional, Sequence, Set, Tuple
+
+from ..core._plain import PLAIN, is_plain
 
 #: Folder of the shipped profiles (``<name>.json``).
 PROFILE_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "profiles")
@@ -196,28 +196,40 @@ _NO_EVENTS: List[Any] = []  # shared, never appended to: a sync op gets its own 
 
 class Op:
     """One launch: ``host_us`` on the host thread, ``dev_us`` on the stream (0: no kernel),
-    ``sync`` when the host reads device data; ``shapes``: (dtype, shape) of its tensor
-    inputs (:func:`shape_text` formats them); ``events`` the guard's events for a sync
+    ``sync`` when the host reads device data; ``events`` the guard's events for a sync
     (site, allowed); ``tag``: ``("record", key)`` for an event record (no kernel),
     ``("event", key)`` for a host wait on that event, None otherwise (a sync waits for the
-    drain). A slotted class: one is made per op of a counted pass."""
+    drain). A launch record that cannot sync is shared by every op it costs (the recorder
+    keeps them); a sync's is its own. The input shapes a traced step shows are kept beside
+    the ops (:attr:`Recorder.shapes`), not in them."""
 
-    __slots__ = ("name", "host_us", "dev_us", "sync", "shapes", "events", "tag")
+    __slots__ = ("name", "host_us", "dev_us", "sync", "events", "tag")
 
     def __init__(self, name: str, host_us: float, dev_us: float, sync: bool = False,
-                 shapes: Sequence[Any] = (), events: Optional[List[Any]] = None,
+                 events: Optional[List[Any]] = None,
                  tag: Optional[Tuple[str, int]] = None) -> None:
         self.name = name
         self.host_us = host_us
         self.dev_us = dev_us
         self.sync = sync
-        self.shapes = shapes
         self.events: List[Any] = events if events is not None else _NO_EVENTS
         self.tag = tag
 
     def __repr__(self) -> str:
         return (f"Op({self.name!r}, host_us={self.host_us}, dev_us={self.dev_us}, "
                 f"sync={self.sync})")
+
+    def __eq__(self, other: object) -> bool:
+        """Whether two ops replay alike: the same launch (name, costs, wait tag) and, for a
+        sync, the same site, API and verdict (:func:`same_ops`)."""
+        if not isinstance(other, Op):
+            return NotImplemented
+        return (self.name == other.name and self.host_us == other.host_us
+                and self.dev_us == other.dev_us and self.sync == other.sync
+                and self.tag == other.tag
+                and (not self.sync or _event_key(self.events) == _event_key(other.events)))
+
+    __hash__ = None  # type: ignore[assignment]  # equal by value, and changed (events)
 
 
 #: How the recorder keys an op's launch record (:attr:`_OpKind.mode`): it may sync, or it
@@ -304,26 +316,6 @@ _OUT = object()  # in a launch key: the output tensors follow
 _get_ident = threading.get_ident
 
 
-#: Argument types that hold no tensor (what the fast path of :meth:`Recorder.on_op` skips).
-_PLAIN = frozenset({int, float, bool, complex, str, type(None)})
-try:
-    import torch as _torch
-
-    _PLAIN = _PLAIN | {_torch.dtype, _torch.device, _torch.layout, _torch.memory_format}
-except ImportError:  # pragma: no cover - torch is a dependency
-    pass
-
-
-def _plain(a: Any) -> bool:
-    """Whether a list or tuple argument holds no tensor (sizes, dims)."""
-    if type(a) is list or type(a) is tuple:
-        for x in a:
-            if type(x) not in _PLAIN:
-                return False
-        return True
-    return False
-
-
 def _on_host(t: Any) -> bool:
     """Whether a tensor is on the host (a simulated tensor never is: no device read)."""
     return type(t) is not _SimT and t.device.type == "cpu"
@@ -359,7 +351,7 @@ def _shape_key(k: _OpKind, args: Tuple[Any, ...], kwargs: Dict[str, Any], out: A
             v = a._v
             key.append(v.dtype)
             key.append(v.shape)
-        elif type(a) not in _PLAIN and not _plain(a):
+        elif type(a) not in PLAIN and not is_plain(a):
             return None
     key.append(_OUT)
     outs = out if type(out) is tuple or type(out) is list else (out,)
@@ -392,13 +384,14 @@ def _profile_key(profile: Profile) -> Any:
 class Recorder:
     """Collects the ops the simulated device runs on the recording thread, with their modeled
     costs on ``profile``; :meth:`take` hands them over (and starts afresh). While
-    ``keep_shapes`` is set (a traced step), each op recorded carries its inputs' (dtype,
-    shape) pairs (:attr:`Op.shapes`).
+    :attr:`shapes` is a list (a traced step: ``keep_shapes``), it gets each op's inputs'
+    (dtype, shape) pairs, one entry per op recorded.
 
-    Its observer (:meth:`on_op`) runs for every op of a counted pass, so it is kept lean: an
-    op that cannot sync is looked up among the launch records already built
-    (:data:`_LAUNCHES`), and only a new combination is costed; the records are the same as
-    costing every op afresh (tests/test_timeline.py pins them)."""
+    The simulated device hands it every op of a counted pass
+    (:class:`syncguard.sim.device.OpRecorder`): an op that cannot sync, on device tensors
+    and plain arguments, costs the device one lookup of a launch record already built
+    (:data:`_LAUNCHES`) by the op and its bytes; the first op of a combination, and
+    anything else, comes to :meth:`record`."""
 
     def __init__(self, profile: Profile, device_type: str = "npu") -> None:
         self.p = profile.values
@@ -406,9 +399,10 @@ class Recorder:
         self.device_type = device_type
         self.thread = _get_ident()
         self.ops: List[Op] = []
+        #: per op recorded, its inputs' (dtype, shape) pairs, while a traced step records
+        self.shapes: Optional[List[Sequence[Any]]] = None
         self.pending: List[Any] = []  # events reported before their op ran
         self.unclaimed: List[Op] = []  # sync ops whose event has not come yet
-        self.keep_shapes = True  # keep (dtype, shape) per op (for the trace's steps)
         # a kernel other than a matmul reads and writes at least one byte per output element:
         # when memory can never be faster than the vector units (bytes / memory bandwidth >=
         # elements / vector rate, both as the floats _duration divides by) and the two
@@ -417,6 +411,7 @@ class Recorder:
         p = self.p
         self.bytes_only = self.combine_max and \
             p["mem_gbps"] * 1e3 <= p["vector_tflops"] * 1.0 * 1e6
+        self.count_elements = not self.bytes_only  # the device's key counts them too
         pk = _profile_key(profile)
         launches = _LAUNCHES.get(pk)
         if launches is None:
@@ -425,9 +420,29 @@ class Recorder:
             launches = _LAUNCHES[pk] = {}
         self.launches = launches
         global _SimT
+        from ..core._hub import HUB
         from ..sim.device import SimTensor  # the recorder observes the simulated device
 
         _SimT = SimTensor
+        self.tls = HUB.tls  # the guard's classification of the op that just ran
+
+    @property
+    def keep_shapes(self) -> bool:
+        """Whether the ops recorded now keep their input shapes (a traced step's)."""
+        return self.shapes is not None
+
+    @keep_shapes.setter
+    def keep_shapes(self, on: bool) -> None:
+        if not on:
+            self.shapes = None
+        elif self.shapes is None:
+            self.shapes = [()] * len(self.ops)  # ops recorded before: no shapes known
+
+    def _append(self, op: Op) -> None:
+        """Record an op that no tensor op ran (a wait, an event, modeled work)."""
+        self.ops.append(op)
+        if self.shapes is not None:
+            self.shapes.append(())
 
     def on_event(self, ev: Any) -> None:
         """A sync event of the guard. The guard reports most reads after the call returns
@@ -436,8 +451,8 @@ class Recorder:
         becomes a wait of its own (a drain), unless it is an ``Event.synchronize`` whose
         wait :meth:`event_wait` already recorded."""
         if getattr(ev, "kind", None) == "explicit_sync" and not self.unclaimed:
-            self.ops.append(Op(str(getattr(ev, "api", "") or "synchronize"), self.p["view_us"],
-                               0.0, True, (), [ev]))
+            self._append(Op(str(getattr(ev, "api", "") or "synchronize"), self.p["view_us"],
+                            0.0, True, [ev]))
             return
         if self.unclaimed:
             for op in self.unclaimed:
@@ -449,20 +464,22 @@ class Recorder:
     def device_work(self, name: str, ms: float) -> None:
         """A modeled kernel of ``ms`` milliseconds (e.g. the forward pass, launched as one
         captured graph: ``forward_launch_us`` of host time)."""
-        self.ops.append(Op(name, self.p["forward_launch_us"], ms * 1000.0))
+        self._append(Op(name, self.p["forward_launch_us"], ms * 1000.0))
 
     def event_record(self, key: int) -> None:
         """``Event.record``: a marker on the stream (no kernel)."""
-        self.ops.append(Op("Event.record", self.p["view_us"], 0.0, tag=("record", key)))
+        self._append(Op("Event.record", self.p["view_us"], 0.0, tag=("record", key)))
 
     def event_wait(self, key: int) -> None:
         """``Event.synchronize``: the host waits for the work queued before the event's
         record; the guard's event for it follows (:meth:`on_event`)."""
-        op = Op("Event.synchronize", self.p["view_us"], 0.0, True, (), [], ("event", key))
-        self.ops.append(op)
+        op = Op("Event.synchronize", self.p["view_us"], 0.0, True, [], ("event", key))
+        self._append(op)
         self.unclaimed.append(op)
 
     def take(self) -> List[Op]:
+        """The ops recorded since the last call (their shapes, if kept, are
+        :attr:`shapes`)."""
         ops, self.ops, self.pending, self.unclaimed = self.ops, [], [], []
         return ops
 
@@ -503,67 +520,39 @@ class Recorder:
         return self._duration(float(nbytes), float(numel), self.p["vector_tflops"], 1.0)
 
     def on_op(self, op: Any, args: Tuple[Any, ...], kwargs: Dict[str, Any], out: Any) -> None:
-        """The observer (:data:`syncguard.sim.device.OP_OBSERVERS`). It runs for every op of
-        a counted pass (benchmarks/bench_timeline.py measures what it adds), so the common
-        case is one lookup of a shared launch record: a kernel other than a matmul that
-        cannot sync, on simulated tensors and plain arguments, by its op, bytes and output
-        elements (all its cost depends on), and a view by its op alone (a view costs
-        ``view_us`` whatever its sizes). Anything else: :meth:`_other`. In a traced step:
-        :meth:`_traced`."""
-        if _get_ident() != self.thread:
-            return
+        """An op observer (:data:`syncguard.sim.device.OP_OBSERVERS`): :meth:`record` of
+        the ops run on the recording thread. A counted pass installs the recorder as the
+        device's :data:`~syncguard.sim.device.RECORDER` instead, which looks up the
+        records already filed itself and calls :meth:`record` for the rest."""
+        if _get_ident() == self.thread:
+            self.record(op, args, kwargs, out)
+
+    def record(self, op: Any, args: Tuple[Any, ...], kwargs: Dict[str, Any], out: Any) -> None:
+        """Record one op: a possible sync or a copy (:meth:`_general`), else its shared
+        launch record (:meth:`_shared`), then filed under the device's key, ``(id(op),
+        bytes)`` (:class:`syncguard.sim.device.OpRecorder`), when the device can look it up
+        (an op on device tensors and plain arguments with one device tensor as its result;
+        never an op that may sync: its classifier must see every call). The records are
+        the same as costing every op afresh (tests/model/test_timeline.py pins them)."""
         k = _KINDS.get(id(op))
         if k is None:
             k = _KINDS[id(op)] = _OpKind(op)
-        if self.keep_shapes:
-            self._traced(k, args, kwargs, out)
-            return
-        if kwargs or type(out) is not _SimT:
-            pass
-        elif k.mode == _BYTES:
-            v = out._v
-            nb = v.nbytes
-            for a in args:
-                if type(a) is _SimT:
-                    nb += a._v.nbytes
-                elif type(a) not in _PLAIN and not _plain(a):
-                    break
-            else:
-                rec = self.launches.get((k, nb) if self.bytes_only else (k, nb, v.numel()))
-                if rec is not None:
-                    self.ops.append(rec)
-                    return
-        elif k.mode == _VIEW:
-            rec = self.launches.get(k)
-            if rec is not None:
-                self.ops.append(rec)
-                return
-        self._other(k, args, kwargs, out)
-
-    def _traced(self, k: _OpKind, args: Tuple[Any, ...], kwargs: Dict[str, Any],
-                out: Any) -> None:
-        """An op of a traced step, whose record carries its inputs' (dtype, shape) pairs: a
-        shared record keyed by the dtypes and shapes of all its tensors, or for a possible
-        sync or a copy a fresh one (:meth:`_general`)."""
-        if k.mode == _GENERAL:
-            self._general(k, args, kwargs, out, _in_shapes(args, kwargs))
-            return
-        key = _shape_key(k, args, kwargs, out)
-        if key is None:
-            key = _full_key(k, args, kwargs, out)
-        rec = self.launches.get(key)
-        if rec is None:
-            rec = self._launch(k, args, kwargs, out, key, _in_shapes(args, kwargs))
-        self.ops.append(rec)
-
-    def _other(self, k: _OpKind, args: Tuple[Any, ...], kwargs: Dict[str, Any],
-               out: Any) -> None:
-        """What :meth:`on_op`'s first lookup leaves: a possible sync or a copy
-        (:meth:`_general`), else the shared launch record (:meth:`_shared`)."""
+        if self.shapes is not None:
+            self.shapes.append(_in_shapes(args, kwargs))
         if k.mode == _GENERAL:
             self._general(k, args, kwargs, out)
-        else:
-            self.ops.append(self._shared(k, args, kwargs, out))
+            return
+        rec = self._shared(k, args, kwargs, out)
+        self.ops.append(rec)
+        if k.mode != _SHAPES and type(out) is _SimT:
+            v = out._v
+            nb = v.nbytes
+            for a in (*args, *kwargs.values()) if kwargs else args:
+                if type(a) is _SimT:
+                    nb += a._v.nbytes
+                elif type(a) not in PLAIN and not is_plain(a):
+                    return
+            self._keep((id(op), nb, v.numel()) if self.count_elements else (id(op), nb), rec)
 
     def _shared(self, k: _OpKind, args: Tuple[Any, ...], kwargs: Dict[str, Any],
                 out: Any) -> Op:
@@ -585,7 +574,7 @@ class Recorder:
             for a in (*args, *kwargs.values()) if kwargs else args:
                 if type(a) is _SimT:
                     nb += a._v.nbytes
-                elif type(a) not in _PLAIN and not _plain(a):
+                elif type(a) not in PLAIN and not is_plain(a):
                     break
             else:
                 for o in out if type(out) is tuple or type(out) is list else (out,):
@@ -607,8 +596,8 @@ class Recorder:
         if key is None:
             key = _full_key(k, args, kwargs, out)
         rec = self.launches.get(key)
-        if rec is None:  # keyed by shapes, so it carries them: a traced step may share it
-            rec = self._launch(k, args, kwargs, out, key, _in_shapes(args, kwargs))
+        if rec is None:
+            rec = self._launch(k, args, kwargs, out, key)
         return rec
 
     def _keep(self, key: Any, rec: Op) -> None:
@@ -617,54 +606,86 @@ class Recorder:
         self.launches[key] = rec
 
     def _launch(self, k: _OpKind, args: Tuple[Any, ...], kwargs: Dict[str, Any], out: Any,
-                key: Any, shapes: Sequence[Any] = ()) -> Op:
+                key: Any) -> Op:
         """Build the shared record of a view or a kernel under ``key`` (not a sync: a sync
-        copies it into a fresh :class:`Op`), with ``shapes`` when the key holds them."""
+        copies it into a fresh :class:`Op`)."""
         if k.kind == VIEW:  # a view (or an allocation) costs view_us whatever its sizes
-            rec = Op(k.name, self.p["view_us"], 0.0, False, shapes)
+            rec = Op(k.name, self.p["view_us"], 0.0)
         else:  # a kernel's cost depends only on the op and its tensors' dtypes and shapes
             rec = Op(k.name, self.p["launch_us"],
-                     self._kernel_us(k.name, _inputs(args, kwargs), _outputs(out)), False,
-                     shapes)
+                     self._kernel_us(k.name, _inputs(args, kwargs), _outputs(out)))
         self._keep(key, rec)
         return rec
 
     def _general(self, k: _OpKind, args: Tuple[Any, ...], kwargs: Dict[str, Any],
-                 out: Any, shapes: Sequence[Any] = ()) -> None:
+                 out: Any) -> None:
         """An op that may sync (it has a classifier, asked here as the guard asks) or a
-        copy: a copy's record is fresh (its time depends on the direction); a sync's is a
-        fresh copy of the shared launch record, for the guard's events; ``shapes`` for a
-        fresh record (a traced step's)."""
-        sync = k.classify is not None and k.classify(args, kwargs, self.device_type) is not None
-        if k.base == _COPY:
-            p = self.p
+        copy (:meth:`_copy`): a sync's record is a fresh copy of the shared launch record,
+        for the guard's events. The guard's hook classified this very call before it ran
+        (the same arguments object): its answer is taken; without a guard, or for a call
+        other ops ran inside, the classifier is asked again."""
+        if k.classify is None:
+            sync = False
+        else:
+            last = self.tls.last_hit
+            sync = (last[1] if last is not None and last[0] is args
+                    else k.classify(args, kwargs, self.device_type)) is not None
+        shared = self._copy(k, args, kwargs) if k.base == _COPY else \
+            self._shared(k, args, kwargs, out)
+        if not sync:
+            self.ops.append(shared)
+            return
+        rec = Op(k.name, shared.host_us, shared.dev_us, True)
+        if self.pending:
+            rec.events, self.pending = self.pending, []
+        else:
+            rec.events = []
+            self.unclaimed.append(rec)
+        self.ops.append(rec)
+
+    def _copy(self, k: _OpKind, args: Tuple[Any, ...], kwargs: Dict[str, Any]) -> Op:
+        """The shared launch record of a copy, by its op, direction and bytes (the source's):
+        host to device and device to host at their bandwidths after ``copy_us``, device to
+        device a kernel that reads and writes them."""
+        a0 = args[0] if args else None
+        if not kwargs and isinstance(a0, _Tensor):
+            a1 = args[1] if len(args) > 1 and isinstance(args[1], _Tensor) else None
+            ins: List[Any] = [a0] if a1 is None else [a0, a1]
+        else:
             ins = _inputs(args, kwargs)
-            n = ins[0].nbytes if ins else 0
-            dst_host = k.name == "_local_scalar_dense" or (
-                len(ins) > 1 and _on_host(ins[1]))
-            src_host = bool(ins) and _on_host(ins[0])
+        n = (ins[0]._v if type(ins[0]) is _SimT else ins[0]).nbytes if ins else 0
+        dst_host = k.name == "_local_scalar_dense" or (len(ins) > 1 and _on_host(ins[1]))
+        src_host = bool(ins) and _on_host(ins[0])
+        key = (k, src_host, dst_host, n)
+        rec = self.launches.get(key)
+        if rec is None:
+            p = self.p
             if src_host or dst_host:
                 bw = p["h2d_gbps"] if src_host else p["d2h_gbps"]
                 dev = p["copy_us"] + n / (bw * 1e3)
             else:  # device to device: read and write
                 dev = self._duration(2.0 * n, 0.0, p["vector_tflops"])
-            rec = Op(k.name, p["launch_us"], dev, sync, shapes)
-        else:
-            shared = self._shared(k, args, kwargs, out)
-            if not sync and not shapes:
-                self.ops.append(shared)
-                return
-            rec = Op(k.name, shared.host_us, shared.dev_us, sync, shapes)
-        if sync:
-            if self.pending:
-                rec.events, self.pending = self.pending, []
-            else:
-                rec.events = []
-                self.unclaimed.append(rec)
-        self.ops.append(rec)
+            rec = Op(k.name, p["launch_us"], dev)
+            self._keep(key, rec)
+        return rec
 
 
 _SHAPE_TEXT: Dict[Any, str] = {}
+
+
+def op_shape_text(shapes: Sequence[Any]) -> List[str]:
+    """:func:`shape_text` of one op's input shapes, kept for the next op of the same shapes
+    (a traced step's texts are made once per pass; the lines never change them)."""
+    key = tuple(shapes)
+    txt = _OP_TEXT.get(key)
+    if txt is None:
+        if len(_OP_TEXT) > 100_000:  # bounded: shapes of a run repeat
+            _OP_TEXT.clear()
+        txt = _OP_TEXT[key] = shape_text(key)
+    return txt
+
+
+_OP_TEXT: Dict[Any, List[str]] = {}
 
 
 def shape_text(shapes: Sequence[Any]) -> List[str]:
@@ -717,6 +738,15 @@ class Replay:
     syncs: List[SyncMark]
     spans: List[Tuple[str, float, float, Optional[float], Optional[float]]]
     queue_wait_us: float = 0.0
+
+
+def _event_key(events: List[Any]) -> Any:
+    """What :func:`_site` reads of a sync's events, unformatted (for comparing two)."""
+    if not events:
+        return None
+    e = events[0]
+    return (getattr(e, "filename", "?"), getattr(e, "lineno", "?"), getattr(e, "api", ""),
+            all(getattr(x, "allowed", False) for x in events))
 
 
 def _site(events: List[Any]) -> Tuple[str, str, Optional[bool]]:
@@ -800,24 +830,11 @@ def replay(ops: Sequence[Op], profile: Profile, skip_syncs: Optional[Set[int]] =
 _SYNC_FIELDS = tuple(f.name for f in dataclasses.fields(SyncMark))
 
 
-def _same_op(a: Op, b: Op) -> bool:
-    """Whether two ops replay alike: the same launch (name, costs, wait tag) and, for a sync,
-    the same site, API and verdict."""
-    return (a.name == b.name and a.host_us == b.host_us and a.dev_us == b.dev_us
-            and a.sync == b.sync and a.tag == b.tag
-            and (not a.sync or _site(a.events) == _site(b.events)))
-
-
 def same_ops(a: Sequence[Op], b: Sequence[Op]) -> bool:
-    """Whether two steps' ops give the same replay: equal in length and op by op
-    (:func:`_same_op`; a launch record the recorder shared is the same object, compared by
-    identity at C speed)."""
-    if len(a) != len(b):
-        return False
-    for x, y in itertools.compress(zip(a, b), map(operator.is_not, a, b)):
-        if not _same_op(x, y):
-            return False
-    return True
+    """Whether two steps' ops give the same replay: equal in length and op by op (a launch
+    record the recorder shared is the same object, compared by identity at C speed; other
+    ops by :meth:`Op.__eq__`: what the replay reads)."""
+    return list(a) == list(b)
 
 
 @dataclasses.dataclass
@@ -881,8 +898,8 @@ def device_work(name: str, ms: float) -> None:
 
 class StepModel:
     """The modeled timeline of a counted pass on the simulated device. Use as a context
-    manager (installs the op observer, always removes it); :meth:`begin` and :meth:`end`
-    bracket each step; :meth:`on_event` receives the guard's events."""
+    manager (installs the recorder as the device's, always removes it); :meth:`begin` and
+    :meth:`end` bracket each step; :meth:`on_event` receives the guard's events."""
 
     #: Reuse the previous step's replay for a step with the same ops (False: replay every
     #: step, the reference the tests compare with).
@@ -893,12 +910,14 @@ class StepModel:
         self.rec = Recorder(profile, device_type)
         self.kept = 0
         self._last: Optional[_Replayed] = None  # the last step replayed
+        self._outer: Any = None
 
     def __enter__(self) -> StepModel:
         from ..sim import device as simdev
         from ..sim import npu_module
 
-        simdev.OP_OBSERVERS.append(self.rec.on_op)
+        self._outer = simdev.RECORDER  # a model inside another's pass: restored at exit
+        simdev.RECORDER = self.rec
         if _EVENT_HOOKS not in npu_module.EVENT_OBSERVERS:
             npu_module.EVENT_OBSERVERS.append(_EVENT_HOOKS)
         _ACTIVE.append(self.rec)
@@ -907,39 +926,41 @@ class StepModel:
     def __exit__(self, *exc: Any) -> None:
         from ..sim import device as simdev
 
-        if self.rec.on_op in simdev.OP_OBSERVERS:
-            simdev.OP_OBSERVERS.remove(self.rec.on_op)
+        if simdev.RECORDER is self.rec:
+            simdev.RECORDER = self._outer
         if self.rec in _ACTIVE:
             _ACTIVE.remove(self.rec)
 
     def on_event(self, ev: Any) -> None:
         self.rec.on_event(ev)
 
-    def begin(self) -> None:
+    def begin(self, warmup: bool = False) -> None:
+        """A step starts: what was recorded before it is dropped; a traced step (the first
+        :data:`TRACE_STEPS` non-warm-up steps) keeps its ops' input shapes."""
         self.rec.take()
-        self.rec.keep_shapes = self.kept < TRACE_STEPS
+        self.rec.shapes = [] if not warmup and self.kept < TRACE_STEPS else None
 
     def end(self, warmup: bool) -> Tuple[StepCost, Dict[str, Any]]:
         """The step's cost and its ``timeline`` result line (op spans and input shapes for
         the first :data:`TRACE_STEPS` non-warm-up steps only). A step whose ops are those of
         the previous replayed step (decode steps repeat) takes that step's replay: the same
-        ops, the same numbers (:func:`same_ops`; and the same shapes, when the line shows
-        them)."""
+        ops, the same numbers (:func:`same_ops`); a traced step shows its own shapes (the
+        previous step's texts when they are equal)."""
+        shapes, self.rec.shapes = self.rec.shapes, None  # this step's: no later op adds any
         ops = self.rec.take()
-        keep = not warmup and self.kept < TRACE_STEPS
-        shapes = [o.shapes for o in ops] if keep else None
+        traced = self.kept < TRACE_STEPS  # a traced step's replay is yet to come: keep spans
+        keep = traced and not warmup and shapes is not None
         last = self._last
-        if last is not None and (not keep or last.shapes == shapes) and same_ops(ops, last.ops):
+        if last is not None and (not keep or last.spans is not None) and \
+                same_ops(ops, last.ops):
             cost = last.cost
             last.ops = ops  # equal: the newer records are the ones the next step shares
         else:
-            cost = model_step(ops, self.profile, spans=keep)
+            cost = model_step(ops, self.profile, spans=traced)
             last = _Replayed(ops, cost, [{f: getattr(m, f) for f in _SYNC_FIELDS}
                                          for m in cost.replay.syncs])
-            if shapes is not None:
-                last.shapes = shapes
+            if traced:
                 last.spans = [[n, h0, h1, d0, d1] for n, h0, h1, d0, d1 in cost.replay.spans]
-                last.texts = [shape_text(x) for x in shapes]
             if self.memo:
                 self._last = last
         r = cost.replay
@@ -951,6 +972,9 @@ class StepModel:
         }
         if keep:
             self.kept += 1
+            if last.shapes != shapes:
+                last.shapes = shapes
+                last.texts = [op_shape_text(x) for x in shapes]  # type: ignore[union-attr]
             # shared with the line of the step replayed (the lines are written, not changed)
             line["spans"] = last.spans
             line["shapes"] = last.texts

@@ -60,11 +60,13 @@ import re
 import sys
 import threading
 import weakref
-from typing import Any, Callable, Dict, Iterator, List, Optional, Set, Tuple
+from typing import Any, Callable, Dict, Iterator, List, Optional, Protocol, Set, Tuple
 
 import torch
 
 from syncguard.core import intercept as _intercept
+from syncguard.core._plain import PLAIN as _PLAIN
+from syncguard.core._plain import is_plain as _is_plain
 
 #: The oldest torch the simulated device was verified on (2.7.1, by the wrapper route of
 #: syncguard.sim.wrapper_backend; torch >= 2.9 uses ``_setup_privateuseone_for_python_backend``).
@@ -390,7 +392,13 @@ def _run(info: _OpInfo, args: Tuple[Any, ...], kwargs: Dict[str, Any]) -> Any:
         return info.special(op, args, kwargs)
     cargs = [a._v if type(a) is SimTensor else _unwrap(a, info) for a in args]
     ckwargs = {k: _unwrap(v, info) for k, v in kwargs.items()} if kwargs else kwargs
-    out = op(*cargs, **ckwargs)
+    return _result(info, args, kwargs, cargs, op(*cargs, **ckwargs))
+
+
+def _result(info: _OpInfo, args: Tuple[Any, ...], kwargs: Dict[str, Any], cargs: List[Any],
+            out: Any) -> Any:
+    """What an op returns on the simulated device, from ``out``, what it returned on the
+    CPU values ``cargs``: the argument it wrote (its wrapper), or new wrappers."""
     wr = info.write_returns
     if wr is not None:
         if info.refresh:
@@ -420,13 +428,96 @@ def _view_dtype(t: SimTensor, dtype: torch.dtype) -> Any:
     return _run(_info(torch.ops.aten.view.dtype), (t, dtype), {})
 
 
-#: Called after every op on the simulated device as ``cb(op, args, kwargs, out)`` (the
-#: modeled device timeline, :mod:`syncguard.model.timeline`, records launches here).
+#: Called after every op on the simulated device as ``cb(op, args, kwargs, out)``.
 OP_OBSERVERS: List[Callable[[Any, Tuple[Any, ...], Dict[str, Any], Any], None]] = []
 
 
+class OpRecorder(Protocol):
+    """What the device hands every op it runs on the recorder's thread (the modeled
+    timeline, :class:`syncguard.model.timeline.Recorder`, is one): an op whose arguments
+    are device tensors and plain values and whose result is one device tensor is recorded
+    by the device itself, as the record the recorder filed in ``launches`` under ``(id(op),
+    bytes)`` (``(id(op), bytes, elements)`` with ``count_elements``), where bytes are all
+    its tensors' (inputs and result) and elements its result's; while ``shapes`` is a list
+    it gets the op's inputs' ``(dtype, shape)`` pairs too. Every other op, or one with no record yet,
+    goes to ``record(op, args, kwargs, out)``. One Python call per op costs the simulated
+    device about a tenth of its own work on small tensors; this way an op that repeats
+    costs a lookup (benchmarks/bench_timeline.py)."""
+
+    thread: int
+    launches: Dict[Any, Any]
+    ops: List[Any]
+    shapes: Optional[List[Any]]
+    count_elements: bool
+
+    def record(self, op: Any, args: Tuple[Any, ...], kwargs: Dict[str, Any],
+               out: Any) -> None: ...
+
+
+#: The recorder of the op stream (:class:`OpRecorder`), or None; set by the model.
+RECORDER: Optional[OpRecorder] = None
+_get_ident = threading.get_ident
+
+
+def _run_recorded(info: _OpInfo, args: Tuple[Any, ...], kwargs: Dict[str, Any],
+                  rec: OpRecorder) -> Any:
+    """:func:`_run`, handing the op to ``rec`` (:class:`OpRecorder`): the bytes it touched
+    are summed from the CPU values the op runs on, so the record costs a lookup."""
+    op = info.op
+    _intercept.backend_op_hook(op, args, kwargs, device_type=_NAME)
+    if info.special is not None:
+        res = info.special(op, args, kwargs)
+        rec.record(op, args, kwargs, res)
+        return res
+    fast = True  # only device tensors and plain values: the op's record may be filed
+    nb = 0  # the bytes of the device tensors among the arguments
+    shapes = [] if rec.shapes is not None else None  # their (dtype, shape), when kept
+    cargs = []
+    for a in args:
+        if type(a) is SimTensor:
+            v = a._v
+            nb += v.nbytes
+            cargs.append(v)
+            if shapes is not None:
+                shapes.append((v.dtype, v.shape))
+        else:
+            if fast and type(a) not in _PLAIN and not _is_plain(a):
+                fast = False
+            cargs.append(_unwrap(a, info))
+    ckwargs = kwargs
+    if kwargs:
+        ckwargs = {}
+        for k, a in kwargs.items():
+            if type(a) is SimTensor:
+                v = a._v
+                nb += v.nbytes
+                ckwargs[k] = v
+                if shapes is not None:
+                    shapes.append((v.dtype, v.shape))
+            else:
+                if fast and type(a) not in _PLAIN and not _is_plain(a):
+                    fast = False
+                ckwargs[k] = _unwrap(a, info)
+    out = op(*cargs, **ckwargs)
+    res = _result(info, args, kwargs, cargs, out)
+    if fast and type(res) is SimTensor:
+        r = rec.launches.get((id(op), nb + res._v.nbytes, out.numel()) if rec.count_elements
+                             else (id(op), nb + res._v.nbytes))
+        if r is not None:
+            rec.ops.append(r)
+            if shapes is not None:
+                rec.shapes.append(shapes)  # type: ignore[union-attr]
+            return res
+    rec.record(op, args, kwargs, res)
+    return res
+
+
 def _run_observed(info: _OpInfo, args: Tuple[Any, ...], kwargs: Dict[str, Any]) -> Any:
-    out = _run(info, args, kwargs)
+    rec = RECORDER
+    if rec is not None and _get_ident() == rec.thread:
+        out = _run_recorded(info, args, kwargs, rec)
+    else:
+        out = _run(info, args, kwargs)
     for cb in OP_OBSERVERS:
         cb(info.op, args, kwargs, out)
     return out
