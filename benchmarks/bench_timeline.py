@@ -1,7 +1,7 @@
 """What does the modeled device timeline add to a simulated run?
 
 The counted pass of a scenario (under the guard, on the simulated device) runs with and
-without the modeled timeline (``run_pass(profile=...)``: the op observer, the per-step replay
+without the modeled timeline (``run_pass(profile=...)``: the op recording, the per-step replay
 with and without hidden syncs, the timeline result line), interleaved in one process (order
 rotating each round) so both see the same machine state. Reported per scenario (every shipped
 scenario by default): the median pass time of each variant in process CPU time (the headline:
@@ -10,7 +10,7 @@ time, and the ratio modeled/plain with its 95% interval. Method: each round (one
 arm, back to back) gives one log-ratio; the interval is Student's t over the rounds
 (:func:`syncguard.results.stats.ratio_from_logs`, the round as the unit, as the run's own verdicts):
 a bootstrap over 15 rounds under-covers. Target: the interval's upper bound under 1.10x.
-Small scenarios are the worst case (the observer's cost is per op, and their ops are
+Small scenarios are the worst case (the recording's cost is per op, and their ops are
 cheap). Results go to ``reports/bench/timeline.json`` with the machine, versions, load
 average, git commit and date, and a readable summary beside it (``timeline.md``). No
 threshold is asserted: this is a measurement.

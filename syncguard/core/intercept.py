@@ -1062,13 +1062,21 @@ def _classify_aten(func: Any) -> Any:
     tags = set(getattr(func, "tags", ()))
     if base == "aten::_local_scalar_dense":
         return lambda a, k, d: (E.SCALAR_READ, name, d, 1, None)
-    if base in ("aten::_copy_from", "aten::_copy_from_and_resize"):
+    if base == "aten::_copy_from":
         def copy_from(a: Tuple[Any, ...], k: Dict[str, Any], d: str) -> Optional[Hit]:
             src, dst = a[0], a[1]
             nb = bool(a[2]) if len(a) > 2 else bool(k.get("non_blocking", False))
             hit = _copy_dir(src, dst.device.type, nb, dst)
             return None if hit is None else (hit[0], name, hit[2], 1, hit[4])
         return copy_from
+    if base == "aten::_copy_from_and_resize":
+        # blocking, and it resizes an empty destination to the source's size before copying
+        # (torch_npu's kernel: dst.numel() == 0 -> resize_as_): an empty destination still
+        # receives the whole copy, so only the source's size decides
+        def copy_resize(a: Tuple[Any, ...], k: Dict[str, Any], d: str) -> Optional[Hit]:
+            hit = _copy_dir(a[0], a[1].device.type, False)
+            return None if hit is None else (hit[0], name, hit[2], 1, hit[4])
+        return copy_resize
     if base == "aten::index" or base == "aten::index_put" or base == "aten::index_put_":
         def index(a: Tuple[Any, ...], k: Dict[str, Any], d: str) -> Optional[Hit]:
             idx = a[1] if len(a) > 1 else ()

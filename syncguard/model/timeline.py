@@ -1,8 +1,9 @@
 """A modeled device timeline for the simulated device: deterministic, noise-free, labelled.
 
-The simulated backend reports every op it runs (:data:`syncguard.sim.device.OP_OBSERVERS`);
-:class:`Recorder` turns each into a launch with a host cost and a device duration from a
-device :class:`Profile`, and :func:`replay` runs a discrete-event model of three stages:
+The simulated backend hands every op it runs to the recorder
+(:class:`syncguard.sim.device.OpRecorder`); :class:`Recorder` turns each into a launch with a
+host cost and a device duration from a device :class:`Profile`, and :func:`replay` runs a
+discrete-event model of three stages:
 
 - the host (Python) thread pays ``launch_us`` per kernel (``view_us`` per view or allocation);
 - an optional submission stage (torch_npu's task queue) pays ``submit_us`` per kernel before

@@ -428,21 +428,25 @@ def _view_dtype(t: SimTensor, dtype: torch.dtype) -> Any:
     return _run(_info(torch.ops.aten.view.dtype), (t, dtype), {})
 
 
-#: Called after every op on the simulated device as ``cb(op, args, kwargs, out)``.
+#: Called after every op on the simulated device as ``cb(op, args, kwargs, out)``. An
+#: observer must not keep ``out``: a factory function called from Python (``torch.arange``,
+#: ``torch.zeros``...) hands its caller a shallow copy of a result that is referenced
+#: elsewhere when the kernel returns (autograd's ``make_variable``), and that copy has no
+#: simulated values.
 OP_OBSERVERS: List[Callable[[Any, Tuple[Any, ...], Dict[str, Any], Any], None]] = []
 
 
 class OpRecorder(Protocol):
     """What the device hands every op it runs on the recorder's thread (the modeled
-    timeline, :class:`syncguard.model.timeline.Recorder`, is one): an op whose arguments
-    are device tensors and plain values and whose result is one device tensor is recorded
-    by the device itself, as the record the recorder filed in ``launches`` under ``(id(op),
-    bytes)`` (``(id(op), bytes, elements)`` with ``count_elements``), where bytes are all
-    its tensors' (inputs and result) and elements its result's; while ``shapes`` is a list
-    it gets the op's inputs' ``(dtype, shape)`` pairs too. Every other op, or one with no record yet,
-    goes to ``record(op, args, kwargs, out)``. One Python call per op costs the simulated
-    device about a tenth of its own work on small tensors; this way an op that repeats
-    costs a lookup (benchmarks/bench_timeline.py)."""
+    timeline, :class:`syncguard.model.timeline.Recorder`, is one). An op whose arguments
+    are device tensors and plain values and whose result is one device tensor the device
+    records itself: it appends to ``ops`` the record the recorder filed in ``launches``
+    under ``(id(op), bytes)`` (``(id(op), bytes, elements)`` with ``count_elements``), bytes
+    being all its tensors' (inputs and result) and elements its result's, and while
+    ``shapes`` is a list, its inputs' ``(dtype, shape)`` pairs to ``shapes``. Every other
+    op, or one with no record yet, goes to ``record(op, args, kwargs, out)``. (A Python call
+    per op cost the simulated device about a tenth of its own work on small tensors; an op
+    that repeats now costs it a lookup: benchmarks/bench_timeline.py.)"""
 
     thread: int
     launches: Dict[Any, Any]
@@ -471,8 +475,9 @@ def _run_recorded(info: _OpInfo, args: Tuple[Any, ...], kwargs: Dict[str, Any],
         return res
     fast = True  # only device tensors and plain values: the op's record may be filed
     nb = 0  # the bytes of the device tensors among the arguments
-    shapes = [] if rec.shapes is not None else None  # their (dtype, shape), when kept
-    cargs = []
+    # their (dtype, shape), when kept
+    shapes: Optional[List[Any]] = [] if rec.shapes is not None else None
+    cargs: List[Any] = []
     for a in args:
         if type(a) is SimTensor:
             v = a._v
@@ -505,8 +510,8 @@ def _run_recorded(info: _OpInfo, args: Tuple[Any, ...], kwargs: Dict[str, Any],
                              else (id(op), nb + res._v.nbytes))
         if r is not None:
             rec.ops.append(r)
-            if shapes is not None:
-                rec.shapes.append(shapes)  # type: ignore[union-attr]
+            if shapes is not None and rec.shapes is not None:
+                rec.shapes.append(shapes)
             return res
     rec.record(op, args, kwargs, res)
     return res

@@ -668,3 +668,104 @@ def test_a_traced_step_shows_shapes_of_launches_first_seen_untraced() -> None:
         _, line = second.end(False)
     assert line["shapes"] == [["float32[3, 40]", "float32[40, 24]"],
                               ["float32[3, 40]", "float32[]"]]
+
+
+def _workload(dev: Any) -> None:
+    """Ops of every kind the recorder keys differently: kernels (one with keyword
+    arguments, one with a tuple result), a view, a tensor list, a matmul, a host tensor, both
+    copy directions and a read."""
+    import torch
+
+    x = torch.ones(4, 100, device=dev)
+    w = torch.ones(100, 8, device=dev)
+    y = x * 2.0
+    torch.empty_like(y, dtype=torch.float16)
+    y.view(-1)
+    torch.sort(y, -1)
+    torch.cat([y, y])
+    torch.mm(x, w)
+    y + torch.tensor(2.0)
+    torch.ones(3).to(dev)
+    y.sum().item()
+
+
+def test_the_device_records_what_the_observer_records() -> None:
+    """A recorder installed as the device's (what a counted pass does: the device looks up
+    the launch records itself) records the same launches, with the same input shapes, as
+    the same recorder called for every op as an observer; an op that repeats takes the
+    record filed the first time (the same object)."""
+    from syncguard import SyncGuard
+    from syncguard.sim import device as simdev
+    from syncguard.sim import simulated_device
+
+    dev = simulated_device("npu")
+    prof = timeline.load_profile("910b")
+
+    def recorded(as_device: bool) -> Tuple[List[Op], List[Any]]:
+        rec = timeline.Recorder(prof)
+        rec.keep_shapes = True
+        if as_device:
+            simdev.RECORDER = rec  # type: ignore[assignment]
+        else:
+            simdev.OP_OBSERVERS.append(rec.on_op)
+        try:
+            with SyncGuard(on_event=rec.on_event):
+                _workload(dev)
+                rec.take()
+                shapes, rec.shapes = rec.shapes, []
+                _workload(dev)  # again: the launch records are filed now
+        finally:
+            simdev.RECORDER = None
+            if rec.on_op in simdev.OP_OBSERVERS:
+                simdev.OP_OBSERVERS.remove(rec.on_op)
+        assert shapes is not None and rec.shapes is not None
+        assert len(shapes) == len(rec.shapes)  # one entry per op, in both passes
+        return rec.take(), rec.shapes
+
+    (by_device, device_shapes), (by_observer, observer_shapes) = \
+        recorded(True), recorded(False)
+    assert timeline.same_ops(by_device, by_observer)
+    assert device_shapes == observer_shapes and len(by_device) == len(device_shapes)
+    # every launch is the shared record but the two syncs (the blocking copy from pageable
+    # host memory and the scalar read), which carry their own events
+    assert [a.name for a, b in zip(by_device, by_observer) if a is not b] == \
+        ["_copy_from", "_local_scalar_dense"]
+    assert ["float32[4, 100]", "float32[100, 8]"] in [timeline.shape_text(s)
+                                                      for s in device_shapes]
+
+
+def test_a_model_inside_another_restores_the_device_recorder() -> None:
+    from syncguard.sim import device as simdev
+    from syncguard.sim import simulated_device
+
+    simulated_device("npu")
+    prof = timeline.load_profile("910b")
+    outer, inner = timeline.StepModel(prof), timeline.StepModel(prof)
+    with outer:
+        assert simdev.RECORDER is outer.rec
+        with inner:
+            assert simdev.RECORDER is inner.rec
+        assert simdev.RECORDER is outer.rec
+    assert simdev.RECORDER is None and not timeline._ACTIVE
+
+
+def test_a_warm_up_step_keeps_no_shapes() -> None:
+    """Only the traced steps' lines show input shapes, so a warm-up step does not read
+    them; the first step after it does."""
+    import torch
+
+    from syncguard.sim import simulated_device
+
+    dev = simulated_device("npu")
+    x = torch.ones(4, 100, device=dev)
+    model = timeline.StepModel(timeline.load_profile("910b"))
+    with model:
+        model.begin(warmup=True)
+        assert not model.rec.keep_shapes
+        torch.neg(x)
+        assert "shapes" not in model.end(True)[1]
+        model.begin()
+        assert model.rec.keep_shapes
+        torch.neg(x)
+        _, line = model.end(False)
+    assert line["shapes"] == [["float32[4, 100]"]] and len(line["spans"]) == 1

@@ -377,6 +377,25 @@ def test_hook_sees_each_host_read_as_documented(ops_seen: List[Tuple[str, str, s
     assert names(ops_seen) == ["aten::_softmax", "aten::sort"]
 
 
+def test_a_copy_into_an_empty_destination_that_it_resizes_is_one_sync() -> None:
+    """``aten::_copy_from_and_resize`` resizes an empty destination before it copies
+    (torch_npu's kernel: ``dst.numel() == 0`` -> ``resize_as_``): the whole source crosses,
+    a blocking copy, in either direction. The guard counted none (the empty destination read
+    as a copy of nothing)."""
+    from syncguard import SyncGuard
+
+    x = torch.arange(4.0, device="npu")
+    for src, dst, kind in ((x, torch.empty(0), "d2h_copy"),
+                           (torch.arange(4.0), torch.empty(0, device="npu"), "h2d_copy")):
+        with SyncGuard() as g:
+            torch.ops.aten._copy_from_and_resize(src, dst)
+        assert [(e.kind, e.api) for e in g.events] == [(kind, "aten::_copy_from_and_resize")]
+        assert dst.cpu().tolist() == [0.0, 1.0, 2.0, 3.0]
+    with SyncGuard() as g:  # nothing to copy: no wait
+        torch.ops.aten._copy_from_and_resize(torch.empty(0, device="npu"), torch.empty(0))
+    assert g.count == 0
+
+
 def test_hook_runs_before_the_op_and_may_raise(monkeypatch: pytest.MonkeyPatch) -> None:
     x = torch.ones(2, device="npu")
 
