@@ -322,6 +322,18 @@ def _on_host(t: Any) -> bool:
     return type(t) is not _SimT and t.device.type == "cpu"
 
 
+def _arg_bytes(args: Tuple[Any, ...], kwargs: Dict[str, Any]) -> Optional[int]:
+    """The bytes of the simulated tensors an op takes, or None when an argument is neither
+    one nor plain (a host tensor, a tensor list): then bytes alone do not key its launch."""
+    nb = 0
+    for a in (*args, *kwargs.values()) if kwargs else args:
+        if type(a) is _SimT:
+            nb += a._v.nbytes
+        elif type(a) not in PLAIN and not is_plain(a):
+            return None
+    return nb
+
+
 def _in_shapes(args: Tuple[Any, ...], kwargs: Dict[str, Any]) -> List[Any]:
     """(dtype, shape) of each tensor an op takes (in lists too), for the trace's steps (a
     simulated tensor's sizes are its CPU values' (``_v``): read 4x faster there)."""
@@ -546,14 +558,12 @@ class Recorder:
         rec = self._shared(k, args, kwargs, out)
         self.ops.append(rec)
         if k.mode != _SHAPES and type(out) is _SimT:
-            v = out._v
-            nb = v.nbytes
-            for a in (*args, *kwargs.values()) if kwargs else args:
-                if type(a) is _SimT:
-                    nb += a._v.nbytes
-                elif type(a) not in PLAIN and not is_plain(a):
-                    return
-            self._keep((id(op), nb, v.numel()) if self.count_elements else (id(op), nb), rec)
+            nb = _arg_bytes(args, kwargs)
+            if nb is not None:
+                v = out._v
+                nb += v.nbytes
+                self._keep((id(op), nb, v.numel()) if self.count_elements else (id(op), nb),
+                           rec)
 
     def _shared(self, k: _OpKind, args: Tuple[Any, ...], kwargs: Dict[str, Any],
                 out: Any) -> Op:
@@ -570,14 +580,10 @@ class Recorder:
                 self._keep(k, rec)
             return rec
         if base == _BYTES:
-            nb = 0
-            ne = 0
-            for a in (*args, *kwargs.values()) if kwargs else args:
-                if type(a) is _SimT:
-                    nb += a._v.nbytes
-                elif type(a) not in PLAIN and not is_plain(a):
-                    break
-            else:
+            arg_nb = _arg_bytes(args, kwargs)
+            if arg_nb is not None:
+                nb = arg_nb
+                ne = 0
                 for o in out if type(out) is tuple or type(out) is list else (out,):
                     if type(o) is _SimT:
                         v = o._v
@@ -648,12 +654,7 @@ class Recorder:
         """The shared launch record of a copy, by its op, direction and bytes (the source's):
         host to device and device to host at their bandwidths after ``copy_us``, device to
         device a kernel that reads and writes them."""
-        a0 = args[0] if args else None
-        if not kwargs and isinstance(a0, _Tensor):
-            a1 = args[1] if len(args) > 1 and isinstance(args[1], _Tensor) else None
-            ins: List[Any] = [a0] if a1 is None else [a0, a1]
-        else:
-            ins = _inputs(args, kwargs)
+        ins = _inputs(args, kwargs)
         n = (ins[0]._v if type(ins[0]) is _SimT else ins[0]).nbytes if ins else 0
         dst_host = k.name == "_local_scalar_dense" or (len(ins) > 1 and _on_host(ins[1]))
         src_host = bool(ins) and _on_host(ins[0])
