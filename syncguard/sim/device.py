@@ -506,8 +506,9 @@ def _run_recorded(info: _OpInfo, args: Tuple[Any, ...], kwargs: Dict[str, Any],
     out = op(*cargs, **ckwargs)
     res = _result(info, args, kwargs, cargs, out)
     if fast and type(res) is SimTensor:
-        r = rec.launches.get((id(op), nb + res._v.nbytes, out.numel()) if rec.count_elements
-                             else (id(op), nb + res._v.nbytes))
+        v = res._v  # the result's values: what record() keyed (the same bytes and elements)
+        r = rec.launches.get((id(op), nb + v.nbytes, v.numel()) if rec.count_elements
+                             else (id(op), nb + v.nbytes))
         if r is not None:
             rec.ops.append(r)
             if shapes is not None and rec.shapes is not None:

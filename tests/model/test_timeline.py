@@ -689,17 +689,21 @@ def _workload(dev: Any) -> None:
     y.sum().item()
 
 
-def test_the_device_records_what_the_observer_records() -> None:
+@pytest.mark.parametrize("slow_vector", [False, True])
+def test_the_device_records_what_the_observer_records(slow_vector: bool) -> None:
     """A recorder installed as the device's (what a counted pass does: the device looks up
     the launch records itself) records the same launches, with the same input shapes, as
     the same recorder called for every op as an observer; an op that repeats takes the
-    record filed the first time (the same object)."""
+    record filed the first time (the same object). With slow vector units the key counts
+    the result's elements too."""
     from syncguard import SyncGuard
     from syncguard.sim import device as simdev
     from syncguard.sim import simulated_device
 
     dev = simulated_device("npu")
     prof = timeline.load_profile("910b")
+    if slow_vector:
+        prof = dataclasses.replace(prof, values={**prof.values, "vector_tflops": 1e-6})
 
     def recorded(as_device: bool) -> Tuple[List[Op], List[Any]]:
         rec = timeline.Recorder(prof)
@@ -724,6 +728,7 @@ def test_the_device_records_what_the_observer_records() -> None:
 
     (by_device, device_shapes), (by_observer, observer_shapes) = \
         recorded(True), recorded(False)
+    assert timeline.Recorder(prof).count_elements is slow_vector
     assert timeline.same_ops(by_device, by_observer)
     assert device_shapes == observer_shapes and len(by_device) == len(device_shapes)
     # every launch is the shared record but the two syncs (the blocking copy from pageable
