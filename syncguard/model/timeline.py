@@ -42,7 +42,7 @@ import dataclasses
 import math
 import os
 import threading
-from typing import Any, Deque, Dict, List, Optional, Sequence, Set, Tuple
+from typing import Any, Deque, Dict, Iterable, List, Optional, Sequence, Set, Tuple
 
 from ..core._plain import PLAIN, is_plain
 
@@ -334,24 +334,25 @@ def _arg_bytes(args: Tuple[Any, ...], kwargs: Dict[str, Any]) -> Optional[int]:
     return nb
 
 
-def _in_shapes(args: Tuple[Any, ...], kwargs: Dict[str, Any]) -> List[Any]:
-    """(dtype, shape) of each tensor an op takes (in lists too), for the trace's steps (a
-    simulated tensor's sizes are its CPU values' (``_v``): read 4x faster there)."""
-    out = []
+def _add_in_shapes(out: List[Any], args: Tuple[Any, ...], kwargs: Dict[str, Any]) -> None:
+    """Append the dtype and shape of each tensor an op takes (in lists too) to ``out``, a
+    traced step's flat list (:attr:`Recorder.shapes`; a simulated tensor's sizes are its
+    CPU values' (``_v``): read 4x faster there), then ``None``, the op's end."""
     for a in (*args, *kwargs.values()) if kwargs else args:
         if type(a) is _SimT:
             v = a._v
-            out.append((v.dtype, v.shape))
+            out.append(v.dtype)
+            out.append(v.shape)
         elif isinstance(a, _Tensor):
-            out.append((a.dtype, a.shape))  # a host tensor (an index) or a foreign one
+            out.append(a.dtype)  # a host tensor (an index) or a foreign one
+            out.append(a.shape)
         elif type(a) is list or type(a) is tuple:
             for y in a:
-                if type(y) is _SimT:
-                    v = y._v
-                    out.append((v.dtype, v.shape))
-                elif isinstance(y, _Tensor):
-                    out.append((y.dtype, y.shape))
-    return out
+                if isinstance(y, _Tensor):
+                    t = y._v if type(y) is _SimT else y  # type: ignore[attr-defined]
+                    out.append(t.dtype)
+                    out.append(t.shape)
+    out.append(None)
 
 
 def _shape_key(k: _OpKind, args: Tuple[Any, ...], kwargs: Dict[str, Any], out: Any) -> Any:
@@ -398,7 +399,8 @@ class Recorder:
     """Collects the ops the simulated device runs on the recording thread, with their modeled
     costs on ``profile``; :meth:`take` hands them over (and starts afresh). While
     :attr:`shapes` is a list (a traced step: ``keep_shapes``), it gets each op's inputs'
-    (dtype, shape) pairs, one entry per op recorded.
+    dtypes and shapes, flat (``dtype, shape, dtype, shape..., None``: ``None`` ends each op
+    recorded; :func:`op_shapes` splits them), so a traced step makes no objects per op.
 
     The simulated device hands it every op of a counted pass
     (:class:`syncguard.sim.device.OpRecorder`): an op that cannot sync, on device tensors
@@ -412,8 +414,9 @@ class Recorder:
         self.device_type = device_type
         self.thread = _get_ident()
         self.ops: List[Op] = []
-        #: per op recorded, its inputs' (dtype, shape) pairs, while a traced step records
-        self.shapes: Optional[List[Sequence[Any]]] = None
+        #: per op recorded, its inputs' dtypes and shapes then None, while a traced step
+        #: records (flat)
+        self.shapes: Optional[List[Any]] = None
         self.pending: List[Any] = []  # events reported before their op ran
         self.unclaimed: List[Op] = []  # sync ops whose event has not come yet
         # a kernel other than a matmul reads and writes at least one byte per output element:
@@ -449,13 +452,13 @@ class Recorder:
         if not on:
             self.shapes = None
         elif self.shapes is None:
-            self.shapes = [()] * len(self.ops)  # ops recorded before: no shapes known
+            self.shapes = [None] * len(self.ops)  # ops recorded before: no shapes known
 
     def _append(self, op: Op) -> None:
         """Record an op that no tensor op ran (a wait, an event, modeled work)."""
         self.ops.append(op)
         if self.shapes is not None:
-            self.shapes.append(())
+            self.shapes.append(None)
 
     def on_event(self, ev: Any) -> None:
         """A sync event of the guard. The guard reports most reads after the call returns
@@ -544,26 +547,34 @@ class Recorder:
         """Record one op: a possible sync or a copy (:meth:`_general`), else its shared
         launch record (:meth:`_shared`), then filed under the device's key, ``(id(op),
         bytes)`` (:class:`syncguard.sim.device.OpRecorder`), when the device can look it up
-        (an op on device tensors and plain arguments with one device tensor as its result;
+        (an op on device tensors and plain arguments whose result is a device tensor or a
+        tuple of them;
         never an op that may sync: its classifier must see every call). The records are
         the same as costing every op afresh (tests/model/test_timeline.py pins them)."""
         k = _KINDS.get(id(op))
         if k is None:
             k = _KINDS[id(op)] = _OpKind(op)
         if self.shapes is not None:
-            self.shapes.append(_in_shapes(args, kwargs))
+            _add_in_shapes(self.shapes, args, kwargs)
         if k.mode == _GENERAL:
             self._general(k, args, kwargs, out)
             return
         rec = self._shared(k, args, kwargs, out)
         self.ops.append(rec)
-        if k.mode != _SHAPES and type(out) is _SimT:
+        if k.mode == _SHAPES:
+            return
+        outs = (out,) if type(out) is _SimT else out if type(out) is tuple else None
+        if outs:
             nb = _arg_bytes(args, kwargs)
             if nb is not None:
-                v = out._v
-                nb += v.nbytes
-                self._keep((id(op), nb, v.numel()) if self.count_elements else (id(op), nb),
-                           rec)
+                ne = 0
+                for o in outs:
+                    if type(o) is not _SimT:
+                        return
+                    v = o._v
+                    nb += v.nbytes
+                    ne += v.numel()
+                self._keep((id(op), nb, ne) if self.count_elements else (id(op), nb), rec)
 
     def _shared(self, k: _OpKind, args: Tuple[Any, ...], kwargs: Dict[str, Any],
                 out: Any) -> Op:
@@ -654,10 +665,17 @@ class Recorder:
         """The shared launch record of a copy, by its op, direction and bytes (the source's):
         host to device and device to host at their bandwidths after ``copy_us``, device to
         device a kernel that reads and writes them."""
-        ins = _inputs(args, kwargs)
-        n = (ins[0]._v if type(ins[0]) is _SimT else ins[0]).nbytes if ins else 0
-        dst_host = k.name == "_local_scalar_dense" or (len(ins) > 1 and _on_host(ins[1]))
-        src_host = bool(ins) and _on_host(ins[0])
+        # (self, dst, ...) by position, as the device passes them; else from the keywords
+        src = args[0] if args else kwargs.get("self")
+        dst = args[1] if len(args) > 1 else kwargs.get("dst")
+        if type(src) is _SimT:
+            n = src._v.nbytes  # type: ignore[union-attr]
+            src_host = False
+        else:
+            n = src.nbytes if isinstance(src, _Tensor) else 0
+            src_host = isinstance(src, _Tensor) and _on_host(src)
+        dst_host = k.name == "_local_scalar_dense" or (
+            type(dst) is not _SimT and isinstance(dst, _Tensor) and _on_host(dst))
         key = (k, src_host, dst_host, n)
         rec = self.launches.get(key)
         if rec is None:
@@ -675,22 +693,41 @@ class Recorder:
 _SHAPE_TEXT: Dict[Any, str] = {}
 
 
-def op_shape_text(shapes: Sequence[Any]) -> List[str]:
-    """:func:`shape_text` of one op's input shapes, kept for the next op of the same shapes
-    (a traced step's texts are made once per pass; the lines never change them)."""
-    key = tuple(shapes)
-    txt = _OP_TEXT.get(key)
-    if txt is None:
-        if len(_OP_TEXT) > 100_000:  # bounded: shapes of a run repeat
-            _OP_TEXT.clear()
-        txt = _OP_TEXT[key] = shape_text(key)
-    return txt
+def op_shapes(flat: Sequence[Any]) -> List[Tuple[Any, ...]]:
+    """A traced step's :attr:`Recorder.shapes` per op: ``[dtype, shape, None, None]`` ->
+    ``[((dtype, shape),), ()]``."""
+    out: List[Tuple[Any, ...]] = []
+    start = 0
+    for i, x in enumerate(flat):
+        if x is None:
+            out.append(tuple(zip(flat[start:i:2], flat[start + 1:i:2])))
+            start = i + 1
+    return out
+
+
+def op_shape_texts(flat: Sequence[Any]) -> List[List[str]]:
+    """:func:`shape_text` of each op's input shapes in a traced step's
+    :attr:`Recorder.shapes`, kept for the next op of the same shapes (a traced step's texts
+    are made once per pass; the lines never change them)."""
+    out: List[List[str]] = []
+    start = 0
+    for i, x in enumerate(flat):
+        if x is None:
+            key = tuple(flat[start:i])
+            txt = _OP_TEXT.get(key)
+            if txt is None:
+                if len(_OP_TEXT) > 100_000:  # bounded: shapes of a run repeat
+                    _OP_TEXT.clear()
+                txt = _OP_TEXT[key] = shape_text(zip(key[::2], key[1::2]))
+            out.append(txt)
+            start = i + 1
+    return out
 
 
 _OP_TEXT: Dict[Any, List[str]] = {}
 
 
-def shape_text(shapes: Sequence[Any]) -> List[str]:
+def shape_text(shapes: Iterable[Any]) -> List[str]:
     """``[(torch.float32, torch.Size([8, 32000]))] -> ["float32[8, 32000]"]``."""
     out = []
     for key in shapes:
@@ -836,7 +873,7 @@ def same_ops(a: Sequence[Op], b: Sequence[Op]) -> bool:
     """Whether two steps' ops give the same replay: equal in length and op by op (a launch
     record the recorder shared is the same object, compared by identity at C speed; other
     ops by :meth:`Op.__eq__`: what the replay reads)."""
-    return list(a) == list(b)
+    return (a == b) if type(a) is list and type(b) is list else list(a) == list(b)
 
 
 @dataclasses.dataclass
@@ -962,7 +999,7 @@ class StepModel:
             last = _Replayed(ops, cost, [{f: getattr(m, f) for f in _SYNC_FIELDS}
                                          for m in cost.replay.syncs])
             if traced:
-                last.spans = [[n, h0, h1, d0, d1] for n, h0, h1, d0, d1 in cost.replay.spans]
+                last.spans = cost.replay.spans  # written as JSON lists
             if self.memo:
                 self._last = last
         r = cost.replay
@@ -976,7 +1013,7 @@ class StepModel:
             self.kept += 1
             if last.shapes != shapes:
                 last.shapes = shapes
-                last.texts = [op_shape_text(x) for x in shapes]  # type: ignore[union-attr]
+                last.texts = op_shape_texts(shapes or [])
             # shared with the line of the step replayed (the lines are written, not changed)
             line["spans"] = last.spans
             line["shapes"] = last.texts
@@ -993,6 +1030,7 @@ class _Replayed:
         self.ops = ops
         self.cost = cost
         self.syncs = syncs
-        self.spans: Optional[List[List[Any]]] = None
+        self.spans: Optional[List[Tuple[str, float, float, Optional[float],
+                                        Optional[float]]]] = None
         self.shapes: Optional[List[Any]] = None
         self.texts: Optional[List[List[str]]] = None

@@ -439,11 +439,13 @@ OP_OBSERVERS: List[Callable[[Any, Tuple[Any, ...], Dict[str, Any], Any], None]] 
 class OpRecorder(Protocol):
     """What the device hands every op it runs on the recorder's thread (the modeled
     timeline, :class:`syncguard.model.timeline.Recorder`, is one). An op whose arguments
-    are device tensors and plain values and whose result is one device tensor the device
-    records itself: it appends to ``ops`` the record the recorder filed in ``launches``
-    under ``(id(op), bytes)`` (``(id(op), bytes, elements)`` with ``count_elements``), bytes
-    being all its tensors' (inputs and result) and elements its result's, and while
-    ``shapes`` is a list, its inputs' ``(dtype, shape)`` pairs to ``shapes``. Every other
+    are device tensors and plain values and whose result is a device tensor (or a tuple of
+    them) the device records itself: it appends to ``ops`` the record the recorder filed in
+    ``launches`` under ``(id(op), bytes)`` (``(id(op), bytes, elements)`` with
+    ``count_elements``), bytes being all its tensors' (inputs and results) and elements its
+    results', and while
+    ``shapes`` is a list (one flat list per step: no objects per op), its inputs' dtypes
+    and shapes (``dtype, shape, dtype, shape...``) then ``None``, the op's end. Every other
     op, or one with no record yet, goes to ``record(op, args, kwargs, out)``. (A Python call
     per op cost the simulated device about a tenth of its own work on small tensors; an op
     that repeats now costs it a lookup: benchmarks/bench_timeline.py.)"""
@@ -475,16 +477,17 @@ def _run_recorded(info: _OpInfo, args: Tuple[Any, ...], kwargs: Dict[str, Any],
         return res
     fast = True  # only device tensors and plain values: the op's record may be filed
     nb = 0  # the bytes of the device tensors among the arguments
-    # their (dtype, shape), when kept
-    shapes: Optional[List[Any]] = [] if rec.shapes is not None else None
+    sh = rec.shapes  # a traced step's: each input's dtype and shape, then the op's end
+    mark = len(sh) if sh is not None else 0
     cargs: List[Any] = []
     for a in args:
         if type(a) is SimTensor:
             v = a._v
             nb += v.nbytes
             cargs.append(v)
-            if shapes is not None:
-                shapes.append((v.dtype, v.shape))
+            if sh is not None:
+                sh.append(v.dtype)
+                sh.append(v.shape)
         else:
             if fast and type(a) not in _PLAIN and not _is_plain(a):
                 fast = False
@@ -497,23 +500,38 @@ def _run_recorded(info: _OpInfo, args: Tuple[Any, ...], kwargs: Dict[str, Any],
                 v = a._v
                 nb += v.nbytes
                 ckwargs[k] = v
-                if shapes is not None:
-                    shapes.append((v.dtype, v.shape))
+                if sh is not None:
+                    sh.append(v.dtype)
+                    sh.append(v.shape)
             else:
                 if fast and type(a) not in _PLAIN and not _is_plain(a):
                     fast = False
                 ckwargs[k] = _unwrap(a, info)
     out = op(*cargs, **ckwargs)
     res = _result(info, args, kwargs, cargs, out)
-    if fast and type(res) is SimTensor:
-        v = res._v  # the result's values: what record() keyed (the same bytes and elements)
-        r = rec.launches.get((id(op), nb + v.nbytes, v.numel()) if rec.count_elements
-                             else (id(op), nb + v.nbytes))
+    if fast:
+        r = None
+        if type(res) is SimTensor:
+            v = res._v  # the result's values: what record() keyed (the same bytes, elements)
+            r = rec.launches.get((id(op), nb + v.nbytes, v.numel()) if rec.count_elements
+                                 else (id(op), nb + v.nbytes))
+        elif type(res) is tuple and res:  # sort, topk, max.dim...: all device tensors
+            ne = 0
+            for o in res:
+                if type(o) is not SimTensor:
+                    break
+                v = o._v
+                nb += v.nbytes
+                ne += v.numel()
+            else:
+                r = rec.launches.get((id(op), nb, ne) if rec.count_elements else (id(op), nb))
         if r is not None:
             rec.ops.append(r)
-            if shapes is not None and rec.shapes is not None:
-                rec.shapes.append(shapes)
+            if sh is not None:
+                sh.append(None)
             return res
+    if sh is not None:
+        del sh[mark:]  # record() adds them
     rec.record(op, args, kwargs, res)
     return res
 
