@@ -465,86 +465,82 @@ RECORDER: Optional[OpRecorder] = None
 _get_ident = threading.get_ident
 
 
-def _run_recorded(info: _OpInfo, args: Tuple[Any, ...], kwargs: Dict[str, Any],
-                  rec: OpRecorder) -> Any:
-    """:func:`_run`, handing the op to ``rec`` (:class:`OpRecorder`): the bytes it touched
-    are summed from the CPU values the op runs on, so the record costs a lookup."""
-    op = info.op
-    _intercept.backend_op_hook(op, args, kwargs, device_type=_NAME)
-    if info.special is not None:
-        res = info.special(op, args, kwargs)
-        rec.record(op, args, kwargs, res)
-        return res
-    fast = True  # only device tensors and plain values: the op's record may be filed
-    nb = 0  # the bytes of the device tensors among the arguments
-    sh = rec.shapes  # a traced step's: each input's dtype and shape, then the op's end
-    mark = len(sh) if sh is not None else 0
-    cargs: List[Any] = []
-    for a in args:
-        if type(a) is SimTensor:
-            v = a._v
-            nb += v.nbytes
-            cargs.append(v)
-            if sh is not None:
-                sh.append(v.dtype)
-                sh.append(v.shape)
-        else:
-            if fast and type(a) not in _PLAIN and not _is_plain(a):
-                fast = False
-            cargs.append(_unwrap(a, info))
-    ckwargs = kwargs
-    if kwargs:
-        ckwargs = {}
-        for k, a in kwargs.items():
-            if type(a) is SimTensor:
-                v = a._v
-                nb += v.nbytes
-                ckwargs[k] = v
-                if sh is not None:
-                    sh.append(v.dtype)
-                    sh.append(v.shape)
-            else:
-                if fast and type(a) not in _PLAIN and not _is_plain(a):
-                    fast = False
-                ckwargs[k] = _unwrap(a, info)
-    out = op(*cargs, **ckwargs)
-    res = _result(info, args, kwargs, cargs, out)
-    if fast:
-        r = None
-        if type(res) is SimTensor:
-            v = res._v  # the result's values: what record() keyed (the same bytes, elements)
-            r = rec.launches.get((id(op), nb + v.nbytes, v.numel()) if rec.count_elements
-                                 else (id(op), nb + v.nbytes))
-        elif type(res) is tuple and res:  # sort, topk, max.dim...: all device tensors
-            ne = 0
-            for o in res:
-                if type(o) is not SimTensor:
-                    break
-                v = o._v
-                nb += v.nbytes
-                ne += v.numel()
-            else:
-                r = rec.launches.get((id(op), nb, ne) if rec.count_elements else (id(op), nb))
-        if r is not None:
-            rec.ops.append(r)
-            if sh is not None:
-                sh.append(None)
-            return res
-    if sh is not None:
-        del sh[mark:]  # record() adds them
-    rec.record(op, args, kwargs, res)
-    return res
-
-
 def _run_observed(info: _OpInfo, args: Tuple[Any, ...], kwargs: Dict[str, Any]) -> Any:
+    """:func:`_run`, then the :data:`OP_OBSERVERS`. On the :data:`RECORDER`'s thread the op
+    goes to the recorder (:class:`OpRecorder`) as it runs: the bytes it touches are summed
+    from the CPU values it runs on, so its record costs a lookup (inline: a call per op is
+    the model's cost too)."""
     rec = RECORDER
-    if rec is not None and _get_ident() == rec.thread:
-        out = _run_recorded(info, args, kwargs, rec)
+    if rec is None or _get_ident() != rec.thread:
+        res = _run(info, args, kwargs)
     else:
-        out = _run(info, args, kwargs)
+        op = info.op
+        _intercept.backend_op_hook(op, args, kwargs, device_type=_NAME)
+        if info.special is not None:
+            res = info.special(op, args, kwargs)
+            rec.record(op, args, kwargs, res)
+        else:
+            fast = True  # only device tensors and plain values: its record may be filed
+            nb = 0  # the bytes of the device tensors among the arguments
+            sh = rec.shapes  # a traced step's: each input's dtype and shape, then None
+            mark = len(sh) if sh is not None else 0
+            cargs: List[Any] = []
+            for a in args:
+                if type(a) is SimTensor:
+                    v = a._v
+                    nb += v.nbytes
+                    cargs.append(v)
+                    if sh is not None:
+                        sh.append(v.dtype)
+                        sh.append(v.shape)
+                else:
+                    if fast and type(a) not in _PLAIN and not _is_plain(a):
+                        fast = False
+                    cargs.append(_unwrap(a, info))
+            ckwargs = kwargs
+            if kwargs:
+                ckwargs = {}
+                for k, a in kwargs.items():
+                    if type(a) is SimTensor:
+                        v = a._v
+                        nb += v.nbytes
+                        ckwargs[k] = v
+                        if sh is not None:
+                            sh.append(v.dtype)
+                            sh.append(v.shape)
+                    else:
+                        if fast and type(a) not in _PLAIN and not _is_plain(a):
+                            fast = False
+                        ckwargs[k] = _unwrap(a, info)
+            res = _result(info, args, kwargs, cargs, op(*cargs, **ckwargs))
+            r = None
+            if fast:
+                if type(res) is SimTensor:
+                    v = res._v  # its values: what record() keyed (the same bytes, elements)
+                    r = rec.launches.get((id(op), nb + v.nbytes, v.numel())
+                                         if rec.count_elements else (id(op), nb + v.nbytes))
+                elif type(res) is tuple and res:  # sort, topk, max.dim...: device tensors
+                    ne = 0
+                    for o in res:
+                        if type(o) is not SimTensor:
+                            break
+                        v = o._v
+                        nb += v.nbytes
+                        ne += v.numel()
+                    else:
+                        r = rec.launches.get((id(op), nb, ne) if rec.count_elements
+                                             else (id(op), nb))
+            if r is not None:
+                rec.ops.append(r)
+                if sh is not None:
+                    sh.append(None)
+            else:
+                if sh is not None:
+                    del sh[mark:]  # record() adds them
+                rec.record(op, args, kwargs, res)
     for cb in OP_OBSERVERS:
-        cb(info.op, args, kwargs, out)
-    return out
+        cb(info.op, args, kwargs, res)
+    return res
 
 
 def _fallback(keyset: Any, op: Any, *args: Any, **kwargs: Any) -> Any:
