@@ -313,6 +313,10 @@ def _outputs(out: Any) -> List[Any]:
 #: profile, so a run's later passes and rounds find their launches already costed.
 _LAUNCHES: Dict[Any, Dict[Any, Op]] = {}
 _LAUNCHES_MAX = 50_000  # bounded: the shapes of a run repeat
+#: The same records, by profile, then filed for the simulated device's own lookup
+#: (:class:`syncguard.sim.device.OpRecorder`): by ``id(op)``, then by bytes (or bytes and
+#: output elements).
+_BY_OP: Dict[Any, Dict[int, Dict[Any, Op]]] = {}
 _OUT = object()  # in a launch key: the output tensors follow
 _get_ident = threading.get_ident
 
@@ -433,8 +437,10 @@ class Recorder:
         if launches is None:
             if len(_LAUNCHES) >= 8:  # bounded: a process uses a profile or two
                 _LAUNCHES.clear()
+                _BY_OP.clear()
             launches = _LAUNCHES[pk] = {}
         self.launches = launches
+        self.by_op = _BY_OP.setdefault(pk, {})
         global _SimT
         from ..core._hub import HUB
         from ..sim.device import SimTensor  # the recorder observes the simulated device
@@ -545,12 +551,12 @@ class Recorder:
 
     def record(self, op: Any, args: Tuple[Any, ...], kwargs: Dict[str, Any], out: Any) -> None:
         """Record one op: a possible sync or a copy (:meth:`_general`), else its shared
-        launch record (:meth:`_shared`), then filed under the device's key, ``(id(op),
-        bytes)`` (:class:`syncguard.sim.device.OpRecorder`), when the device can look it up
-        (an op on device tensors and plain arguments whose result is a device tensor or a
-        tuple of them;
-        never an op that may sync: its classifier must see every call). The records are
-        the same as costing every op afresh (tests/model/test_timeline.py pins them)."""
+        launch record (:meth:`_shared`), then filed where the device looks it up, by
+        ``id(op)`` and bytes (:class:`syncguard.sim.device.OpRecorder`), when it can: an
+        op on device tensors and plain arguments whose result is a device tensor or a tuple
+        of them, never an op that may sync (its classifier must see every call). The
+        records are the same as costing every op afresh (tests/model/test_timeline.py pins
+        them)."""
         k = _KINDS.get(id(op))
         if k is None:
             k = _KINDS[id(op)] = _OpKind(op)
@@ -574,7 +580,7 @@ class Recorder:
                     v = o._v
                     nb += v.nbytes
                     ne += v.numel()
-                self._keep((id(op), nb, ne) if self.count_elements else (id(op), nb), rec)
+                self._file(id(op), (nb, ne) if self.count_elements else nb, rec)
 
     def _shared(self, k: _OpKind, args: Tuple[Any, ...], kwargs: Dict[str, Any],
                 out: Any) -> Op:
@@ -617,6 +623,15 @@ class Recorder:
         if rec is None:
             rec = self._launch(k, args, kwargs, out, key)
         return rec
+
+    def _file(self, oid: int, key: Any, rec: Op) -> None:
+        """File ``rec`` where the device looks it up: ``by_op[id(op)][key]``."""
+        by = self.by_op.get(oid)
+        if by is None:
+            by = self.by_op[oid] = {}
+        elif len(by) >= _LAUNCHES_MAX:  # bounded: the shapes of a run repeat
+            by.clear()
+        by[key] = rec
 
     def _keep(self, key: Any, rec: Op) -> None:
         if len(self.launches) >= _LAUNCHES_MAX:

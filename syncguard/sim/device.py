@@ -269,12 +269,13 @@ _KernelFn = Callable[[Any, Tuple[Any, ...], Dict[str, Any]], Any]
 
 
 class _OpInfo:
-    __slots__ = ("op", "name", "special", "write_returns", "mutable", "refresh", "has_device",
-                 "cpu_index_ok")
+    __slots__ = ("op", "oid", "name", "special", "write_returns", "mutable", "refresh",
+                 "has_device", "cpu_index_ok")
 
     def __init__(self, op: Any) -> None:
         schema = op._schema
         self.op = op
+        self.oid = id(op)  # the recorder's key (OpRecorder.by_op)
         self.name: str = schema.name.split("::", 1)[-1]
         self.special: Optional[_KernelFn] = _SPECIAL.get(self.name)
         arguments = list(schema.arguments)
@@ -441,9 +442,8 @@ class OpRecorder(Protocol):
     timeline, :class:`syncguard.model.timeline.Recorder`, is one). An op whose arguments
     are device tensors and plain values and whose result is a device tensor (or a tuple of
     them) the device records itself: it appends to ``ops`` the record the recorder filed in
-    ``launches`` under ``(id(op), bytes)`` (``(id(op), bytes, elements)`` with
-    ``count_elements``), bytes being all its tensors' (inputs and results) and elements its
-    results', and while
+    ``by_op[id(op)]`` under its bytes (``(bytes, elements)`` with ``count_elements``), bytes
+    being all its tensors' (inputs and results) and elements its results', and while
     ``shapes`` is a list (one flat list per step: no objects per op), its inputs' dtypes
     and shapes (``dtype, shape, dtype, shape...``) then ``None``, the op's end. Every other
     op, or one with no record yet, goes to ``record(op, args, kwargs, out)``. (A Python call
@@ -451,7 +451,7 @@ class OpRecorder(Protocol):
     that repeats now costs it a lookup: benchmarks/bench_timeline.py.)"""
 
     thread: int
-    launches: Dict[Any, Any]
+    by_op: Dict[int, Dict[Any, Any]]
     ops: List[Any]
     shapes: Optional[List[Any]]
     count_elements: bool
@@ -514,11 +514,12 @@ def _run_observed(info: _OpInfo, args: Tuple[Any, ...], kwargs: Dict[str, Any]) 
                         ckwargs[k] = _unwrap(a, info)
             res = _result(info, args, kwargs, cargs, op(*cargs, **ckwargs))
             r = None
-            if fast:
+            by = rec.by_op.get(info.oid) if fast else None  # two int-keyed lookups: no tuple
+            if by is not None:
                 if type(res) is SimTensor:
                     v = res._v  # its values: what record() keyed (the same bytes, elements)
-                    r = rec.launches.get((id(op), nb + v.nbytes, v.numel())
-                                         if rec.count_elements else (id(op), nb + v.nbytes))
+                    r = by.get((nb + v.nbytes, v.numel()) if rec.count_elements
+                               else nb + v.nbytes)
                 elif type(res) is tuple and res:  # sort, topk, max.dim...: device tensors
                     ne = 0
                     for o in res:
@@ -528,8 +529,7 @@ def _run_observed(info: _OpInfo, args: Tuple[Any, ...], kwargs: Dict[str, Any]) 
                         nb += v.nbytes
                         ne += v.numel()
                     else:
-                        r = rec.launches.get((id(op), nb, ne) if rec.count_elements
-                                             else (id(op), nb))
+                        r = by.get((nb, ne) if rec.count_elements else nb)
             if r is not None:
                 rec.ops.append(r)
                 if sh is not None:
