@@ -244,11 +244,12 @@ class _OpKind:
     """What the recorder needs of an op, from its schema, once: its name, whether it runs a
     kernel (``kind``), its sync classifier, and how its launch record is keyed (``mode``)."""
 
-    __slots__ = ("name", "kind", "classify", "base", "mode")
+    __slots__ = ("oid", "name", "kind", "classify", "base", "mode")
 
     def __init__(self, op: Any) -> None:
         from ..core import intercept
 
+        self.oid = id(op)
         schema = op._schema
         self.name: str = schema.name.split("::", 1)[-1]
         base = self.name
@@ -667,6 +668,9 @@ class Recorder:
             self._shared(k, args, kwargs, out)
         if not sync:
             self.ops.append(shared)
+            if k.base == _COPY and len(args) > 1 and type(args[0]) is _SimT and \
+                    type(args[1]) is _SimT:  # device to device: the device finds it itself
+                self._file(k.oid, args[0]._v.nbytes, shared)
             return
         rec = Op(k.name, shared.host_us, shared.dev_us, True)
         if self.pending:

@@ -270,7 +270,7 @@ _KernelFn = Callable[[Any, Tuple[Any, ...], Dict[str, Any]], Any]
 
 class _OpInfo:
     __slots__ = ("op", "oid", "name", "special", "write_returns", "mutable", "refresh",
-                 "has_device", "cpu_index_ok")
+                 "has_device", "cpu_index_ok", "copy")
 
     def __init__(self, op: Any) -> None:
         schema = op._schema
@@ -278,6 +278,8 @@ class _OpInfo:
         self.oid = id(op)  # the recorder's key (OpRecorder.by_op)
         self.name: str = schema.name.split("::", 1)[-1]
         self.special: Optional[_KernelFn] = _SPECIAL.get(self.name)
+        # a copy kernel: (src, dst, ...); between two device tensors it never syncs
+        self.copy = self.name in ("_copy_from", "_copy_from_and_resize")
         arguments = list(schema.arguments)
         # (position, name, kwarg_only) of the argument each write-aliased return refers to.
         self.write_returns: Optional[List[Optional[Tuple[int, str, bool]]]] = None
@@ -443,7 +445,8 @@ class OpRecorder(Protocol):
     are device tensors and plain values and whose result is a device tensor (or a tuple of
     them) the device records itself: it appends to ``ops`` the record the recorder filed in
     ``by_op[id(op)]`` under its bytes (``(bytes, elements)`` with ``count_elements``), bytes
-    being all its tensors' (inputs and results) and elements its results', and while
+    being all its tensors' (inputs and results) and elements its results' (a copy between
+    two device tensors: under its source's bytes), and while
     ``shapes`` is a list (one flat list per step: no objects per op), its inputs' dtypes
     and shapes (``dtype, shape, dtype, shape...``) then ``None``, the op's end. Every other
     op, or one with no record yet, goes to ``record(op, args, kwargs, out)``. (A Python call
@@ -478,7 +481,23 @@ def _run_observed(info: _OpInfo, args: Tuple[Any, ...], kwargs: Dict[str, Any]) 
         _intercept.backend_op_hook(op, args, kwargs, device_type=_NAME)
         if info.special is not None:
             res = info.special(op, args, kwargs)
-            rec.record(op, args, kwargs, res)
+            r = None
+            if info.copy and len(args) > 1 and type(args[0]) is SimTensor and \
+                    type(args[1]) is SimTensor:  # device to device: filed by the source's bytes
+                by = rec.by_op.get(info.oid)
+                if by is not None:
+                    r = by.get(args[0]._v.nbytes)
+            if r is None:
+                rec.record(op, args, kwargs, res)
+            else:
+                rec.ops.append(r)
+                sh = rec.shapes
+                if sh is not None:
+                    for a in args[:2]:
+                        v = a._v
+                        sh.append(v.dtype)
+                        sh.append(v.shape)
+                    sh.append(None)
         else:
             fast = True  # only device tensors and plain values: its record may be filed
             nb = 0  # the bytes of the device tensors among the arguments

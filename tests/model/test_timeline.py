@@ -672,8 +672,8 @@ def test_a_traced_step_shows_shapes_of_launches_first_seen_untraced() -> None:
 
 def _workload(dev: Any) -> None:
     """Ops of every kind the recorder keys differently: kernels (one with keyword
-    arguments, one with a tuple result), a view, a tensor list, a matmul, a host tensor, both
-    copy directions and a read."""
+    arguments, one with a tuple result), a view, a tensor list, a matmul, a host tensor, a
+    copy in each direction and on the device, and a read."""
     import torch
 
     x = torch.ones(4, 100, device=dev)
@@ -686,6 +686,7 @@ def _workload(dev: Any) -> None:
     torch.mm(x, w)
     y + torch.tensor(2.0)
     torch.ones(3).to(dev)
+    torch.empty_like(y).copy_(y)
     y.sum().item()
 
 
@@ -749,10 +750,10 @@ def test_the_device_records_what_the_observer_records(slow_vector: bool) -> None
     assert [timeline.shape_text(s) for s in timeline.op_shapes(device_shapes)] == \
         timeline.op_shape_texts(device_shapes)
     # on the repeat the device looks up every kernel and view itself, the tuple result of
-    # sort too; what comes to record() is what it may not key by bytes: a tensor list, a
-    # matmul (by shapes), a host tensor argument, the copies and the read
-    assert sorted(set(slow)) == ["_copy_from", "_local_scalar_dense", "add", "cat",
-                                 "mm"], slow
+    # sort and the copy on the device too; what comes to record() is what it may not key
+    # by bytes: a tensor list, a matmul (by shapes), a host tensor argument, the copy from
+    # the host and the read
+    assert sorted(slow) == ["_copy_from", "_local_scalar_dense", "add", "cat", "mm"], slow
 
 
 def test_a_model_inside_another_restores_the_device_recorder() -> None:
