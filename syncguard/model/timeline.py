@@ -318,6 +318,9 @@ _LAUNCHES_MAX = 50_000  # bounded: the shapes of a run repeat
 #: (:class:`syncguard.sim.device.OpRecorder`): by ``id(op)``, then by bytes (or bytes and
 #: output elements).
 _BY_OP: Dict[Any, Dict[int, Dict[Any, Op]]] = {}
+#: One object per shape (``torch.Size``) a traced step shows, kept for the next steps (see
+#: :class:`syncguard.sim.device.OpRecorder`).
+_SIZES: Dict[Any, Any] = {}
 _OUT = object()  # in a launch key: the output tensors follow
 _get_ident = threading.get_ident
 
@@ -344,19 +347,18 @@ def _add_in_shapes(out: List[Any], args: Tuple[Any, ...], kwargs: Dict[str, Any]
     traced step's flat list (:attr:`Recorder.shapes`; a simulated tensor's sizes are its
     CPU values' (``_v``): read 4x faster there), then ``None``, the op's end."""
     for a in (*args, *kwargs.values()) if kwargs else args:
-        if type(a) is _SimT:
-            v = a._v
-            out.append(v.dtype)
-            out.append(v.shape)
-        elif isinstance(a, _Tensor):
-            out.append(a.dtype)  # a host tensor (an index) or a foreign one
-            out.append(a.shape)
+        if isinstance(a, _Tensor):  # a simulated tensor, a host one (an index), a foreign one
+            t = a._v if type(a) is _SimT else a  # type: ignore[attr-defined]
+            out.append(t.dtype)
+            s = t.shape
+            out.append(_SIZES.setdefault(s, s))
         elif type(a) is list or type(a) is tuple:
             for y in a:
                 if isinstance(y, _Tensor):
                     t = y._v if type(y) is _SimT else y  # type: ignore[attr-defined]
                     out.append(t.dtype)
-                    out.append(t.shape)
+                    s = t.shape
+                    out.append(_SIZES.setdefault(s, s))
     out.append(None)
 
 
@@ -442,6 +444,10 @@ class Recorder:
             launches = _LAUNCHES[pk] = {}
         self.launches = launches
         self.by_op = _BY_OP.setdefault(pk, {})
+        if len(_SIZES) > _LAUNCHES_MAX:  # bounded: the shapes of a run repeat
+            _SIZES.clear()
+        #: one object per distinct shape a traced step shows (OpRecorder.sizes)
+        self.sizes = _SIZES
         global _SimT
         from ..core._hub import HUB
         from ..sim.device import SimTensor  # the recorder observes the simulated device

@@ -448,7 +448,9 @@ class OpRecorder(Protocol):
     being all its tensors' (inputs and results) and elements its results' (a copy between
     two device tensors: under its source's bytes), and while
     ``shapes`` is a list (one flat list per step: no objects per op), its inputs' dtypes
-    and shapes (``dtype, shape, dtype, shape...``) then ``None``, the op's end. Every other
+    and shapes (``dtype, shape, dtype, shape...``) then ``None``, the op's end; each shape
+    the one equal object in ``sizes`` (a traced step then keeps no new objects: a garbage
+    collection of them cost more than reading them). Every other
     op, or one with no record yet, goes to ``record(op, args, kwargs, out)``. (A Python call
     per op cost the simulated device about a tenth of its own work on small tensors; an op
     that repeats now costs it a lookup: benchmarks/bench_timeline.py.)"""
@@ -457,6 +459,7 @@ class OpRecorder(Protocol):
     by_op: Dict[int, Dict[Any, Any]]
     ops: List[Any]
     shapes: Optional[List[Any]]
+    sizes: Dict[Any, Any]
     count_elements: bool
 
     def record(self, op: Any, args: Tuple[Any, ...], kwargs: Dict[str, Any],
@@ -496,13 +499,17 @@ def _run_observed(info: _OpInfo, args: Tuple[Any, ...], kwargs: Dict[str, Any]) 
                     for a in args[:2]:
                         v = a._v
                         sh.append(v.dtype)
-                        sh.append(v.shape)
+                        sz = v.shape
+                        sh.append(rec.sizes.setdefault(sz, sz))
                     sh.append(None)
         else:
             fast = True  # only device tensors and plain values: its record may be filed
             nb = 0  # the bytes of the device tensors among the arguments
             sh = rec.shapes  # a traced step's: each input's dtype and shape, then None
-            mark = len(sh) if sh is not None else 0
+            mark = 0
+            if sh is not None:
+                mark = len(sh)
+                sizes = rec.sizes
             cargs: List[Any] = []
             for a in args:
                 if type(a) is SimTensor:
@@ -511,7 +518,8 @@ def _run_observed(info: _OpInfo, args: Tuple[Any, ...], kwargs: Dict[str, Any]) 
                     cargs.append(v)
                     if sh is not None:
                         sh.append(v.dtype)
-                        sh.append(v.shape)
+                        sz = v.shape
+                        sh.append(sizes.setdefault(sz, sz))
                 else:
                     if fast and type(a) not in _PLAIN and not _is_plain(a):
                         fast = False
@@ -526,7 +534,8 @@ def _run_observed(info: _OpInfo, args: Tuple[Any, ...], kwargs: Dict[str, Any]) 
                         ckwargs[k] = v
                         if sh is not None:
                             sh.append(v.dtype)
-                            sh.append(v.shape)
+                            sz = v.shape
+                            sh.append(sizes.setdefault(sz, sz))
                     else:
                         if fast and type(a) not in _PLAIN and not _is_plain(a):
                             fast = False

@@ -791,3 +791,28 @@ def test_a_warm_up_step_keeps_no_shapes() -> None:
         torch.neg(x)
         _, line = model.end(False)
     assert line["shapes"] == [["float32[4, 100]"]] and len(line["spans"]) == 1
+
+
+def test_traced_steps_share_one_object_per_shape() -> None:
+    """A traced step keeps its inputs' shapes until it ends; equal shapes are one object
+    (the first seen), so later traced steps keep no new objects (a garbage collection of
+    them cost the model more than reading them), whichever way the op was recorded."""
+    import torch
+
+    from syncguard import SyncGuard
+    from syncguard.sim import simulated_device
+
+    dev = simulated_device("npu")
+    x = torch.ones(4, 100, device=dev)
+    seen = []
+    with SyncGuard(), timeline.StepModel(timeline.load_profile("910b")) as model:
+        for _ in range(2):
+            model.begin()
+            torch.neg(x)  # the device records it (after the first time)
+            torch.cat([x, x])  # record() does (a tensor list)
+            torch.empty_like(x).copy_(x)  # a copy on the device
+            seen.append([s for s in model.rec.shapes or [] if isinstance(s, torch.Size)])
+            model.end(False)
+    first, second = seen
+    assert len(first) == len(second) >= 5 and all(s == (4, 100) for s in first)
+    assert all(a is first[0] for a in first + second)
