@@ -9,13 +9,16 @@ on a shared machine wall time swings 2x between rounds; torch runs one thread) a
 time, and the ratio modeled/plain with its 95% interval. Method: each round (one pass of each
 arm, back to back) gives one log-ratio; the interval is Student's t over the rounds
 (:func:`syncguard.results.stats.ratio_from_logs`, the round as the unit, as the run's own verdicts):
-a bootstrap over 15 rounds under-covers. Target: the interval's upper bound under 1.10x.
+a bootstrap over 15 rounds under-covers. At least ``--repeats`` rounds run, more (up to 400)
+while a scenario's rounds fit in ``--budget-s`` seconds, so a fast scenario's interval is
+narrower. Target: the interval's upper bound under 1.10x.
 Small scenarios are the worst case (the recording's cost is per op, and their ops are
 cheap). Results go to ``reports/bench/timeline.json`` with the machine, versions, load
 average, git commit and date, and a readable summary beside it (``timeline.md``). No
 threshold is asserted: this is a measurement.
 
-    python benchmarks/bench_timeline.py [--repeats 15] [--steps 8] [--scenarios steady ...]
+    python benchmarks/bench_timeline.py [--repeats 15] [--budget-s 30] [--steps 8]
+        [--scenarios steady ...]
 
 ``--steps 8`` (the default) shortens every scenario to 8 steps with 1 warm-up step (the
 first 3 measured steps carry the trace's op detail, so a short pass is the model's worst
@@ -57,7 +60,10 @@ def _round_ratio(plain: List[float], modeled: List[float]) -> stats.Ratio:
 
 def main(argv: List[str]) -> int:
     ap = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
-    ap.add_argument("--repeats", type=int, default=15)
+    ap.add_argument("--repeats", type=int, default=15, help="rounds at least")
+    ap.add_argument("--budget-s", type=float, default=30.0,
+                    help="more rounds (up to 400) while a scenario's rounds fit in this many "
+                         "seconds: a narrower interval for a fast scenario")
     ap.add_argument("--warmup", type=int, default=1)
     ap.add_argument("--steps", type=int, default=8)
     ap.add_argument("--path", default="legacy")
@@ -101,10 +107,14 @@ def main(argv: List[str]) -> int:
                 return (time.process_time() - c0) / n
             return once
 
-        cpu = interleaved({"plain": make("plain", None), "modeled": make("modeled", prof)},
-                          args.repeats, args.warmup)
+        arms = {"plain": make("plain", None), "modeled": make("modeled", prof)}
+        w0 = time.perf_counter()
+        interleaved(arms, 0, args.warmup)
+        round_s = (time.perf_counter() - w0) / max(args.warmup, 1)
+        rounds = max(args.repeats, min(400, int(args.budget_s / max(round_s, 1e-6))))
         for k in wall:  # drop the warm-up rounds' wall times
-            wall[k] = wall[k][args.warmup:]
+            wall[k] = []
+        cpu = interleaved(arms, rounds, 0)
         r = _round_ratio(cpu["plain"], cpu["modeled"])
         rw = _round_ratio(wall["plain"], wall["modeled"])
         out[name] = {
@@ -134,7 +144,8 @@ def main(argv: List[str]) -> int:
                       f"timed pass, {args.run_repeat} rounds)" if args.whole_run else
                       "counted pass") + " on the simulated device, with vs without the "
                      "modeled device timeline",
-        "params": {"repeats": args.repeats, "warmup": args.warmup, "steps": args.steps,
+        "params": {"repeats": args.repeats, "budget_s": args.budget_s,
+                   "warmup": args.warmup, "steps": args.steps,
                    "path": args.path, "profile": args.profile, "scenarios": args.scenarios,
                    "whole_run": args.whole_run, "run_repeat": args.run_repeat},
         "statistic": "median pass time, process CPU time (headline: the shared machine's load "
@@ -158,7 +169,9 @@ def main(argv: List[str]) -> int:
 
 
 METHOD = ("Each round runs one pass of each arm back to back (the order rotating), after "
-          "warm-up rounds; each arm's time is the process CPU time of its pass (torch on "
+          "warm-up rounds; at least --repeats rounds, more (up to 400) while they fit in "
+          "--budget-s seconds, timed from the warm-up round (a fast scenario gets a narrower "
+          "interval); each arm's time is the process CPU time of its pass (torch on "
           "one thread, so CPU time is this thread's work; wall time is recorded too). A "
           "round gives one ratio modeled/plain; the ratio reported is exp(mean of the "
           "rounds' log-ratios) and its 95% interval Student's t over the rounds (the round "
