@@ -42,7 +42,7 @@ import dataclasses
 import math
 import os
 import threading
-from typing import Any, Deque, Dict, Iterable, List, Optional, Sequence, Set, Tuple
+from typing import Any, Deque, Dict, List, Optional, Sequence, Set, Tuple
 
 from ..core._plain import PLAIN, is_plain
 
@@ -567,8 +567,7 @@ class Recorder:
         k = _KINDS.get(id(op))
         if k is None:
             k = _KINDS[id(op)] = _OpKind(op)
-        if self.shapes is not None:
-            _add_in_shapes(self.shapes, args, kwargs)
+        self.add_shapes(args, kwargs)
         if k.mode == _GENERAL:
             self._general(k, args, kwargs, out)
             return
@@ -588,6 +587,12 @@ class Recorder:
                     nb += v.nbytes
                     ne += v.numel()
                 self._file(id(op), (nb, ne) if self.count_elements else nb, rec)
+
+    def add_shapes(self, args: Tuple[Any, ...], kwargs: Dict[str, Any]) -> None:
+        """In a traced step, the dtypes and shapes of the tensors an op takes
+        (:func:`_add_in_shapes`)."""
+        if self.shapes is not None:
+            _add_in_shapes(self.shapes, args, kwargs)
 
     def _shared(self, k: _OpKind, args: Tuple[Any, ...], kwargs: Dict[str, Any],
                 out: Any) -> Op:
@@ -736,14 +741,14 @@ def op_shape_texts(flat: Sequence[Any]) -> List[List[str]]:
     are made once per pass; the lines never change them)."""
     out: List[List[str]] = []
     start = 0
-    for i, x in enumerate(flat):
+    for i, x in enumerate(flat):  # split as op_shapes does, keyed by the flat slice: 3x faster
         if x is None:
             key = tuple(flat[start:i])
             txt = _OP_TEXT.get(key)
             if txt is None:
                 if len(_OP_TEXT) > 100_000:  # bounded: shapes of a run repeat
                     _OP_TEXT.clear()
-                txt = _OP_TEXT[key] = shape_text(zip(key[::2], key[1::2]))
+                txt = _OP_TEXT[key] = shape_text(list(zip(key[::2], key[1::2])))
             out.append(txt)
             start = i + 1
     return out
@@ -752,7 +757,7 @@ def op_shape_texts(flat: Sequence[Any]) -> List[List[str]]:
 _OP_TEXT: Dict[Any, List[str]] = {}
 
 
-def shape_text(shapes: Iterable[Any]) -> List[str]:
+def shape_text(shapes: Sequence[Any]) -> List[str]:
     """``[(torch.float32, torch.Size([8, 32000]))] -> ["float32[8, 32000]"]``."""
     out = []
     for key in shapes:

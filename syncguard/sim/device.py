@@ -465,6 +465,10 @@ class OpRecorder(Protocol):
     def record(self, op: Any, args: Tuple[Any, ...], kwargs: Dict[str, Any],
                out: Any) -> None: ...
 
+    def add_shapes(self, args: Tuple[Any, ...], kwargs: Dict[str, Any]) -> None:
+        """While ``shapes`` is a list, append what ``record`` would of an op's inputs (for
+        an op the device looked up other than inline)."""
+
 
 #: The recorder of the op stream (:class:`OpRecorder`), or None; set by the model.
 RECORDER: Optional[OpRecorder] = None
@@ -494,14 +498,7 @@ def _run_observed(info: _OpInfo, args: Tuple[Any, ...], kwargs: Dict[str, Any]) 
                 rec.record(op, args, kwargs, res)
             else:
                 rec.ops.append(r)
-                sh = rec.shapes
-                if sh is not None:
-                    for a in args[:2]:
-                        v = a._v
-                        sh.append(v.dtype)
-                        sz = v.shape
-                        sh.append(rec.sizes.setdefault(sz, sz))
-                    sh.append(None)
+                rec.add_shapes(args, kwargs)
         else:
             fast = True  # only device tensors and plain values: its record may be filed
             nb = 0  # the bytes of the device tensors among the arguments
