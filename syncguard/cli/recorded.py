@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import argparse
 import os
-from typing import TYPE_CHECKING, List, Sequence, Tuple
+from typing import TYPE_CHECKING, Dict, List, Sequence, Tuple
 
 if TYPE_CHECKING:
     from ..core.events import SyncEvent
@@ -50,13 +50,20 @@ def check_results(args: argparse.Namespace, paths: Sequence[str]) -> int:
                 for e in res.events if e.get("scenario") == sc and e.get("path") == path
                 and e.get("pass") in ("counted", "exec")], allow_sites)
             verdicts += gate.verdicts(evs, sc, path)
-        if gate.outside is not None:  # the syncs it made outside every step
-            for sc in dict.fromkeys(s.scenario for s in res.steps):
-                evs = allowed_now([SyncEvent.from_dict({k: v for k, v in e.items() if k not in (
-                    "scenario", "path", "pass", "rank", "after_step")})
-                    for e in res.events if e.get("scenario") == sc
-                    and e.get("path") == OUTSIDE_PATH], allow_sites)
-                verdicts += gate.outside_verdicts(evs, sc)
+        # the syncs it made outside every step: on --max-syncs-outside, or (a per-step site
+        # among them) with the steps
+        for sc in dict.fromkeys(s.scenario for s in res.steps):
+            raw = [e for e in res.events if e.get("scenario") == sc
+                   and e.get("path") == OUTSIDE_PATH]
+            evs = allowed_now([SyncEvent.from_dict({k: v for k, v in e.items() if k not in (
+                "scenario", "path", "pass", "rank", "after_step")}) for e in raw], allow_sites)
+            after = [e.get("after_step") if isinstance(e.get("after_step"), int) else None
+                     for e in raw]
+            counted: Dict[str, int] = {}
+            for s in res.steps:
+                if s.scenario == sc and not s.warmup and s.pass_ in ("counted", "exec"):
+                    counted[s.path] = counted.get(s.path, 0) + 1
+            verdicts += gate.outside_verdicts(evs, sc, after, max(counted.values(), default=0))
     return finish(args, verdicts)
 
 

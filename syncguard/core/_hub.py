@@ -76,6 +76,7 @@ class Hub:
         self.tls = _ThreadState()
         self._skip_cache: Dict[str, bool] = {}
         self._soft_cache: Dict[str, bool] = {}
+        self._wrapper_cache: Dict[Any, bool] = {}
         self._skip_prefixes: Tuple[str, ...] = self._compute_skip_prefixes()
         self._reporting: Tuple[str, ...] = ()
         # Classification state, recomputed from the active guards as they enter and leave:
@@ -185,6 +186,19 @@ class Hub:
             self._soft_cache[filename] = s
         return s
 
+    def _passthrough(self, code: Any) -> bool:
+        """A library's decorator wrapper (``def wrapper(*args, **kwargs)`` closing over the
+        function it calls, in site-packages or the standard library): never the frame a user
+        would name as the caller, so dropped as the soft frames are."""
+        w = self._wrapper_cache.get(code)
+        if w is None:
+            a = os.path.abspath(code.co_filename)
+            w = bool(code.co_flags & 0x0C == 0x0C and code.co_freevars
+                     and (a.startswith(_SITE) or a.startswith(_STDLIB)))
+            if len(self._wrapper_cache) < 65536:
+                self._wrapper_cache[code] = w
+        return w
+
     def user_stack(self, depth: int = 8, skip: int = 0) -> Tuple[Frame, ...]:
         frames: List[Frame] = []
         soft: List[bool] = []
@@ -195,7 +209,7 @@ class Hub:
                 q = getattr(code, "co_qualname", "")  # Python 3.11+
                 frames.append(Frame(code.co_filename, f.f_lineno, code.co_name,
                                     q if q != code.co_name else ""))
-                soft.append(self._soft(code.co_filename))
+                soft.append(self._soft(code.co_filename) or self._passthrough(code))
             f = f.f_back  # type: ignore[assignment]
         if not all(soft):  # blame user code; keep the soft frames only when there is none
             frames = [fr for fr, sf in zip(frames, soft) if not sf]

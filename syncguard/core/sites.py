@@ -113,6 +113,15 @@ def caller_of(filename: Any, stack: Optional[Iterable[Any]]) -> Optional[Tuple[s
     return None
 
 
+def grows_with_steps(after_steps: int, steps: int) -> bool:
+    """Whether a site that synced after (or in) ``after_steps`` distinct steps of a run of
+    ``steps`` steps is a per-step site: at least 2 steps, and at least half of them. The one
+    decision, for the reports' ``per_step`` column and for the gate, which gates a per-step
+    site outside every step like one inside a step (:meth:`syncguard.gate.verdicts.Budget.
+    outside_verdicts`)."""
+    return steps >= 2 and after_steps >= max(2, (steps + 1) // 2)
+
+
 def group_key(filename: Any, lineno: Any, api: Any, op: Any, kind: Any
               ) -> Tuple[str, int, str, str, str]:
     """What makes syncs one site in every table: the same file and line, Python entry point

@@ -1,9 +1,10 @@
 """Step markers: ``with syncguard.step():`` or ``@syncguard.step`` around one decode step.
 
 A marker does nothing (one global read and a ``None`` test) unless a step recorder is active,
-which ``syncguard exec`` installs for the program it runs. Steps are per thread: steps open at
-once on several threads are each a step of their own (and each gated); nested and recursive
-steps on one thread belong to the outermost one, which alone opens and closes a step.
+which ``syncguard exec`` installs for the program it runs. Steps are per context: a thread, or
+an asyncio task (each task runs in its own copy of the context). Steps open at once on several
+threads or tasks are each a step of their own (and each gated); nested and recursive steps in
+one context belong to the outermost one, which alone opens and closes a step.
 
 The recorder is any object with ``begin(name) -> None`` and ``end(name) -> None`` (and
 optionally ``abort(name)``, for a step Ctrl-C left unfinished, and ``failed(name, exc_name)``,
@@ -17,7 +18,9 @@ events, the counted, timed and ``exec`` step records all ask it).
 
 from __future__ import annotations
 
+import contextvars
 import functools
+import inspect
 import sys
 import threading
 from typing import Any, Callable, Optional, Protocol, Tuple, TypeVar
@@ -27,7 +30,7 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 class StepRecorder(Protocol):
     """Receives step boundaries. ``begin``/``end`` are called for the outermost step of a
-    thread only, on that thread."""
+    context (thread, asyncio task) only, in that context."""
 
     def begin(self, name: str) -> None: ...
 
@@ -46,12 +49,11 @@ _RECORDER: Optional[StepRecorder] = None
 _LOCK = threading.Lock()
 
 
-class _Depth(threading.local):
-    n = 0  # open steps on this thread
-    gen = -1  # the _GENERATION n was counted in
-
-
-_DEPTH = _Depth()
+#: (open steps in this context, the _GENERATION they were counted in). Per context, not per
+#: thread: each asyncio task runs in its own copy, so two tasks interleaving on one thread each
+#: open their own outermost step; a new thread starts with none open.
+_DEPTH: contextvars.ContextVar[Tuple[int, int]] = contextvars.ContextVar(
+    "syncguard_step_depth", default=(0, -1))
 _GENERATION = 0  # bumped by set_recorder: depths counted under another recorder are stale
 
 
@@ -64,11 +66,9 @@ def set_recorder(recorder: Optional[StepRecorder]) -> Optional[StepRecorder]:
     return prev
 
 
-def _depth() -> _Depth:
-    d = _DEPTH
-    if d.gen != _GENERATION:
-        d.n, d.gen = 0, _GENERATION
-    return d
+def _depth() -> int:
+    n, gen = _DEPTH.get()
+    return n if gen == _GENERATION else 0
 
 
 def active() -> bool:
@@ -80,9 +80,9 @@ def _enter(name: str) -> Optional[StepRecorder]:
     rec = _RECORDER
     if rec is None:
         return None
-    d = _depth()
-    d.n += 1
-    if d.n == 1:
+    n = _depth() + 1
+    _DEPTH.set((n, _GENERATION))
+    if n == 1:
         try:
             rec.begin(name)
         except BaseException:
@@ -97,8 +97,7 @@ def _leave(rec: Optional[StepRecorder], name: str, exc: Optional[type] = None) -
     ``abort(name)`` is called instead of ``end`` when it has one. One left by another
     exception ran until it raised: ``failed(name, exception class name)`` when the recorder
     has it, else ``end``."""
-    d = _depth()
-    d.n = max(0, d.n - 1)
+    _DEPTH.set((max(0, _depth() - 1), _GENERATION))
     if rec is not None:
         if exc is not None and issubclass(exc, KeyboardInterrupt):
             abort = getattr(rec, "abort", None)
@@ -170,7 +169,11 @@ _IDLE = _Idle(None)
 
 def wrap_step(fn: F, name: str) -> F:
     """``fn`` wrapped so that each outermost call is one step named ``name`` (a plain call
-    when no recorder is active). Keeps ``__wrapped__``, name and docstring."""
+    when no recorder is active). Keeps ``__wrapped__``, name and docstring. A coroutine
+    function's step lasts from the coroutine's first resume to its return, across its
+    awaits, in the task that runs it."""
+    if inspect.iscoroutinefunction(fn):
+        return _wrap_async_step(fn, name)
 
     @functools.wraps(fn)
     def stepped(*args: Any, **kwargs: Any) -> Any:
@@ -180,6 +183,24 @@ def wrap_step(fn: F, name: str) -> F:
         try:
             out = fn(*args, **kwargs)
         except BaseException as exc:
+            _leave(rec, name, type(exc))
+            raise
+        _leave(rec, name)
+        return out
+
+    stepped.__syncguard_step__ = name  # type: ignore[attr-defined]
+    return stepped  # type: ignore[return-value]
+
+
+def _wrap_async_step(fn: F, name: str) -> F:
+    @functools.wraps(fn)
+    async def stepped(*args: Any, **kwargs: Any) -> Any:
+        if _RECORDER is None:
+            return await fn(*args, **kwargs)
+        rec = _enter(name)
+        try:
+            out = await fn(*args, **kwargs)
+        except BaseException as exc:  # CancelledError too: the step ran until then
             _leave(rec, name, type(exc))
             raise
         _leave(rec, name)

@@ -75,10 +75,10 @@ def execute(opts: ExecOptions, target: Any, out: str) -> int:
     from ..core._selftest import selftest
     from ..errors import EXIT_BROKEN_PIPE, EXIT_OK, EXIT_OVER, EXIT_USAGE, UsageError
     from ..results.format import OUTSIDE_PATH, ResultWriter, environment
-    from .hooks import StepHooks, static_missing
+    from .hooks import StepHooks, findable, static_missing
     from .mainhook import main_source
     from .program import ProgramError, check, program_path, run, show_exception
-    from .session import EXEC_PASS, ExecSession
+    from .session import EXEC_PASS, PROGRAM_STEP, ExecSession
 
     program = opts.program
     try:
@@ -95,6 +95,10 @@ def execute(opts: ExecOptions, target: Any, out: str) -> int:
                                      f"source file; mark the step with syncguard.step()")
                 t.module = "__main__"
             why = static_missing(t, main_file if t.module == "__main__" else None)
+            if why is None and t.module != "__main__" and not findable(t.module):
+                why = (f"no module {t.module.split('.')[0]!r} on the program's path (its "
+                       f"folder, the current one, PYTHONPATH and site-packages); check the "
+                       f"name, or run from the folder that holds it")
             if why is not None:
                 raise UsageError(f"{t.flag} {t.spec}: {why}")
     if not _budget(opts).gated and opts.fmt != "text":
@@ -150,13 +154,21 @@ def execute(opts: ExecOptions, target: Any, out: str) -> int:
         session.finish(complete=not stopped)
         if opts.record_lines:
             writer.note(**recorder.note())
+        if opts.steps and set(session.step_names()) <= {PROGRAM_STEP}:
+            # no --step/--loop target was ever called: the headline says so, not a count of
+            # the whole program's syncs that would read like a result
+            what = "; ".join(f"{t.flag} {t.spec} " + ("was never called" if t.installed else
+                                                       "was never installed")
+                             for t in opts.steps)
+            writer.note(message=f"no step matched: {what}", no_step=True)
         if session.outside:  # per site, as events: kind, op, line and count of each
             writer.events(program.name, OUTSIDE_PATH, EXEC_PASS, session.outside, opts.rank,
                           session.outside_after)
         outside = [e for e in session.outside if not e.allowed]
         if outside:
             sites = _sites(outside)
-            writer.note(message=outside_message(outside, opts.max_syncs_outside),
+            writer.note(message=outside_message(outside, opts.max_syncs_outside,
+                                                _budget(opts).gated),
                         outside_steps=sum(e.count for e in outside), sites=sites)
         if stopped:
             writer.close(False, reason=stop.reason(), exit_code=stop.exit_code)
@@ -232,9 +244,11 @@ def _sites(events: List[Any], sort: bool = True) -> List[str]:
                                            for e in events})]
 
 
-def outside_message(outside: List[Any], budget: Optional[int] = None) -> str:
+def outside_message(outside: List[Any], budget: Optional[int] = None,
+                    steps_gated: bool = False) -> str:
     """One line on the hidden syncs made outside every step: the sites with the most first,
-    each with its count (``generate.py:39 x5``); gated only by ``--max-syncs-outside``."""
+    each with its count (``generate.py:39 x5``); gated on ``--max-syncs-outside``, or (its
+    per-step sites) with the steps (``steps_gated``)."""
     from .._words import plural
 
     counts: Dict[str, int] = {}
@@ -242,7 +256,8 @@ def outside_message(outside: List[Any], budget: Optional[int] = None) -> str:
         counts[site] = counts.get(site, 0) + e.count
     sites = [f"{s} x{n}" for s, n in sorted(counts.items(), key=lambda kv: -kv[1])]
     more = f" and {len(sites) - 3} more" if len(sites) > 3 else ""
-    gate = "not gated" if budget is None else f"budget {budget}"
+    gate = (f"budget {budget}" if budget is not None else "per-step sites gated with the steps"
+            if steps_gated else "not gated")
     return (f"{plural(sum(e.count for e in outside), 'hidden sync')} outside every step "
             f"({gate}): {', '.join(sites[:3])}{more}")
 
@@ -286,7 +301,9 @@ def _gate(opts: ExecOptions, session: Any) -> bool:
     verdicts = []
     for name, tot in session.totals.items():
         verdicts += gate.verdicts(tot.events, label, name)
-    verdicts += gate.outside_verdicts([e for e in session.outside if not e.allowed], label)
+    steps = max((t.steps - min(t.steps, opts.warmup) for t in session.totals.values()),
+                default=0)
+    verdicts += gate.outside_verdicts(session.outside, label, session.outside_after, steps)
     emit_gate(opts.fmt, verdicts, opts.output)
     if opts.output not in (None, "-") and os.path.exists(opts.output):
         wrote(opts.output)

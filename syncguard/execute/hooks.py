@@ -8,6 +8,7 @@ from __future__ import annotations
 import ast
 import dataclasses
 import importlib.machinery
+import importlib.util
 import inspect
 import sys
 import threading
@@ -71,6 +72,19 @@ def _module_file(name: str) -> Optional[str]:
         path = list(spec.submodule_search_locations or [])
     origin = getattr(spec, "origin", None)
     return origin if origin and origin.endswith(".py") else None
+
+
+def findable(name: str) -> bool:
+    """Whether module ``name``'s top-level package can be found on ``sys.path`` now (by
+    every finder, as an import would; nothing is imported). A name none finds is a typo or
+    the wrong folder: it would only be reported after the whole run."""
+    top = name.split(".")[0]
+    if top in sys.modules:
+        return True
+    try:
+        return importlib.util.find_spec(top) is not None
+    except (ImportError, ValueError):
+        return True  # a finder that failed: let the run tell
 
 
 def static_missing(target: StepTarget, source: Optional[str] = None) -> Optional[str]:

@@ -3,6 +3,7 @@ record per finished step, streamed to the result file as it finishes."""
 
 from __future__ import annotations
 
+import contextvars
 import dataclasses
 import os
 import sys
@@ -25,22 +26,60 @@ PROGRAM_STEP = "program"
 PREFILL = "prefill"
 
 
-@dataclasses.dataclass
-class _LoopStep:
-    """The open step of a ``--loop`` function: begun by its last call, open until the next
-    call, or until the call that drove the loop (``driver``, the first frame outside torch and
-    syncguard above the call) returns."""
+@dataclasses.dataclass(eq=False)
+class _Open:
+    """The open step of a ``syncguard.step()`` block or a ``--step`` call, in the context
+    (thread, asyncio task) that began it."""
 
+    session: Any
     name: str
     index: int
     t0: float
     dev: Any
-    driver: Any  # a frame
+    thread: int
+    events: List[SyncEvent] = dataclasses.field(default_factory=list)
+    closed: bool = False
+
+
+@dataclasses.dataclass(eq=False)
+class _LoopStep:
+    """The open step of a ``--loop`` function in the context (thread, asyncio task) that
+    called it: begun by its last call, open until the next call in the same context, or until
+    the loop that drives it is over.
+
+    The driver is the innermost frame live across two consecutive calls (``stack`` holds
+    this call's user frames, innermost first, for the next call to compare with): helpers
+    that make one call each and return (a prefill helper, ``decode_step``) are not it. Until
+    a second call names it (the first call of a drive), the step keeps every read until the
+    next call; a drive of one call ends when its caller returns. Once the driver is known, a
+    read made while it runs a line after the loop that makes the calls (``loop_end``) is
+    outside every step, as is every read after it returned."""
+
+    session: Any
+    name: str
+    index: int
+    t0: float
+    dev: Any
     thread: int
     shape: Any
     first: bool  # the first call of this drive of the loop
+    stack: List[Any]  # frames, innermost first
+    driver: Any = None  # a frame; None until a second call of the drive names it
+    loop_end: Optional[int] = None  # the driver's last line of the loop making the calls
     events: List[SyncEvent] = dataclasses.field(default_factory=list)
-    t_end: Optional[float] = None  # set when the driver was seen to have returned
+    #: per event of a first call's step: how many of ``stack``'s innermost frames had
+    #: returned when it was read (a drive of one call keeps those of its caller only)
+    depths: List[int] = dataclasses.field(default_factory=list)
+    t_end: Optional[float] = None  # set when the loop was seen to be over
+    closed: bool = False
+
+
+#: the step open in this context (thread, or asyncio task): a read belongs to it alone
+_OPEN: contextvars.ContextVar[Optional[_Open]] = contextvars.ContextVar(
+    "syncguard_exec_step", default=None)
+#: the ``--loop`` step open in this context
+_LOOP: contextvars.ContextVar[Optional[_LoopStep]] = contextvars.ContextVar(
+    "syncguard_exec_loop", default=None)
 
 
 @dataclasses.dataclass
@@ -57,12 +96,15 @@ class ExecSession:
     """Owns the guard, the step counters and the result writer of one ``exec`` run.
 
     ``begin``/``end`` are called by :mod:`syncguard.core.steps` for each outermost step of a
-    thread, on that thread: steps open at once on several threads are steps of their own, each
-    holding the syncs made on its thread (a thread with no step of its own, a step's helper,
-    syncs into the one step open, if only one is; else outside). Steps are numbered per step
-    name from 0 (in the order they begin); the first ``warmup`` steps of each name are kept
-    but not counted. Syncs outside every step are kept apart (:attr:`outside`); when the
-    program has no step at all, the whole run becomes one step named ``program``.
+    context, in that context: a thread, or an asyncio task (each runs in its own copy of the
+    context). A read belongs to the step open in its own context: steps open at once on
+    several threads or tasks are steps of their own, each holding its own reads; a read in a
+    context with no open step (another thread, another task) is outside every step. A task
+    or a thread started with a copy of a step's context (``asyncio.gather`` inside the step,
+    ``asyncio.to_thread``) works for that step. Steps are numbered per step name from 0 (in
+    the order they begin); the first ``warmup`` steps of each name are kept but not counted.
+    Syncs outside every step are kept apart (:attr:`outside`); when the program has no step
+    at all, the whole run becomes one step named ``program``.
     """
 
     def __init__(self, program: str, writer: ResultWriter, target: Any, warmup: int = 0,
@@ -75,12 +117,11 @@ class ExecSession:
         self._lock = threading.RLock()
         self.pid = os.getpid()  # the process that started the run: the only one to record
         self._next: Dict[str, int] = {}
-        # per thread (ident): the open step (name, index, start, device timer) and its events
-        self._open: Dict[int, Tuple[str, int, float, Any]] = {}
-        self._buf: Dict[int, List[SyncEvent]] = {}
+        # every step open now, in any context: closed at the end of the run
+        self._steps: Dict[int, _Open] = {}
+        self._loops: Dict[int, _LoopStep] = {}
         self._pending: Optional[Tuple[str, int, List[SyncEvent], float, Any,
                                       Optional[Dict[str, str]]]] = None
-        self._loop: Optional[_LoopStep] = None
         self.outside: List[SyncEvent] = []
         #: for each of :attr:`outside`, the index of the step begun last before it
         self.outside_after: List[Optional[int]] = []
@@ -95,71 +136,135 @@ class ExecSession:
     # -- lifetime ------------------------------------------------------------------------
     def __enter__(self) -> ExecSession:
         self.guard.__enter__()
+        self._start = threading.Thread.start
+        session, start = self, self._start
+
+        def start_in_step(thread: threading.Thread) -> None:
+            # A thread started inside a step (or a loop step) works for it, as a task or an
+            # asyncio.to_thread call made there does (they copy the context): its reads count
+            # in that step while it is open. Any other thread has steps of its own, or none.
+            st, lp = _OPEN.get(), _LOOP.get()
+            if session._mine(st) or session._mine(lp):
+                run = thread.run
+
+                def run_in_step() -> None:
+                    _OPEN.set(st)
+                    _LOOP.set(lp)
+                    run()
+
+                thread.run = run_in_step  # type: ignore[method-assign]
+            start(thread)
+
+        threading.Thread.start = start_in_step  # type: ignore[method-assign]
         self._t_start = time.perf_counter()
         return self
 
     def __exit__(self, *exc: Any) -> None:
+        threading.Thread.start = self._start  # type: ignore[method-assign]
         self.guard.__exit__(None, None, None)
 
     # -- events and steps ------------------------------------------------------------------
-    def _on_event(self, ev: SyncEvent) -> None:
-        with self._lock:
-            buf = self._buf.get(threading.get_ident())
-            if buf is None and len(self._buf) == 1:  # a helper thread of the one open step
-                buf = next(iter(self._buf.values()))
-            if buf is not None:
-                buf.append(ev)
-            elif self._loop is not None and self._loop_live():
-                self._loop.events.append(dataclasses.replace(ev, step=self._loop.index))
-            else:
-                self.outside.append(ev)
-                self.outside_after.append(self._last)
+    def _mine(self, st: Any) -> bool:
+        return st is not None and st.session is self and not st.closed
 
-    def _loop_live(self) -> bool:
-        """Whether the open loop step still runs: False once the call that drove the loop
-        is seen (from its own thread) to have returned; the step then ends here."""
-        lp = self._loop
-        if lp is None or lp.t_end is not None:
-            return False
+    def _on_event(self, ev: SyncEvent) -> None:
+        st = _OPEN.get()
+        if self._mine(st):
+            st.events.append(ev)  # type: ignore[union-attr]
+            return
+        lp = _LOOP.get()
+        with self._lock:
+            if lp is not None and self._mine(lp):
+                where = self._loop_where(lp)
+                if where is not None:
+                    lp.events.append(dataclasses.replace(ev, step=lp.index))
+                    if lp.driver is None:
+                        lp.depths.append(where)
+                    return
+                self._last_of(lp)
+            self.outside.append(ev)
+            self.outside_after.append(self._last if lp is None or lp.session is not self
+                                      else lp.index)
+
+    def _last_of(self, lp: _LoopStep) -> None:
+        if lp.t_end is None:
+            lp.t_end = time.perf_counter()
+
+    def _loop_where(self, lp: _LoopStep) -> Optional[int]:
+        """Whether a read made now, in ``lp``'s context, belongs to loop step ``lp``: None
+        when the loop is over (its driver returned, or runs a line after the loop). For the
+        first call's step (no driver yet): how many of its stack's innermost frames have
+        returned (0: the caller still runs)."""
+        if lp.t_end is not None:
+            return None
         if lp.thread != threading.get_ident():
-            return True  # another thread's sync: the driver's stack is not this one's
-        f: Any = sys._getframe(1)
+            return 0  # a thread working in a copy of the loop's context: on its behalf
+        live = set()
+        f: Any = sys._getframe(2)
         while f is not None:
-            if f is lp.driver:
-                return True
+            live.add(id(f))
             f = f.f_back
-        lp.t_end = time.perf_counter()
-        return False
+        if lp.driver is None:
+            for i, fr in enumerate(lp.stack):
+                if id(fr) in live:
+                    return i
+            return len(lp.stack)  # nothing of the first call's stack runs any more
+        if id(lp.driver) not in live:
+            return None
+        if lp.loop_end is not None and lp.driver.f_lineno > lp.loop_end:
+            return None  # the loop is over: the driver runs its next lines
+        return 0
 
     def loop_call(self, name: str, caller: Any, shape: Any) -> None:
         """A call of a ``--loop`` function (:func:`syncguard.core.steps.wrap_loop`): ends the
-        open loop step, begins step ``name``. ``caller``: the frame that made the call."""
+        open loop step of this context, begins step ``name``. ``caller``: the frame that made
+        the call."""
         if os.getpid() != self.pid:
             return
         _signals.check()
-        driver = _driver(caller)
+        stack = _user_stack(caller)
+        lp = _LOOP.get()
         with self._lock:
-            lp = self._loop
-            same = (lp is not None and lp.driver is driver and self._loop_live())
-            if lp is not None:
-                self._end_loop(shape if same else None)
+            driver = None
+            if self._mine(lp):
+                assert lp is not None
+                if lp.driver is not None and lp.t_end is None:
+                    on = {id(f) for f in stack}
+                    if id(lp.driver) in on:  # the drive goes on: the innermost common frame
+                        driver = _innermost_common(stack, lp.stack) or lp.driver
+                elif lp.driver is None:
+                    driver = _innermost_common(stack, lp.stack)
+                same = driver is not None
+                self._end_loop(lp, shape if same else None, keep_all=same)
             i = self._next.get(name, 0)
             self._next[name] = i + 1
             self._last = i
-            self._loop = _LoopStep(name, i, time.perf_counter(), self._timer.start(), driver,
-                                   threading.get_ident(), shape, first=not same)
+            new = _LoopStep(self, name, i, time.perf_counter(), self._timer.start(),
+                            threading.get_ident(), shape, first=driver is None, stack=stack,
+                            driver=driver, loop_end=_loop_end(driver))
+            self._loops[id(new)] = new
+            _LOOP.set(new)
 
-    def _end_loop(self, next_shape: Any = None) -> None:
-        """Record the open loop step. Its first step of a drive is labelled prefill when the
-        next call of the same drive (``next_shape``) has a different input shape."""
-        lp, self._loop = self._loop, None
-        if lp is None:
-            return
+    def _end_loop(self, lp: _LoopStep, next_shape: Any = None, keep_all: bool = True) -> None:
+        """Record loop step ``lp``. The first step of a drive is labelled prefill when the
+        next call of the same drive (``next_shape``) has a different input shape. A drive of
+        one call (``keep_all=False``, no driver) keeps the reads made while its caller ran;
+        the later ones are outside every step."""
+        lp.closed = True
+        self._loops.pop(id(lp), None)
+        evs = lp.events
+        if lp.driver is None and not keep_all and any(lp.depths):
+            evs = [e for e, d in zip(lp.events, lp.depths) if d == 0]
+            for e, d in zip(lp.events, lp.depths):
+                if d:
+                    self.outside.append(dataclasses.replace(e, step=None))
+                    self.outside_after.append(lp.index)
         labels = None
         if lp.first and next_shape is not None and lp.shape is not None and (
                 lp.shape != next_shape):
             labels = {"phase": PREFILL}
-        self._close(lp.name, lp.index, lp.t0, lp.dev, lp.events, labels, lp.t_end)
+        lp.stack, lp.driver = [], None  # no frame outlives its step
+        self._close(lp.name, lp.index, lp.t0, lp.dev, evs, labels, lp.t_end)
 
     def _close(self, name: str, i: int, t0: float, dev: Any, evs: List[SyncEvent],
                labels: Optional[Dict[str, str]], t_end: Optional[float] = None) -> None:
@@ -178,15 +283,17 @@ class ExecSession:
         if os.getpid() != self.pid:  # a forked child: the result file is the parent's
             return
         _signals.check()  # a Ctrl-C/SIGTERM the program swallowed still stops it here
-        tid = threading.get_ident()
         with self._lock:
-            if self._loop is not None and not self._loop_live():
-                self._end_loop()  # the loop's driver returned: its last step is over
+            lp = _LOOP.get()
+            if self._mine(lp) and self._loop_where(lp) is None:  # type: ignore[arg-type]
+                self._end_loop(lp)  # type: ignore[arg-type]  # its loop is over
             i = self._next.get(name, 0)
             self._next[name] = i + 1
             self._last = i
-            self._buf[tid] = []
-            self._open[tid] = (name, i, time.perf_counter(), self._timer.start())
+            st = _Open(self, name, i, time.perf_counter(), self._timer.start(),
+                       threading.get_ident())
+            self._steps[id(st)] = st
+            _OPEN.set(st)
 
     def failed(self, name: str, exc: str) -> None:
         """The step raised ``exc`` (a class name): recorded with the syncs it made until then,
@@ -196,13 +303,17 @@ class ExecSession:
     def end(self, name: str, raised: Optional[str] = None) -> None:
         if os.getpid() != self.pid:
             return
-        tid = threading.get_ident()
+        st = _OPEN.get()
+        if not self._mine(st):
+            return
+        assert st is not None
+        _OPEN.set(None)
         with self._lock:
-            if tid not in self._open:
-                return
-            name, i, t0, dev = self._open.pop(tid)
-            evs = [dataclasses.replace(e, step=i) for e in self._buf.pop(tid)]
-            self._close(name, i, t0, dev, evs, None if raised is None else {"raised": raised})
+            st.closed = True
+            self._steps.pop(id(st), None)
+            evs = [dataclasses.replace(e, step=st.index) for e in st.events]
+            self._close(st.name, st.index, st.t0, st.dev, evs,
+                        None if raised is None else {"raised": raised})
 
     def _flush(self) -> None:
         """Write the step held back for its device time (waits for its end event)."""
@@ -214,11 +325,15 @@ class ExecSession:
 
     def abort(self, name: str) -> None:
         """The step was left by Ctrl-C: not a finished step, nothing is recorded for it."""
-        tid = threading.get_ident()
+        st = _OPEN.get()
+        if not self._mine(st):
+            return
+        assert st is not None
+        _OPEN.set(None)
         with self._lock:
-            if tid in self._open:
-                self._timer.stop(self._open.pop(tid)[3])
-                self._buf.pop(tid, None)
+            st.closed = True
+            self._steps.pop(id(st), None)
+            self._timer.stop(st.dev)
 
     def _record(self, name: str, i: int, warmup_steps: int, evs: List[SyncEvent],
                 latency_ms: Optional[float], device_ms: Optional[float],
@@ -243,15 +358,18 @@ class ExecSession:
         ``program`` (its syncs were all outside steps until now), unless it did not finish
         (``complete=False``: Ctrl-C). Call with the guard off."""
         with self._lock:
-            # the program ended inside steps (any thread): not finished steps
-            self._open.clear()
-            self._buf.clear()
-            if self._loop is not None:
+            # the program ended inside steps (any context): not finished steps
+            for st in list(self._steps.values()):
+                st.closed = True
+                self._timer.stop(st.dev)
+            self._steps.clear()
+            for lp in sorted(self._loops.values(), key=lambda lp: lp.t0):
                 if complete:  # the loop's last step: it ends with the program at the latest
-                    self._end_loop()
+                    self._end_loop(lp, keep_all=False)
                 else:  # Ctrl-C: not a finished step
-                    self._timer.stop(self._loop.dev)
-                    self._loop = None
+                    lp.closed, lp.stack, lp.driver = True, [], None
+                    self._timer.stop(lp.dev)
+            self._loops.clear()
             self._flush()
             if not self._next and complete:
                 evs = [dataclasses.replace(e, step=0) for e in self.outside]
@@ -264,12 +382,89 @@ class ExecSession:
         return list(self._next)
 
 
-def _driver(frame: Any) -> Any:
-    """The first frame from ``frame`` outwards that is neither torch's nor syncguard's: the
-    code that drives a loop (``nn.Module.__call__`` between it and ``forward`` skipped)."""
+#: code flags of generator frames: suspended between the calls they make, so never a driver
+#: (the loop is their consumer's: a streaming ``for token in stream():``)
+_GENERATOR_FLAGS = 0x20 | 0x200  # CO_GENERATOR | CO_ASYNC_GENERATOR
+
+
+def _user_stack(frame: Any) -> List[Any]:
+    """The frames from ``frame`` outwards that may drive a loop: neither torch's nor
+    syncguard's (``nn.Module.__call__`` between a driver and ``forward`` is not it), nor a
+    generator's; innermost first."""
     from ..core._hub import HUB
 
+    out = []
     f = frame
-    while f is not None and HUB._skip(f.f_code.co_filename):
+    while f is not None:
+        code = f.f_code
+        if not HUB._skip(code.co_filename) and not code.co_flags & _GENERATOR_FLAGS:
+            out.append(f)
         f = f.f_back
-    return f if f is not None else frame
+    return out
+
+
+def _innermost_common(stack: List[Any], prev: List[Any]) -> Any:
+    """The innermost frame of ``stack`` that is also in ``prev`` (the previous call's, whose
+    frames it holds, so no frame seen there can have been freed and its id reused)."""
+    ids = {id(f) for f in prev}
+    return next((f for f in stack if id(f) in ids), None)
+
+
+_LOOP_ENDS: Dict[Tuple[Any, int], Optional[int]] = {}
+
+
+def _loop_end(driver: Any) -> Optional[int]:
+    """The last line of the innermost ``for``/``while`` loop of ``driver``'s function around
+    the line it runs now (the call that drives the loop); None outside a loop, or when the
+    source cannot be read."""
+    if driver is None:
+        return None
+    code, line = driver.f_code, driver.f_lineno
+    key = (code, line)
+    if key not in _LOOP_ENDS:
+        if len(_LOOP_ENDS) > 4096:  # bounded: one entry per driving call site
+            _LOOP_ENDS.clear()
+        _LOOP_ENDS[key] = _find_loop_end(code.co_filename, code.co_firstlineno, line,
+                                         code.co_name)
+    return _LOOP_ENDS[key]
+
+
+def _find_loop_end(filename: str, first: int, line: int, name: str) -> Optional[int]:
+    import ast
+    import linecache
+
+    text = "".join(linecache.getlines(filename))
+    if not text:
+        return None
+    try:
+        tree = ast.parse(text)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return None
+    scopes = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)
+    loops = (ast.For, ast.AsyncFor, ast.While)
+    best: Optional[ast.AST] = None
+
+    def within(node: ast.AST) -> bool:
+        end = getattr(node, "end_lineno", None)
+        return end is not None and node.lineno <= line <= end  # type: ignore[attr-defined]
+
+    def visit(node: ast.AST, in_scope: bool) -> None:
+        nonlocal best
+        for child in ast.iter_child_nodes(node):
+            if not hasattr(child, "lineno") or not within(child):
+                continue
+            if isinstance(child, scopes):
+                # the driver's own function (a decorated one starts at its first decorator)
+                starts = {child.lineno, *(d.lineno for d in getattr(child, "decorator_list",
+                                                                    ()))}
+                mine = first in starts and getattr(child, "name", "<lambda>") == name
+                if mine:
+                    best = None
+                visit(child, mine)
+                continue
+            if in_scope and isinstance(child, loops):
+                best = child
+            visit(child, in_scope)
+
+    visit(tree, name == "<module>")
+    return getattr(best, "end_lineno", None)

@@ -49,14 +49,16 @@ from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 from .._words import plural, steps_phrase
 from ..core.events import SyncEvent
 from ..core.events import site_line as _site_line
-from ..core.sites import caller_text, function_name, site_key
+from ..core.sites import caller_text, function_name, group_key, grows_with_steps, site_key
 from .baseline import Baseline, BaselineSite, Finding
 
-__all__ = ["OUTSIDE_GATE", "Budget", "Site", "Tally", "Verdict", "baseline_from", "budget",
+__all__ = ["OUTSIDE_GATE", "OUTSIDE_PER_STEP", "Budget", "Site", "Tally", "Verdict", "baseline_from", "budget",
            "judge", "per_step_verdict", "summary"]
 
 #: the path of the verdict on the hidden syncs an ``exec`` run made outside every step
 OUTSIDE_GATE = "outside steps"
+#: the path of the verdicts on per-step sites outside every step, gated with the steps
+OUTSIDE_PER_STEP = "outside steps, per step"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -321,12 +323,50 @@ class Budget:
             out.append(per_step_verdict(events, self.per_step, scenario, f"{path} per step"))
         return out
 
-    def outside_verdicts(self, events: Iterable[SyncEvent], scenario: str) -> List[Verdict]:
-        """The verdict on the hidden syncs made outside every step (path
-        :data:`OUTSIDE_GATE`) on ``outside``; none when they are not gated."""
-        if self.outside is None:
+    def outside_verdicts(self, events: Iterable[SyncEvent], scenario: str,
+                         after: Optional[Sequence[Optional[int]]] = None,
+                         steps: int = 0) -> List[Verdict]:
+        """The verdicts on the hidden syncs made outside every step: all of them on
+        ``outside`` (path :data:`OUTSIDE_GATE`) when it is given. Else, when steps are gated
+        (``max_syncs`` or ``per_step``), the sites among them that sync once per step or
+        more (:func:`syncguard.core.sites.grows_with_steps`, from ``after``: for each event
+        the index of the step begun last before it, over a run of ``steps`` counted steps)
+        are gated like syncs in a step (path :data:`OUTSIDE_PER_STEP`): a loop whose per-token
+        read lands outside the steps cannot pass. Only ``--max-syncs-outside`` or an allowed
+        site lets them through."""
+        evs = list(events)
+        if self.outside is not None:
+            return [judge(evs, max_syncs=self.outside, scenario=scenario, path=OUTSIDE_GATE)]
+        if self.max_syncs is None and self.per_step is None:
             return []
-        return [judge(events, max_syncs=self.outside, scenario=scenario, path=OUTSIDE_GATE)]
+        per = per_step_outside(evs, after or [None] * len(evs), steps)
+        if not per:
+            return []
+        out = []
+        if self.max_syncs is not None:
+            out.append(judge([e for e, _ in per], max_syncs=self.max_syncs, scenario=scenario,
+                             path=OUTSIDE_PER_STEP))
+        if self.per_step is not None:
+            out.append(per_step_verdict([dataclasses.replace(e, step=a) for e, a in per],
+                                        self.per_step, scenario, OUTSIDE_PER_STEP))
+        return out
+
+
+def per_step_outside(events: Sequence[SyncEvent], after: Sequence[Optional[int]],
+                     steps: int) -> List[Tuple[SyncEvent, Optional[int]]]:
+    """The hidden syncs outside every step (with the step begun last before each, ``after``)
+    at sites that sync once per step or more over a run of ``steps`` counted steps."""
+    seen: Dict[Tuple[Any, ...], set] = {}
+    for e, a in zip(events, after):
+        if not e.allowed and not e.warmup:
+            seen.setdefault(_outside_key(e), set()).add(a)
+    per = {k for k, v in seen.items() if grows_with_steps(len(v - {None}), steps)}
+    return [(e, a) for e, a in zip(events, after)
+            if not e.allowed and not e.warmup and _outside_key(e) in per]
+
+
+def _outside_key(e: SyncEvent) -> Tuple[Any, ...]:
+    return group_key(e.filename, e.lineno, e.api, e.op, e.kind)
 
 
 def budget(max_syncs: Optional[int] = None, per_step: Optional[int] = None,

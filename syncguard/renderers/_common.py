@@ -301,7 +301,12 @@ def headline(result: RunResult, summary_df: pd.DataFrame, sites_df: pd.DataFrame
     None for other results."""
     from ..results.analysis import is_exec, loop_paths
 
-    if not is_exec(result) or not len(summary_df):
+    if not is_exec(result):
+        return None
+    unmatched = next((n for n in result.notes if n.get("no_step")), None)
+    if unmatched is not None:  # a count here would read like a result
+        return str(unmatched.get("message") or "no step matched")
+    if not len(summary_df):
         return None
     rows = [r for r in summary_df.to_dict("records") if not is_missing(r["syncs_mean"])]
     if not rows:
@@ -309,9 +314,18 @@ def headline(result: RunResult, summary_df: pd.DataFrame, sites_df: pd.DataFrame
     r = max(rows, key=lambda r: float(r["syncs_mean"]))
     unit = "token" if r["path"] in loop_paths(result) else "step"
     where = f"[{r['scenario']}: {r['path']}]"
-    if float(r["syncs_mean"]) == 0.0:
-        return f"0 hidden syncs per {unit} {where}"
     hidden = sites_df[~sites_df["allowed"].astype(bool)] if len(sites_df) else sites_df
+    if float(r["syncs_mean"]) == 0.0:
+        from ..results.format import OUTSIDE_PATH
+
+        # a per-step site outside every step is a per-step sync all the same (no false "0")
+        outside = [s for s in hidden.to_dict("records") if s["scenario"] == r["scenario"]
+                   and s["path"] == OUTSIDE_PATH and s.get("per_step")]
+        if outside:
+            rate = sum(float(s["rate"]) for s in outside)
+            return (f"{rate_phrase(rate, unit, True)} outside every step"
+                    f"{_where(outside, 2, '', base)} [{r['scenario']}: 0 in {r['path']}]")
+        return f"0 hidden syncs per {unit} {where}"
     mine = [s for s in hidden.to_dict("records") if s["scenario"] == r["scenario"]
             and r["path"] in str(s["path"]).split(", ")]
     every = [s for s in mine if bool(s.get("per_step", True))] or mine

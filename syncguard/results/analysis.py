@@ -469,7 +469,7 @@ def sites(result: RunResult, include_allowed: bool = True,
     """
     import pandas as pd
 
-    from ..core.sites import caller_of, function_name, group_key
+    from ..core.sites import caller_of, function_name, group_key, grows_with_steps
     from .format import OUTSIDE_PATH
 
     groups: Dict[Tuple[Any, ...], Dict[str, Any]] = {}
@@ -525,7 +525,7 @@ def sites(result: RunResult, include_allowed: bool = True,
             "wait_us_mean": (sum(g["waits"]) / len(g["waits"])) if g["waits"] else float("nan"),
             "caller_filename": caller[0], "caller_lineno": caller[1],
             "caller_function": caller[2],
-            "per_step": n >= 2 and seen >= max(2, (n + 1) // 2),
+            "per_step": grows_with_steps(seen, n),
             "rate": g["count"] / n if n else float("nan"),
         })
     modeled = _modeled_sites(result)

@@ -78,11 +78,16 @@ def test_last_step_ends_when_the_driving_call_returns(tmp_path, clean):
                ) or any(f"generate.py:{after}" in str(n) for n in res.notes)
 
 
-def test_top_level_loop_ends_with_the_program(tmp_path, clean, monkeypatch):
+def test_top_level_loop_ends_with_its_loop(tmp_path, clean, monkeypatch):
+    """A loop at a script's top level: its driver is the module, which lives to the end; the
+    readback after the loop is outside every step (after the last), not in the last step."""
     monkeypatch.chdir(os.path.dirname(TOPLOOP))
     _, res = _exec(tmp_path, ["--loop", "toploop:Model.forward"], TOPLOOP, ("--readback",))
-    assert [s.syncs for s in res.steps] == [1, 1, 1, 2]
+    assert [s.syncs for s in res.steps] == [1, 1, 1, 1]
     assert [s.labels for s in res.steps] == [{"phase": "prefill"}, None, None, None]
+    after = [(e["lineno"], e["after_step"]) for e in res.events
+             if e["path"] == results.OUTSIDE_PATH]
+    assert after == [(_line(TOPLOOP, "ids.cpu().tolist()"), 3)]
 
 
 def test_loop_with_warmup_gate_and_step(tmp_path, clean):
@@ -168,11 +173,16 @@ def test_check_gates_recorded_outside_syncs_on_its_own_budget_and_allowlist(tmp_
     assert rc == 0
     out = str(tmp_path / "o")
     capsys.readouterr()
-    assert main(["check", out]) == 0  # nothing recorded to gate outside steps on
+    # no false pass: the stop check outside every step syncs once per step, so the default
+    # budget (0) gates it like a sync in a step; only --allow or --max-syncs-outside pass it
+    stop = _line(STOPPING, "return bool(done)")
+    assert main(["check", out]) == 1
+    assert "FAIL  generate.py [outside steps, per step]: 5 hidden syncs, budget 0" in (
+        capsys.readouterr().out)
+    assert main(["check", out, "--allow", f"stopping.py:{stop}"]) == 0
     assert main(["check", out, "--max-syncs-outside", "3"]) == 1
     assert "[outside steps]: 12 hidden syncs, budget 3" in capsys.readouterr().out
     assert main(["check", out, "--max-syncs-outside", "12"]) == 0
-    stop = _line(STOPPING, "return bool(done)")
     # the stop check's 5 become allowed: 7 hidden syncs remain outside (the readback after
     # the loop and the prompt's upload)
     assert main(["check", out, "--max-syncs-outside", "7",

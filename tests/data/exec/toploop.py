@@ -1,6 +1,6 @@
-"""A decode loop at a script's top level (no function drives it): under ``--loop
-toploop:Model.forward`` the last step ends when the program ends. The stop check syncs once per
-token; ``--readback`` adds one more sync after the loop, inside the last step."""
+"""A decode loop at a script's top level (the module drives it): under ``--loop
+toploop:Model.forward`` the last step ends with the loop. The stop check syncs once per token;
+``--readback`` adds one more sync after the loop, outside every step."""
 
 import sys
 
