@@ -158,6 +158,12 @@ def test_hugging_face_generate_one_step_per_token(tmp_path, clean, mode):
     inside = {(os.path.basename(e["filename"]), e["function"]) for e in res.events
               if e["path"] == "LlamaForCausalLM.forward"}
     assert len(inside) == 1 and next(iter(inside))[0] == "utils.py", inside
+    # "called from" names the user's line, not a library's decorator wrapper in between
+    from syncguard.results import analysis
+
+    site = analysis.sites(res).to_dict("records")[0]
+    assert (os.path.basename(site["caller_filename"]), site["caller_function"]) == (
+        "hf_generate.py", "main"), site
     after = [a for _, a in _outside(res)]
     if mode == "beam":
         assert after.count(11) >= 1  # read after the loop: outside, after the last step
