@@ -1,27 +1,80 @@
-"""The README's library snippet runs as written and prints what its comments say."""
+"""The README's and the docs' snippets run as written and print what they say."""
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parent.parent
+README = (ROOT / "README.md").read_text(encoding="utf-8")
+
+
+def _block(text: str, heading: str, lang: str) -> str:
+    section = text.split(heading, 1)[1]
+    code = re.search(rf"```{lang}\n(.*?)```", section, re.S)
+    assert code, f"no {lang} block under {heading}"
+    return code.group(1)
+
+
+def _run(args, cwd, **kw) -> subprocess.CompletedProcess:
+    env = {**os.environ, "COLUMNS": "200"}
+    return subprocess.run(args, capture_output=True, text=True, cwd=cwd, timeout=600, env=env,
+                          **kw)
 
 
 def test_library_snippet_runs_as_written(tmp_path: Path) -> None:
-    readme = (ROOT / "README.md").read_text(encoding="utf-8")
-    section = readme.split("## As a library", 1)[1]
-    code = re.search(r"```python\n(.*?)```", section, re.S)
-    assert code, "no python block under ## As a library"
+    api = (ROOT / "docs" / "api.md").read_text(encoding="utf-8")
     script = tmp_path / "snippet.py"
-    script.write_text(code.group(1), encoding="utf-8")
-    proc = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
-                          cwd=tmp_path, timeout=300)
+    script.write_text(_block(api, "## As a library", "python"), encoding="utf-8")
+    proc = _run([sys.executable, str(script)], tmp_path)
     assert proc.returncode == 0, proc.stderr
     lines = proc.stdout.splitlines()
     assert lines[0] == "3 3"
     assert lines[1] == ("snippet.py:9 in sampler: Tensor.__bool__ (aten::_local_scalar_dense) "
                         "[scalar_read] x1, step 0")
     assert lines[-1] == "True 3 hidden syncs, budget 0"
+
+
+def test_readme_exec_quick_start_prints_its_first_line(tmp_path: Path) -> None:
+    """The exec command as written: exit 1 (the gate), and the first line it shows."""
+    cmd = _block(README, "## Your program, unchanged", "bash").replace("\\\n", " ").split()
+    assert cmd[:2] == ["syncguard", "exec"]
+    out = tmp_path / "o"
+    proc = _run([sys.executable, "-m", "syncguard", *cmd[1:2], "--out", str(out), *cmd[2:]],
+                ROOT)
+    assert proc.returncode == 1, proc.stderr
+    shown = " ".join(_block(README, "The first line on stderr is the answer", "").split())
+    assert " ".join(proc.stderr.splitlines()[0].split()) in shown
+    assert shown.startswith(" ".join(proc.stderr.splitlines()[0].split())[:60])
+
+
+def test_readme_plugin_snippet_passes_and_catches_a_sync(tmp_path: Path) -> None:
+    code = _block(README, "## A test: the pytest plugin", "python")
+    (tmp_path / "test_ok.py").write_text(code, encoding="utf-8")
+    bad = code.replace("assert probs.shape == (4, 32)", "assert probs.sum().item() > 0")
+    assert bad != code
+    (tmp_path / "test_bad.py").write_text(bad, encoding="utf-8")
+    ok = _run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "test_ok.py"],
+              tmp_path)
+    assert ok.returncode == 0, ok.stdout + ok.stderr
+    fail = _run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "test_bad.py"],
+                tmp_path)
+    assert fail.returncode == 1 and "saw 1 in the test body" in fail.stdout, fail.stdout
+
+
+def test_readme_lint_quick_start_shows_its_finding() -> None:
+    cmd = _block(README, "## Code no run reached", "bash").split()
+    proc = _run([sys.executable, "-m", "syncguard", *cmd[1:]], ROOT)
+    shown = _block(README, "syncguard lint sglang_ascend_sampling/\n```", "").strip()
+    assert shown in proc.stdout.splitlines(), proc.stdout
+
+
+@pytest.mark.parametrize("page", sorted(p.name for p in (ROOT / "docs").glob("*.md")))
+def test_docs_pages_are_in_the_site(page: str) -> None:
+    """Every page is in mkdocs.yml's nav (CI builds the site with --strict)."""
+    assert f": {page}" in (ROOT / "mkdocs.yml").read_text(encoding="utf-8")
