@@ -100,6 +100,8 @@ class Defaults:
     pyproject: Optional[str] = None
 
 
+#: session-wide device settings (``--syncguard-device``, ``[tool.syncguard] device``)
+SESSION_DEVICES = ("sim", "auto")
 DEFAULTS_KEY = pytest.StashKey[Defaults]()
 BASELINE_KEY = pytest.StashKey["_BaselineRun"]()
 _WROTE_KEY = pytest.StashKey[str]()
@@ -141,6 +143,11 @@ _OPTIONS: Tuple[Tuple[str, str, Dict[str, Any], str], ...] = (
     ("--syncguard", "syncguard",
      {"action": "store_true", "default": None},
      "guard every test: fail it when its body makes hidden host-device syncs over the budget"),
+    ("--syncguard-device", "syncguard_device",
+     {"action": "store", "default": None, "choices": SESSION_DEVICES},
+     "set up the simulated npu and the torch_npu stand-in before collection, so test modules "
+     "that `import torch_npu` run on a CPU-only machine: 'sim' always, 'auto' unless a usable "
+     "torch_npu is installed (default: [tool.syncguard] device)"),
     ("--syncguard-max-syncs", "syncguard_max_syncs",
      {"action": "store", "type": int, "default": None, "metavar": "N"},
      "hidden host syncs a guarded test may make (default: [tool.syncguard] max_syncs, else 0);"
@@ -262,9 +269,36 @@ def _defaults(config: pytest.Config) -> Defaults:
                     source)
 
 
+def _session_device(config: pytest.Config, table: Dict[str, Any], where: str) -> None:
+    """``--syncguard-device``, the ini key or ``[tool.syncguard] device``: ``"sim"`` sets up
+    the simulated npu and the torch_npu stand-in now, before any test module is collected, so
+    NPU test modules (``import torch_npu``, ``device="npu"``) run unchanged on CPU-only CI;
+    ``"auto"`` does so unless a usable torch_npu is installed (then the real NPU runs them)."""
+    value = _option(config, "syncguard_device") or table.get("device")
+    if value in (None, ""):
+        return
+    if value not in SESSION_DEVICES:
+        raise pytest.UsageError(f"syncguard: {where}: device: must be one of "
+                                f"{', '.join(map(repr, SESSION_DEVICES))}, got {value!r}")
+    if value == "auto":
+        from .driving.devices import AUTOLOAD_VAR, npu_state
+
+        if npu_state(load=os.environ.get(AUTOLOAD_VAR) != "0").usable:
+            return
+    try:
+        from . import simulated_device
+
+        simulated_device("npu", torch_npu=True)
+    except Exception as exc:  # one line: a real torch_npu is loaded, or torch is too old
+        raise pytest.UsageError(f"syncguard: device={value!r}: the simulated npu could not be "
+                                f"set up: {exc}") from None
+
+
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", _marker_help())
     config.stash[DEFAULTS_KEY] = _defaults(config)
+    source, table = _pyproject(config)
+    _session_device(config, table, f"[tool.syncguard] in {source}")
     path = config.getoption("syncguard_baseline", default=None)
     update = bool(config.getoption("syncguard_update_baseline", default=False))
     if update and not path:

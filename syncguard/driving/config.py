@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any, Dict, Iterable, List, Tuple
 
 #: The keys ``[tool.syncguard]`` may hold (a typo is an error, not a silent no-op).
-KEYS = ("allow", "devices", "max_syncs", "lint")
+KEYS = ("allow", "device", "devices", "max_syncs", "lint")
 
 
 def load_tool_table(path: str) -> Dict[str, Any]:
