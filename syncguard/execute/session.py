@@ -155,7 +155,7 @@ class ExecSession:
                 thread.run = run_in_step  # type: ignore[method-assign]
             start(thread)
 
-        threading.Thread.start = start_in_step  # type: ignore[method-assign]
+        threading.Thread.start = start_in_step  # type: ignore[method-assign,assignment]
         self._t_start = time.perf_counter()
         return self
 

@@ -52,8 +52,8 @@ from ..core.events import site_line as _site_line
 from ..core.sites import caller_text, function_name, group_key, grows_with_steps, site_key
 from .baseline import Baseline, BaselineSite, Finding
 
-__all__ = ["OUTSIDE_GATE", "OUTSIDE_PER_STEP", "Budget", "Site", "Tally", "Verdict", "baseline_from", "budget",
-           "judge", "per_step_verdict", "summary"]
+__all__ = ["OUTSIDE_GATE", "OUTSIDE_PER_STEP", "Budget", "Site", "Tally", "Verdict",
+           "baseline_from", "budget", "judge", "per_step_outside", "per_step_verdict", "summary"]
 
 #: the path of the verdict on the hidden syncs an ``exec`` run made outside every step
 OUTSIDE_GATE = "outside steps"

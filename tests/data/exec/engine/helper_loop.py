@@ -32,8 +32,9 @@ def decode_step(model, ids):
 
 def generate(model, prompt, tokens):
     out = []
+    nxt = None
     for i in range(tokens):
-        logits = prefill(model, prompt) if i == 0 else decode_step(model, nxt[:, None])
+        logits = prefill(model, prompt) if nxt is None else decode_step(model, nxt[:, None])
         nxt = logits[:, -1].argmax(dim=-1)
         out.append(nxt)
         if bool((nxt == -1).all()):  # the stop check: one read per token
