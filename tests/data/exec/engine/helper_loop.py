@@ -33,7 +33,7 @@ def decode_step(model, ids):
 def generate(model, prompt, tokens):
     out = []
     nxt = None
-    for i in range(tokens):
+    for _ in range(tokens):
         logits = prefill(model, prompt) if nxt is None else decode_step(model, nxt[:, None])
         nxt = logits[:, -1].argmax(dim=-1)
         out.append(nxt)
