@@ -38,7 +38,13 @@ def _parser() -> argparse.ArgumentParser:
                             formatter_class=argparse.RawDescriptionHelpFormatter)
         mod.add_arguments(sp)
         sp.set_defaults(_main=mod.main)
-    st = sub.add_parser("selftest", help="plant known syncs and verify the guard sees them")
+    st = sub.add_parser(
+        "selftest", help="plant known syncs and verify the guard sees them",
+        description="Plant known hidden syncs (a bool() of a tensor, a .tolist(), a boolean-"
+                    "mask index) and a sync-free control on CPU tensors counted as device ones, "
+                    "and on --device, and check the guard counts exactly what each makes: \"0 "
+                    "syncs\" must never mean \"detector off\". Exit 0 when all agree, else 3 "
+                    "with the probe that missed. exec runs it before the program starts.")
     st.add_argument("--device", default="auto", help="also probe this device: auto (the NPU "
                     "when torch_npu works, else the simulated npu; default), sim, npu, cuda, cpu")
     st.set_defaults(_main=_selftest)
