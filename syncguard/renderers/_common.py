@@ -252,6 +252,8 @@ def verdicts(summary_df: pd.DataFrame, sites_df: pd.DataFrame, max_sites: int = 
                 text = f"{r['path']}: {rate_phrase(float(m), unit, exact)}"
                 mine = [s for s in hidden.to_dict("records") if s["scenario"] == scenario
                         and r["path"] in str(s["path"]).split(", ")]
+                if mine and not any(bool(s.get("per_step", True)) for s in mine):
+                    text = f"{r['path']}: {_not_per_step(mine, unit)}"
                 text += _where(mine, max_sites, code, base)
                 wait = r.get("sync_wait_us_mean")
                 if show_wait and not is_missing(wait):
@@ -328,9 +330,18 @@ def headline(result: RunResult, summary_df: pd.DataFrame, sites_df: pd.DataFrame
         return f"0 hidden syncs per {unit} {where}"
     mine = [s for s in hidden.to_dict("records") if s["scenario"] == r["scenario"]
             and r["path"] in str(s["path"]).split(", ")]
-    every = [s for s in mine if bool(s.get("per_step", True))] or mine
+    every = [s for s in mine if bool(s.get("per_step", True))]
+    if mine and not every:  # syncs, but none per step: never "per step ... once"
+        return f"{_not_per_step(mine, unit)}{_where(mine, 2, '', base)} {where}"
     return (f"{rate_phrase(float(r['syncs_mean']), unit, True)}{_where(every, 2, '', base)} "
             f"{where}")
+
+
+def _not_per_step(sites: List[Dict[str, Any]], unit: str) -> str:
+    """``2 hidden syncs, none of them per token``: the phrase for a path whose syncs all come
+    from sites that sync once (set-up, prefill), not at a rate."""
+    n = sum(int(s["count"]) for s in sites)
+    return f"{n} hidden sync{'' if n == 1 else 's'}, none of them per {unit}"
 
 
 def rate_phrase(rate: float, unit: str = "step", exact: bool = False) -> str:
