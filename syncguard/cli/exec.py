@@ -29,6 +29,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     from .common import (
         add_allow_arguments,
         add_device_argument,
+        add_exhaustive_argument,
         add_gate_format_arguments,
         add_out_arguments,
         add_record_lines_argument,
@@ -47,6 +48,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     add_device_argument(p, "auto (npu if torch_npu works, else cuda if available, else sim), "
                         "sim (simulated npu + torch_npu stand-in set up before the program "
                         "starts), npu, cuda, or cpu (CPU tensors counted as device-resident)")
+    add_exhaustive_argument(p)
     p.add_argument("--warmup", type=int, default=0,
                    help="the first N steps of each step name are kept but not counted")
     p.add_argument("--max-syncs", type=int, default=None,
@@ -116,7 +118,7 @@ def main(args: argparse.Namespace) -> int:
     from ..execute.hooks import StepSpecError, parse_step
     from ..execute.program import ProgramError, parse_command
     from ..renderers import run_files
-    from .common import allow_sites_of, output_path
+    from .common import allow_sites_of, exhaustive_of, output_path
     from .common import target as cli_target
 
     for flag, v in (("--warmup", args.warmup), ("--max-syncs", args.max_syncs),
@@ -143,7 +145,8 @@ def main(args: argparse.Namespace) -> int:
         if not os.path.exists(p):
             raise UsageError(f"--record-lines {p}: no such file or folder")
     rank = rank_from_env()
-    target = cli_target(args.device, gpu=True)  # the simulated device exists before the program
+    # the simulated device exists before the program
+    target = cli_target(args.device, gpu=True, exhaustive=exhaustive_of(args))
     files = (result_name(rank),) if rank is not None else run_files()
     # sarif/junit without -o: a file under OUT, never stdout, which the program's output shares
     gate_file = gate_file_name(args.format, rank) if args.output is None else None
