@@ -19,7 +19,7 @@ counted exactly one read per step (a sanity check, not a timing threshold). Repo
 median per-step time of each variant, the paired ratios over ``plain`` and over ``cpu``, the
 ATen ops per step and the net's cost per op.
 
-    python benchmarks/bench_cpp_reads.py [--repeats 31] [--inner 20] [--hidden 256]
+    python benchmarks/bench_cpp_reads.py [--repeats 101] [--inner 20] [--hidden 256]
 
 Results go to ``reports/bench/cpp_reads.json``. Nothing is asserted about time.
 """
@@ -124,14 +124,17 @@ def _runner(step: Callable[[], bool], kwargs: Optional[Dict[str, Any]], what: st
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
-    ap.add_argument("--repeats", type=int, default=31)
+    ap.add_argument("--repeats", type=int, default=101)
     ap.add_argument("--inner", type=int, default=20, help="steps per timed block")
     ap.add_argument("--hidden", type=int, default=256)
     ap.add_argument("--vocab", type=int, default=2048)
     ap.add_argument("--layers", type=int, default=2)
     ap.add_argument("--cache", type=int, default=64)
+    ap.add_argument("--threads", type=int, default=1,
+                    help="torch threads (1: steadier on a shared machine)")
     a = ap.parse_args()
 
+    torch.set_num_threads(a.threads)
     torch.manual_seed(0)
     model = TinyDecoder(a.vocab, a.hidden, a.layers, a.cache).eval()
     step = make_step(model, eos=-1)  # never stops: every step reads once
