@@ -27,6 +27,7 @@ Results go to ``reports/bench/cpp_reads.json``. Nothing is asserted about time.
 from __future__ import annotations
 
 import argparse
+import os
 from typing import Any, Callable, Dict, Optional
 
 import torch
@@ -140,12 +141,15 @@ def main() -> None:
     step = make_step(model, eos=-1)  # never stops: every step reads once
     n_ops = ops_per_step(step)
     runners = {k: _runner(step, kw, k) for k, kw in VARIANTS.items()}
+    load_before = os.getloadavg()
     times = interleaved(runners, a.repeats, warmup=2, inner=a.inner)
+    load_after = os.getloadavg()
     med = {k: median(v) for k, v in times.items()}
     net_us = (med["cpu_exhaustive"] - med["cpu"]) * 1e6
     result: Dict[str, Any] = {
         "benchmark": "cpu mode: the dispatch-level net (--exhaustive) on a decode-step-like loop",
-        "env": environment(),
+        "env": {**environment(), "loadavg_1_5_15_before": [round(x, 2) for x in load_before],
+                "loadavg_1_5_15_after": [round(x, 2) for x in load_after]},
         "command": "python benchmarks/bench_cpp_reads.py " + " ".join(
             f"--{k} {v}" for k, v in vars(a).items()),
         "step": (f"tiny decoder, vocab {a.vocab}, hidden {a.hidden}, {a.layers} layers, "

@@ -4,8 +4,10 @@ or `syncguard exec [OPTIONS] -m MODULE [ARGS]`.
 The program runs in this process with sys.argv, __main__ and sys.path[0] as a plain run has
 them. Each call of a --step function (or each `with syncguard.step():` block) is one step; each
 call of a --loop function begins a step that lasts until its next call; with none of them, the
-whole program is one step. Every finished step is streamed to OUT/result.jsonl
-(OUT/result.rank<N>.jsonl under torchrun); `syncguard show` and `compare` read it.
+whole program is one step. With --device cpu, --exhaustive also counts the reads made in C++
+that no Python entry point sees (docs/device-modes.md). Every finished step is streamed to
+OUT/result.jsonl (OUT/result.rank<N>.jsonl under torchrun); `syncguard show` and `compare` read
+it.
 
 Exit code: the program's own when it fails (its traceback shown as a plain run shows it);
 else 2 when a --step never matched (missing module or attribute), 1 when a step name has
