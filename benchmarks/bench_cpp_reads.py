@@ -16,10 +16,11 @@ the logits and a greedy pick), with one read per step (the stop check
 
 Each guarded block enters its guard, times ``--inner`` steps, exits, and checks that the guard
 counted exactly one read per step (a sanity check, not a timing threshold). Reported: the
-median per-step time of each variant, the paired ratios over ``plain`` and over ``cpu``, the
-ATen ops per step and the net's cost per op.
+median per-step time of each variant (process CPU time by default, one torch thread: the
+machine this ran on is shared, and its load is recorded), the paired ratios over ``plain``
+and over ``cpu``, the ATen ops per step and the net's cost per op.
 
-    python benchmarks/bench_cpp_reads.py [--repeats 101] [--inner 20] [--hidden 256]
+    python benchmarks/bench_cpp_reads.py [--repeats 101] [--inner 20] [--clock process|wall]
 
 Results go to ``reports/bench/cpp_reads.json``. Nothing is asserted about time.
 """
@@ -27,7 +28,9 @@ Results go to ``reports/bench/cpp_reads.json``. Nothing is asserted about time.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
+import time
 from typing import Any, Callable, Dict, Optional
 
 import torch
@@ -102,25 +105,22 @@ def ops_per_step(step: Callable[[], bool]) -> int:
     return c.n
 
 
-def _runner(step: Callable[[], bool], kwargs: Optional[Dict[str, Any]], what: str
-            ) -> Callable[[int], float]:
-    import time
-
+def _runner(step: Callable[[], bool], kwargs: Optional[Dict[str, Any]], what: str,
+            clock: Callable[[], float]) -> Callable[[int], float]:
     def run(inner: int) -> float:
-        if kwargs is None:
-            t0 = time.perf_counter()
+        with SyncGuard(**kwargs) if kwargs is not None else contextlib.nullcontext() as g:
+            t0 = clock()
             for _ in range(inner):
                 step()
-            return (time.perf_counter() - t0) / inner
-        with SyncGuard(**kwargs) as g:
-            t0 = time.perf_counter()
-            for _ in range(inner):
-                step()
-            t = (time.perf_counter() - t0) / inner
-        assert g.count == inner, f"{what}: expected {inner} reads (one per step), got {g!r}"
+            t = (clock() - t0) / inner
+        if g is not None:
+            assert g.count == inner, f"{what}: expected {inner} reads (one per step), got {g!r}"
         return t
 
     return run
+
+
+CLOCKS = {"process": time.process_time, "wall": time.perf_counter}
 
 
 def main() -> None:
@@ -133,6 +133,9 @@ def main() -> None:
     ap.add_argument("--cache", type=int, default=64)
     ap.add_argument("--threads", type=int, default=1,
                     help="torch threads (1: steadier on a shared machine)")
+    ap.add_argument("--clock", choices=tuple(CLOCKS), default="process",
+                    help="process CPU time (default: steadier while other processes load "
+                    "the machine; one torch thread, so it is the step's own time) or wall")
     a = ap.parse_args()
 
     torch.set_num_threads(a.threads)
@@ -140,7 +143,7 @@ def main() -> None:
     model = TinyDecoder(a.vocab, a.hidden, a.layers, a.cache).eval()
     step = make_step(model, eos=-1)  # never stops: every step reads once
     n_ops = ops_per_step(step)
-    runners = {k: _runner(step, kw, k) for k, kw in VARIANTS.items()}
+    runners = {k: _runner(step, kw, k, CLOCKS[a.clock]) for k, kw in VARIANTS.items()}
     load_before = os.getloadavg()
     times = interleaved(runners, a.repeats, warmup=2, inner=a.inner)
     load_after = os.getloadavg()
@@ -155,8 +158,9 @@ def main() -> None:
         "step": (f"tiny decoder, vocab {a.vocab}, hidden {a.hidden}, {a.layers} layers, "
                  f"cache {a.cache}, greedy; one host read per step (the stop check)"),
         "params": {**vars(a), "variants": VARIANTS,
-                   "statistic": "median over rounds of the mean per step; ratios: median of "
-                                "per-round ratios (variants interleaved, order rotated)"},
+                   "statistic": f"{a.clock} time; median over rounds of the mean per step; "
+                                "ratios: median of per-round ratios (variants interleaved, "
+                                "order rotated)"},
         "aten_ops_per_step": n_ops,
         "median_us": {k: round(v * 1e6, 1) for k, v in med.items()},
         "ratio_over_plain": {k: round(paired_ratio(times[k], times["plain"]), 3)
