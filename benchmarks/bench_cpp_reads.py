@@ -18,11 +18,14 @@ Each guarded block enters its guard, times ``--inner`` steps, exits, and checks 
 counted exactly one read per step (a sanity check, not a timing threshold). Reported: the
 median per-step time of each variant (process CPU time by default, one torch thread: the
 machine this ran on is shared, and its load is recorded), the paired ratios over ``plain``
-and over ``cpu``, the ATen ops per step and the net's cost per op.
+and over ``cpu``, the ATen ops per step and the net's cost per op; then the cost per op of
+one small op under a bare dispatch mode (with and without torch's ``_disable_dynamo`` wrapper),
+the cpu-mode guard and the net, to tell the mode machinery's share from syncguard's.
 
     python benchmarks/bench_cpp_reads.py [--repeats 101] [--inner 20] [--clock process|wall]
 
-Results go to ``reports/bench/cpp_reads.json``. Nothing is asserted about time.
+Results go to ``reports/bench/cpp_reads.json`` (``cpp_reads_wall.json`` with ``--clock wall``),
+a summary to ``reports/bench/cpp_reads.md``. Nothing is asserted about time.
 """
 
 from __future__ import annotations
@@ -99,6 +102,51 @@ class _OpCounter(TorchDispatchMode):
         return func(*args, **(kwargs or {}))
 
 
+class _BareMode(TorchDispatchMode):
+    """A dispatch mode that only runs the op: the floor of any dispatch-level net."""
+
+    def __torch_dispatch__(self, func: Any, types: Any, args: Any = (),
+                           kwargs: Any = None) -> Any:
+        return func(*args, **(kwargs or {}))
+
+
+class _BareModeNoDynamoWrapper(_BareMode):
+    """The same without torch's ``_disable_dynamo`` wrapper around ``__torch_dispatch__``
+    (what that wrapper costs per op)."""
+
+    @classmethod
+    def _should_skip_dynamo(cls) -> bool:
+        return False
+
+    def __torch_dispatch__(self, func: Any, types: Any, args: Any = (),
+                           kwargs: Any = None) -> Any:
+        return func(*args, **(kwargs or {}))
+
+
+def per_op(repeats: int, inner: int, clock: Callable[[], float]) -> Dict[str, Any]:
+    """Cost per op of one small op (``torch.add`` of two 4-element tensors) under each layer."""
+    x = torch.ones(4)
+    variants: Dict[str, Callable[[], Any]] = {
+        "plain": contextlib.nullcontext, "bare_mode": _BareMode,
+        "bare_mode_no_dynamo_wrapper": _BareModeNoDynamoWrapper,
+        "cpu": lambda: SyncGuard(devices=("cpu",)),
+        "cpu_exhaustive": lambda: SyncGuard(devices=("cpu",), exhaustive=True)}
+
+    def runner(make: Callable[[], Any]) -> Callable[[int], float]:
+        def run(n: int) -> float:
+            with make():
+                t0 = clock()
+                for _ in range(n):
+                    torch.add(x, x)
+                return (clock() - t0) / n
+        return run
+
+    times = interleaved({k: runner(v) for k, v in variants.items()}, repeats, warmup=1,
+                        inner=inner)
+    return {"op": "torch.add of two 4-element float tensors", "repeats": repeats,
+            "inner": inner, "median_us": {k: round(median(v) * 1e6, 2) for k, v in times.items()}}
+
+
 def ops_per_step(step: Callable[[], bool]) -> int:
     with _OpCounter() as c:
         step()
@@ -169,13 +217,15 @@ def main() -> None:
         "net_us_per_step": round(net_us, 1),
         "net_us_per_op": round(net_us / n_ops, 2),
         "all_us": {k: rounded(v, 1e6, 1) for k, v in times.items()},
+        "per_op": per_op(max(11, a.repeats // 5), 2000, CLOCKS[a.clock]),
     }
-    path = write_report("cpp_reads", result)
+    path = write_report("cpp_reads" if a.clock == "process" else f"cpp_reads_{a.clock}", result)
     print(f"{n_ops} ATen ops per step; median per step: "
           + ", ".join(f"{k} {v:.1f} us" for k, v in result["median_us"].items()))
     print(f"ratio over plain: {result['ratio_over_plain']}; exhaustive/cpu "
           f"{result['exhaustive_over_cpu']}x; the net: {result['net_us_per_step']} us per step, "
           f"{result['net_us_per_op']} us per op")
+    print(f"per op ({result['per_op']['op']}): {result['per_op']['median_us']}")
     print(f"Wrote {path}")
 
 

@@ -260,12 +260,12 @@ def exhaustive_for(kind: Optional[str], asked: bool = False) -> bool:
     net (``SyncGuard(exhaustive=True)``), which sees the reads made in C++ that no Python
     entry point sees. ``asked``: the user's ``exhaustive`` flag (:data:`EXHAUSTIVE_HELP`).
 
-    - ``cuda``, ``npu`` (a real device): always; a counted pass is not a timed one.
+    - ``cuda``, ``npu`` (a real device): always: a read missed there is a real sync.
     - ``sim``: never. Its backend classifies every op on every thread already, and a dispatch
       mode above it breaks ``torch.tensor(..., device="npu")``.
     - ``cpu``, or a kind not known (the plugin without ``device=``): when asked. The net puts
-      every ATen op through Python (about 1.5x a small decode step, see
-      ``reports/bench/cpp_reads.json``), so cpu mode does not pay for it unasked.
+      every ATen op through Python (1.5x to 1.6x the steps of a small decode loop, see
+      ``reports/bench/cpp_reads.md``), so cpu mode does not pay for it unasked.
     """
     if kind in ("cuda", "npu"):
         return True
