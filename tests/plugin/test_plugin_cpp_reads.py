@@ -155,3 +155,14 @@ def test_the_simulated_npu_gets_no_net(pytester: pytest.Pytester) -> None:
     result = pytester.runpytest_subprocess("test_sim2.py", *QUIET)
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines(["*saw 2 in the test body*"])
+
+
+@pytest.mark.parametrize("kind, asked, net", [
+    ("cuda", False, True), ("npu", False, True), ("sim", True, False),
+    ("cpu", False, False), ("cpu", True, True), (None, True, True), (None, False, False)])
+def test_the_test_guard_takes_the_one_decision(kind, asked, net) -> None:
+    """The plugin's guard asks :func:`syncguard.driving.devices.exhaustive_for`, as exec and
+    run do: a real device always has the net, the simulated npu never."""
+    from syncguard.pytest_plugin import Settings, _make_guard
+
+    assert _make_guard(Settings(exhaustive=asked), kind).exhaustive is net
