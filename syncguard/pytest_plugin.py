@@ -12,7 +12,13 @@ Budget and allow-list, most specific first:
 - the marker: ``@pytest.mark.syncguard(max_syncs=0, device="npu", allow=[...], devices=(...))``;
 - ``--syncguard-max-syncs=N`` on the command line, then the ini key ``syncguard_max_syncs``;
 - ``[tool.syncguard]`` in the rootdir's pyproject.toml: ``max_syncs = N``, ``allow = ["pkg/
-  mod.py:12", {site = "pkg/mod.py:30", reason = "token readback"}]``, ``devices = ["cpu"]``.
+  mod.py:12", {site = "pkg/mod.py:30", reason = "token readback"}]``, ``devices = ["cpu"]``,
+  ``exhaustive = true``.
+
+``exhaustive`` (the marker's, else ``--syncguard-exhaustive``, else the ini key
+``syncguard_exhaustive``, else ``[tool.syncguard]``) also counts the reads made in C++ that no
+Python entry point sees (:func:`syncguard.driving.devices.exhaustive_for` decides per device:
+always on a real cuda or npu device, never on the simulated npu, which sees them already).
 
 Allow-lists add up (pyproject's and the marker's); within a test, ``syncguard.allow(reason)``
 allows a block of code (in a test that takes the ``syncguard`` fixture, whose name hides the
@@ -56,7 +62,9 @@ from typing import (
 
 import pytest
 
-from .driving.config import to_allow  # torch-free: the plugin still loads without importing torch
+# torch-free: the plugin still loads without importing torch
+from .driving.config import first_flag, to_allow, to_flag
+from .driving.devices import EXHAUSTIVE_HELP, exhaustive_for
 
 if TYPE_CHECKING:  # pragma: no cover
     from .core.guard import SyncGuard
@@ -120,8 +128,9 @@ def syncguard_marker(max_syncs: Optional[int] = None, *, device: Optional[str] =
     allowed ('file.py:12', 'pkg.mod:function', 'function', or (site, reason) pairs). warmup:
     the first N guard.step()s are not counted. model: op sync model ('cuda'/'npu') for devices
     without one. exhaustive: also count reads no Python entry point sees (a 0-d device tensor
-    passed as an int or Scalar, e.g. torch.arange(n)) with a dispatch-level net on the test's
-    thread (slower; the simulated npu needs none)."""
+    used as a number, e.g. torch.arange(n); TorchScript's bool()/.item()) with a dispatch-level
+    net on the test's thread (slower; default --syncguard-exhaustive; always on a real cuda or
+    npu device; the simulated npu needs none)."""
     return {"max_syncs": max_syncs, "device": device, "allow": allow, "devices": devices,
             "warmup": warmup, "model": model, "exhaustive": exhaustive}
 
@@ -152,6 +161,10 @@ _OPTIONS: Tuple[Tuple[str, str, Dict[str, Any], str], ...] = (
      {"action": "store", "type": int, "default": None, "metavar": "N"},
      "hidden host syncs a guarded test may make (default: [tool.syncguard] max_syncs, else 0);"
      " a marker's max_syncs wins"),
+    ("--syncguard-exhaustive", "syncguard_exhaustive",
+     {"action": "store_true", "default": None},
+     f"{EXHAUSTIVE_HELP} (default: [tool.syncguard] exhaustive; a marker's exhaustive "
+     "wins)"),
 )
 #: command-line only (no ini key): a baseline belongs to a run, not to a project's defaults
 _BASELINE_OPTIONS: Tuple[Tuple[str, str, Dict[str, Any], str], ...] = (
@@ -262,11 +275,16 @@ def _defaults(config: pytest.Config) -> Defaults:
             max_syncs = _to_count(opt, "--syncguard-max-syncs")
         allow = _to_allow(table.get("allow", ()), where)
         devices = _to_devices(table.get("devices", ()), f"{where}: devices")
+        exhaustive = first_flag(
+            (config.getoption("syncguard_exhaustive", default=None), "--syncguard-exhaustive",
+             False),
+            (config.getini("syncguard_exhaustive"), "ini syncguard_exhaustive", True),
+            (table.get("exhaustive"), f"{where}: exhaustive", False))
     except ValueError as exc:
         raise pytest.UsageError(f"syncguard: {exc}") from exc
     enabled = bool(_option(config, "syncguard"))
-    return Defaults(enabled, Settings(max_syncs=max_syncs, allow=allow, devices=devices),
-                    source)
+    return Defaults(enabled, Settings(max_syncs=max_syncs, allow=allow, devices=devices,
+                                      exhaustive=exhaustive), source)
 
 
 def _session_device(config: pytest.Config, table: Dict[str, Any], where: str) -> None:
@@ -332,39 +350,40 @@ def _settings_for(item: pytest.Item) -> Optional[Settings]:
             warmup = _to_count(kw["warmup"], f"{where}: warmup")
             device = _to_choice(kw["device"], DEVICES, f"{where}: device") or device
             model = _to_choice(kw["model"], MODELS, f"{where}: model") or model
-            if kw["exhaustive"] not in (None, True, False):
-                raise ValueError(f"{where}: exhaustive must be True or False, "
-                                 f"got {kw['exhaustive']!r}")
+            asked = to_flag(kw["exhaustive"], f"{where}: exhaustive")
         except ValueError as exc:
             raise pytest.UsageError(f"{exc}\n{_USAGE}") from exc
-        exhaustive = bool(kw["exhaustive"]) if kw["exhaustive"] is not None else exhaustive
+        exhaustive = asked if asked is not None else exhaustive
     if device == "cpu" and "cpu" not in devices:
         devices.append("cpu")
     return Settings(max_syncs, tuple(allow), tuple(dict.fromkeys(devices)), device, model,
                     warmup, exhaustive)
 
 
-def _prepare_device(device: Optional[str]) -> None:
+def _prepare_device(device: Optional[str]) -> Optional[str]:
     """Make the test's device exist: CUDA or a skip; for ``npu``, the real NPU when torch_npu
     is usable (:func:`syncguard.driving.devices.npu_state`: loads, and an NPU is visible), else the
-    simulated npu, else a skip saying why neither can run the test."""
+    simulated npu, else a skip saying why neither can run the test. Returns the device's kind
+    as :class:`syncguard.driving.devices.Target` names it (``sim`` for the simulated npu;
+    ``cpu``, or None when the marker names no device)."""
     if device == "cuda":
         import torch
 
         if not torch.cuda.is_available():
             pytest.skip("syncguard: device='cuda' but CUDA is not available here")
-        return
+        return "cuda"
     if device != "npu":
-        return
+        return device
     from .driving.devices import AUTOLOAD_VAR, npu_state
 
     state = npu_state(load=os.environ.get(AUTOLOAD_VAR) != "0")
     if state.usable:
-        return
+        return "npu"
     try:
         from . import simulated_device
 
         simulated_device("npu")
+        return "sim"
     except Exception as exc:
         if state.module is not None:  # loaded but no NPU: it owns "npu", so no simulation
             pytest.skip(f"syncguard: device='npu': {state.detail}; the simulated npu cannot "
@@ -403,11 +422,14 @@ def _guard_class() -> type:
     return PytestSyncGuard
 
 
-def _make_guard(settings: Settings) -> SyncGuard:
+def _make_guard(settings: Settings, kind: Optional[str] = None) -> SyncGuard:
+    """The test's guard; ``kind``: its device as :func:`_prepare_device` found it (None: not
+    known), which with the ``exhaustive`` setting decides the dispatch net."""
     cls = _guard_class()
     guard: SyncGuard = cls(settings.max_syncs, on_sync="count", devices=settings.devices,
                            allow_sites=settings.allow, warmup=settings.warmup,
-                           model=settings.model, exhaustive=settings.exhaustive)
+                           model=settings.model,
+                           exhaustive=exhaustive_for(kind, settings.exhaustive))
     return guard
 
 
@@ -426,8 +448,8 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
     settings = item.stash.get(SETTINGS_KEY, None)
     if settings is None:
         return
-    _prepare_device(settings.device)
-    item.stash[GUARD_KEY] = _make_guard(settings)
+    kind = _prepare_device(settings.device)
+    item.stash[GUARD_KEY] = _make_guard(settings, kind)
 
 
 @pytest.fixture(name="syncguard")

@@ -55,6 +55,15 @@ def add_scenario_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--warmup", type=int, default=None, help="override the warm-up steps")
 
 
+def add_exhaustive_argument(p: argparse.ArgumentParser) -> None:
+    """``--exhaustive`` (``exec``, ``run``): count the reads made in C++ in cpu mode (the
+    dispatch-level net); read by :func:`exhaustive_of`, decided by
+    :func:`syncguard.driving.devices.exhaustive_for`."""
+    from ..driving.devices import EXHAUSTIVE_HELP
+
+    p.add_argument("--exhaustive", action="store_true", default=None, help=EXHAUSTIVE_HELP)
+
+
 def add_width_argument(p: argparse.ArgumentParser) -> None:
     """``--width`` of the terminal tables (default: the terminal's)."""
     p.add_argument("--width", type=int, default=None, help="terminal width for the tables")
@@ -173,12 +182,13 @@ def device_for_probe(kind: str) -> Optional[str]:
     return None if t.kind == "cpu" else str(t.device)
 
 
-def target(kind: str, gpu: bool = False) -> Any:
-    """The command's device (:func:`syncguard.driving.devices.resolve_target`), with one note
-    line on stderr when ``auto`` did not take the NPU and why."""
+def target(kind: str, gpu: bool = False, exhaustive: bool = False) -> Any:
+    """The command's device (:func:`syncguard.driving.devices.resolve_target`, ``exhaustive``
+    the user's flag), with one note line on stderr when ``auto`` did not take the NPU and
+    why."""
     from ..driving.devices import resolve_target
 
-    t = resolve_target(kind, gpu=gpu)
+    t = resolve_target(kind, gpu=gpu, exhaustive=exhaustive)
     if t.note:
         print(f"syncguard: note: {one_line(t.note)}", file=sys.stderr)
     return t
@@ -231,13 +241,37 @@ def prepare_out(out: str, files: Sequence[str], force: bool) -> str:
     return out
 
 
+def _config_path(args: argparse.Namespace) -> Optional[str]:
+    """``--config``, else ./pyproject.toml when present; None for a command without
+    ``--config`` (it reads no configuration)."""
+    if not hasattr(args, "config"):
+        return None
+    path: Optional[str] = args.config
+    if path is None and os.path.isfile("pyproject.toml"):
+        path = "pyproject.toml"
+    return path
+
+
+def exhaustive_of(args: argparse.Namespace) -> bool:
+    """The user's ``exhaustive`` flag: ``--exhaustive``, else ``[tool.syncguard] exhaustive``
+    of ``--config`` (or ./pyproject.toml) where the command takes ``--config``."""
+    from ..driving.config import first_flag, load_tool_table
+
+    path = _config_path(args)
+    try:
+        table = load_tool_table(path) if path is not None else {}
+        return first_flag((getattr(args, "exhaustive", None), "--exhaustive", False),
+                          (table.get("exhaustive"), f"{path}: [tool.syncguard] exhaustive",
+                           False))
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+
+
 def allow_sites_of(args: argparse.Namespace) -> Tuple[Tuple[str, str], ...]:
     """``--allow`` sites plus ``[tool.syncguard] allow`` of ``--config`` (or ./pyproject.toml)."""
     from ..driving.config import load_tool_table, to_allow
 
-    path = args.config
-    if path is None and os.path.isfile("pyproject.toml"):
-        path = "pyproject.toml"
+    path = _config_path(args)
     out: Tuple[Tuple[str, str], ...] = ()
     try:
         if path is not None:

@@ -4,8 +4,10 @@ or `syncguard exec [OPTIONS] -m MODULE [ARGS]`.
 The program runs in this process with sys.argv, __main__ and sys.path[0] as a plain run has
 them. Each call of a --step function (or each `with syncguard.step():` block) is one step; each
 call of a --loop function begins a step that lasts until its next call; with none of them, the
-whole program is one step. Every finished step is streamed to OUT/result.jsonl
-(OUT/result.rank<N>.jsonl under torchrun); `syncguard show` and `compare` read it.
+whole program is one step. With --device cpu, --exhaustive also counts the reads made in C++
+that no Python entry point sees (docs/device-modes.md). Every finished step is streamed to
+OUT/result.jsonl (OUT/result.rank<N>.jsonl under torchrun); `syncguard show` and `compare` read
+it.
 
 Exit code: the program's own when it fails (its traceback shown as a plain run shows it);
 else 2 when a --step never matched (missing module or attribute), 1 when a step name has
@@ -29,6 +31,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     from .common import (
         add_allow_arguments,
         add_device_argument,
+        add_exhaustive_argument,
         add_gate_format_arguments,
         add_out_arguments,
         add_record_lines_argument,
@@ -47,6 +50,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     add_device_argument(p, "auto (npu if torch_npu works, else cuda if available, else sim), "
                         "sim (simulated npu + torch_npu stand-in set up before the program "
                         "starts), npu, cuda, or cpu (CPU tensors counted as device-resident)")
+    add_exhaustive_argument(p)
     p.add_argument("--warmup", type=int, default=0,
                    help="the first N steps of each step name are kept but not counted")
     p.add_argument("--max-syncs", type=int, default=None,
@@ -116,7 +120,7 @@ def main(args: argparse.Namespace) -> int:
     from ..execute.hooks import StepSpecError, parse_step
     from ..execute.program import ProgramError, parse_command
     from ..renderers import run_files
-    from .common import allow_sites_of, output_path
+    from .common import allow_sites_of, exhaustive_of, output_path
     from .common import target as cli_target
 
     for flag, v in (("--warmup", args.warmup), ("--max-syncs", args.max_syncs),
@@ -143,7 +147,8 @@ def main(args: argparse.Namespace) -> int:
         if not os.path.exists(p):
             raise UsageError(f"--record-lines {p}: no such file or folder")
     rank = rank_from_env()
-    target = cli_target(args.device, gpu=True)  # the simulated device exists before the program
+    # the simulated device exists before the program
+    target = cli_target(args.device, gpu=True, exhaustive=exhaustive_of(args))
     files = (result_name(rank),) if rank is not None else run_files()
     # sarif/junit without -o: a file under OUT, never stdout, which the program's output shares
     gate_file = gate_file_name(args.format, rank) if args.output is None else None

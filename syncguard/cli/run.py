@@ -28,6 +28,7 @@ HELP = "run scenarios and write reports (the main job)"
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     from .common import (
+        add_exhaustive_argument,
         add_out_arguments,
         add_record_lines_argument,
         add_scenario_arguments,
@@ -35,6 +36,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )
 
     add_scenario_arguments(p)
+    add_exhaustive_argument(p)
     add_out_arguments(p, "reports/<time>-<device>")
     p.add_argument("--no-timed", action="store_true", help="skip the timed pass")
     p.add_argument("--ratio-base", default=None, metavar="PATH",
@@ -189,15 +191,20 @@ def main(args: argparse.Namespace) -> int:
     from ..errors import EXIT_INTERNAL, EXIT_OK, EXIT_OVER
     from ..renderers import RENDERERS, RESULT_STREAM, write_reports
     from ..results import format as results
-    from .common import run_options
+    from .common import exhaustive_of, run_options
     from .common import target as cli_target
 
     opts = run_options(args, timed=not args.no_timed)
+    opts.exhaustive = exhaustive_of(args)
     lines = _line_recorder(args)
     scenarios = runner.prepare(scenario.resolve(args.scenarios), opts)
     interval = progress_interval()
-    target = cli_target(opts.device)  # fail early, before any file is written
+    target = cli_target(opts.device, exhaustive=opts.exhaustive)  # fail early: no file yet
     opts.device = target.kind
+    if opts.exhaustive and target.kind == "cpu":  # the flag is honoured, and finds nothing
+        print("syncguard: note: --exhaustive: run --device cpu counts no syncs (the scenarios' "
+              "tensors are plain host tensors); --device sim counts them, C++ reads included",
+              file=sys.stderr)
     out = out_dir(args, target.kind)
     result_path = os.path.join(out, RESULT_STREAM)
     err = Console(stderr=True, file=line_safe(lambda: sys.stderr))

@@ -1172,9 +1172,10 @@ def _net_hit(func: Any, args: Tuple[Any, ...], kwargs: Dict[str, Any]) -> Option
     hit = c(args, kwargs, d)
     if hit is not None and base == "aten::_local_scalar_dense" and hit[4] is None:
         # no Python entry point reported it: a 0-d device tensor read in C++, most often one
-        # passed where an int or Scalar is expected (torch.arange(n), x.view(n, -1))
+        # passed where an int or Scalar is expected (torch.arange(n), x.view(n, -1)), or
+        # TorchScript's aten::Bool / aten::item / aten::Int
         hit = (hit[0], hit[1], hit[2], hit[3],
-               "0-d device tensor read in C++ (an int/Scalar argument?)")
+               "read in C++ (a 0-d tensor used as a number, or TorchScript)")
     return hit  # type: ignore[no-any-return]
 
 

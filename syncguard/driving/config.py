@@ -1,15 +1,16 @@
 """``[tool.syncguard]`` in pyproject.toml: settings shared by the pytest plugin and the CLI.
 
-Keys: ``max_syncs`` (plugin), ``allow`` (plugin and ``syncguard check``), ``devices`` (plugin).
-Torch-free and pytest-free.
+Keys: ``max_syncs`` (plugin), ``allow`` (plugin, ``syncguard check`` and ``exec``), ``devices``
+(plugin), ``exhaustive`` (plugin and ``exec``: count the reads made in C++ in cpu mode, see
+:func:`syncguard.driving.devices.exhaustive_for`). Torch-free and pytest-free.
 """
 
 from __future__ import annotations
 
-from typing import Any, Dict, Iterable, List, Tuple
+from typing import Any, Dict, Iterable, List, Optional, Tuple
 
 #: The keys ``[tool.syncguard]`` may hold (a typo is an error, not a silent no-op).
-KEYS = ("allow", "device", "devices", "max_syncs", "lint")
+KEYS = ("allow", "device", "devices", "exhaustive", "max_syncs", "lint")
 
 
 def load_tool_table(path: str) -> Dict[str, Any]:
@@ -60,3 +61,37 @@ def to_allow(specs: Iterable[Any], where: str) -> Tuple[Tuple[str, str], ...]:
                              f"'function', (site, reason) or {{site = ..., reason = ...}}; "
                              f"got {s!r}")
     return tuple(out)
+
+
+_TRUE = ("true", "yes", "on", "1")
+_FALSE = ("false", "no", "off", "0")
+
+
+def to_flag(value: Any, where: str, text: bool = False) -> Optional[bool]:
+    """A yes/no setting (``exhaustive``) as given in TOML or a marker (``True``/``False``),
+    or with ``text`` in an ini file (``true``/``false``, ``yes``/``no``, ``on``/``off``,
+    ``1``/``0``); None when not given (None, or an empty ini value). ValueError naming
+    ``where`` otherwise (a TOML string ``"yes"`` included: TOML has booleans)."""
+    if value is None or isinstance(value, bool):
+        return value
+    if text and isinstance(value, str):
+        v = value.strip().lower()
+        if not v:
+            return None
+        if v in _TRUE:
+            return True
+        if v in _FALSE:
+            return False
+    raise ValueError(f"{where}: must be true or false, got {value!r}")
+
+
+def first_flag(*layers: Tuple[Any, str, bool]) -> bool:
+    """The first given of ``layers`` ((value, where, text), most specific first: a marker,
+    the command line, the ini file, ``[tool.syncguard]``), each checked by :func:`to_flag`
+    (a bad one raises even when a layer before it was given); False when none is."""
+    out: Optional[bool] = None
+    for value, where, text in layers:
+        v = to_flag(value, where, text)
+        if out is None:
+            out = v
+    return bool(out)

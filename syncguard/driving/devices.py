@@ -243,29 +243,66 @@ def _restart_without_npu(reason: str, user_autoload: Optional[str],
 
 
 # -- the target of a run --------------------------------------------------------------------
+#: The one flag that asks for the dispatch-level net in cpu mode, by the same name everywhere:
+#: ``--exhaustive`` (``exec``, ``run``), ``--syncguard-exhaustive`` / ini ``syncguard_exhaustive``
+#: / marker ``exhaustive=True`` (the pytest plugin), ``exhaustive = true`` in
+#: ``[tool.syncguard]``. Its help, shared by every front end:
+EXHAUSTIVE_HELP = ("also count the reads made in C++ that no Python entry point sees (a 0-d "
+                   "tensor used as a number: torch.full((n,), t), torch.arange(t); "
+                   "TorchScript's bool(t), t.item()), with a dispatch-level net on the "
+                   "guard's thread: every op goes through Python, so cpu mode takes it only "
+                   "when asked; cuda and npu always have it, the simulated npu needs none "
+                   "(docs/device-modes.md)")
+
+
+def exhaustive_for(kind: Optional[str], asked: bool = False) -> bool:
+    """The one decision of whether a guard on device ``kind`` counts with the dispatch-level
+    net (``SyncGuard(exhaustive=True)``), which sees the reads made in C++ that no Python
+    entry point sees. ``asked``: the user's ``exhaustive`` flag (:data:`EXHAUSTIVE_HELP`).
+
+    - ``cuda``, ``npu`` (a real device): always: a read missed there is a real sync.
+    - ``sim``: never. Its backend classifies every op on every thread already, and a dispatch
+      mode above it breaks ``torch.tensor(..., device="npu")``.
+    - ``cpu``, or a kind not known (the plugin without ``device=``): when asked. The net puts
+      every ATen op through Python (1.5x to 1.6x the steps of a small decode loop, see
+      ``reports/bench/cpp_reads.md``), so cpu mode does not pay for it unasked.
+    """
+    if kind in ("cuda", "npu"):
+        return True
+    if kind == "sim":
+        return False
+    return asked
+
+
 @dataclasses.dataclass(frozen=True)
 class Target:
     """Where a run executes: ``kind`` as resolved (sim, npu, cuda, cpu), the torch device, a
-    human name, and ``note``: why ``auto`` did not take the NPU ("" when it did, or when it
-    was not asked)."""
+    human name, ``note``: why ``auto`` did not take the NPU ("" when it did, or when it
+    was not asked), and ``asked_exhaustive``: the user's ``exhaustive`` flag."""
 
     kind: str
     device: torch.device
     name: str
     note: str = ""
+    asked_exhaustive: bool = False
 
     @property
     def exhaustive(self) -> bool:
-        """A real device: count with the dispatch net too (the simulated device's backend
-        already classifies every op)."""
-        return self.kind in ("cuda", "npu")
+        """Whether the guard counts with the dispatch net too (:func:`exhaustive_for`)."""
+        return exhaustive_for(self.kind, self.asked_exhaustive)
 
 
-def resolve_target(kind: str = "auto", gpu: bool = False) -> Target:
+def resolve_target(kind: str = "auto", gpu: bool = False, exhaustive: bool = False) -> Target:
     """The device to run on. ``auto``: the NPU when torch_npu is usable, else (with ``gpu``,
     as ``exec`` asks: the user's code runs as it is) a visible CUDA GPU, else the simulated
-    npu, with the reason in ``note``. Raises :class:`DeviceError` with one line saying what is
-    missing and what to do."""
+    npu, with the reason in ``note``. ``exhaustive``: the user's flag (kept on the target,
+    decided by :func:`exhaustive_for`). Raises :class:`DeviceError` with one line saying what
+    is missing and what to do."""
+    t = _resolve(kind, gpu)
+    return dataclasses.replace(t, asked_exhaustive=True) if exhaustive else t
+
+
+def _resolve(kind: str, gpu: bool) -> Target:
     import torch
 
     if kind not in DEVICES:

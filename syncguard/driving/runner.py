@@ -123,6 +123,8 @@ class RunOptions:
     #: scenarios: each gets an equal share of what is left, its counted pass first, its timed
     #: pass the rest of the share (at least one round)
     budget_s: Optional[float] = None
+    #: the user's ``--exhaustive`` (:func:`syncguard.driving.devices.exhaustive_for` decides)
+    exhaustive: bool = False
 
 
 #: the whole run's default time budget (s) when ``--repeat`` is not given
@@ -171,7 +173,7 @@ def run(scenarios: List[Scenario], opts: RunOptions, result_path: str,
     interrupt re-raised; every finished step is already on disk. ``lines``: a
     :class:`syncguard.lint.lines.LineRecorder` active during the counted passes only (never
     the timed ones), its note written before the footer."""
-    target = resolve_target(opts.device)
+    target = resolve_target(opts.device, exhaustive=opts.exhaustive)
     scenarios = prepare(scenarios, opts)
     prof = None
     if target.kind == "sim" and opts.profile != "none":

@@ -720,7 +720,7 @@ def test_status_letter_is_not_the_skip_letter(pytester: pytest.Pytester) -> None
     ("devices=None", "devices: must be a list of device type names such as ('cpu',), got None"),
     ("allow=None", "allow must be a list of call sites such as ['file.py:12'], got None"),
     ('model="tpu"', "model: must be one of 'cuda', 'npu', got 'tpu'"),
-    ('exhaustive="yes"', "exhaustive must be True or False, got 'yes'"),
+    ('exhaustive="yes"', "exhaustive: must be true or false, got 'yes'"),
     ("warmup=-1", "warmup: must be an integer >= 0, got -1"),
 ])
 def test_bad_marker_values_are_one_usage_error(pytester: pytest.Pytester, args: str,
