@@ -13,7 +13,8 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 from ..core import _signals
 from ..core.events import SyncEvent
 from ..core.guard import SyncGuard
-from ..results.format import ResultWriter, StepRecord
+from ..gate.verdicts import Tally
+from ..results.format import OUTSIDE_PATH, ResultWriter, StepRecord
 
 #: ``pass`` of exec step records: the program ran once, under the guard, so each record is
 #: both the counted and the timed pass (host latency includes the interceptors' cost).
@@ -45,12 +46,14 @@ class _LoopStep:
 
 @dataclasses.dataclass
 class StepTotals:
-    """Hidden syncs per step name (warm-up excluded), and the events behind them."""
+    """Hidden syncs per step name (warm-up excluded), counted per site and step for the gate
+    (:class:`~syncguard.gate.verdicts.Tally`: counts and a bounded sample of events, not every
+    event, so a long run's memory stays flat; the events are in the result file)."""
 
     name: str
     steps: int = 0
     syncs: int = 0
-    events: List[SyncEvent] = dataclasses.field(default_factory=list)
+    tally: Tally = dataclasses.field(default_factory=Tally)
 
 
 class ExecSession:
@@ -61,9 +64,17 @@ class ExecSession:
     holding the syncs made on its thread (a thread with no step of its own, a step's helper,
     syncs into the one step open, if only one is; else outside). Steps are numbered per step
     name from 0 (in the order they begin); the first ``warmup`` steps of each name are kept
-    but not counted. Syncs outside every step are kept apart (:attr:`outside`); when the
-    program has no step at all, the whole run becomes one step named ``program``.
+    but not counted. Syncs outside every step are counted apart (:attr:`outside`) and written
+    to the result at the next step's record (:meth:`write_outside`); when the program has no
+    step at all, the whole run becomes one step named ``program``.
+
+    Nothing here grows with the steps: each step's events are written with its record and
+    kept only as counts (:class:`StepTotals`). ``keep_events = True`` (before the run) keeps
+    every counted event as well (``StepTotals.tally.events``, ``outside.events``).
     """
+
+    #: keep every counted event in memory too (the tallies' ``events``), not only counts
+    keep_events = False
 
     def __init__(self, program: str, writer: ResultWriter, target: Any, warmup: int = 0,
                  allow_sites: Sequence[Tuple[str, str]] = (), rank: Optional[int] = None,
@@ -81,9 +92,12 @@ class ExecSession:
         self._pending: Optional[Tuple[str, int, List[SyncEvent], float, Any,
                                       Optional[Dict[str, str]]]] = None
         self._loop: Optional[_LoopStep] = None
-        self.outside: List[SyncEvent] = []
-        #: for each of :attr:`outside`, the index of the step begun last before it
-        self.outside_after: List[Optional[int]] = []
+        #: the hidden syncs made outside every step, per site
+        self.outside = Tally(keep_events=self.keep_events)
+        #: outside events not written yet, each with the index of the step begun last before
+        #: it (written at the next step's record; kept whole while no step has begun: they
+        #: are the ``program`` step's if none ever does)
+        self._unwritten: List[Tuple[SyncEvent, Optional[int]]] = []
         self._last: Optional[int] = None
         self.totals: Dict[str, StepTotals] = {}
         self._timer = DeviceTimer(target)
@@ -112,8 +126,7 @@ class ExecSession:
             elif self._loop is not None and self._loop_live():
                 self._loop.events.append(dataclasses.replace(ev, step=self._loop.index))
             else:
-                self.outside.append(ev)
-                self.outside_after.append(self._last)
+                self._keep_outside(ev)
 
     def _loop_live(self) -> bool:
         """Whether the open loop step still runs: False once the call that drove the loop
@@ -229,14 +242,30 @@ class ExecSession:
         rec = StepRecord.from_events(self.program, name, EXEC_PASS, i, warmup_steps, evs,
                                      latency_ms, device_ms=device_ms, rank=self.rank,
                                      labels=labels)
-        tot = self.totals.setdefault(name, StepTotals(name))
+        tot = self.totals.get(name)
+        if tot is None:
+            tot = self.totals[name] = StepTotals(name, tally=Tally(
+                keep_events=self.keep_events))
         tot.steps += 1
         if rec.warmup:
             evs = [dataclasses.replace(e, warmup=True) for e in evs]
         else:
             tot.syncs += rec.syncs
-            tot.events.extend(e for e in evs if not e.allowed)
+            tot.tally.extend(evs)  # the hidden ones, counted
+        self.write_outside()  # made before this step ended: above its lines in the file
         self.writer.step(rec, evs)
+
+    def _keep_outside(self, ev: SyncEvent) -> None:
+        self.outside.add(ev)
+        self._unwritten.append((ev, self._last))
+
+    def write_outside(self) -> None:
+        """Write the outside events not written yet (path ``OUTSIDE_PATH``, each with
+        ``after_step``)."""
+        if self._unwritten:
+            evs, self._unwritten = self._unwritten, []
+            self.writer.events(self.program, OUTSIDE_PATH, EXEC_PASS, [e for e, _ in evs],
+                               self.rank, [a for _, a in evs])
 
     def finish(self, complete: bool = True) -> None:
         """After the program: with no step at all, the whole program is step 0 of
@@ -254,8 +283,8 @@ class ExecSession:
                     self._loop = None
             self._flush()
             if not self._next and complete:
-                evs = [dataclasses.replace(e, step=0) for e in self.outside]
-                self.outside, self.outside_after = [], []
+                evs = [dataclasses.replace(e, step=0) for e, _ in self._unwritten]
+                self.outside, self._unwritten = Tally(keep_events=self.keep_events), []
                 self._next[PROGRAM_STEP] = 1
                 self._record(PROGRAM_STEP, 0, 0, evs,  # the whole program: never warm-up
                              (time.perf_counter() - self._t_start) * 1e3, None)
