@@ -226,7 +226,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     ap = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     ap.add_argument("--rounds", type=int, default=9)
     ap.add_argument("--steps", type=int, default=2000, help="steps of each timed run")
-    ap.add_argument("--hidden", type=int, default=512, help="layer width (~1 ms a step)")
+    ap.add_argument("--hidden", type=int, default=576, help="layer width (~1 ms a step)")
     ap.add_argument("--mem-steps", default="1000,8000")
     ap.add_argument("--out", type=Path, default=None)
     a = ap.parse_args(argv)

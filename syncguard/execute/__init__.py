@@ -136,6 +136,7 @@ def execute(opts: ExecOptions, target: Any, out: str) -> int:
         code = _exit_code(exc)
     except KeyboardInterrupt as exc:
         stop.caught(exc)
+        writer.sync()  # the finished steps on disk now: the footer and reports take a while
     except BrokenPipeError:  # the reader of its output went away (`| head`): as `run`, 141
         code = EXIT_BROKEN_PIPE
     except BaseException as exc:  # the program failed: its traceback, as a plain run shows

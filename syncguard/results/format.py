@@ -169,6 +169,10 @@ class StepRecord:
 #: step fields of results written before the subject's labels held them: moved into labels
 _OLD_LABELS = ("branch", "eligible")
 _FIELD_ORDER = tuple(f.name for f in dataclasses.fields(StepRecord))
+#: an event's fields but its stack (:meth:`ResultWriter._event_line` writes that last)
+_EVENT_ATTRS = tuple(f.name for f in dataclasses.fields(SyncEvent) if f.name != "stack")
+#: distinct call stacks a writer keeps encoded (then it starts afresh)
+_STACKS_KEPT = 4096
 _FIELD_NAMES = frozenset(_FIELD_ORDER)
 
 STEP_COLUMNS = {
@@ -284,6 +288,8 @@ class ResultWriter:
         from ..core._atomic import open_stream
 
         self._f: Optional[IO[str]] = open_stream(path)  # never through a symlink at path
+        # each distinct call stack encoded once: most of an event line, the same every step
+        self._stacks: Dict[Tuple[Any, ...], str] = {}
         self._write({"type": "header", "schema": SCHEMA, "created": time.time(), **header})
         self._synced = self.clock()
 
@@ -298,6 +304,18 @@ class ResultWriter:
             from ..core._untrusted import finite_json
 
             return self._encoder.encode(finite_json(obj)) + "\n"
+
+    def _event_line(self, head: Dict[str, Any], ev: SyncEvent) -> str:
+        """``head`` and ``ev``'s fields as one line, its ``stack`` last."""
+        stack = self._stacks.get(ev.stack)
+        if stack is None:
+            if len(self._stacks) >= _STACKS_KEPT:
+                self._stacks.clear()
+            stack = self._stacks[ev.stack] = self._encoder.encode([
+                {"filename": f.filename, "lineno": f.lineno, "function": f.function,
+                 "qualname": f.qualname} for f in ev.stack])
+        d = {**head, **{k: getattr(ev, k) for k in _EVENT_ATTRS}}
+        return f'{self._line(d)[:-2]},"stack":{stack}}}\n'
 
     def _write(self, obj: Dict[str, Any]) -> None:
         assert self._f is not None, "result writer is closed"
@@ -316,8 +334,9 @@ class ResultWriter:
         its events above it; written and flushed together."""
         assert self._f is not None, "result writer is closed"
         extra = {} if rec.rank is None else {"rank": rec.rank}
-        lines = [self._line({"type": "event", "scenario": rec.scenario, "path": rec.path,
-                             "pass": rec.pass_, **extra, **ev.to_dict()}) for ev in events]
+        head = {"type": "event", "scenario": rec.scenario, "path": rec.path,
+                "pass": rec.pass_, **extra}
+        lines = [self._event_line(head, ev) for ev in events]
         lines.append(self._line({"type": "step", **rec.to_dict()}))
         self._f.write("".join(lines))
         self._f.flush()
@@ -330,11 +349,13 @@ class ResultWriter:
         """Events that belong to no step record (``exec``: syncs outside every step, each
         with ``after_step``, the step begun last before it, from ``after``)."""
         extra: Dict[str, Any] = {} if rank is None else {"rank": rank}
+        assert self._f is not None, "result writer is closed"
         for i, ev in enumerate(events):
             if after is not None:
                 extra["after_step"] = after[i]
-            self._write({"type": "event", "scenario": scenario, "path": path, "pass": pass_,
-                         **extra, **ev.to_dict()})
+            self._f.write(self._event_line({"type": "event", "scenario": scenario,
+                                            "path": path, "pass": pass_, **extra}, ev))
+        self._f.flush()
 
     def timeline(self, fields: Dict[str, Any]) -> None:
         """The modeled device timeline of one step (:mod:`syncguard.model.timeline`)."""

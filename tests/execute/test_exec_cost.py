@@ -180,3 +180,37 @@ def test_the_session_keeps_no_more_after_400_steps_than_after_20(keep: bool) -> 
                 len(s._open), len(s._next))
 
     assert run(20) == run(400)
+
+
+_SIGTERM_AT_50 = (
+    "import os\nimport signal\nimport torch\nimport syncguard\n\n"
+    "x = torch.ones(2)\n"
+    "for i in range(100):\n"
+    "    if i == 50:\n"
+    "        os.kill(os.getpid(), signal.SIGTERM)\n"
+    "    with syncguard.step('decode'):\n"
+    "        x.sum().item()\n")
+
+
+@pytest.mark.skipif(not hasattr(os, "kill") or os.name == "nt", reason="needs POSIX SIGTERM")
+def test_a_stop_signal_fsyncs_the_finished_steps_before_the_reports(
+        tmp_path: Any, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture) -> None:
+    """SIGTERM at step 50, the writer's clock stopped (no fsync for time): the result is
+    fsync'ed when the stop is caught, before the footer and reports, and once more when it is
+    closed; not once per step."""
+    (tmp_path / "term.py").write_text(_SIGTERM_AT_50)
+    monkeypatch.chdir(tmp_path)
+    synced: List[int] = []
+    real = os.fsync
+
+    def fsync(fd: int) -> None:
+        synced.append(os.fstat(fd).st_ino)
+        real(fd)
+
+    monkeypatch.setattr(os, "fsync", fsync)
+    monkeypatch.setattr(ResultWriter, "clock", staticmethod(lambda: 0.0), raising=False)
+    out = str(tmp_path / "o")
+    assert main(["exec", "--device", "cpu", "--out", out, "--", "python", "term.py"]) == 143
+    path = os.path.join(out, "result.jsonl")
+    assert len(results.load(path).steps) == 50
+    assert synced.count(os.stat(path).st_ino) == 2
