@@ -7,9 +7,12 @@ Each step: four ``hidden x hidden`` layers on a batch of 8 and the next token re
 ``.item()`` (the one read). The loop times every call of :func:`decode_step` itself
 (``perf_counter`` around the call, so under ``exec`` the step hook, the guard and the writing
 of the step's result line are inside), keeps the times in a preallocated array (no growth of
-its own), and writes them at exit together with the process's resident set: ``VmRSS`` at
-10%, 50% and 90% of the steps and the loop's end, and ``VmHWM`` (the peak) at the loop's end
-and at exit (under ``exec``, exit comes after syncguard's reports).
+its own), and writes them at exit together with the process's memory: ``VmRSS`` and
+``RssAnon`` (the process's own pages: unlike shared-library pages, not dropped when the
+machine reclaims memory) at 10%, 50% and 90% of the steps and the loop's end, ``VmHWM`` (the
+peak) at the loop's end and at exit (under ``exec``, exit comes after syncguard's reports),
+and, when Python traces allocations (``PYTHONTRACEMALLOC=1``), the traced heap's current
+size and peak at those points.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ import array
 import atexit
 import json
 import time
+import tracemalloc
 from typing import Dict, Optional
 
 import torch
@@ -73,10 +77,20 @@ def main() -> None:
     times = array.array("d", bytes(8 * a.steps))
     marks = {int(a.steps * f): f"{int(f * 100)}%" for f in (0.1, 0.5, 0.9)}
     rss: Dict[str, Optional[int]] = {}
-    out: Dict[str, object] = {"steps": a.steps, "hidden": a.hidden, "rss_kb": rss}
+    anon: Dict[str, Optional[int]] = {}
+    traced: Dict[str, int] = {}
+    out: Dict[str, object] = {"steps": a.steps, "hidden": a.hidden, "rss_kb": rss,
+                              "rss_anon_kb": anon, "traced_kb": traced}
+
+    def trace(at: str) -> None:
+        if tracemalloc.is_tracing():
+            now, peak = tracemalloc.get_traced_memory()
+            traced[f"{at}_current"], traced[f"{at}_peak"] = now // 1024, peak // 1024
 
     def write() -> None:
         rss["hwm_exit"] = _status_kb("VmHWM")
+        anon["exit"] = _status_kb("RssAnon")
+        trace("exit")
         out["step_s"] = list(times)
         with open(a.times, "w", encoding="utf-8") as f:
             json.dump(out, f)
@@ -87,11 +101,15 @@ def main() -> None:
         for i in range(a.steps):
             if i in marks:
                 rss[marks[i]] = _status_kb("VmRSS")
+                anon[marks[i]] = _status_kb("RssAnon")
+                trace(marks[i])
             t0 = clock()
             decode_step(x)
             times[i] = clock() - t0
     rss["loop_end"] = _status_kb("VmRSS")
     rss["hwm_loop_end"] = _status_kb("VmHWM")
+    anon["loop_end"] = _status_kb("RssAnon")
+    trace("loop_end")
 
 
 if __name__ == "__main__":
