@@ -120,7 +120,7 @@ class StepRecord:
     def to_dict(self) -> Dict[str, Any]:
         # field by field (dataclasses.asdict deep-copies, tens of microseconds per step
         # record under exec); the containers are copied, as asdict would
-        d = {k: getattr(self, k) for k in _FIELD_ORDER}
+        d = dict(self.__dict__)  # the fields, in their order (a plain dataclass)
         if d["tokens"] is not None:
             d["tokens"] = list(d["tokens"])
         if d["labels"] is not None:
@@ -168,12 +168,9 @@ class StepRecord:
 
 #: step fields of results written before the subject's labels held them: moved into labels
 _OLD_LABELS = ("branch", "eligible")
-_FIELD_ORDER = tuple(f.name for f in dataclasses.fields(StepRecord))
-#: an event's fields but its stack (:meth:`ResultWriter._event_line` writes that last)
-_EVENT_ATTRS = tuple(f.name for f in dataclasses.fields(SyncEvent) if f.name != "stack")
 #: distinct call stacks a writer keeps encoded (then it starts afresh)
 _STACKS_KEPT = 4096
-_FIELD_NAMES = frozenset(_FIELD_ORDER)
+_FIELD_NAMES = frozenset(f.name for f in dataclasses.fields(StepRecord))
 
 STEP_COLUMNS = {
     "scenario": "scenario name",
@@ -314,7 +311,8 @@ class ResultWriter:
             stack = self._stacks[ev.stack] = self._encoder.encode([
                 {"filename": f.filename, "lineno": f.lineno, "function": f.function,
                  "qualname": f.qualname} for f in ev.stack])
-        d = {**head, **{k: getattr(ev, k) for k in _EVENT_ATTRS}}
+        d = {**head, **ev.__dict__}  # the fields, in their order (a plain dataclass)
+        del d["stack"]
         return f'{self._line(d)[:-2]},"stack":{stack}}}\n'
 
     def _write(self, obj: Dict[str, Any]) -> None:
