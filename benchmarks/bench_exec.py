@@ -12,7 +12,9 @@ Per call of a trivial function (returns its argument), interleaved round by roun
   own cost per step call (outermost-step bookkeeping, lock, two calls);
 * ``step_nested``: a nested step call inside an open step (recursion: no new step);
 * ``step_session``: wrapped as a step under a real exec session (guard step, timing,
-  StepRecord, the result line written and fsync'ed): the whole per-step cost of exec.
+  StepRecord, the result line written and flushed; fsync'ed about once a second, not per
+  step): exec's per-step cost of its own, with no sync in the step. What a guarded decode
+  step costs a program end to end is ``bench_exec_cost.py``'s.
 
 Also the post-import finder's cost per import of an unrelated module (``find_spec`` miss).
 
@@ -116,7 +118,7 @@ def main() -> None:
     }
     times = interleaved(runners, a.repeats, warmup=1, inner=a.inner)
 
-    # the whole per-step cost under a real session (writes and fsyncs one line per step)
+    # the whole per-step cost under a real session (writes and flushes one line per step)
     target = resolve_target("sim")
     with tempfile.TemporaryDirectory() as d:
         writer = ResultWriter(os.path.join(d, "result.jsonl"), {"bench": True})
@@ -157,7 +159,8 @@ def main() -> None:
             "plain_us": round(median(sess["plain"]) * 1e6, 4),
             "spread_us": [min(rounded(sess["step_session"], 1e6, 2)),
                           max(rounded(sess["step_session"], 1e6, 2))],
-            "note": "includes writing and fsync'ing one result line per step",
+            "note": "includes writing and flushing one result line per step (fsync about "
+                    "once a second)",
         },
         "finder_miss_us": round(median(miss["find_spec_miss"]) * 1e6, 4),
         "verdict": ("step hook overhead {:.2f} us per step call (aim < {} us); unnamed "

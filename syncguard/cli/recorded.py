@@ -22,9 +22,11 @@ def is_result_path(p: str) -> bool:
 
 
 def check_results(args: argparse.Namespace, paths: Sequence[str]) -> int:
+    import dataclasses
+
     from ..core.events import SyncEvent
     from ..gate.baseline import Baseline
-    from ..gate.verdicts import Verdict, budget
+    from ..gate.verdicts import Tally, Verdict, budget
     from ..results import format as results
     from ..results.format import OUTSIDE_PATH
     from .common import allow_sites_of, finish
@@ -57,8 +59,10 @@ def check_results(args: argparse.Namespace, paths: Sequence[str]) -> int:
                    and e.get("path") == OUTSIDE_PATH]
             evs = allowed_now([SyncEvent.from_dict({k: v for k, v in e.items() if k not in (
                 "scenario", "path", "pass", "rank", "after_step")}) for e in raw], allow_sites)
-            after = [e.get("after_step") if isinstance(e.get("after_step"), int) else None
-                     for e in raw]
+            after = Tally()  # each counted at the step begun last before it
+            for e, a in zip(evs, (r.get("after_step") for r in raw)):
+                if isinstance(a, int) and not isinstance(a, bool):
+                    after.add(dataclasses.replace(e, step=a))
             counted: Dict[str, int] = {}
             for s in res.steps:
                 if s.scenario == sc and not s.warmup and s.pass_ in ("counted", "exec"):

@@ -17,7 +17,7 @@ from .hooks import StepTarget
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..core import _signals
-    from ..gate.verdicts import Budget
+    from ..gate.verdicts import Budget, Tally
 
 
 @dataclasses.dataclass
@@ -74,11 +74,11 @@ def execute(opts: ExecOptions, target: Any, out: str) -> int:
     from ..core import steps as markers
     from ..core._selftest import selftest
     from ..errors import EXIT_BROKEN_PIPE, EXIT_OK, EXIT_OVER, EXIT_USAGE, UsageError
-    from ..results.format import OUTSIDE_PATH, ResultWriter, environment
+    from ..results.format import ResultWriter, environment
     from .hooks import StepHooks, findable, static_missing
     from .mainhook import main_source
     from .program import ProgramError, check, program_path, run, show_exception
-    from .session import EXEC_PASS, PROGRAM_STEP, ExecSession
+    from .session import PROGRAM_STEP, ExecSession
 
     program = opts.program
     try:
@@ -141,6 +141,7 @@ def execute(opts: ExecOptions, target: Any, out: str) -> int:
         code = _exit_code(exc)
     except KeyboardInterrupt as exc:
         stop.caught(exc)
+        writer.sync()  # the finished steps on disk now: the footer and reports take a while
     except BrokenPipeError:  # the reader of its output went away (`| head`): as `run`, 141
         code = EXIT_BROKEN_PIPE
     except BaseException as exc:  # the program failed: its traceback, as a plain run shows
@@ -162,15 +163,12 @@ def execute(opts: ExecOptions, target: Any, out: str) -> int:
                                                        "was never installed")
                              for t in opts.steps)
             writer.note(message=f"no step matched: {what}", no_step=True)
-        if session.outside:  # per site, as events: kind, op, line and count of each
-            writer.events(program.name, OUTSIDE_PATH, EXEC_PASS, session.outside, opts.rank,
-                          session.outside_after)
-        outside = [e for e in session.outside if not e.allowed]
-        if outside:
-            sites = _sites(outside)
+        session.write_outside()  # per site, as events: kind, op, line and count of each
+        outside = session.outside  # the hidden ones, counted per site
+        if outside.sites():
             writer.note(message=outside_message(outside, opts.max_syncs_outside,
                                                 _budget(opts).gated),
-                        outside_steps=sum(e.count for e in outside), sites=sites)
+                        outside_steps=outside.hidden, sites=_sites(outside))
         if stopped:
             writer.close(False, reason=stop.reason(), exit_code=stop.exit_code)
         elif code != 0:  # ran to its end, and failed: the reports say how
@@ -234,37 +232,45 @@ def own_module(program: Any) -> str:
     return str(program.target)
 
 
-def _sites(events: List[Any], sort: bool = True) -> List[str]:
-    """``file:line`` of ``events``, paths as the reports show them: each once, by file then
-    line (``sort=False``: one per event, in order)."""
+def _site_counts(outside: Tally) -> Dict[str, int]:
+    """Hidden syncs per ``file:line`` (paths as the reports show them), in the order the lines
+    first synced."""
     from ..core.sites import shown_path
 
-    if not sort:
-        return [f"{shown_path(e.filename)}:{int(e.lineno or 0)}" for e in events]
-    return [f"{f}:{n}" for f, n in sorted({(shown_path(e.filename), int(e.lineno or 0))
-                                           for e in events})]
+    counts: Dict[str, int] = {}
+    for s in outside.sites(by_count=False):
+        site = f"{shown_path(s.event.filename)}:{int(s.event.lineno or 0)}"
+        counts[site] = counts.get(site, 0) + s.count
+    return counts
 
 
-def outside_message(outside: List[Any], budget: Optional[int] = None,
+def _sites(outside: Tally) -> List[str]:
+    """``file:line`` of ``outside``'s sites, paths as the reports show them: each once, by file
+    then line."""
+    from ..core.sites import shown_path
+
+    return [f"{f}:{n}" for f, n in sorted({(shown_path(s.event.filename), int(s.event.lineno or 0))
+                                           for s in outside.sites()})]
+
+
+def outside_message(outside: Tally, budget: Optional[int] = None,
                     steps_gated: bool = False) -> str:
-    """One line on the hidden syncs made outside every step: the sites with the most first,
-    each with its count (``generate.py:39 x5``); gated on ``--max-syncs-outside``, or (its
-    per-step sites) with the steps (``steps_gated``)."""
+    """One line on the hidden syncs made outside every step (counted in ``outside``): the
+    sites with the most first, each with its count (``generate.py:39 x5``); gated on
+    ``--max-syncs-outside``, or (its per-step sites) with the steps (``steps_gated``)."""
     from .._words import plural
 
-    counts: Dict[str, int] = {}
-    for site, e in zip(_sites(outside, sort=False), outside):
-        counts[site] = counts.get(site, 0) + e.count
+    counts = _site_counts(outside)
     sites = [f"{s} x{n}" for s, n in sorted(counts.items(), key=lambda kv: -kv[1])]
     more = f" and {len(sites) - 3} more" if len(sites) > 3 else ""
     gate = (f"budget {budget}" if budget is not None else "per-step sites gated with the steps"
             if steps_gated else "not gated")
-    return (f"{plural(sum(e.count for e in outside), 'hidden sync')} outside every step "
+    return (f"{plural(outside.hidden, 'hidden sync')} outside every step "
             f"({gate}): {', '.join(sites[:3])}{more}")
 
 
 def _report(opts: ExecOptions, path: str, out: str, stop: Optional[_signals.Stop],
-            outside: List[Any]) -> None:
+            outside: Tally) -> None:
     from .._escape import one_line
     from ..console import stderr_console, wrote
     from ..renderers import terminal, write_reports
@@ -282,7 +288,7 @@ def _report(opts: ExecOptions, path: str, out: str, stop: Optional[_signals.Stop
         err.print(f"rank {opts.rank}: {hidden} hidden syncs in {len(res.steps)} steps; "
                   f"`syncguard show {one_line(out)}` merges the ranks", markup=False)
     wrote(path)
-    if outside and opts.rank is not None:  # otherwise the rendered report's notes say it
+    if outside.sites() and opts.rank is not None:  # else the rendered report's notes say it
         err.print(outside_message(outside, opts.max_syncs_outside), markup=False)
     if stop is not None:
         err.print(stop.kept(len(res.steps), path), markup=False)
@@ -300,8 +306,8 @@ def _gate(opts: ExecOptions, session: Any) -> bool:
 
     label = opts.program.name if opts.rank is None else f"{opts.program.name} [rank {opts.rank}]"
     verdicts = []
-    for name, tot in session.totals.items():
-        verdicts += gate.verdicts(tot.events, label, name)
+    for name, tot in session.totals.items():  # counts per site and step, not events
+        verdicts += gate.verdicts(tot.tally, label, name)
     steps = max((t.steps - min(t.steps, opts.warmup) for t in session.totals.values()),
                 default=0)
     verdicts += gate.outside_verdicts(session.outside, label, session.outside_after, steps)

@@ -14,7 +14,8 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 from ..core import _signals
 from ..core.events import SyncEvent
 from ..core.guard import SyncGuard
-from ..results.format import ResultWriter, StepRecord
+from ..gate.verdicts import Tally
+from ..results.format import OUTSIDE_PATH, ResultWriter, StepRecord
 
 #: ``pass`` of exec step records: the program ran once, under the guard, so each record is
 #: both the counted and the timed pass (host latency includes the interceptors' cost).
@@ -84,12 +85,14 @@ _LOOP: contextvars.ContextVar[Optional[_LoopStep]] = contextvars.ContextVar(
 
 @dataclasses.dataclass
 class StepTotals:
-    """Hidden syncs per step name (warm-up excluded), and the events behind them."""
+    """Hidden syncs per step name (warm-up excluded), counted per site and step for the gate
+    (:class:`~syncguard.gate.verdicts.Tally`: counts and a bounded sample of events, not every
+    event, so a long run's memory stays flat; the events are in the result file)."""
 
     name: str
     steps: int = 0
     syncs: int = 0
-    events: List[SyncEvent] = dataclasses.field(default_factory=list)
+    tally: Tally = dataclasses.field(default_factory=Tally)
 
 
 class ExecSession:
@@ -105,7 +108,16 @@ class ExecSession:
     the order they begin); the first ``warmup`` steps of each name are kept but not counted.
     Syncs outside every step are kept apart (:attr:`outside`); when the program has no step
     at all, the whole run becomes one step named ``program``.
+
+    Nothing here grows with the steps: each step's events are written with its record and
+    kept only as counts (:class:`StepTotals`); syncs outside every step are counted per site
+    (:attr:`outside`) and written at the next step's record (:meth:`write_outside`).
+    ``keep_events = True`` (before the run) keeps every counted event as well
+    (``StepTotals.tally.events``, ``outside.events``).
     """
+
+    #: keep every counted event in memory too (the tallies' ``events``), not only counts
+    keep_events = False
 
     def __init__(self, program: str, writer: ResultWriter, target: Any, warmup: int = 0,
                  allow_sites: Sequence[Tuple[str, str]] = (), rank: Optional[int] = None,
@@ -122,9 +134,15 @@ class ExecSession:
         self._loops: Dict[int, _LoopStep] = {}
         self._pending: Optional[Tuple[str, int, List[SyncEvent], float, Any,
                                       Optional[Dict[str, str]]]] = None
-        self.outside: List[SyncEvent] = []
-        #: for each of :attr:`outside`, the index of the step begun last before it
-        self.outside_after: List[Optional[int]] = []
+        #: the hidden syncs made outside every step, per site
+        self.outside = Tally(keep_events=self.keep_events)
+        #: the same, each counted at the step begun last before it (``after_step``): which
+        #: of their sites sync once per step or more (the gate's no-false-pass rule)
+        self.outside_after = Tally()
+        #: outside events not written yet, each with the index of the step begun last before
+        #: it (written at the next step's record; kept whole while no step has begun: they
+        #: are the ``program`` step's if none ever does)
+        self._unwritten: List[Tuple[SyncEvent, Optional[int]]] = []
         self._last: Optional[int] = None
         self.totals: Dict[str, StepTotals] = {}
         self._timer = DeviceTimer(target)
@@ -182,9 +200,14 @@ class ExecSession:
                         lp.depths.append(where)
                     return
                 self._last_of(lp)
-            self.outside.append(ev)
-            self.outside_after.append(self._last if lp is None or lp.session is not self
-                                      else lp.index)
+            self._keep_outside(ev, self._last if lp is None or lp.session is not self
+                               else lp.index)
+
+    def _keep_outside(self, ev: SyncEvent, after: Optional[int]) -> None:
+        self.outside.add(ev)
+        if after is not None:
+            self.outside_after.add(dataclasses.replace(ev, step=after))
+        self._unwritten.append((ev, after))
 
     def _last_of(self, lp: _LoopStep) -> None:
         if lp.t_end is None:
@@ -257,8 +280,7 @@ class ExecSession:
             evs = [e for e, d in zip(lp.events, lp.depths) if d == 0]
             for e, d in zip(lp.events, lp.depths):
                 if d:
-                    self.outside.append(dataclasses.replace(e, step=None))
-                    self.outside_after.append(lp.index)
+                    self._keep_outside(dataclasses.replace(e, step=None), lp.index)
         labels = None
         if lp.first and next_shape is not None and lp.shape is not None and (
                 lp.shape != next_shape):
@@ -344,14 +366,26 @@ class ExecSession:
         rec = StepRecord.from_events(self.program, name, EXEC_PASS, i, warmup_steps, evs,
                                      latency_ms, device_ms=device_ms, rank=self.rank,
                                      labels=labels)
-        tot = self.totals.setdefault(name, StepTotals(name))
+        tot = self.totals.get(name)
+        if tot is None:
+            tot = self.totals[name] = StepTotals(name, tally=Tally(
+                keep_events=self.keep_events))
         tot.steps += 1
         if rec.warmup:
             evs = [dataclasses.replace(e, warmup=True) for e in evs]
         else:
             tot.syncs += rec.syncs
-            tot.events.extend(e for e in evs if not e.allowed)
+            tot.tally.extend(evs)  # the hidden ones, counted
+        self.write_outside()  # made before this step ended: above its lines in the file
         self.writer.step(rec, evs)
+
+    def write_outside(self) -> None:
+        """Write the outside events not written yet (path ``OUTSIDE_PATH``, each with
+        ``after_step``)."""
+        if self._unwritten:
+            evs, self._unwritten = self._unwritten, []
+            self.writer.events(self.program, OUTSIDE_PATH, EXEC_PASS, [e for e, _ in evs],
+                               self.rank, [a for _, a in evs])
 
     def finish(self, complete: bool = True) -> None:
         """After the program: with no step at all, the whole program is step 0 of
@@ -372,8 +406,9 @@ class ExecSession:
             self._loops.clear()
             self._flush()
             if not self._next and complete:
-                evs = [dataclasses.replace(e, step=0) for e in self.outside]
-                self.outside, self.outside_after = [], []
+                evs = [dataclasses.replace(e, step=0) for e, _ in self._unwritten]
+                self.outside, self._unwritten = Tally(keep_events=self.keep_events), []
+                self.outside_after = Tally()
                 self._next[PROGRAM_STEP] = 1
                 self._record(PROGRAM_STEP, 0, 0, evs,  # the whole program: never warm-up
                              (time.perf_counter() - self._t_start) * 1e3, None)

@@ -8,8 +8,9 @@ per step name and run). Torch-free.
   the configured ones (a scenario's ``[expect]``, a recorded run's own options) and a baseline;
   :meth:`Budget.verdicts` judges one scenario/path on it.
 - :class:`Tally` groups hidden syncs by call site as events arrive (allowed and warm-up events
-  are skipped); pass ``tally.add`` as a guard's ``on_event`` to keep memory flat over long
-  runs, or hand :func:`judge` a list of events.
+  are skipped), keeping counts per site and step instead of the events; pass ``tally.add`` as
+  a guard's ``on_event`` to keep memory flat over long runs, or hand :func:`judge` a list of
+  events. Every verdict takes either.
 - :func:`judge` gives a :class:`Verdict`: with ``max_syncs`` it fails when the hidden syncs
   exceed the budget (every site is then a finding); with a
   :class:`~syncguard.gate.baseline.Baseline` it fails only on a site the baseline does not
@@ -43,17 +44,18 @@ The CI formats of ``check`` render verdicts too:
 
 from __future__ import annotations
 
+import array
 import dataclasses
 from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple, Union
 
 from .._words import plural, steps_phrase
 from ..core.events import SyncEvent
 from ..core.events import site_line as _site_line
-from ..core.sites import caller_text, function_name, group_key, grows_with_steps, site_key
+from ..core.sites import caller_text, function_name, grows_with_steps, site_key
 from .baseline import Baseline, BaselineSite, Finding
 
-__all__ = ["OUTSIDE_GATE", "OUTSIDE_PER_STEP", "Budget", "Site", "Tally", "Verdict",
-           "baseline_from", "budget", "judge", "per_step_outside", "per_step_verdict", "summary"]
+__all__ = ["OUTSIDE_GATE", "OUTSIDE_PER_STEP", "Budget", "Site", "StepCounts", "Tally",
+           "Verdict", "baseline_from", "budget", "judge", "per_step_verdict", "summary"]
 
 #: the path of the verdict on the hidden syncs an ``exec`` run made outside every step
 OUTSIDE_GATE = "outside steps"
@@ -92,45 +94,244 @@ def site_line(f: Finding, root: Optional[str] = None) -> str:
     return _line(f.event, f.count, f.steps, root)
 
 
+class StepCounts:
+    """A count per step index, kept as runs ``(first, last, n)`` of consecutive steps with the
+    same count ``n``, three machine integers each (24 bytes). Fed in step order (as a run
+    records its steps), a loop that syncs the same number of times every step stays one run
+    however long it runs; a site that syncs in every other step takes a run per sync. Steps
+    fed out of order (steps on several threads) are kept too, as runs of their own, and
+    summed when read."""
+
+    __slots__ = ("_runs", "_ordered")
+
+    def __init__(self) -> None:
+        self._runs = array.array("q")  # first, last, n, first, last, n, ...
+        self._ordered = True
+
+    def add(self, step: int, n: int = 1) -> None:
+        """``n`` more at ``step``."""
+        r = self._runs
+        if not r:
+            r.extend((step, step, n))
+            return
+        first, last, count = r[-3], r[-2], r[-1]
+        if step == last:  # the step being fed: its count grows
+            if first == step:
+                r[-1] = count + n
+            else:
+                r[-2] = last - 1
+                r.extend((step, step, count + n))
+        elif step == last + 1 and count == n:
+            r[-2] = step
+            return
+        else:
+            if step < last:
+                self._ordered = False
+            r.extend((step, step, n))
+        # the grown step may now continue the run before it
+        if len(r) >= 6 and r[-5] + 1 == r[-3] and r[-4] == r[-1]:
+            r[-5] = r[-2]
+            del r[-3:]
+
+    def __len__(self) -> int:
+        """How many runs are kept (what the memory grows with)."""
+        return len(self._runs) // 3
+
+    def runs(self) -> List[Tuple[int, int, int]]:
+        """``(first, last, n)`` runs, by step, each step once."""
+        r = self._runs
+        triples = [(r[i], r[i + 1], r[i + 2]) for i in range(0, len(r), 3)]
+        if self._ordered:
+            return triples
+        per: Dict[int, int] = {}
+        for a, b, n in triples:
+            for i in range(a, b + 1):
+                per[i] = per.get(i, 0) + n
+        out: List[List[int]] = []
+        for i in sorted(per):
+            if out and out[-1][1] + 1 == i and out[-1][2] == per[i]:
+                out[-1][1] = i
+            else:
+                out.append([i, i, per[i]])
+        return [(a, b, n) for a, b, n in out]
+
+    def within(self, spans: Sequence[Tuple[int, int]]) -> List[Tuple[int, int, int]]:
+        """The runs cut to ``spans`` (``(first, last)`` step ranges, by step, disjoint)."""
+        out = []
+        j = 0
+        for a, b, n in self.runs():
+            while j < len(spans) and spans[j][1] < a:
+                j += 1
+            k = j
+            while k < len(spans) and spans[k][0] <= b:
+                lo, hi = max(a, spans[k][0]), min(b, spans[k][1])
+                if lo <= hi:
+                    out.append((lo, hi, n))
+                k += 1
+        return out
+
+
+@dataclasses.dataclass
+class _Variant:
+    """One call path (``event.stack``) of a site: its first event, its counts per step and
+    its place among the site's call paths in each step it made syncs in (0: the first; a
+    loop's code runs in the same order every step, so these stay a run or two)."""
+
+    event: SyncEvent
+    order: int
+    steps: StepCounts = dataclasses.field(default_factory=StepCounts)
+    places: StepCounts = dataclasses.field(default_factory=StepCounts)
+    last: Optional[int] = None
+
+    def first_within(self, spans: Sequence[Tuple[int, int]]) -> Optional[Tuple[int, int, int]]:
+        """``(step, place, order)`` of this path's first syncs in ``spans``; None if none."""
+        mine = self.steps.within(spans)
+        if not mine:
+            return None
+        step = mine[0][0]
+        place = next((n for a, b, n in self.places.runs() if a <= step <= b), 0)
+        return step, place, self.order
+
+
+class _Group:
+    """One site of a :class:`Tally`: its first event, count, counts per step, whether some
+    syncs were outside every step, and its first few call paths (:data:`Tally.PATHS`)."""
+
+    __slots__ = ("event", "count", "steps", "outside", "variants", "step", "paths")
+
+    def __init__(self, ev: SyncEvent) -> None:
+        self.event = ev
+        self.count = 0
+        self.steps = StepCounts()
+        self.outside = False
+        self.variants: Dict[Any, _Variant] = {}
+        self.step: Optional[int] = None  # the step being fed, and its call paths so far
+        self.paths = 0
+
+
+def _steps_of(runs: Iterable[Tuple[int, int, int]]) -> Tuple[int, ...]:
+    return tuple(i for a, b, _ in runs for i in range(a, b + 1))
+
+
 class Tally:
     """Hidden host syncs grouped by call site, fed one event at a time.
 
     ``add(event)`` skips allowed and warm-up events. ``hidden`` is the number of hidden syncs
     so far; ``sites()`` the sites, most syncs first. ``root`` is the directory site keys and
-    shown paths are relative to (default: the current directory)."""
+    shown paths are relative to (default: the current directory).
 
-    def __init__(self, root: Optional[str] = None) -> None:
+    A tally keeps counts, not events: per site its first event, its count and its counts per
+    step (runs of steps, :class:`StepCounts`), and the first event of each of its first
+    :data:`PATHS` call paths (a bounded sample); the hidden syncs per step. Its memory does not
+    grow with the steps of a steady loop, and it gives the same verdicts as the events it was
+    fed (:func:`judge`, :func:`per_step_verdict`). ``keep_events=True`` also keeps every
+    event it counted (:attr:`events`)."""
+
+    #: call paths (distinct ``event.stack``) kept per site, each with its first event
+    PATHS = 8
+
+    def __init__(self, root: Optional[str] = None, keep_events: bool = False) -> None:
         self.root = root
         self.hidden = 0
-        self._groups: Dict[str, Dict[str, Any]] = {}
+        #: hidden syncs per step (events outside every step left out)
+        self.per_step = StepCounts()
+        #: every event counted, with ``keep_events`` (else None)
+        self.events: Optional[List[SyncEvent]] = [] if keep_events else None
+        self._groups: Dict[str, _Group] = {}
         self._keys: Dict[Tuple[Any, ...], str] = {}
+        self._seen = 0
 
     def add(self, ev: SyncEvent) -> None:
         if ev.allowed or ev.warmup:
             return
         self.hidden += ev.count
+        if self.events is not None:
+            self.events.append(ev)
         ident = (ev.filename, ev.lineno, ev.function, ev.kind, ev.api, ev.op)
         key = self._keys.get(ident)
         if key is None:  # site_key reads the source line: once per distinct site
             key = self._keys[ident] = site_key(ev, self.root)
-        g = self._groups.setdefault(key, {"event": ev, "count": 0, "steps": set(),
-                                          "outside": False})
-        g["count"] += ev.count
+        g = self._groups.get(key)
+        if g is None:
+            g = self._groups[key] = _Group(ev)
+        g.count += ev.count
         if ev.step is None:
-            g["outside"] = True
-        else:
-            g["steps"].add(int(ev.step))
+            g.outside = True
+            return
+        step = int(ev.step)
+        g.steps.add(step, ev.count)
+        self.per_step.add(step, ev.count)
+        if g.step != step:
+            g.step, g.paths = step, 0
+        v = g.variants.get(ev.stack)
+        if v is None and len(g.variants) < self.PATHS:
+            self._seen += 1
+            v = g.variants[ev.stack] = _Variant(ev, self._seen)
+        if v is not None:
+            v.steps.add(step, ev.count)
+            if v.last != step:
+                v.last = step
+                v.places.add(step, g.paths)
+                g.paths += 1
 
     def extend(self, events: Iterable[SyncEvent]) -> Tally:
         for ev in events:
             self.add(ev)
         return self
 
-    def sites(self) -> List[Site]:
-        out = [Site(k, g["event"], g["count"], tuple(sorted(g["steps"])), g["outside"])
-               for k, g in self._groups.items()]
-        out.sort(key=lambda s: (-s.count, s.event.filename, s.event.lineno))
-        return out
+    def kept(self) -> Tuple[int, int]:
+        """What the tally holds: ``(events, runs)``, the events one per site and call path
+        (and every event with ``keep_events``), the runs those of its :class:`StepCounts`.
+        Neither grows with the steps of a loop that syncs alike every step."""
+        events = len(self.events or ())
+        runs = len(self.per_step)
+        for g in self._groups.values():
+            events += len(g.variants) or 1
+            runs += len(g.steps) + sum(len(v.steps) + len(v.places)
+                                       for v in g.variants.values())
+        return events, runs
+
+    def sites(self, within: Optional[Sequence[Tuple[int, int]]] = None,
+              by_count: bool = True) -> List[Site]:
+        """The sites, most syncs first (``by_count=False``: in the order they first synced).
+        ``within``: only the syncs made in those steps (``(first, last)`` ranges, by step,
+        disjoint), each site then named by its first event in them (as a tally fed only those
+        steps' events would)."""
+        if within is None:
+            out = [Site(k, g.event, g.count, _steps_of(g.steps.runs()), g.outside)
+                   for k, g in self._groups.items()]
+            if by_count:
+                out.sort(key=lambda s: (-s.count, s.event.filename, s.event.lineno))
+            return out
+        cut: List[Tuple[Tuple[int, int, int], Site]] = []
+        for k, g in self._groups.items():
+            runs = g.steps.within(within)
+            if not runs:
+                continue
+            best: Optional[Tuple[int, int, int]] = None
+            event = g.event
+            for v in g.variants.values():  # the call path that synced first in those steps
+                first_v = v.first_within(within)
+                if first_v is not None and (best is None or first_v < best):
+                    best, event = first_v, v.event
+            first = best if best is not None else (runs[0][0], 0, 0)
+            cut.append((first, Site(k, event, sum((b - a + 1) * n for a, b, n in runs),
+                                    _steps_of(runs))))
+        cut.sort(key=lambda fs: (-fs[1].count, fs[1].event.filename, fs[1].event.lineno,
+                                 fs[0]))
+        return [s for _, s in cut]
+
+    def only(self, keys: Iterable[str]) -> Tally:
+        """A tally of the sites ``keys`` alone (their counts, steps and call paths)."""
+        t = Tally(self.root)
+        for k in keys:
+            g = self._groups[k]
+            t._groups[k] = g
+            t.hidden += g.count
+            for a, b, n in g.steps.runs():
+                for i in range(a, b + 1):
+                    t.per_step.add(i, n)
+        return t
 
     def grouped(self) -> Dict[str, Dict[str, Any]]:
         """``{site_key: {"event", "count", "steps"}}`` as :meth:`Baseline.compare` takes it."""
@@ -246,27 +447,34 @@ def judge(events: Union[Tally, Iterable[SyncEvent]], *, max_syncs: int = 0,
         findings = tuple(baseline.compare(scenario, path, tally.grouped()))
         return Verdict(scenario, path, tally.hidden, None, baseline.source, bool(findings),
                        findings, sites)
-    failed = tally.hidden > max_syncs
-    why = f"{plural(tally.hidden, 'hidden sync')}, budget {max_syncs}"
+    return _on_budget(sites, tally.hidden, max_syncs, scenario, path)
+
+
+def _on_budget(sites: Tuple[Site, ...], hidden: int, max_syncs: int, scenario: str,
+               path: str) -> Verdict:
+    failed = hidden > max_syncs
+    why = f"{plural(hidden, 'hidden sync')}, budget {max_syncs}"
     findings = tuple(Finding(scenario, path, s.event, s.count, list(s.steps), None, why)
                      for s in sites) if failed else ()
-    return Verdict(scenario, path, tally.hidden, max_syncs, None, failed, findings, sites)
+    return Verdict(scenario, path, hidden, max_syncs, None, failed, findings, sites)
 
 
-def per_step_verdict(events: Sequence[SyncEvent], budget: int, scenario: str,
+def per_step_verdict(events: Union[Tally, Sequence[SyncEvent]], budget: int, scenario: str,
                      path: str) -> Verdict:
     """The verdict on hidden syncs per step call (``--max-syncs-per-step``): failed when one
     step has more than ``budget``; ``hidden`` is the worst step's count, the findings are the
-    sites of the steps over budget (allowed and warm-up events are skipped)."""
-    per: Dict[int, int] = {}
-    for e in events:
-        if not e.allowed and not e.warmup and e.step is not None:
-            per[e.step] = per.get(e.step, 0) + e.count
-    over = {i for i, n in per.items() if n > budget}
-    worst = max(per.values(), default=0)
-    v = judge([e for e in events if e.step in over], max_syncs=0, scenario=scenario, path=path)
+    sites of the steps over budget (allowed and warm-up events are skipped). ``events``: a
+    :class:`Tally` or the events."""
+    tally = events if isinstance(events, Tally) else Tally().extend(events)
+    runs = tally.per_step.runs()
+    over = [(a, b) for a, b, n in runs if n > budget]
+    worst = max((n for _, _, n in runs), default=0)
+    sites = tuple(tally.sites(within=over))
+    v = _on_budget(sites, sum(s.count for s in sites), 0, scenario, path)
+    n_over = sum(b - a + 1 for a, b in over)
+    n_steps = sum(b - a + 1 for a, b, _ in runs)
     why = (f"{worst} hidden syncs in one step call, budget {budget} per step "
-           f"({len(over)} of {len(per)} steps with syncs over it)")
+           f"({n_over} of {n_steps} steps with syncs over it)")
     return dataclasses.replace(v, hidden=worst, max_syncs=budget, findings=tuple(
         dataclasses.replace(f, message=why) for f in v.findings))
 
@@ -310,63 +518,42 @@ class Budget:
 
     def verdicts(self, events: Union[Tally, Sequence[SyncEvent]], scenario: str, path: str,
                  root: Optional[str] = None) -> List[Verdict]:
-        """The verdicts on one scenario/path's events: its total (on ``max_syncs``, or the
-        baseline) and, with ``per_step``, its worst step call (path ``"<path> per step"``;
-        needs the events as a sequence, not a :class:`Tally`)."""
+        """The verdicts on one scenario/path's events (or their :class:`Tally`): its total
+        (on ``max_syncs``, or the baseline) and, with ``per_step``, its worst step call (path
+        ``"<path> per step"``)."""
         out = []
         if self.max_syncs is not None or self.baseline is not None:
             out.append(judge(events, max_syncs=self.max_syncs or 0, baseline=self.baseline,
                              scenario=scenario, path=path, root=root))
         if self.per_step is not None:
-            if isinstance(events, Tally):
-                raise TypeError("a per-step budget needs the events, not a Tally")
             out.append(per_step_verdict(events, self.per_step, scenario, f"{path} per step"))
         return out
 
-    def outside_verdicts(self, events: Iterable[SyncEvent], scenario: str,
-                         after: Optional[Sequence[Optional[int]]] = None,
-                         steps: int = 0) -> List[Verdict]:
+    def outside_verdicts(self, events: Union[Tally, Iterable[SyncEvent]], scenario: str,
+                         after: Optional[Tally] = None, steps: int = 0) -> List[Verdict]:
         """The verdicts on the hidden syncs made outside every step: all of them on
         ``outside`` (path :data:`OUTSIDE_GATE`) when it is given. Else, when steps are gated
         (``max_syncs`` or ``per_step``), the sites among them that sync once per step or
-        more (:func:`syncguard.core.sites.grows_with_steps`, from ``after``: for each event
-        the index of the step begun last before it, over a run of ``steps`` counted steps)
-        are gated like syncs in a step (path :data:`OUTSIDE_PER_STEP`): a loop whose per-token
-        read lands outside the steps cannot pass. Only ``--max-syncs-outside`` or an allowed
-        site lets them through."""
-        evs = list(events)
+        more are gated like syncs in a step (path :data:`OUTSIDE_PER_STEP`): a loop whose
+        per-token read lands outside the steps cannot pass; only ``--max-syncs-outside`` or
+        an allowed site lets them through. ``after``: the same syncs, each counted at the
+        step begun last before it; ``steps``: the counted steps of the run
+        (:func:`syncguard.core.sites.grows_with_steps` decides from both)."""
         if self.outside is not None:
-            return [judge(evs, max_syncs=self.outside, scenario=scenario, path=OUTSIDE_GATE)]
-        if self.max_syncs is None and self.per_step is None:
+            return [judge(events, max_syncs=self.outside, scenario=scenario, path=OUTSIDE_GATE)]
+        if (self.max_syncs is None and self.per_step is None) or after is None:
             return []
-        per = per_step_outside(evs, after or [None] * len(evs), steps)
-        if not per:
+        per = after.only([s.key for s in after.sites(by_count=False)
+                          if grows_with_steps(len(s.steps), steps)])
+        if not per.hidden:
             return []
         out = []
         if self.max_syncs is not None:
-            out.append(judge([e for e, _ in per], max_syncs=self.max_syncs, scenario=scenario,
+            out.append(judge(per, max_syncs=self.max_syncs, scenario=scenario,
                              path=OUTSIDE_PER_STEP))
         if self.per_step is not None:
-            out.append(per_step_verdict([dataclasses.replace(e, step=a) for e, a in per],
-                                        self.per_step, scenario, OUTSIDE_PER_STEP))
+            out.append(per_step_verdict(per, self.per_step, scenario, OUTSIDE_PER_STEP))
         return out
-
-
-def per_step_outside(events: Sequence[SyncEvent], after: Sequence[Optional[int]],
-                     steps: int) -> List[Tuple[SyncEvent, Optional[int]]]:
-    """The hidden syncs outside every step (with the step begun last before each, ``after``)
-    at sites that sync once per step or more over a run of ``steps`` counted steps."""
-    seen: Dict[Tuple[Any, ...], set] = {}
-    for e, a in zip(events, after):
-        if not e.allowed and not e.warmup:
-            seen.setdefault(_outside_key(e), set()).add(a)
-    per = {k for k, v in seen.items() if grows_with_steps(len(v - {None}), steps)}
-    return [(e, a) for e, a in zip(events, after)
-            if not e.allowed and not e.warmup and _outside_key(e) in per]
-
-
-def _outside_key(e: SyncEvent) -> Tuple[Any, ...]:
-    return group_key(e.filename, e.lineno, e.api, e.op, e.kind)
 
 
 def budget(max_syncs: Optional[int] = None, per_step: Optional[int] = None,

@@ -271,3 +271,59 @@ def test_ctrl_c_while_the_guard_exits_still_uninstalls_the_interceptors(
                      "--steps", "2", "--warmup", "0", "--no-timed", "--paths", "flag")
     assert sent and rc == EXIT_INTERRUPTED, err
     assert PATCHER.users == 0 and not PATCHER.installed and not HUB.guards
+
+
+_ENDLESS = """\
+import torch
+
+
+def step(x, i):
+    return int(x[i % 4].item())
+
+
+x = torch.arange(4.0)
+i = 0
+while True:
+    step(x, i)
+    print(f"done {i}", flush=True)
+    i += 1
+"""
+
+
+@posix
+def test_sigkill_keeps_every_finished_step(tmp_path: Path) -> None:
+    """``exec`` killed with SIGKILL (no handler runs, no footer, no fsync): every step the
+    program saw finish is in result.jsonl, with its sync, since each finished step is written
+    and flushed as it ends (the bytes are the operating system's, not the process's)."""
+    import time
+
+    (tmp_path / "endless.py").write_text(_ENDLESS)
+    out = tmp_path / "out"
+    proc = subprocess.Popen([sys.executable, "-m", "syncguard", "exec", "--device", "cpu",
+                             "--step", "endless:step", "--out", str(out), "--", "python",
+                             "endless.py"], cwd=str(tmp_path), stdout=subprocess.PIPE,
+                            stderr=subprocess.DEVNULL, env=env(), text=True,
+                            start_new_session=True)
+    done: List[int] = []
+    deadline = time.monotonic() + 300
+    try:
+        assert proc.stdout is not None
+        while len(done) < 30 and time.monotonic() < deadline:
+            line = proc.stdout.readline()
+            if not line:
+                break
+            if line.startswith("done "):
+                done.append(int(line.split()[1]))
+        os.kill(proc.pid, signal.SIGKILL)  # this test's own child, by its pid
+        rest, _ = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    done += [int(ln.split()[1]) for ln in rest.splitlines() if ln.startswith("done ")]
+    assert proc.returncode == -signal.SIGKILL and len(done) >= 30
+    res = results.load(str(out / "result.jsonl"))
+    assert not res.complete
+    kept = {s.step: s.syncs for s in res.steps}
+    assert all(kept.get(i) == 1 for i in done), (sorted(done)[-3:], sorted(kept)[-3:])
+    assert len([e for e in res.events if e["path"] == "step"]) == len(res.steps)

@@ -151,8 +151,9 @@ def test_budget_gated_and_its_verdicts(model: str) -> None:
     (against,) = Budget(None, baseline=B).verdicts(evs, "s", "p")
     assert against.max_syncs is None and against.baseline == "base.json" and against.failed
     assert Budget(None).verdicts(evs, "s", "p") == []
-    with pytest.raises(TypeError, match="per-step budget needs the events"):
-        Budget(0, per_step=1).verdicts(Tally().extend(evs), "s", "p")
+    # a Tally (counts, not events) gives the same verdicts, the per-step one included
+    assert Budget(0, per_step=1).verdicts(Tally().extend(evs), "s", "p") == \
+        Budget(0, per_step=1).verdicts(evs, "s", "p")
     outside = [_ev(model, ITEM, None)]
     assert Budget(0).outside_verdicts(outside, "s") == []
     (v,) = Budget(0, outside=0).outside_verdicts(outside, "s")

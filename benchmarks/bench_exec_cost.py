@@ -1,0 +1,296 @@
+"""What does ``syncguard exec`` cost the program it runs, end to end?
+
+The program is ``benchmarks/decode_program.py``: a decode step of about 1 ms (four linear
+layers and a head, one CPU thread) with one host read per step (``.item()`` of the next
+token), timed per call by the program itself. It runs
+
+* ``plain``: ``python decode_program.py``, and
+* ``exec``: ``python -m syncguard exec --device cpu --step decode_program:decode_step --out
+  TMP -- python decode_program.py`` (the guard on, one step per call, each step's record and
+  event written to ``TMP/result.jsonl`` as it finishes, reports at the end),
+
+as child processes in rounds, the two interleaved (the order alternates each round), so both
+see the same machine. Per round: the median per-step time of each and their ratio; the
+report gives the median of the rounds' ratios, their range and a 95% bootstrap interval.
+
+Memory: each at ``--mem-steps`` (1000 and 8000), with Python tracing its allocations
+(``PYTHONTRACEMALLOC=1``; the traced heap is syncguard's memory, and unlike the resident set
+it does not drop when a loaded machine reclaims shared-library pages): the traced heap at 10%
+and 90% of the steps (growth in the step loop) and its peak at the loop's end and at exit
+(under ``exec`` exit comes after the reports, which load the result back); the process's own
+pages (``RssAnon``) beside it. The growth per step against plain is the difference of the
+exec-minus-plain figures between the two step counts, per step.
+
+    python benchmarks/bench_exec_cost.py [--rounds 9] [--steps 2000] [--mem-steps 1000,8000]
+
+Results: ``reports/bench/exec_cost.json`` and ``.md``. Aims (the issue's): per-step ratio at
+most 1.10x, peak growth at most 0.5 kB per step. Nothing is asserted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any, Dict, List, Optional
+
+from _common import REPORTS, ROOT, environment, write_report
+
+PROGRAM = ROOT / "benchmarks" / "decode_program.py"
+AIM_RATIO, AIM_KB_PER_STEP = 1.10, 0.5
+SKIP = 20  # first steps of each run left out of its median (allocator and caches warming)
+
+
+def _env() -> Dict[str, str]:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([str(ROOT)] + (
+        [env["PYTHONPATH"]] if env.get("PYTHONPATH") else []))
+    env.pop("SYNCGUARD_DEBUG", None)
+    env["OMP_NUM_THREADS"] = "1"
+    return env
+
+
+def run_once(mode: str, steps: int, hidden: int, tmp: Path, trace: bool = False
+             ) -> Dict[str, Any]:
+    """One child run; returns the program's own figures (step times, memory). ``trace``:
+    Python traces its allocations (``PYTHONTRACEMALLOC=1``)."""
+    times = tmp / f"{mode}.json"
+    prog = [str(PROGRAM), "--steps", str(steps), "--hidden", str(hidden), "--times",
+            str(times)]
+    if mode == "plain":
+        cmd = [sys.executable, *prog]
+    else:
+        out = tmp / "out"
+        cmd = [sys.executable, "-m", "syncguard", "exec", "--device", "cpu", "--step",
+               "decode_program:decode_step", "--out", str(out), "--force", "--", "python",
+               *prog]
+    t0 = time.perf_counter()
+    env = _env()
+    if trace:
+        env["PYTHONTRACEMALLOC"] = "1"
+    proc = subprocess.run(cmd, cwd=str(tmp), env=env, stdout=subprocess.DEVNULL,
+                          stderr=subprocess.PIPE, text=True)
+    wall = time.perf_counter() - t0
+    if proc.returncode != 0:
+        raise SystemExit(f"{mode} exited {proc.returncode}: {proc.stderr[-2000:]}")
+    data = json.loads(times.read_text())
+    data["wall_s"] = wall
+    if mode == "exec":
+        result = tmp / "out" / "result.jsonl"
+        data["result_bytes"] = result.stat().st_size
+        shutil.rmtree(tmp / "out")
+    return data
+
+
+def median_ms(data: Dict[str, Any]) -> float:
+    return statistics.median(data["step_s"][SKIP:]) * 1e3
+
+
+def p90_ms(data: Dict[str, Any]) -> float:
+    xs = sorted(data["step_s"][SKIP:])
+    return xs[int(0.9 * (len(xs) - 1))] * 1e3
+
+
+def bootstrap_ci(xs: List[float], n: int = 4000, seed: int = 0) -> List[float]:
+    """95% percentile bootstrap interval of the median of ``xs``."""
+    rng = random.Random(seed)
+    meds = sorted(statistics.median(rng.choices(xs, k=len(xs))) for _ in range(n))
+    return [meds[int(0.025 * n)], meds[int(0.975 * n) - 1]]
+
+
+def machine_load() -> Dict[str, Any]:
+    la = os.getloadavg() if hasattr(os, "getloadavg") else (None, None, None)
+    return {"loadavg_1_5_15": [round(x, 2) for x in la if x is not None],
+            "cpu_count": os.cpu_count()}
+
+
+def timing(rounds: int, steps: int, hidden: int, tmp: Path) -> Dict[str, Any]:
+    per: Dict[str, List[Dict[str, float]]] = {"plain": [], "exec": []}
+    ratios: List[float] = []
+    for r in range(rounds):
+        order = ["plain", "exec"] if r % 2 == 0 else ["exec", "plain"]
+        got = {}
+        for mode in order:
+            d = run_once(mode, steps, hidden, tmp)
+            got[mode] = {"median_ms": median_ms(d), "p90_ms": p90_ms(d), "wall_s": d["wall_s"]}
+            per[mode].append(got[mode])
+        ratios.append(got["exec"]["median_ms"] / got["plain"]["median_ms"])
+        print(f"  round {r + 1}/{rounds}: plain {got['plain']['median_ms']:.3f} ms, exec "
+              f"{got['exec']['median_ms']:.3f} ms per step: {ratios[-1]:.3f}x", flush=True)
+    plain = statistics.median(x["median_ms"] for x in per["plain"])
+    exe = statistics.median(x["median_ms"] for x in per["exec"])
+    return {
+        "rounds": rounds, "steps": steps,
+        "ratio_median": round(statistics.median(ratios), 3),
+        "ratio_range": [round(min(ratios), 3), round(max(ratios), 3)],
+        "ratio_ci95": [round(x, 3) for x in bootstrap_ci(ratios)],
+        "ratios": [round(x, 3) for x in ratios],
+        "plain_step_ms_median": round(plain, 4),
+        "exec_step_ms_median": round(exe, 4),
+        "added_us_per_step": round((exe - plain) * 1e3, 1),
+        "plain_step_ms_p90_median": round(statistics.median(x["p90_ms"] for x in per["plain"]), 4),
+        "exec_step_ms_p90_median": round(statistics.median(x["p90_ms"] for x in per["exec"]), 4),
+        "per_round": {k: [{kk: round(vv, 4) for kk, vv in x.items()} for x in v]
+                      for k, v in per.items()},
+    }
+
+
+def memory(counts: List[int], hidden: int, tmp: Path) -> Dict[str, Any]:
+    """Each count, plain and exec, with Python tracing its allocations (slower, so apart from
+    the timed runs): per run the traced heap (``traced_kb``: its peak at the loop's end and
+    at exit, the growth 10% -> 90% of the steps) and the process's own pages (``RssAnon``);
+    then exec minus plain, per step, between the two counts."""
+    runs: Dict[str, Dict[str, Any]] = {}
+    for n in counts:
+        for mode in ("plain", "exec"):
+            d = run_once(mode, n, hidden, tmp, trace=True)
+            tr, an, rss = d["traced_kb"], d["rss_anon_kb"], d["rss_kb"]
+            runs[f"{mode}_{n}"] = {
+                "steps": n,
+                "traced_loop_growth_kb_per_step": round(
+                    (tr["90%_current"] - tr["10%_current"]) / (0.8 * n), 4),
+                "traced_peak_loop_end_kb": tr["loop_end_peak"],
+                "traced_peak_exit_kb": tr["exit_peak"],
+                "anon_loop_end_kb": an["loop_end"], "anon_exit_kb": an["exit"],
+                "vm_hwm_loop_end_kb": rss["hwm_loop_end"], "vm_hwm_exit_kb": rss["hwm_exit"],
+                "result_bytes": d.get("result_bytes"),
+            }
+            r = runs[f"{mode}_{n}"]
+            print(f"  {mode} {n} steps: traced heap growth in the loop "
+                  f"{r['traced_loop_growth_kb_per_step']} kB/step, traced peak at loop end "
+                  f"{tr['loop_end_peak'] / 1024:.1f} MB, at exit {tr['exit_peak'] / 1024:.1f} MB",
+                  flush=True)
+    lo, hi = min(counts), max(counts)
+
+    def against_plain(key: str, n: int) -> int:
+        return int(runs[f"exec_{n}"][key]) - int(runs[f"plain_{n}"][key])
+
+    def per_step(key: str) -> float:
+        return round((against_plain(key, hi) - against_plain(key, lo)) / (hi - lo), 4)
+
+    loop = (runs[f"exec_{hi}"]["traced_loop_growth_kb_per_step"]
+            - runs[f"plain_{hi}"]["traced_loop_growth_kb_per_step"])
+    return {
+        "runs": runs,
+        "traced_loop_growth_kb_per_step_vs_plain": round(loop, 4),
+        "traced_peak_loop_end_kb_per_step_vs_plain": per_step("traced_peak_loop_end_kb"),
+        "traced_peak_exit_kb_per_step_vs_plain": per_step("traced_peak_exit_kb"),
+        "anon_loop_end_kb_per_step_vs_plain": per_step("anon_loop_end_kb"),
+        "anon_exit_kb_per_step_vs_plain": per_step("anon_exit_kb"),
+        "vm_hwm_exit_kb_per_step_vs_plain": per_step("vm_hwm_exit_kb"),
+        "exec_minus_plain_traced_peak_exit_mb": {
+            str(n): round(against_plain("traced_peak_exit_kb", n) / 1024, 1) for n in counts},
+    }
+
+
+def markdown(r: Dict[str, Any]) -> str:
+    t, m, e = r["timing"], r["memory"], r["env"]
+    ok_t = "meets" if t["ratio_median"] <= AIM_RATIO else "misses"
+    lines = [
+        "# `syncguard exec`: what a guarded decode step costs, end to end",
+        "",
+        f"`python benchmarks/bench_exec_cost.py {' '.join(r['argv'])}`".replace(" `", "`"),
+        "",
+        f"Machine: {e.get('processor')}, {e.get('cpu_count')} CPUs, load average "
+        f"{r['load_before']['loadavg_1_5_15']} before and {r['load_after']['loadavg_1_5_15']} "
+        f"after (shared with other work); Python {e['python']}, torch {e['torch']}, syncguard "
+        f"{e['syncguard']} at {str(e.get('git_commit'))[:10]}; {e['date']}.",
+        "",
+        "## Time per step (plain and exec interleaved, child processes, alternating order)",
+        "",
+        f"A decode step of {t['plain_step_ms_median']:.3f} ms (median) with one `.item()` per "
+        f"step: under `exec` {t['exec_step_ms_median']:.3f} ms, "
+        f"{t['added_us_per_step']:.0f} us added per step.",
+        "",
+        "| | ratio exec/plain (median of per-step medians) |",
+        "|---|---|",
+        f"| median of {t['rounds']} rounds | **{t['ratio_median']:.3f}x** ({ok_t} the aim "
+        f"<= {AIM_RATIO:.2f}x) |",
+        f"| range over rounds | {t['ratio_range'][0]:.3f}-{t['ratio_range'][1]:.3f}x |",
+        f"| 95% bootstrap interval of the median | {t['ratio_ci95'][0]:.3f}-"
+        f"{t['ratio_ci95'][1]:.3f}x |",
+        f"| p90 step, plain / exec | {t['plain_step_ms_p90_median']:.3f} / "
+        f"{t['exec_step_ms_p90_median']:.3f} ms |",
+        "",
+        f"Rounds' ratios: {', '.join(f'{x:.3f}' for x in t['ratios'])}.",
+        "",
+        "## Memory against the plain program (kB per step, exec minus plain)",
+        "",
+        f"Runs of {min(r['params']['mem_steps'])} and {max(r['params']['mem_steps'])} steps "
+        "with Python tracing its allocations (`PYTHONTRACEMALLOC=1`): the traced heap is "
+        "syncguard's own memory, and unlike the resident set it does not move when the "
+        "machine reclaims shared-library pages.",
+        "",
+        "| | kB per step |",
+        "|---|---|",
+        f"| traced heap growth in the step loop (10% -> 90% of the steps) | "
+        f"{m['traced_loop_growth_kb_per_step_vs_plain']:.3f} |",
+        f"| traced heap peak at the loop's end | "
+        f"{m['traced_peak_loop_end_kb_per_step_vs_plain']:.3f} |",
+        f"| traced heap peak of the whole process (exec's reports included) | "
+        f"{m['traced_peak_exit_kb_per_step_vs_plain']:.3f} |",
+        f"| own pages (RssAnon) at the loop's end | "
+        f"{m['anon_loop_end_kb_per_step_vs_plain']:.3f} |",
+        f"| own pages (RssAnon) at exit | {m['anon_exit_kb_per_step_vs_plain']:.3f} |",
+        "",
+        "The aim is at most 0.5 kB per step. The run keeps counts, not events; the whole "
+        "process's peak comes after the program, when exec loads the result back to write its "
+        "reports (every step and event of the file in memory at once).",
+        "",
+    ]
+    return "\n".join(lines)
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    ap = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    ap.add_argument("--rounds", type=int, default=9)
+    ap.add_argument("--steps", type=int, default=2000, help="steps of each timed run")
+    ap.add_argument("--hidden", type=int, default=576, help="layer width (~1 ms a step)")
+    ap.add_argument("--mem-steps", default="1000,8000")
+    ap.add_argument("--out", type=Path, default=None)
+    a = ap.parse_args(argv)
+    counts = sorted(int(x) for x in a.mem_steps.split(","))
+    tmp = Path(tempfile.mkdtemp(prefix="syncguard-exec-cost-"))
+    load_before = machine_load()
+    try:
+        print(f"timing: {a.rounds} rounds of {a.steps} steps, plain and exec", flush=True)
+        t = timing(a.rounds, a.steps, a.hidden, tmp)
+        print(f"memory: {counts} steps", flush=True)
+        m = memory(counts, a.hidden, tmp)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    result: Dict[str, Any] = {
+        "benchmark": "syncguard exec end to end: guarded decode step vs plain, memory per step",
+        "env": environment(), "load_before": load_before, "load_after": machine_load(),
+        "argv": list(argv if argv is not None else sys.argv[1:]),
+        "params": {"rounds": a.rounds, "steps": a.steps, "hidden": a.hidden,
+                   "mem_steps": counts, "skip_first_steps": SKIP, "device": "cpu",
+                   "program": "benchmarks/decode_program.py (one .item() per step)",
+                   "exec": "python -m syncguard exec --device cpu --step "
+                           "decode_program:decode_step --out TMP --force -- python "
+                           "decode_program.py"},
+        "aims": {"ratio": AIM_RATIO, "kb_per_step": AIM_KB_PER_STEP},
+        "timing": t, "memory": m,
+    }
+    path = write_report("exec_cost", result, a.out)
+    md = (a.out.with_suffix(".md") if a.out else REPORTS / "exec_cost.md")
+    md.write_text(markdown(result))
+    print(f"ratio {t['ratio_median']}x (range {t['ratio_range']}, 95% CI {t['ratio_ci95']}); "
+          f"+{t['added_us_per_step']} us/step; traced heap vs plain: loop growth "
+          f"{m['traced_loop_growth_kb_per_step_vs_plain']} kB/step, peak at loop end "
+          f"{m['traced_peak_loop_end_kb_per_step_vs_plain']} kB/step, whole process "
+          f"{m['traced_peak_exit_kb_per_step_vs_plain']} kB/step")
+    print(f"Wrote {path}\nWrote {md}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,116 @@
+"""A decode loop of about 1 ms a step with one host read per step: the program
+``bench_exec_cost.py`` runs plain and under ``syncguard exec`` (not a benchmark itself).
+
+    python benchmarks/decode_program.py --steps 2000 --times OUT.json [--hidden 384]
+
+Each step: four ``hidden x hidden`` layers on a batch of 8 and the next token read back with
+``.item()`` (the one read). The loop times every call of :func:`decode_step` itself
+(``perf_counter`` around the call, so under ``exec`` the step hook, the guard and the writing
+of the step's result line are inside), keeps the times in a preallocated array (no growth of
+its own), and writes them at exit together with the process's memory: ``VmRSS`` and
+``RssAnon`` (the process's own pages: unlike shared-library pages, not dropped when the
+machine reclaims memory) at 10%, 50% and 90% of the steps and the loop's end, ``VmHWM`` (the
+peak) at the loop's end and at exit (under ``exec``, exit comes after syncguard's reports),
+and, when Python traces allocations (``PYTHONTRACEMALLOC=1``), the traced heap's current
+size and peak at those points.
+"""
+
+from __future__ import annotations
+
+import argparse
+import array
+import atexit
+import json
+import time
+import tracemalloc
+from typing import Dict, Optional
+
+import torch
+
+
+def _status_kb(key: str) -> Optional[int]:
+    try:
+        with open("/proc/self/status", encoding="ascii") as f:
+            for line in f:
+                if line.startswith(key + ":"):
+                    return int(line.split()[1])
+    except (OSError, ValueError):
+        pass
+    return None
+
+
+class Model(torch.nn.Module):
+    def __init__(self, hidden: int, layers: int = 4, vocab: int = 512) -> None:
+        super().__init__()
+        self.layers = torch.nn.ModuleList(torch.nn.Linear(hidden, hidden)
+                                          for _ in range(layers))
+        self.head = torch.nn.Linear(hidden, vocab)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        for layer in self.layers:
+            x = torch.nn.functional.gelu(layer(x))
+        return self.head(x)
+
+
+MODEL: Optional[Model] = None
+
+
+def decode_step(x: torch.Tensor) -> int:
+    """One decode step: the model, then the next token read back (one host read)."""
+    assert MODEL is not None
+    logits = MODEL(x)
+    return int(logits[0].argmax().item())
+
+
+def main() -> None:
+    global MODEL
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--steps", type=int, default=2000)
+    ap.add_argument("--hidden", type=int, default=384)
+    ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--times", required=True, help="JSON file the step times go to")
+    a = ap.parse_args()
+    torch.set_num_threads(a.threads)
+    torch.manual_seed(0)
+    MODEL = Model(a.hidden).eval()
+    x = torch.randn(8, a.hidden)
+    times = array.array("d", bytes(8 * a.steps))
+    marks = {int(a.steps * f): f"{int(f * 100)}%" for f in (0.1, 0.5, 0.9)}
+    rss: Dict[str, Optional[int]] = {}
+    anon: Dict[str, Optional[int]] = {}
+    traced: Dict[str, int] = {}
+    out: Dict[str, object] = {"steps": a.steps, "hidden": a.hidden, "rss_kb": rss,
+                              "rss_anon_kb": anon, "traced_kb": traced}
+
+    def trace(at: str) -> None:
+        if tracemalloc.is_tracing():
+            now, peak = tracemalloc.get_traced_memory()
+            traced[f"{at}_current"], traced[f"{at}_peak"] = now // 1024, peak // 1024
+
+    def write() -> None:
+        rss["hwm_exit"] = _status_kb("VmHWM")
+        anon["exit"] = _status_kb("RssAnon")
+        trace("exit")
+        out["step_s"] = list(times)
+        with open(a.times, "w", encoding="utf-8") as f:
+            json.dump(out, f)
+
+    atexit.register(write)  # under exec: after syncguard's reports
+    clock = time.perf_counter
+    with torch.no_grad():
+        for i in range(a.steps):
+            if i in marks:
+                rss[marks[i]] = _status_kb("VmRSS")
+                anon[marks[i]] = _status_kb("RssAnon")
+                trace(marks[i])
+            t0 = clock()
+            decode_step(x)
+            times[i] = clock() - t0
+    rss["loop_end"] = _status_kb("VmRSS")
+    rss["hwm_loop_end"] = _status_kb("VmHWM")
+    anon["loop_end"] = _status_kb("RssAnon")
+    trace("loop_end")
+
+
+if __name__ == "__main__":
+    main()
