@@ -568,7 +568,24 @@ def _run_observed(info: _OpInfo, args: Tuple[Any, ...], kwargs: Dict[str, Any]) 
     return res
 
 
+def _on_meta(args: Tuple[Any, ...], kwargs: Dict[str, Any]) -> bool:
+    """Whether an op's tensors are data-less ``meta`` tensors carrying this device's dispatch
+    keys: torch.compile's fake tensors of the device (``FakeTensor.__new__`` detaches its meta
+    value with the device's keys; aot_autograd and inductor run such ops too)."""
+    for a in args:
+        if isinstance(a, torch.Tensor):
+            return type(a) is not SimTensor and a.is_meta
+    for a in kwargs.values():
+        if isinstance(a, torch.Tensor):
+            return type(a) is not SimTensor and a.is_meta
+    return False
+
+
 def _fallback(keyset: Any, op: Any, *args: Any, **kwargs: Any) -> Any:
+    if args and type(args[0]) is not SimTensor and _on_meta(args, kwargs):
+        # no values to run on or read: what the Meta backend does (shapes, strides, aliases);
+        # run here, the op would come back to this kernel for ever
+        return op.redispatch(_META_KS, *args, **kwargs)
     info = _INFO.get(id(op))
     return _run_observed(info if info is not None else _info(op), args, kwargs)
 
@@ -577,6 +594,8 @@ def _make_kernel(op: Any) -> Callable[..., Any]:
     info = _info(op)
 
     def kernel(keyset: Any, *args: Any, **kwargs: Any) -> Any:
+        if args and type(args[0]) is not SimTensor and _on_meta(args, kwargs):
+            return op.redispatch(_META_KS, *args, **kwargs)  # as _fallback does
         return _run_observed(info, args, kwargs)
 
     return kernel
@@ -911,6 +930,9 @@ def setup(name: str = "npu") -> torch.device:
 
             br._setup_privateuseone_for_python_backend(rename=name, backend_module=npu_module)
         _register_kernels(name)
+        from syncguard.sim import compiler
+
+        compiler.install(name, SimTensor)
         _intercept.register_backend(name, SimTensor, "npu")
         _STATE.name = name
         _STATE.device = torch.device(name, 0)
