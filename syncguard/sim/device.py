@@ -270,12 +270,15 @@ _KernelFn = Callable[[Any, Tuple[Any, ...], Dict[str, Any]], Any]
 
 class _OpInfo:
     __slots__ = ("op", "oid", "name", "special", "write_returns", "mutable", "refresh",
-                 "has_device", "cpu_index_ok", "copy")
+                 "has_device", "cpu_index_ok", "copy", "call")
 
     def __init__(self, op: Any) -> None:
         schema = op._schema
         self.op = op
         self.oid = id(op)  # the recorder's key (OpRecorder.by_op)
+        # what ``op(...)`` runs (OpOverload.__call__ is ``self._op(...)``), called directly:
+        # while a guard is active, OpOverload.__call__ is syncguard's (compiled graphs' reads)
+        self.call = getattr(op, "_op", op)
         self.name: str = schema.name.split("::", 1)[-1]
         self.special: Optional[_KernelFn] = _SPECIAL.get(self.name)
         # a copy kernel: (src, dst, ...); between two device tensors it never syncs
@@ -395,7 +398,7 @@ def _run(info: _OpInfo, args: Tuple[Any, ...], kwargs: Dict[str, Any]) -> Any:
         return info.special(op, args, kwargs)
     cargs = [a._v if type(a) is SimTensor else _unwrap(a, info) for a in args]
     ckwargs = {k: _unwrap(v, info) for k, v in kwargs.items()} if kwargs else kwargs
-    return _result(info, args, kwargs, cargs, op(*cargs, **ckwargs))
+    return _result(info, args, kwargs, cargs, info.call(*cargs, **ckwargs))
 
 
 def _result(info: _OpInfo, args: Tuple[Any, ...], kwargs: Dict[str, Any], cargs: List[Any],
@@ -537,7 +540,7 @@ def _run_observed(info: _OpInfo, args: Tuple[Any, ...], kwargs: Dict[str, Any]) 
                         if fast and type(a) not in _PLAIN and not _is_plain(a):
                             fast = False
                         ckwargs[k] = _unwrap(a, info)
-            res = _result(info, args, kwargs, cargs, op(*cargs, **ckwargs))
+            res = _result(info, args, kwargs, cargs, info.call(*cargs, **ckwargs))
             r = None
             by = rec.by_op.get(info.oid) if fast else None  # two int-keyed lookups: no tuple
             if by is not None:
