@@ -882,6 +882,11 @@ def _composite_ops() -> Iterator[str]:
 
 
 def _register_kernels(name: str) -> None:
+    # The kernels also run from C++ while compiled code runs (an op left out of the graph by
+    # a graph break): Dynamo's frame hook must never try to compile them, nor what they call.
+    for fn in (_fallback, _make_kernel(_COPY_), _to_copy_kernel, _set_storage_kernel,
+               _pin_memory_cpu, _is_pinned_cpu):
+        _intercept._never_compile(fn.__code__)
     fb = torch.library.Library("_", "IMPL")
     fb.fallback(_fallback, dispatch_key="PrivateUse1", with_keyset=True)
     _STATE.libs.append(fb)
