@@ -128,5 +128,6 @@ def install(name: str, tensor_type: type) -> None:
     except ImportError:  # pragma: no cover
         pass
     wrapper = getattr(torch, "_TorchCompileInductorWrapper", None)
-    if wrapper is not None and callable(getattr(wrapper, "__call__", None)):
-        wrapper.__call__ = _inductor_call(wrapper.__call__, name)
+    call = vars(wrapper).get("__call__") if isinstance(wrapper, type) else None
+    if wrapper is not None and callable(call):
+        wrapper.__call__ = _inductor_call(call, name)
