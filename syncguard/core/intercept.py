@@ -676,7 +676,6 @@ def _targets() -> List[Target]:
         for name, cls in (("__repr__", _repr), ("__format__", _format)):
             if name in vars(b.tensor_type):
                 t.append((b.tensor_type, name, f"Tensor.{name}", cls))
-    t.append((torch._ops.OpOverload, "__call__", "OpOverload.__call__", _graph_op))
     npu = getattr(torch, "npu", None)
     if npu is not None and not getattr(npu, "__syncguard_sim__", False):
         fn(npu, "torch.npu", "synchronize", _explicit("npu"))
@@ -918,6 +917,14 @@ class _SequenceSlots:
 Saved = Tuple[Any, str, bool, Any]  # owner, attribute, had its own attribute, original
 
 
+def _all_targets() -> List[Target]:
+    """Everything the patcher patches: the sync APIs (:func:`_targets`, the table's) and the
+    route by which compiled code calls ATen ops (``OpOverload.__call__``, see
+    :data:`_GRAPH_READ_OPS`: not an API a program names, so not the lint's)."""
+    return _targets() + [(torch._ops.OpOverload, "__call__", "OpOverload.__call__",
+                          _graph_op)]
+
+
 def _restore(owner: Any, name: str, own: bool, orig: Any) -> None:
     """Put ``owner.name`` back as it was; idempotent (a retry after an interruption is safe)."""
     if own:
@@ -1010,7 +1017,7 @@ class _Patcher:
 
     def _plan(self) -> List[Tuple[Any, str, bool, Any, Callable[..., Any]]]:
         plan = []
-        targets = _targets()
+        targets = _all_targets()
         self.healed = _unwrap_leftovers(targets)
         for owner, name, api, cls in targets:
             own = name in vars(owner)
@@ -1076,14 +1083,14 @@ PATCHER = _Patcher()
 def patched_attributes() -> List[str]:
     """Names of the attributes syncguard patches while a guard is active (for clean-state
     checks): ``owner.attr`` strings."""
-    return [f"{getattr(o, '__name__', o)}.{n}" for o, n, _, _ in _targets()]
+    return [f"{getattr(o, '__name__', o)}.{n}" for o, n, _, _ in _all_targets()]
 
 
 def snapshot() -> Dict[str, Any]:
     """Identity snapshot of every attribute syncguard may patch: equal before and after a
     guard means torch was left exactly as it was."""
     out: Dict[str, Any] = {}
-    for owner, name, _, _ in _targets():
+    for owner, name, _, _ in _all_targets():
         key = f"{getattr(owner, '__qualname__', owner)}.{name}"
         out[key] = vars(owner).get(name, "<inherited>")
     return out
