@@ -285,6 +285,7 @@ class Hub:
             if not self._skip(code.co_filename):
                 mapped = compiled_source(f)
                 if mapped is not None:  # generated code: the user's lines it was made from
+                    mapped = tuple(fr for fr in mapped if not self._skip(fr.filename))
                     frames.extend(mapped)
                     soft.extend(self._soft(fr.filename) for fr in mapped)
                     root = mapped[-1] if mapped else None
