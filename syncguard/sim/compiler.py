@@ -19,6 +19,10 @@ values in Python (:class:`~syncguard.sim.device.SimTensor`):
   (Dynamo's graph breaks, AOT autograd's functionalization and its passes, such as the one that
   turns ``.item()`` arithmetic into tensor ops), so the same syncs; a warning says so once.
   Graphs of CPU tensors still go to inductor.
+
+Known limit: on torch 2.7/2.8's route (:mod:`syncguard.sim.wrapper_backend`, device tensors
+are ``__torch_dispatch__`` subclasses) compiled code runs and its graph breaks are counted, but
+a read captured in the graph (``capture_scalar_outputs``) fails in Dynamo.
 """
 
 from __future__ import annotations
