@@ -12,6 +12,7 @@ import contextlib
 import contextvars
 import logging
 import os
+import re
 import site
 import sys
 import sysconfig
@@ -67,6 +68,95 @@ class Backend(NamedTuple):
 #: Per-guard counts of an in-kernel read that depends on the guard's op sync model
 #: (``devices=("cpu",)`` with ``model=``): model name -> (reads, source).
 ByModel = Dict[str, Tuple[int, str]]
+
+
+# -- compiled code -------------------------------------------------------------------------
+# torch.compile runs generated code: FX graph modules (``<eval_with_key>.N``: Dynamo's graph
+# under backend="eager", AOT autograd's under "aot_eager") and inductor's output modules (in
+# its cache directory). Each generated line comes from graph nodes that remember the user's
+# stack where they were traced (``node.meta["stack_trace"]``); a sync there is blamed on
+# those lines. Dynamo's continuation after a graph break is a function named
+# ``torch_dynamo_resume_in_<function>_at_<line>`` in the user's file: named as its function.
+_RESUME = re.compile(r"torch_dynamo_resume_in_(\w+?)_at_\d+$")
+_TRACE_LINE = re.compile(r'File "(.+)", line (\d+), in (.+)')
+_mapped: Dict[Tuple[str, int], Tuple[Frame, ...]] = {}
+
+
+def _user_name(code: Any) -> Tuple[str, str]:
+    """``(function, qualname)`` of a code object as a report names it (qualname empty when
+    the same; Python 3.11+)."""
+    name = code.co_name
+    q = getattr(code, "co_qualname", "")
+    m = _RESUME.match(name)
+    if m is not None:
+        return m.group(1), ""
+    return name, (q if q != name else "")
+
+
+def _trace_frames(stack_trace: Optional[str]) -> Tuple[Frame, ...]:
+    """The frames of a node's recorded stack (a formatted traceback, outermost first), innermost
+    first."""
+    if not stack_trace:
+        return ()
+    out = [Frame(fn, int(line), name.strip()) for fn, line, name in
+           _TRACE_LINE.findall(stack_trace)]
+    return tuple(reversed(out))
+
+
+def _fx_node_trace(f: FrameType) -> Optional[str]:
+    gm = f.f_locals.get("self")
+    lineno_map = getattr(gm, "_lineno_map", None)
+    graph = getattr(gm, "graph", None)
+    if not isinstance(lineno_map, dict) or graph is None:
+        return None
+    idx = lineno_map.get(f.f_lineno - int(getattr(gm, "_prologue_start", 0) or 0))
+    if idx is None:
+        return None
+    for i, node in enumerate(graph.nodes):
+        if i == idx:
+            meta = getattr(node, "meta", None)
+            trace = meta.get("stack_trace") if isinstance(meta, dict) else None
+            return trace if isinstance(trace, str) else None
+    return None
+
+
+def _inductor_trace(filename: str, lineno: int) -> Optional[Tuple[Frame, ...]]:
+    cc = sys.modules.get("torch._inductor.codecache")
+    cache = getattr(cc, "PyCodeCache", None)
+    linemaps = getattr(cache, "linemaps", None)
+    if not isinstance(linemaps, dict) or filename not in linemaps:
+        return None
+    try:
+        found = cache.stack_frames_for_code(filename, lineno)  # type: ignore[union-attr]
+    except Exception:  # a changed private API: the line is still generated code
+        found = None
+    return tuple(Frame(str(d["filename"]), int(d["line"]), str(d["name"]))
+                 for d in found or ())
+
+
+def compiled_source(f: FrameType) -> Optional[Tuple[Frame, ...]]:
+    """For a frame of code torch.compile generated: the user's frames its current line was
+    traced from (innermost first; empty when the line has none, e.g. a node a compiler pass
+    made). None for any other frame."""
+    filename = f.f_code.co_filename
+    if not filename.startswith("<eval_with_key>"):
+        cc = sys.modules.get("torch._inductor.codecache")
+        if cc is None or filename.startswith("<"):
+            return None
+    key = (filename, f.f_lineno)
+    got = _mapped.get(key)
+    if got is not None:
+        return got
+    if filename.startswith("<eval_with_key>"):
+        got = _trace_frames(_fx_node_trace(f))
+    else:
+        ind = _inductor_trace(filename, f.f_lineno)
+        if ind is None:
+            return None
+        got = ind
+    if len(_mapped) < 4096:  # generated lines are few; a bound all the same
+        _mapped[key] = got
+    return got
 
 
 class Hub:
@@ -203,12 +293,28 @@ class Hub:
         frames: List[Frame] = []
         soft: List[bool] = []
         f = sys._getframe(1 + skip)
+        root: Optional[Frame] = None  # a compiled region's own function, mapped already
         while f is not None and len(frames) < depth + 8:
             code = f.f_code
             if not self._skip(code.co_filename):
-                q = getattr(code, "co_qualname", "")  # Python 3.11+
-                frames.append(Frame(code.co_filename, f.f_lineno, code.co_name,
-                                    q if q != code.co_name else ""))
+                mapped = compiled_source(f)
+                if mapped is not None:  # generated code: the user's lines it was made from
+                    mapped = tuple(fr for fr in mapped if not self._skip(fr.filename))
+                    frames.extend(mapped)
+                    soft.extend(self._soft(fr.filename) for fr in mapped)
+                    root = mapped[-1] if mapped else None
+                    f = f.f_back  # type: ignore[assignment]
+                    continue
+                name, q = _user_name(code)
+                if root is not None and (code.co_filename, name) == (root.filename,
+                                                                     root.function):
+                    # the compiled function's own frame (Dynamo's code for it, at its
+                    # ``def`` line): its line is the mapped one already listed
+                    root = None
+                    f = f.f_back  # type: ignore[assignment]
+                    continue
+                root = None
+                frames.append(Frame(code.co_filename, f.f_lineno, name, q))
                 soft.append(self._soft(code.co_filename) or self._passthrough(code))
             f = f.f_back  # type: ignore[assignment]
         if not all(soft):  # blame user code; keep the soft frames only when there is none

@@ -540,6 +540,85 @@ def _explicit(device: str) -> Classifier:
 Target = Tuple[Any, str, str, Classifier]  # owner, attribute, api name, classifier
 
 
+#: ATen ops that read the host and that torch.compile's generated code calls as Python objects
+#: (FX graphs: ``torch.ops.aten._local_scalar_dense.default(x)``, a captured ``.item()`` under
+#: ``capture_scalar_outputs``; inductor's fallback kernels), through ``OpOverload.__call__``,
+#: which is intercepted. No Python entry point of the program sees these reads, and on a
+#: device PyTorch knows (``--device cpu``, CUDA) no backend kernel of syncguard's does either.
+#: (The op objects themselves must stay as they are: their hash is their C++ handle's, and
+#: fake tensors look their implementations up by it.)
+_GRAPH_READ_OPS = (
+    "_local_scalar_dense.default", "nonzero.default", "masked_select.default",
+    "repeat_interleave.Tensor", "index.Tensor", "_unique2.default", "unique_dim.default",
+    "unique_consecutive.default", "bincount.default", "equal.default",
+)
+
+
+@functools.cache
+def _graph_read_ops() -> Dict[int, Any]:
+    """``id(op) -> op`` of :data:`_GRAPH_READ_OPS` (ids: an OpOverload's own hash is Python
+    code; the ops live as long as the process)."""
+    ops: Dict[int, Any] = {}
+    for spec in _GRAPH_READ_OPS:
+        packet, _, overload = spec.partition(".")
+        op = getattr(getattr(torch.ops.aten, packet, None), overload, None)
+        if op is not None:
+            ops[id(op)] = op
+    return ops
+
+
+def _graph_op(args: Tuple[Any, ...], kwargs: Dict[str, Any]) -> Optional[Hit]:
+    """Classify ``OpOverload.__call__(op, *a, **k)``: one of :data:`_GRAPH_READ_OPS` on plain
+    tensors of a counted device (the registered backends' kernels classify their own ops;
+    tensors of torch.compile's tracing, fake or functional, hold no data)."""
+    op = _graph_read_ops().get(id(args[0]))
+    if op is None:
+        return None
+    a = args[1:]
+    x = a[0] if a else next(iter(kwargs.values()), None)
+    if type(x) is not _Tensor and type(x) is not torch.nn.Parameter:
+        return None
+    d = _dev(x)
+    if d is None:
+        return None
+    hit = _aten_classifier(op)(a, kwargs, d)
+    return None if hit is None else (hit[0], hit[1], hit[2], hit[3], hit[4] or "compiled code")
+
+
+def _wrap_op_call(orig: Callable[..., Any], api: str, classify: Classifier
+                  ) -> Callable[..., Any]:
+    """:func:`_wrap` for ``OpOverload.__call__``: every ATen op called from Python goes through
+    it (a simulated device's kernel, torch's own decompositions), so the ops it does not
+    classify take the shortest way (what the original does: ``self._op(...)``)."""
+    tls = HUB.tls
+    ops = _graph_read_ops()
+
+    def __call__(self: Any, /, *args: Any, **kwargs: Any) -> Any:
+        if id(self) not in ops or tls.busy or not HUB.guards or _is_compiling():
+            if self._namespace == "prims" and HUB.guards and not tls.busy:
+                # A prim's implementation is torch's own Python (AOT autograd's passes put
+                # prims.convert_element_type in compiled graphs): the Tensor methods it calls
+                # (copy_) are not the program's; with devices=("cpu",) they would read as
+                # device-to-host copies.
+                tls.busy += 1
+                try:
+                    return orig(self, *args, **kwargs)
+                finally:
+                    tls.busy -= 1
+            return orig(self, *args, **kwargs)
+        hit = classify((self,) + args, kwargs)
+        if hit is None or _in_fake_mode():
+            return orig(self, *args, **kwargs)
+        return _call_reporting(hit, str(hit[1]), orig, (self,) + args, kwargs)
+
+    __call__.__wrapped__ = orig  # type: ignore[attr-defined]
+    __call__.__name__ = "__call__"
+    __call__.__qualname__ = getattr(orig, "__qualname__", "OpOverload.__call__")
+    __call__.__syncguard__ = True  # type: ignore[attr-defined]
+    _never_compile(__call__.__code__)
+    return __call__
+
+
 def _targets() -> List[Target]:
     T = torch.Tensor
     t: List[Target] = []
@@ -838,6 +917,14 @@ class _SequenceSlots:
 Saved = Tuple[Any, str, bool, Any]  # owner, attribute, had its own attribute, original
 
 
+def _all_targets() -> List[Target]:
+    """Everything the patcher patches: the sync APIs (:func:`_targets`, the table's) and the
+    route by which compiled code calls ATen ops (``OpOverload.__call__``, see
+    :data:`_GRAPH_READ_OPS`: not an API a program names, so not the lint's)."""
+    return _targets() + [(torch._ops.OpOverload, "__call__", "OpOverload.__call__",
+                          _graph_op)]
+
+
 def _restore(owner: Any, name: str, own: bool, orig: Any) -> None:
     """Put ``owner.name`` back as it was; idempotent (a retry after an interruption is safe)."""
     if own:
@@ -930,12 +1017,13 @@ class _Patcher:
 
     def _plan(self) -> List[Tuple[Any, str, bool, Any, Callable[..., Any]]]:
         plan = []
-        targets = _targets()
+        targets = _all_targets()
         self.healed = _unwrap_leftovers(targets)
         for owner, name, api, cls in targets:
             own = name in vars(owner)
             orig = vars(owner)[name] if own else getattr(owner, name)
-            plan.append((owner, name, own, orig, _wrap(getattr(owner, name), api, cls)))
+            wrap = _wrap_op_call if api == "OpOverload.__call__" else _wrap
+            plan.append((owner, name, own, orig, wrap(getattr(owner, name), api, cls)))
             if name in _SEQ_NAMES and owner not in self.slots:
                 self.slots[owner] = _SequenceSlots(owner)
         if self.healed:
@@ -995,14 +1083,14 @@ PATCHER = _Patcher()
 def patched_attributes() -> List[str]:
     """Names of the attributes syncguard patches while a guard is active (for clean-state
     checks): ``owner.attr`` strings."""
-    return [f"{getattr(o, '__name__', o)}.{n}" for o, n, _, _ in _targets()]
+    return [f"{getattr(o, '__name__', o)}.{n}" for o, n, _, _ in _all_targets()]
 
 
 def snapshot() -> Dict[str, Any]:
     """Identity snapshot of every attribute syncguard may patch: equal before and after a
     guard means torch was left exactly as it was."""
     out: Dict[str, Any] = {}
-    for owner, name, _, _ in _targets():
+    for owner, name, _, _ in _all_targets():
         key = f"{getattr(owner, '__qualname__', owner)}.{name}"
         out[key] = vars(owner).get(name, "<inherited>")
     return out

@@ -270,12 +270,15 @@ _KernelFn = Callable[[Any, Tuple[Any, ...], Dict[str, Any]], Any]
 
 class _OpInfo:
     __slots__ = ("op", "oid", "name", "special", "write_returns", "mutable", "refresh",
-                 "has_device", "cpu_index_ok", "copy")
+                 "has_device", "cpu_index_ok", "copy", "call")
 
     def __init__(self, op: Any) -> None:
         schema = op._schema
         self.op = op
         self.oid = id(op)  # the recorder's key (OpRecorder.by_op)
+        # what ``op(...)`` runs (OpOverload.__call__ is ``self._op(...)``), called directly:
+        # while a guard is active, OpOverload.__call__ is syncguard's (compiled graphs' reads)
+        self.call = getattr(op, "_op", op)
         self.name: str = schema.name.split("::", 1)[-1]
         self.special: Optional[_KernelFn] = _SPECIAL.get(self.name)
         # a copy kernel: (src, dst, ...); between two device tensors it never syncs
@@ -395,7 +398,7 @@ def _run(info: _OpInfo, args: Tuple[Any, ...], kwargs: Dict[str, Any]) -> Any:
         return info.special(op, args, kwargs)
     cargs = [a._v if type(a) is SimTensor else _unwrap(a, info) for a in args]
     ckwargs = {k: _unwrap(v, info) for k, v in kwargs.items()} if kwargs else kwargs
-    return _result(info, args, kwargs, cargs, op(*cargs, **ckwargs))
+    return _result(info, args, kwargs, cargs, info.call(*cargs, **ckwargs))
 
 
 def _result(info: _OpInfo, args: Tuple[Any, ...], kwargs: Dict[str, Any], cargs: List[Any],
@@ -537,7 +540,7 @@ def _run_observed(info: _OpInfo, args: Tuple[Any, ...], kwargs: Dict[str, Any]) 
                         if fast and type(a) not in _PLAIN and not _is_plain(a):
                             fast = False
                         ckwargs[k] = _unwrap(a, info)
-            res = _result(info, args, kwargs, cargs, op(*cargs, **ckwargs))
+            res = _result(info, args, kwargs, cargs, info.call(*cargs, **ckwargs))
             r = None
             by = rec.by_op.get(info.oid) if fast else None  # two int-keyed lookups: no tuple
             if by is not None:
@@ -568,7 +571,24 @@ def _run_observed(info: _OpInfo, args: Tuple[Any, ...], kwargs: Dict[str, Any]) 
     return res
 
 
+def _on_meta(args: Tuple[Any, ...], kwargs: Dict[str, Any]) -> bool:
+    """Whether an op's tensors are data-less ``meta`` tensors carrying this device's dispatch
+    keys: torch.compile's fake tensors of the device (``FakeTensor.__new__`` detaches its meta
+    value with the device's keys; aot_autograd and inductor run such ops too)."""
+    for a in args:
+        if isinstance(a, torch.Tensor):
+            return type(a) is not SimTensor and a.is_meta
+    for a in kwargs.values():
+        if isinstance(a, torch.Tensor):
+            return type(a) is not SimTensor and a.is_meta
+    return False
+
+
 def _fallback(keyset: Any, op: Any, *args: Any, **kwargs: Any) -> Any:
+    if args and type(args[0]) is not SimTensor and _on_meta(args, kwargs):
+        # no values to run on or read: what the Meta backend does (shapes, strides, aliases);
+        # run here, the op would come back to this kernel for ever
+        return op.redispatch(_META_KS, *args, **kwargs)
     info = _INFO.get(id(op))
     return _run_observed(info if info is not None else _info(op), args, kwargs)
 
@@ -577,6 +597,8 @@ def _make_kernel(op: Any) -> Callable[..., Any]:
     info = _info(op)
 
     def kernel(keyset: Any, *args: Any, **kwargs: Any) -> Any:
+        if args and type(args[0]) is not SimTensor and _on_meta(args, kwargs):
+            return op.redispatch(_META_KS, *args, **kwargs)  # as _fallback does
         return _run_observed(info, args, kwargs)
 
     return kernel
@@ -860,6 +882,11 @@ def _composite_ops() -> Iterator[str]:
 
 
 def _register_kernels(name: str) -> None:
+    # The kernels also run from C++ while compiled code runs (an op left out of the graph by
+    # a graph break): Dynamo's frame hook must never try to compile them, nor what they call.
+    for fn in (_fallback, _make_kernel(_COPY_), _to_copy_kernel, _set_storage_kernel,
+               _pin_memory_cpu, _is_pinned_cpu):
+        _intercept._never_compile(fn.__code__)
     fb = torch.library.Library("_", "IMPL")
     fb.fallback(_fallback, dispatch_key="PrivateUse1", with_keyset=True)
     _STATE.libs.append(fb)
@@ -911,6 +938,9 @@ def setup(name: str = "npu") -> torch.device:
 
             br._setup_privateuseone_for_python_backend(rename=name, backend_module=npu_module)
         _register_kernels(name)
+        from syncguard.sim import compiler
+
+        compiler.install(name, SimTensor)
         _intercept.register_backend(name, SimTensor, "npu")
         _STATE.name = name
         _STATE.device = torch.device(name, 0)

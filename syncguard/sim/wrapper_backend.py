@@ -310,6 +310,9 @@ def register_kernels(libs: Any) -> None:
         lib.impl(opname, _d._make_kernel(getattr(torch.ops.aten, opname).default),
                  "PrivateUse1", with_keyset=True)
     libs.append(lib)
+    from syncguard.core import intercept
+
+    intercept._never_compile(torch_dispatch.__code__)  # as the shared kernels (device.py)
 
 
 def _install() -> None:
