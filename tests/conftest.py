@@ -1,10 +1,17 @@
 from __future__ import annotations
 
+import os
+import tempfile
 from typing import Iterator
 
 import pytest
 
 pytest_plugins = ["pytester"]
+
+# Inductor's compiled graphs carry the source lines they were traced from, and its on-disk cache
+# outlives the checkout that filled it: a cache shared with another checkout of these tests
+# would name that checkout's files. Each test run gets its own.
+os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", tempfile.mkdtemp(prefix="syncguard-inductor-"))
 
 
 @pytest.fixture(autouse=True, scope="session")
