@@ -17,6 +17,8 @@ import re
 from typing import Any, Dict, List, Optional, Sequence, Set, Tuple
 
 from ..core import syncapis
+from . import context as _context
+from .backends import BOTH, backends_of
 from .infer import (
     DEVICE,
     HOST,
@@ -37,6 +39,9 @@ SEVERITIES = (CERTAIN, LIKELY, SILENT)
 _RANK = {CERTAIN: 2, LIKELY: 1, SILENT: 0}
 
 _TORCH_WORD = re.compile(r"\btorch\b")
+#: array libraries whose arrays share the tensor-only method names (item, tolist, any...)
+_OTHER_ARRAY_LIBS = frozenset({"numpy", "pandas", "jax", "tensorflow", "cupy", "mlx", "polars",
+                               "scipy", "xarray", "dask"})
 _ALLOW = re.compile(r"#\s*syncguard:\s*allow\[([^\]]*)\]")
 
 _APIS = syncapis.by_name()
@@ -68,6 +73,10 @@ class Finding:
     #: what result folders said of the line (:mod:`syncguard.lint.runs`): ``status``
     #: confirmed/cleared/unexercised/unknown, ``syncs``, ``steps``, ``per_step``
     run: Optional[Dict[str, Any]] = None
+    #: where the line runs: serving, test, benchmark or script (:mod:`.context`)
+    context: str = _context.SERVING
+    #: on which backends it syncs: both, cuda or npu (from the op models, :mod:`.backends`)
+    backend: str = BOTH
 
     @property
     def reported(self) -> bool:
@@ -115,6 +124,15 @@ permute softmax log_softmax cumsum neg abs exp log sqrt sigmoid relu tanh""".spl
 #: index or value expressions that are no Python int or number, even of a Python place
 _NOT_INT_NODES = (ast.List, ast.Tuple, ast.Set, ast.Dict, ast.ListComp, ast.SetComp,
                   ast.DictComp, ast.GeneratorExp, ast.JoinedStr, ast.Lambda)
+#: the op-model condition an in-kernel read flagged by the lint has been proved to meet (the
+#: cases that meet none are silenced before flagging)
+_IN_KERNEL_WHEN = {"multinomial": "no_replacement_or_one_sample",
+                   "masked_fill": "value_on_device", "masked_fill_": "value_on_device",
+                   "normal": "std_on_device"}
+#: logging methods that format their arguments
+_LOG_LEVELS = frozenset("debug info warning warn error exception critical fatal log".split())
+#: receivers that are loggers: ``logger``, ``self.log``, ``_LOGGER``, ``logging``
+_LOGGER_NAME = re.compile(r"(?:^|[._])(?:logger|log|logging)$", re.I)
 _FACTORIES = frozenset("""zeros ones empty full arange rand randn randint tensor as_tensor
 linspace logspace eye empty_strided randperm zeros_like ones_like empty_like full_like
 rand_like randn_like randint_like from_numpy frombuffer""".split())
@@ -135,6 +153,15 @@ class _Ctx:
         #: the file imports torch: without it an unknown value is not taken for a tensor
         #: because of a tensor-like method (numpy and pandas share .any(), .tolist()...)
         self.has_torch = True
+        #: the file uses another array library (numpy, pandas, jax...) and never says torch:
+        #: there ``.item()``/``.tolist()`` of an unknown value read host arrays mostly
+        self.other_arrays = False
+        #: every imported name -> what it imports (``jit`` -> ``triton.jit``)
+        self.names: Dict[str, str] = {}
+        #: the context of the whole file (test files, benchmarks) and the functions the
+        #: ``__main__`` block calls
+        self.file_context = _context.file_context(path)
+        self.script_funcs: Set[str] = set()
 
     def qual(self, node: ast.expr) -> Optional[str]:
         """Dotted name of ``node`` with import aliases resolved (``F.one_hot`` ->
@@ -154,9 +181,11 @@ class _Ctx:
 class _Func:
     """The dataflow over one function (or the module body)."""
 
-    def __init__(self, ctx: _Ctx, name: str, env: Optional[Dict[str, str]] = None) -> None:
+    def __init__(self, ctx: _Ctx, name: str, env: Optional[Dict[str, str]] = None,
+                 context: Optional[str] = None) -> None:
         self.ctx = ctx
         self.name = name
+        self.context = context or ctx.file_context
         self.env: Dict[str, str] = dict(env or {})
         self.ret: Optional[str] = None
         #: names bound to boolean tensors (comparisons, ~ & | of them)
@@ -170,22 +199,32 @@ class _Func:
 
     # -- findings ---------------------------------------------------------------------
     def flag(self, node: ast.AST, rule: str, api: str, why: str, severity: str,
-             value: str) -> None:
+             value: str, model: Optional[Tuple[str, str]] = None) -> None:
+        """Record a finding; ``model``: (op or entry point, condition) of an op-model entry
+        that decides the backends it syncs on (none: every backend)."""
         if not self.ctx.collect:
             return
+        backend = BOTH
+        if model is not None:
+            found = backends_of(*model)
+            if found is None:
+                return  # no op model counts a read here: no sync on any backend
+            backend = found
         line = getattr(node, "lineno", 1)
         text = self.ctx.lines[line - 1].strip() if 0 < line <= len(self.ctx.lines) else ""
         self.ctx.findings.append(Finding(
             self.ctx.path, line, getattr(node, "col_offset", 0),
             getattr(node, "end_lineno", None) or line, rule, api, why, severity, value,
-            self.name, text))
+            self.name, text, context=self.context, backend=backend))
 
     def api_flag(self, node: ast.AST, name: str, owner: str, severity: str, value: str,
                  why: Optional[str] = None) -> None:
         for a in _APIS.get(name, ()):
             if owner in a.owners:
+                when = _IN_KERNEL_WHEN.get(name)
+                model = (a.op, when) if a.rule == "SG701" and a.op and when else None
                 self.flag(node, a.rule, f"{owner}.{name}" if owner != "Tensor" else
-                          f"Tensor.{name}", why or a.why, severity, value)
+                          f"Tensor.{name}", why or a.why, severity, value, model)
                 return
 
     def condition(self, node: ast.expr, v: str) -> None:
@@ -236,6 +275,12 @@ class _Func:
         base = self.ev(target.value)
         idx = self.ev(target.slice)
         self.slice_bounds(target.slice)
+        if base in (HOST, PINNED) and value is not None and syncs_on(v):
+            # host[a:b] = dev: copy_ from the device into host memory, the host waits
+            self.flag(target, "SG201", "Tensor.__setitem__",
+                      "a device tensor written into a host tensor: a blocking device-to-host "
+                      "copy", _sev(v), v)
+            return
         if is_tensorish(base):
             self.setitem(target, target.value, base, target.slice, idx, value, v)
 
@@ -259,7 +304,8 @@ class _Func:
                 self.flag(node, "SG301", "Tensor.__setitem__",
                           "a boolean mask assigned a Python number: on NPU index_put_ runs "
                           "nonzero and reads the count on the host (CUDA uses masked_fill: "
-                          "no sync)", _sev(DEVICE if DEVICE in (base, idx) else base), base)
+                          "no sync)", _sev(DEVICE if DEVICE in (base, idx) else base), base,
+                          ("Tensor.__setitem__", "setitem_scalar_bool_mask"))
             return
         if base not in (DEVICE, TENSOR):
             return
@@ -275,7 +321,8 @@ class _Func:
             self.flag(node, "SG401", "Tensor.__setitem__",
                       "a Python number written through an index tensor: on CUDA index_put_ "
                       "copies the value to the device and waits (no sync on NPU)",
-                      _sev(base), base)
+                      _sev(base), base,
+                      ("Tensor.__setitem__", "setitem_scalar_int_tensor_index"))
             return
         rank = self.rank_of(recv)
         ints = sum(k in ("int", "unknown") for k in kinds)
@@ -291,7 +338,8 @@ class _Func:
                   "a Python number written through an integer index: the cost is "
                   "backend-dependent (CUDA: a blocking host-to-device copy of the value into "
                   "a 0-d destination, e.g. x[i] of a 1-d x; a row of a 2-d tensor is a fill_ "
-                  "with no sync; NPU: no sync)", sev, base)
+                  "with no sync; NPU: no sync)", sev, base,
+                  ("Tensor.__setitem__", "setitem_scalar_into_0d"))
 
     def index_kind(self, it: ast.expr) -> str:
         """One item of an index: ``slice``, ``none``, ``ellipsis``, ``int``, ``tensor``,
@@ -437,6 +485,12 @@ class _Func:
         if isinstance(node, ast.Subscript):
             return self.subscript(node)
         if isinstance(node, ast.BinOp):
+            if isinstance(node.op, ast.Mod) and isinstance(node.left, ast.Constant) and (
+                    isinstance(node.left.value, str)):
+                self.ev(node.right)
+                self.format_args(node, node.right.elts if isinstance(node.right, ast.Tuple)
+                                 else [node.right], "%-formatting")
+                return PY
             return combine([self.ev(node.left), self.ev(node.right)])
         if isinstance(node, ast.UnaryOp):
             v = self.ev(node.operand)
@@ -609,6 +663,9 @@ class _Func:
     def call(self, node: ast.Call) -> str:  # noqa: C901
         func = node.func
         q = self.ctx.qual(func)
+        if q is not None and q.startswith("logging.") and q.count(".") == 1:
+            self.log_call(node, func.attr if isinstance(func, ast.Attribute) else "")
+            return PY
         if q is not None:
             return self.module_call(node, q)
         if isinstance(func, ast.Name):
@@ -618,6 +675,25 @@ class _Func:
         self.ev(func)
         self.args(node)
         return UNKNOWN
+
+    def log_call(self, node: ast.Call, level: str) -> None:
+        """``logger.info("%s", t)``: a logging call formats its arguments on the host (when
+        the level is enabled), reading a device tensor's values."""
+        vals = self.args(node)
+        skip = 2 if level == "log" else 1  # the level, the message
+        for a, v in list(zip(node.args, vals))[skip:]:
+            if syncs_on(v):
+                self.flag(a, "SG501", "Tensor.__repr__",
+                          f"logging.{level}() formats the tensor on the host (when the level "
+                          "is enabled)", _sev(v), v)
+
+    def format_args(self, node: ast.AST, args: Sequence[ast.expr], how: str) -> None:
+        """``"%s" % t`` and ``"{}".format(t)``: each tensor argument is formatted."""
+        for a in args:
+            v = self.ev_quiet(a.value if isinstance(a, ast.Starred) else a)
+            if syncs_on(v):
+                self.flag(a, "SG501", "Tensor.__format__",
+                          f"{how} formats the tensor on the host", _sev(v), v)
 
     def args(self, node: ast.Call) -> List[str]:
         vals = [self.ev(a) for a in node.args]
@@ -759,7 +835,8 @@ class _Func:
                 sev_v = vals[1] if len(vals) > 1 and is_tensorish(vals[0]) else PY
             if syncs_on(sev_v):
                 self.api_flag(node, name, owner,
-                              _sev(sev_v, name not in _GENERIC and self.ctx.has_torch), sev_v)
+                              _sev(sev_v, name not in _GENERIC and self.tensor_api(name)),
+                              sev_v)
         res = combine(v for v in vals if v != PY)
         for k, v in kw.items():
             if k not in ("device", "dtype", "out") and v is not None:
@@ -784,9 +861,18 @@ class _Func:
         return []
 
     def int_args(self, args: Sequence[ast.expr], vals: Sequence[str]) -> None:
-        """Arguments where an int is expected: a 0-d tensor there is read on the host."""
+        """Arguments where an int is expected: a 0-d tensor there is read on the host, and
+        so is one inside a size tuple or list (``torch.zeros((n, 4))``)."""
         for a, v in zip(args, vals):
-            if syncs_on(v) and not isinstance(a, (ast.List, ast.Tuple)):
+            if isinstance(a, (ast.List, ast.Tuple)):
+                for e in a.elts:
+                    if isinstance(e, ast.Starred):
+                        continue  # *shape: a torch.Size or a list of ints
+                    ev = self.ev_quiet(e)
+                    if syncs_on(ev):
+                        self.api_flag(e, "__index__", "Tensor", _sev(ev), ev,
+                                      "a tensor inside a size is read on the host")
+            elif syncs_on(v):
                 self.api_flag(a, "__index__", "Tensor", _sev(v), v,
                               "a tensor passed where an int is expected is read on the host")
 
@@ -799,8 +885,18 @@ class _Func:
             self.ctx.collect = saved
 
     def method_call(self, node: ast.Call, func: ast.Attribute) -> str:  # noqa: C901
-        r = self.ev(func.value)
         m = func.attr
+        if m in _LOG_LEVELS and _LOGGER_NAME.search(_dotted(func.value) or ""):
+            self.ev(func.value)
+            self.log_call(node, m)
+            return PY
+        if m == "format" and isinstance(func.value, ast.Constant) and isinstance(
+                func.value.value, str):
+            self.args(node)
+            self.format_args(node, [*node.args, *(k.value for k in node.keywords)],
+                             "str.format()")
+            return PY
+        r = self.ev(func.value)
         vals = self.args(node)
         kw = {k.arg: k.value for k in node.keywords if k.arg}
         tensor_recv = r in (DEVICE, TENSOR) or (
@@ -871,13 +967,28 @@ class _Func:
             elif m == "numpy" and not _is_true(kw.get("force")):
                 sev_v = PY  # raises on a device tensor: nothing is read
             if sev_v != PY:
+                when = _IN_KERNEL_WHEN.get(m)
                 self.flag(node, a.rule, f"Tensor.{m}", a.why,
-                          _sev(sev_v, m not in _GENERIC and self.ctx.has_torch), sev_v)
+                          _sev(sev_v, m not in _GENERIC and self.tensor_api(m)), sev_v,
+                          (a.op, when) if a.rule == "SG701" and a.op and when else None)
         if m in _HOST_METHODS:
             return PY if m in ("item", "tolist") else HOST
         if r == UNKNOWN:
+            if m in ("all", "any") and not self.ctx.other_arrays and self.is_mask(
+                    func.value, r):
+                # (ids == stop).all(): a reduction of a comparison is an array; in a file
+                # that uses no other array library, a tensor handed in from elsewhere
+                return TENSOR
             return TENSOR if m in _TENSOR_METHODS and self.ctx.has_torch else UNKNOWN
         return r
+
+    def tensor_api(self, m: str) -> bool:
+        """An unknown receiver of method ``m`` is likely a tensor: in a file that says torch,
+        or for a read only tensors (and numpy) have, in a file that uses no other array
+        library (a helper module handed device tensors by its callers)."""
+        if self.ctx.has_torch:
+            return True
+        return m in ("item", "tolist", "cpu", "cuda", "npu") and not self.ctx.other_arrays
 
     def copy_method(self, node: ast.Call, m: str, r: str, vals: List[str],
                     kw: Dict[str, ast.expr]) -> str:
@@ -984,7 +1095,7 @@ class _Func:
         elif isinstance(s, ast.ClassDef):
             for d in s.decorator_list:
                 self.ev(d)
-            analyse_class(self.ctx, s, self.env, self.name)
+            analyse_class(self.ctx, s, self.env, self.name, self.context)
             self.env[s.name] = PY
         elif isinstance(s, ast.Assign):
             v = self.ev(s.value)
@@ -1012,6 +1123,12 @@ class _Func:
             if isinstance(s.target, (ast.Name, ast.Attribute)):
                 # x += y has the shape of x + y (broadcast)
                 self.bind(s.target, v, ast.BinOp(left=s.target, op=s.op, right=s.value))
+        elif isinstance(s, ast.If) and _context.is_main_guard(s.test):
+            saved_context = self.context
+            if self.context == _context.SERVING:
+                self.context = _context.SCRIPT
+            self.branch(s.body, s.orelse)
+            self.context = saved_context
         elif isinstance(s, (ast.If, ast.While)):
             self.condition(s.test, self.ev(s.test))
             if isinstance(s, ast.While):
@@ -1090,11 +1207,25 @@ class _Func:
 
     def function(self, s: ast.AST, qualname: str, seed: Optional[Dict[str, str]] = None
                  ) -> _Func:
-        for d in getattr(s, "decorator_list", ()):
+        name = getattr(s, "name", "")
+        context = _context.function_context(name, self.context)
+        if (context == _context.SERVING and self.name == "<module>"
+                and name in self.ctx.script_funcs):
+            context = _context.SCRIPT  # main(), called from the __main__ block
+        f = _Func(self.ctx, qualname, seed if seed is not None else self.env, context)
+        decorators = getattr(s, "decorator_list", ())
+        if any(_context.is_kernel_decorator(d, self.ctx.names) for d in decorators):
+            # a device kernel (Triton, CuTe, TileLang...): traced for the device, its
+            # branches and reads are no host code
+            f.ret = UNKNOWN
+            return f
+        for d in decorators:
             self.ev(d)
-        f = _Func(self.ctx, qualname, seed if seed is not None else self.env)
         f.params(s.args)  # type: ignore[attr-defined]
         f.body(s.body)  # type: ignore[attr-defined]
+        hint = by_annotation(getattr(s, "returns", None))
+        if hint == PY:
+            f.ret = PY  # -> bool / int: what the caller gets is a Python value
         return f
 
 
@@ -1243,22 +1374,27 @@ def _imports(ctx: _Ctx, s: ast.stmt, env: Dict[str, str]) -> None:
         for a in s.names:
             if a.asname:
                 ctx.aliases[a.asname] = a.name
+                ctx.names[a.asname] = a.name
             else:
                 top = a.name.split(".")[0]
                 ctx.aliases[top] = top
+                ctx.names[top] = top
     elif isinstance(s, ast.ImportFrom) and s.module and not s.level:
         for a in s.names:
+            ctx.names[a.asname or a.name] = f"{s.module}.{a.name}"
             if s.module.split(".")[0] in ("torch", "numpy"):
                 ctx.aliases[a.asname or a.name] = f"{s.module}.{a.name}"
 
 
-def analyse_class(ctx: _Ctx, cls: ast.ClassDef, env: Dict[str, str], outer: str) -> None:
+def analyse_class(ctx: _Ctx, cls: ast.ClassDef, env: Dict[str, str], outer: str,
+                  context: Optional[str] = None) -> None:
     """Methods of ``cls``, ``__init__`` first: what it puts in ``self.x`` seeds the others."""
     prefix = cls.name if outer == "<module>" else f"{outer}.{cls.name}"
     methods = [s for s in cls.body if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef))]
     methods.sort(key=lambda m: m.name != "__init__")
     seed = dict(env)
-    cf = _Func(ctx, prefix, env)
+    cf = _Func(ctx, prefix, env,
+               _context.class_context(cls.name, context or ctx.file_context))
     for s in cls.body:
         if not isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef)):
             cf.stmt(s)
@@ -1295,6 +1431,9 @@ def check_source(source: str, path: str) -> List[Finding]:
     ctx = _Ctx(path, lines)
     _returns(tree, ctx)
     ctx.has_torch = _TORCH_WORD.search(source) is not None
+    ctx.other_arrays = not ctx.has_torch and any(
+        v.split(".")[0] in _OTHER_ARRAY_LIBS for v in ctx.names.values())
+    ctx.script_funcs = _context.script_functions(tree)
     ctx.aliases.clear()
     top = _Func(ctx, "<module>")
     top.body(tree.body)
