@@ -22,6 +22,7 @@ from .backends import BOTH, backends_of
 from .infer import (
     DEVICE,
     HOST,
+    OBJ,
     PINNED,
     PY,
     TENSOR,
@@ -31,8 +32,10 @@ from .infer import (
     combine,
     is_tensorish,
     join,
+    obj_key,
     syncs_on,
 )
+from .project import ClassInfo, ModuleSummary, Project
 
 CERTAIN, LIKELY, SILENT = "certain", "likely", "silent"
 SEVERITIES = (CERTAIN, LIKELY, SILENT)
@@ -141,13 +144,28 @@ rand_like randn_like randint_like from_numpy frombuffer""".split())
 class _Ctx:
     """Per-file state: import aliases, module-level function results and the findings."""
 
-    def __init__(self, path: str, lines: List[str]) -> None:
+    def __init__(self, path: str, lines: List[str], project: Optional[Project] = None,
+                 module: str = "") -> None:
         self.path = path
         self.lines = lines
+        #: the linted tree (None for one file on its own) and this file's module name
+        self.project = project
+        self.module = module
+        #: names imported from modules of the project: local name -> (module, name there)
+        self.imported: Dict[str, Tuple[str, str]] = {}
+        #: names bound to modules of the project (``import pkg.mod as m``)
+        self.modules: Dict[str, str] = {}
+        #: classes read, by key, and this module's own classes, by name
+        self.classes: Dict[str, ClassInfo] = project.classes if project is not None else {}
+        self.local_classes: Dict[str, str] = {}
         self.aliases: Dict[str, str] = {}
         self.returns: Dict[str, str] = {}
         #: what module-level functions' returns say of the shape, where every return agrees
         self.shape_returns: Dict[str, _Shape] = {}
+        #: module-level functions, by name; those whose return is known; those being read
+        self.defs: Dict[str, ast.AST] = {}
+        self.returns_known: Set[str] = set()
+        self.in_progress: Set[str] = set()
         self.findings: List[Finding] = []
         self.collect = True
         #: the file imports torch: without it an unknown value is not taken for a tensor
@@ -162,6 +180,44 @@ class _Ctx:
         #: ``__main__`` block calls
         self.file_context = _context.file_context(path)
         self.script_funcs: Set[str] = set()
+
+    def symbol(self, name: str) -> Optional[Tuple[ModuleSummary, str]]:
+        """The summary of the project module ``name`` was imported from, and its name
+        there."""
+        hit = self.imported.get(name)
+        if hit is None or self.project is None:
+            return None
+        summary = self.project.summaries.get(hit[0])
+        return (summary, hit[1]) if summary is not None else None
+
+    def class_key(self, name: str) -> Optional[str]:
+        """The key of the class a name means here (a class of this file or imported)."""
+        if name in self.local_classes:
+            return self.local_classes[name]
+        sym = self.symbol(name)
+        if sym is not None:
+            return sym[0].classes.get(sym[1])
+        return None
+
+    def annotation_class(self, node: Optional[ast.expr]) -> Optional[str]:
+        """The class key a type hint names: ``Batch``, ``"Batch"``, ``Optional[Batch]``."""
+        if node is None:
+            return None
+        if isinstance(node, ast.Constant) and isinstance(node.value, str):
+            try:
+                node = ast.parse(node.value, mode="eval").body
+            except SyntaxError:
+                return None
+        if isinstance(node, ast.Subscript) and _dotted(node.value) in (
+                "Optional", "typing.Optional"):
+            node = node.slice
+        if isinstance(node, ast.BinOp) and isinstance(node.op, ast.BitOr):  # Batch | None
+            for side in (node.left, node.right):
+                if not (isinstance(side, ast.Constant) and side.value is None):
+                    return self.annotation_class(side)
+        if isinstance(node, ast.Name):
+            return self.class_key(node.id)
+        return None
 
     def qual(self, node: ast.expr) -> Optional[str]:
         """Dotted name of ``node`` with import aliases resolved (``F.one_hot`` ->
@@ -239,6 +295,13 @@ class _Func:
             return self.env[name]
         if name in self.ctx.aliases or name in ("self", "cls"):
             return PY
+        sym = self.ctx.symbol(name)
+        if sym is not None:
+            summary, there = sym
+            if there in summary.globals:
+                return summary.globals[there]
+            if there in summary.returns or there in summary.classes:
+                return PY  # a function or a class
         return by_name(name.rsplit(".", 1)[-1]) or UNKNOWN
 
     def bind(self, target: ast.expr, v: str, value: Optional[ast.expr] = None) -> None:
@@ -435,6 +498,7 @@ class _Func:
                 return self.shape_of(node.args[0])
             return _NO_SHAPE
         if isinstance(func, ast.Name):
+            _lazy_return(self.ctx, func.id)
             return self.ctx.shape_returns.get(func.id, _NO_SHAPE)
         if not isinstance(func, ast.Attribute):
             return _NO_SHAPE
@@ -579,7 +643,23 @@ class _Func:
         key = _attr_key(node)
         if key is not None and key in self.env:
             return self.env[key]
+        cls = obj_key(base)
+        if cls is not None and cls in self.ctx.classes:
+            v = self.ctx.classes[cls].attrs.get(a)
+            if v is not None:
+                hint = by_name(a)
+                # a field typed torch.Tensor named seq_lens_cpu: the name says where
+                return hint if v == TENSOR and hint in (HOST, PINNED, DEVICE) else v
+        if isinstance(node.value, ast.Name) and node.value.id in self.ctx.modules:
+            summary = self.module_summary(node.value.id)
+            if summary is not None and a in summary.globals:
+                return summary.globals[a]
         return by_name(a) or UNKNOWN
+
+    def module_summary(self, alias: str) -> Optional[ModuleSummary]:
+        if self.ctx.project is None:
+            return None
+        return self.ctx.project.summaries.get(self.ctx.modules[alias])
 
     def compare(self, node: ast.Compare) -> str:
         left = self.ev(node.left)
@@ -663,6 +743,14 @@ class _Func:
     def call(self, node: ast.Call) -> str:  # noqa: C901
         func = node.func
         q = self.ctx.qual(func)
+        if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and (
+                func.value.id in self.ctx.modules and func.value.id not in self.env):
+            summary = self.module_summary(func.value.id)
+            if summary is not None:
+                self.args(node)
+                if func.attr in summary.classes:
+                    return OBJ + summary.classes[func.attr]
+                return summary.returns.get(func.attr, UNKNOWN)
         if q is not None and q.startswith("logging.") and q.count(".") == 1:
             self.log_call(node, func.attr if isinstance(func, ast.Attribute) else "")
             return PY
@@ -731,6 +819,14 @@ class _Func:
             return PY
         if name in ("list", "tuple", "reversed", "iter", "next"):
             return first if first != PY else PY
+        if name not in self.env:
+            cls = self.ctx.class_key(name)
+            if cls is not None:
+                return OBJ + cls
+            sym = self.ctx.symbol(name)
+            if sym is not None:
+                return sym[0].returns.get(sym[1], UNKNOWN)
+        _lazy_return(self.ctx, name)
         if name in self.ctx.returns:
             return self.ctx.returns[name]
         return UNKNOWN
@@ -837,6 +933,8 @@ class _Func:
                 self.api_flag(node, name, owner,
                               _sev(sev_v, name not in _GENERIC and self.tensor_api(name)),
                               sev_v)
+        if name in ("equal", "allclose", "is_nonzero", "is_same_size"):
+            return PY  # a Python bool (the read, if any, is flagged here)
         res = combine(v for v in vals if v != PY)
         for k, v in kw.items():
             if k not in ("device", "dtype", "out") and v is not None:
@@ -897,6 +995,11 @@ class _Func:
                              "str.format()")
             return PY
         r = self.ev(func.value)
+        cls = obj_key(r)
+        if cls is not None:
+            self.args(node)
+            info = self.ctx.classes.get(cls)
+            return info.methods.get(m, UNKNOWN) if info is not None else UNKNOWN
         vals = self.args(node)
         kw = {k.arg: k.value for k in node.keywords if k.arg}
         tensor_recv = r in (DEVICE, TENSOR) or (
@@ -1051,6 +1154,9 @@ class _Func:
             every.append(args.kwarg)
         for a in every:
             v = by_annotation(a.annotation) or by_name(a.arg)
+            if v is None:
+                cls = self.ctx.annotation_class(a.annotation)
+                v = OBJ + cls if cls is not None else None
             if a.arg in ("self", "cls"):
                 v = PY
             self.env[a.arg] = v or UNKNOWN
@@ -1077,8 +1183,10 @@ class _Func:
                        if all(e.get(k) == r for e in end_shapes[1:])}
         changed: Set[str] = set()
         get = start.get
+        start_items = start.items()
         for e in ends:
-            changed.update(k for k, v in e.items() if get(k) != v)
+            # the keys a branch bound or rebound (set operations on the items views run in C)
+            changed.update(k for k, _ in e.items() - start_items)
         merged = start
         for k in changed:
             vs = [e.get(k, get(k, UNKNOWN)) for e in ends]
@@ -1090,7 +1198,9 @@ class _Func:
 
     def stmt(self, s: ast.stmt) -> None:  # noqa: C901
         if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef)):
-            self.function(s, f"{self.name}.{s.name}" if self.name != "<module>" else s.name)
+            f = self.function(s, f"{self.name}.{s.name}" if self.name != "<module>" else s.name)
+            if self.name == "<module>" and self.ctx.defs.get(s.name) is s:
+                _record_return(self.ctx, s.name, f)
             self.env[s.name] = PY
         elif isinstance(s, ast.ClassDef):
             for d in s.decorator_list:
@@ -1379,11 +1489,35 @@ def _imports(ctx: _Ctx, s: ast.stmt, env: Dict[str, str]) -> None:
                 top = a.name.split(".")[0]
                 ctx.aliases[top] = top
                 ctx.names[top] = top
-    elif isinstance(s, ast.ImportFrom) and s.module and not s.level:
+    if ctx.project is not None:
+        _project_imports(ctx, s)
+    if isinstance(s, ast.ImportFrom) and s.module and not s.level:
         for a in s.names:
             ctx.names[a.asname or a.name] = f"{s.module}.{a.name}"
             if s.module.split(".")[0] in ("torch", "numpy"):
                 ctx.aliases[a.asname or a.name] = f"{s.module}.{a.name}"
+
+
+def _project_imports(ctx: _Ctx, s: ast.stmt) -> None:
+    """Imports of modules of the linted tree: their names are read from those modules'
+    summaries (:mod:`.project`)."""
+    project = ctx.project
+    assert project is not None
+    if isinstance(s, ast.Import):
+        for a in s.names:
+            if a.asname and a.name in project.modules:
+                ctx.modules[a.asname] = a.name
+        return
+    if not isinstance(s, ast.ImportFrom):
+        return
+    mod = project.resolve(ctx.module, s.module, s.level)
+    for a in s.names:
+        local = a.asname or a.name
+        sub = f"{mod}.{a.name}" if mod else project.resolve(ctx.module, a.name, s.level)
+        if sub is not None and sub in project.modules:
+            ctx.modules[local] = sub  # from pkg import mod
+        elif mod is not None:
+            ctx.imported[local] = (mod, a.name)
 
 
 def analyse_class(ctx: _Ctx, cls: ast.ClassDef, env: Dict[str, str], outer: str,
@@ -1395,48 +1529,93 @@ def analyse_class(ctx: _Ctx, cls: ast.ClassDef, env: Dict[str, str], outer: str,
     seed = dict(env)
     cf = _Func(ctx, prefix, env,
                _context.class_context(cls.name, context or ctx.file_context))
+    info = ClassInfo(prefix)
+    key = f"{ctx.module or ctx.path}:{prefix}"
+    ctx.classes[key] = info
+    if outer == "<module>":
+        ctx.local_classes[cls.name] = key
     for s in cls.body:
         if not isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef)):
             cf.stmt(s)
+            if isinstance(s, ast.AnnAssign) and isinstance(s.target, ast.Name):
+                # a dataclass field (or a class attribute): what instances hold
+                v = cf.env.get(s.target.id, UNKNOWN)
+                info.attrs[s.target.id] = v
+                seed[f"self.{s.target.id}"] = v
     for m in methods:
         f = cf.function(m, f"{prefix}.{m.name}", seed)
+        if f.ret is not None and f.ret != UNKNOWN:
+            info.methods[m.name] = f.ret
         if m.name in ("__init__", "__post_init__", "setup"):
             for k, v in f.env.items():
                 if k.startswith("self."):
                     seed[k] = v
+                    if "." not in k[5:] and v != UNKNOWN:
+                        info.attrs[k[5:]] = v
 
 
-def _returns(tree: ast.Module, ctx: _Ctx) -> None:
-    """What each module-level function returns (a quiet first pass, in file order)."""
+def _record_return(ctx: _Ctx, name: str, f: _Func) -> None:
+    ctx.returns_known.add(name)
+    if f.ret is not None and f.ret != UNKNOWN:
+        ctx.returns[name] = f.ret
+    else:
+        ctx.returns.pop(name, None)
+    shapes = set(f.ret_shapes)
+    if len(shapes) == 1 and _NO_SHAPE not in shapes:
+        ctx.shape_returns[name] = shapes.pop()
+    else:
+        ctx.shape_returns.pop(name, None)
+
+
+def _lazy_return(ctx: _Ctx, name: str) -> None:
+    """What module-level function ``name`` returns, when a call is read before its ``def``
+    ran: a quiet pass over that one function (once; each function is otherwise read once,
+    when its ``def`` is reached, and records its return then)."""
+    node = ctx.defs.get(name)
+    if node is None or name in ctx.returns_known or name in ctx.in_progress:
+        return
+    ctx.in_progress.add(name)
+    saved = ctx.collect
     ctx.collect = False
-    top = _Func(ctx, "<module>")
-    for s in tree.body:
-        if isinstance(s, (ast.Import, ast.ImportFrom)):
-            _imports(ctx, s, top.env)
-        elif isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef)):
-            f = top.function(s, s.name)
-            if f.ret is not None and f.ret != UNKNOWN:
-                ctx.returns[s.name] = f.ret
-            shapes = set(f.ret_shapes)
-            if len(shapes) == 1 and _NO_SHAPE not in shapes:
-                ctx.shape_returns[s.name] = shapes.pop()
-    ctx.collect = True
+    try:
+        f = _Func(ctx, "<module>").function(node, name)
+    finally:
+        ctx.collect = saved
+        ctx.in_progress.discard(name)
+    _record_return(ctx, name, f)
 
 
 def check_source(source: str, path: str) -> List[Finding]:
     """Every candidate line of ``source`` (all severities, silent ones included), one per
     line: the most severe first candidate, with the others in ``also``. Raises SyntaxError."""
     tree = ast.parse(source, filename=path)
+    return check_tree(tree, source, path)
+
+
+def check_tree(tree: ast.Module, source: str, path: str, project: Optional[Project] = None,
+               real_path: Optional[str] = None) -> List[Finding]:
+    """:func:`check_source` of a parsed ``tree``; with ``project``, names imported from the
+    project's modules read already are known, and this module's summary is added to it
+    (``real_path`` the file as the project knows it)."""
     lines = source.splitlines()
-    ctx = _Ctx(path, lines)
-    _returns(tree, ctx)
+    module = project.module_of(real_path or path) if project is not None else ""
+    ctx = _Ctx(path, lines, project, module)
+    for s in tree.body:
+        if isinstance(s, (ast.Import, ast.ImportFrom)):
+            _imports(ctx, s, {})
+        elif isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            ctx.defs[s.name] = s
     ctx.has_torch = _TORCH_WORD.search(source) is not None
     ctx.other_arrays = not ctx.has_torch and any(
         v.split(".")[0] in _OTHER_ARRAY_LIBS for v in ctx.names.values())
     ctx.script_funcs = _context.script_functions(tree)
-    ctx.aliases.clear()
     top = _Func(ctx, "<module>")
     top.body(tree.body)
+    if project is not None and module:
+        project.summaries[module] = ModuleSummary(
+            dict(ctx.returns), {n: k for n, k in ctx.local_classes.items()},
+            {k: v for k, v in top.env.items() if "." not in k and v != UNKNOWN
+             and k not in ctx.local_classes and k not in ctx.defs})
     return _one_per_line(ctx.findings, lines)
 
 

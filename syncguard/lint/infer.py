@@ -19,6 +19,8 @@ TENSOR = "tensor"
 DEVICE = "device"
 #: nothing known
 UNKNOWN = "unknown"
+#: an instance of a class the lint read (``obj:<key>``, :class:`.project.ClassInfo`): no tensor
+OBJ = "obj:"
 
 _TENSORISH = (HOST, PINNED, TENSOR, DEVICE)
 
@@ -99,6 +101,11 @@ def by_annotation(node: Optional[ast.expr]) -> Optional[str]:
     if _PY_HINTS.match(text.replace("Optional[", "")):
         return PY
     return None
+
+
+def obj_key(v: str) -> Optional[str]:
+    """The class key of an instance place, None for any other place."""
+    return v[len(OBJ):] if v.startswith(OBJ) else None
 
 
 def is_tensorish(v: str) -> bool:

@@ -657,14 +657,14 @@ def test_a_lint_bug_in_one_file_does_not_hide_the_others(tmp_path, monkeypatch) 
 
     (tmp_path / "a.py").write_text("import torch\nx = torch.zeros(2, device='npu').item()\n")
     (tmp_path / "b.py").write_text("import torch\n")
-    real = lint_mod.check_source
+    real = lint_mod.check_tree
 
-    def flaky(source: str, path: str) -> List[Finding]:
+    def flaky(tree, source: str, path: str, *args) -> List[Finding]:  # type: ignore[no-untyped-def]
         if path.endswith("b.py"):
             raise KeyError("boom")
-        return real(source, path)
+        return real(tree, source, path, *args)
 
-    monkeypatch.setattr(lint_mod, "check_source", flaky)
+    monkeypatch.setattr(lint_mod, "check_tree", flaky)
     rep = lint_paths([str(tmp_path)], root=str(tmp_path))
     assert [f.path for f in rep.reported] == ["a.py"]
     assert rep.errors == ["b.py: internal error of the lint: KeyError: 'boom'"]

@@ -268,3 +268,123 @@ def test_backend_option_chooses_what_fails(tmp_path, monkeypatch, capsys) -> Non
     assert main(["lint", "a.py", "--backend", "any"]) == 1
     (tmp_path / "pyproject.toml").write_text('[tool.syncguard.lint]\nbackend = "rocm"\n')
     assert main(["lint", "a.py"]) == 2
+
+
+# -- item 1: device inference across the tree ----------------------------------------------
+def _tree_lint(tmp_path, files: Dict[str, str]) -> Dict[str, Dict[int, Finding]]:
+    for name, src in files.items():
+        p = tmp_path / name
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_text(textwrap.dedent(src))
+    rep = lint_paths([str(tmp_path)], root=str(tmp_path))
+    out: Dict[str, Dict[int, Finding]] = {}
+    for f in rep.reported:
+        out.setdefault(f.path, {})[f.line] = f
+    return out
+
+
+def test_device_tensors_made_in_another_module(tmp_path) -> None:
+    found = _tree_lint(tmp_path, {
+        "eng/__init__.py": "",
+        "eng/buffers.py": """\
+            import torch
+
+            def make_lens(n):
+                return torch.zeros(n, device="cuda")
+
+            def make_host(n):
+                return torch.zeros(n, device="cpu")
+
+            GLOBAL_BUF = torch.empty(8, device="cuda")
+
+            class Runner:
+                def __init__(self):
+                    self.lens = torch.zeros(4, device="cuda")
+                    self.lens_cpu = torch.zeros(4, pin_memory=True)
+
+                def pick(self):
+                    return self.lens
+            """,
+        "eng/batch.py": """\
+            import dataclasses
+            import torch
+
+            @dataclasses.dataclass
+            class Batch:
+                input_ids: torch.Tensor
+                seq_lens_cpu: torch.Tensor
+                n: int
+            """,
+        "eng/loop.py": """\
+            from .batch import Batch
+            from .buffers import GLOBAL_BUF, Runner, make_host, make_lens
+
+            def step(batch: Batch):
+                a = make_lens(4)
+                n = a.sum().item()
+                h = make_host(4)
+                m = h.tolist()
+                g = GLOBAL_BUF.tolist()
+                r = Runner()
+                x = r.lens.tolist()
+                y = r.lens_cpu.tolist()
+                z = r.pick().tolist()
+                ids = batch.input_ids.tolist()
+                lens = batch.seq_lens_cpu.tolist()
+                k = batch.n
+                if k:
+                    pass
+            """,
+    })
+    loop = found["eng/loop.py"]
+    assert loop[6].severity == CERTAIN  # returned by a function of another module
+    assert 8 not in loop  # device="cpu" there: a host tensor here
+    assert loop[9].severity == CERTAIN  # a module global
+    assert loop[11].severity == CERTAIN  # an attribute set in __init__
+    assert 12 not in loop  # a pinned host attribute
+    assert loop[13].severity == CERTAIN  # a method's return
+    assert loop[14].severity == LIKELY  # a dataclass field typed torch.Tensor
+    assert 15 not in loop and 17 not in loop  # a _cpu field, an int field
+
+
+def test_a_helper_returning_a_python_bool_is_no_tensor_condition() -> None:
+    found = _by_line("""\
+        import torch
+
+        def is_done(x) -> bool:
+            return x.numel() == 0 or flag(x)
+
+        def use_greedy(t: torch.Tensor):
+            return bool(t.all())
+
+        def same(a: torch.Tensor, b: torch.Tensor):
+            return torch.equal(a, b)
+
+        def loop(x_gpu):
+            if is_done(x_gpu):
+                pass
+            if use_greedy(x_gpu):
+                pass
+            if same(x_gpu, x_gpu):
+                pass
+        """)
+    assert sorted(found) == [7, 10]  # the helpers' own reads, not their callers
+
+
+def test_imports_are_resolved_in_a_folder_of_scripts(tmp_path) -> None:
+    found = _tree_lint(tmp_path, {
+        "ex/helpers.py": """\
+            import torch
+
+            def on_device():
+                return torch.ones(3, device="npu")
+            """,
+        "ex/run.py": """\
+            from helpers import on_device
+
+            def go():
+                t = on_device()
+                return t.tolist()
+            """,
+    })
+    assert found["ex/run.py"][5].severity == CERTAIN
