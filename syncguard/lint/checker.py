@@ -828,7 +828,13 @@ class _Func:
                 return sym[0].returns.get(sym[1], UNKNOWN)
         _lazy_return(self.ctx, name)
         if name in self.ctx.returns:
-            return self.ctx.returns[name]
+            ret = self.ctx.returns[name]
+            tensors = [v for v in vals if is_tensorish(v) or v == UNKNOWN]
+            if ret == TENSOR and tensors and all(v in (HOST, PINNED) for v in tensors):
+                # a helper over tensors of any place (prepare_lens(x)) given host tensors
+                # only: what it computes stays on the host
+                return HOST
+            return ret
         return UNKNOWN
 
     def _device_kw(self, node: ast.Call) -> Optional[ast.expr]:
@@ -1105,6 +1111,12 @@ class _Func:
                           "does not help)" if nb else
                           "a device tensor copied into a host buffer (blocking)", _sev(src),
                           src)
+            elif r == PINNED and src == UNKNOWN and not nb:
+                # a pinned buffer is a staging area for device data: a blocking copy into it
+                # of a value of unknown place is the device-to-host copy it was made for
+                self.flag(node, "SG201", "Tensor.copy_",
+                          "a copy into a pinned host buffer without non_blocking waits for "
+                          "the device (when the source is on it)", LIKELY, src)
             elif r in (DEVICE, TENSOR) and src in (HOST, PINNED) and (not nb or src == HOST):
                 self.flag(node, "SG401", "Tensor.copy_",
                           "a host tensor copied into a device buffer (blocking)", _sev(r), r)

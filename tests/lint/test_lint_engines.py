@@ -388,3 +388,39 @@ def test_imports_are_resolved_in_a_folder_of_scripts(tmp_path) -> None:
             """,
     })
     assert found["ex/run.py"][5].severity == CERTAIN
+
+
+def test_a_blocking_copy_into_a_pinned_buffer_from_an_unknown_source() -> None:
+    """exllamav2 dynamic.py: ``batch_logits = self.logits_pinned[...]`` then
+    ``batch_logits.copy_(device_logits)`` with the logits unpacked from a model call."""
+    found = _by_line("""\
+        import torch
+
+        class Gen:
+            def __init__(self):
+                self.logits_pinned = torch.empty(4, 8, pin_memory=True)
+
+            def step(self, model):
+                out, _ = model.forward_chunk()
+                buf = self.logits_pinned[:2]
+                buf.copy_(out)
+                buf.copy_(out, non_blocking=True)
+        """)
+    assert found[10].api == "Tensor.copy_" and found[10].severity == LIKELY
+    assert 11 not in found
+
+
+def test_a_helper_of_any_place_given_host_tensors_returns_host_ones() -> None:
+    """fla index.py after 6b7931d2: ``prepare_lens(cu_seqlens_cpu)`` is a host tensor."""
+    found = _by_line("""\
+        import torch
+
+        def prepare_lens(cu_seqlens: torch.Tensor) -> torch.LongTensor:
+            return cu_seqlens[1:] - cu_seqlens[:-1]
+
+        def f(cu_seqlens, cu_seqlens_cpu, chunk_size: int):
+            a = int(max(prepare_lens(cu_seqlens_cpu)))
+            b = prepare_lens(cu_seqlens_cpu).tolist()
+            c = prepare_lens(cu_seqlens).max().item()
+        """)
+    assert sorted(found) == [9]
