@@ -124,8 +124,8 @@ def evaluate(git_dir: str, commit: str, keep: Optional[Set[Tuple[str, int]]] = N
             rows.append({
                 "commit": commit, "file": path, "line": n, "text": text.strip(),
                 "flagged": f is not None, "severity": f.severity if f else None,
-                "api": f.api if f else None, "context": f.context if f else None,
-                "backend": f.backend if f else None,
+                "api": f.api if f else None, "context": getattr(f, "context", None),
+                "backend": getattr(f, "backend", None),
                 "added_lines_flagged": [f"{k}: {after[k].api} {after[k].severity}"
                                         for k in new_flags],
             })

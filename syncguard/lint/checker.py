@@ -825,16 +825,10 @@ class _Func:
                 return OBJ + cls
             sym = self.ctx.symbol(name)
             if sym is not None:
-                return sym[0].returns.get(sym[1], UNKNOWN)
+                return _given(sym[0].returns.get(sym[1], UNKNOWN), vals)
         _lazy_return(self.ctx, name)
         if name in self.ctx.returns:
-            ret = self.ctx.returns[name]
-            tensors = [v for v in vals if is_tensorish(v) or v == UNKNOWN]
-            if ret == TENSOR and tensors and all(v in (HOST, PINNED) for v in tensors):
-                # a helper over tensors of any place (prepare_lens(x)) given host tensors
-                # only: what it computes stays on the host
-                return HOST
-            return ret
+            return _given(self.ctx.returns[name], vals)
         return UNKNOWN
 
     def _device_kw(self, node: ast.Call) -> Optional[ast.expr]:
@@ -1166,6 +1160,8 @@ class _Func:
             every.append(args.kwarg)
         for a in every:
             v = by_annotation(a.annotation) or by_name(a.arg)
+            if v == TENSOR and by_name(a.arg) in (HOST, PINNED, DEVICE):
+                v = by_name(a.arg)  # cu_seqlens_cpu: torch.Tensor: the name says where
             if v is None:
                 cls = self.ctx.annotation_class(a.annotation)
                 v = OBJ + cls if cls is not None else None
@@ -1349,6 +1345,16 @@ class _Func:
         if hint == PY:
             f.ret = PY  # -> bool / int: what the caller gets is a Python value
         return f
+
+
+def _given(ret: str, vals: Sequence[str]) -> str:
+    """What a call returns: ``ret``, the place the function's returns have, except that a
+    helper over tensors of any place (``prepare_lens(x)``) given host tensors only computes
+    on the host."""
+    tensors = [v for v in vals if is_tensorish(v) or v == UNKNOWN]
+    if ret == TENSOR and tensors and all(v in (HOST, PINNED) for v in tensors):
+        return HOST
+    return ret
 
 
 def _named(name: str, v: str, value: Optional[ast.expr]) -> str:

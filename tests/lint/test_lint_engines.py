@@ -418,7 +418,7 @@ def test_a_helper_of_any_place_given_host_tensors_returns_host_ones() -> None:
         def prepare_lens(cu_seqlens: torch.Tensor) -> torch.LongTensor:
             return cu_seqlens[1:] - cu_seqlens[:-1]
 
-        def f(cu_seqlens, cu_seqlens_cpu, chunk_size: int):
+        def f(cu_seqlens, cu_seqlens_cpu: torch.Tensor | None, chunk_size: int):
             a = int(max(prepare_lens(cu_seqlens_cpu)))
             b = prepare_lens(cu_seqlens_cpu).tolist()
             c = prepare_lens(cu_seqlens).max().item()
