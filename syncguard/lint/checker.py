@@ -132,6 +132,10 @@ _NOT_INT_NODES = (ast.List, ast.Tuple, ast.Set, ast.Dict, ast.ListComp, ast.SetC
 _IN_KERNEL_WHEN = {"multinomial": "no_replacement_or_one_sample",
                    "masked_fill": "value_on_device", "masked_fill_": "value_on_device",
                    "normal": "std_on_device"}
+#: string methods (some share a name with a tensor method: split): with a string literal
+#: argument or receiver the value is a string
+_STR_METHODS = frozenset("""split rsplit strip lstrip rstrip find rfind index startswith endswith
+replace join lower upper encode decode splitlines partition rpartition count""".split())
 #: logging methods that format their arguments
 _LOG_LEVELS = frozenset("debug info warning warn error exception critical fatal log".split())
 #: receivers that are loggers: ``logger``, ``self.log``, ``_LOGGER``, ``logging``
@@ -994,6 +998,11 @@ class _Func:
             self.format_args(node, [*node.args, *(k.value for k in node.keywords)],
                              "str.format()")
             return PY
+        if m in _STR_METHODS and any(isinstance(a, ast.Constant) and isinstance(
+                a.value, (str, bytes)) for a in [func.value, *node.args]):
+            self.ev(func.value)
+            self.args(node)
+            return PY  # text.split("\n"): a string method, not Tensor.split
         r = self.ev(func.value)
         cls = obj_key(r)
         if cls is not None:

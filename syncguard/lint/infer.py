@@ -60,8 +60,15 @@ def combine(vals: Iterable[str]) -> str:
     return PY
 
 
+#: names of flags and switches: ``clamp_hidden_states``, ``return_logits``, ``use_cuda``
+FLAG_NAME = re.compile(r"^_*(?:is|has|use|uses|enable|enabled|disable|do|with|return|output|"
+                       r"clamp|apply|skip|need|needs|should|allow|keep|no|save|compute)_", re.I)
+
+
 def by_name(name: str) -> Optional[str]:
     """The place a variable or attribute name marks, or None."""
+    if FLAG_NAME.match(name):
+        return PY  # a switch (clamp_hidden_states), whatever noun it ends with
     if DEVICE_OBJ_NAME.search(name) or (name.isupper() and len(name) > 1) or name in (
             "torch_npu", "torch_mlu", "torch_xla"):
         return PY  # a device object, or a CONSTANT

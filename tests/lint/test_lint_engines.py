@@ -424,3 +424,18 @@ def test_a_helper_of_any_place_given_host_tensors_returns_host_ones() -> None:
             c = prepare_lens(cu_seqlens).max().item()
         """)
     assert sorted(found) == [9]
+
+
+def test_switches_and_strings_are_no_tensors() -> None:
+    """exllamav2: ``if self.archparams.clamp_hidden_states:`` is a switch, and the items of
+    ``text.split("</doc>")`` are strings (split is a tensor method too)."""
+    assert _check("""\
+        import os
+        import torch
+
+        def f(self, text, hidden_states):
+            if self.archparams.clamp_hidden_states:
+                hidden_states.clamp_(-65504, 65504)
+            articles = [a[a.find("\\n") + 1:] for a in text.split("</doc>\\n")]
+            devs = [int(d) for d in os.environ.get("X", "").split(",")]
+        """) == []
