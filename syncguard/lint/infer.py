@@ -88,6 +88,10 @@ _PY_HINTS = re.compile(r"^(?:int|float|bool|str|bytes|complex|None|"
                        r"|list|dict|tuple|set|torch\.device|torch\.dtype)\b")
 
 
+_CONTAINER_HINT = re.compile(r"\b(?:typing\.)?(?:List|Tuple|Sequence|Iterable|Iterator|Dict|"
+                             r"Mapping|Set|list|tuple|dict|set)\[")
+
+
 def by_annotation(node: Optional[ast.expr]) -> Optional[str]:
     """The place a type hint marks: ``torch.Tensor`` a tensor, ``np.ndarray`` the host,
     ``int``/``List[int]`` a Python value; None when it says nothing."""
@@ -102,6 +106,10 @@ def by_annotation(node: Optional[ast.expr]) -> Optional[str]:
             return None
     if "ndarray" in text or "NDArray" in text:
         return HOST
+    if "Tensor" in text and _CONTAINER_HINT.search(text):
+        # List[Tensor], Tensor | list[Tensor]: a container of tensors (its truth value is its
+        # length) or either: the place of the value itself is unknown
+        return None
     if "Tensor" in text:
         # Union[float, Tensor]: mostly a Python number, a tensor only for some callers
         return None if re.search(r"\b(?:float|int|bool|Number)\b", text) else TENSOR

@@ -439,3 +439,24 @@ def test_switches_and_strings_are_no_tensors() -> None:
             articles = [a[a.find("\\n") + 1:] for a in text.split("</doc>\\n")]
             devs = [int(d) for d in os.environ.get("X", "").split(",")]
         """) == []
+
+
+def test_a_container_of_tensors_is_no_tensor() -> None:
+    """exllamav2 cache.py: ``cache_seqlens: torch.Tensor | list[torch.Tensor] | None`` read
+    as ``if cache_seqlens``: the truth value of a list (or of a tensor: unknown which)."""
+    found = _by_line("""\
+        from typing import List, Optional
+        import torch
+
+        def f(a: torch.Tensor | list[torch.Tensor] | None, b: List[torch.Tensor],
+              c: Optional[torch.Tensor]):
+            x = a[0] if a else None
+            if b:
+                pass
+            for t in b:
+                t.item()
+            if c:
+                pass
+        """)
+    assert sorted(found) == [10, 11]
+    assert found[10].severity == LIKELY
