@@ -3,8 +3,11 @@ executed candidate lines (``syncguard exec --record-lines``).
 
     python benchmarks/bench_lint.py DIR [DIR ...] [--repeats 3] [--out reports/lint/bench.json]
 
-For each DIR: files, lines, seconds (median of ``--repeats`` full lints), files/s, findings
-(certain, likely, silent) and flags per file (certain + likely). Then the line recorder's
+For each DIR: files, lines, seconds (median of ``--repeats`` full lints), files/s (wall and
+CPU: on a shared machine the CPU figure is the one that compares), the slowest file (CPU
+seconds of its own lint, parse included), the parse-only rate (``ast.parse`` of every file:
+the ceiling any AST lint has), findings (certain, likely, silent), flags per file (certain +
+likely) and the same without test, benchmark and script findings. Then the line recorder's
 overhead on a Python-heavy loop whose file holds candidate lines (the recorder's worst case:
 every call is a Python call into a watched file), as a ratio to the plain loop. Writes a JSON
 report with the machine and versions, and prints a Markdown table.
@@ -81,6 +84,8 @@ def bench_tree(path: str, repeats: int) -> Dict[str, Any]:
         if f.reported:
             per_file[f.path] = per_file.get(f.path, 0) + 1
     flagged = sorted(per_file.values())
+    serving = sum(f.reported and f.context == "serving" for f in rep.findings)
+    slowest, parse_cpu = _per_file(files)
     return {
         "path": path, "files": rep.files, "lines": lines, "seconds": round(secs, 3),
         "files_per_s": round(rep.files / secs, 1) if secs else None,
@@ -94,7 +99,36 @@ def bench_tree(path: str, repeats: int) -> Dict[str, Any]:
         "certain_per_file": round(c["certain"] / rep.files, 2) if rep.files else None,
         "files_flagged": len(flagged),
         "median_flags_in_flagged_file": flagged[len(flagged) // 2] if flagged else 0,
+        "flags_per_file_serving": round(serving / rep.files, 2) if rep.files else None,
+        "slowest_file": slowest,
+        "parse_only_files_per_cpu_s": round(len(files) / parse_cpu, 1) if parse_cpu else None,
     }
+
+
+def _per_file(files: List[str]) -> Any:
+    """The slowest file alone (its path, lines and CPU seconds: read, parse and analysis)
+    and the CPU seconds of parsing every file."""
+    import ast
+
+    from syncguard.lint import lint_file
+
+    worst = (0.0, "", 0)
+    parse = 0.0
+    for p in files:
+        try:
+            with open(p, "rb") as fh:
+                data = fh.read()
+            c0 = time.process_time()
+            ast.parse(data)
+            parse += time.process_time() - c0
+            c0 = time.process_time()
+            lint_file(p)
+            dt = time.process_time() - c0
+        except (SyntaxError, ValueError, OSError, UnicodeDecodeError, RecursionError):
+            continue
+        if dt > worst[0]:
+            worst = (dt, p, data.count(b"\n"))
+    return {"path": worst[1], "lines": worst[2], "cpu_seconds": round(worst[0], 3)}, parse
 
 
 _LOOP = '''
@@ -195,13 +229,17 @@ def main() -> int:
 
     Path(a.out).parent.mkdir(parents=True, exist_ok=True)
     Path(a.out).write_text(json.dumps(result, indent=2) + "\n")
-    print("| tree | files | lines | wall s | CPU s | files/CPU s | certain | likely | silent "
-          "| flags/file | certain/file |")
-    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    print("| tree | files | lines | wall s | CPU s | files/CPU s | parse-only files/CPU s "
+          "| slowest file (CPU s, lines) | certain | likely | silent | flags/file "
+          "| serving flags/file |")
+    print("|---|---:|---:|---:|---:|---:|---:|---|---:|---:|---:|---:|---:|")
     for t in trees:
+        sl = t["slowest_file"]
         print(f"| {t['path']} | {t['files']} | {t['lines']} | {t['seconds']} | "
-              f"{t['cpu_seconds']} | {t['files_per_cpu_s']} | {t['certain']} | {t['likely']} "
-              f"| {t['silent']} | {t['flags_per_file']} | {t['certain_per_file']} |")
+              f"{t['cpu_seconds']} | {t['files_per_cpu_s']} | "
+              f"{t['parse_only_files_per_cpu_s']} | {os.path.basename(sl['path'])} "
+              f"({sl['cpu_seconds']}, {sl['lines']}) | {t['certain']} | {t['likely']} "
+              f"| {t['silent']} | {t['flags_per_file']} | {t['flags_per_file_serving']} |")
     if "recorder" in result:
         r = result["recorder"]
         print(f"recorder ({r['mechanism']}): {r['ratio_watched']}x on a loop in a watched "

@@ -124,6 +124,19 @@ def main(argv: Optional[List[str]] = None) -> int:
     except SelfTestError as exc:
         error(str(exc))
         return EXIT_INTERNAL
+    except ImportError as exc:
+        if not _missing_torch(exc):
+            if os.environ.get("SYNCGUARD_DEBUG"):
+                raise
+            error(f"internal error: {type(exc).__name__}: {exc} (set SYNCGUARD_DEBUG=1 for "
+                  f"the traceback)")
+            return EXIT_INTERNAL
+        # `syncguard lint`, `show`, `compare` and `check RESULT` run without torch; the
+        # commands that drive a device need it
+        error(f"`syncguard {args.command}` needs PyTorch, which is not installed: "
+              f"pip install 'syncguard[torch]' (or install the torch build for your "
+              f"accelerator first)")
+        return EXIT_USAGE
     except BrokenPipeError:  # `syncguard show X | head`: not an error, and not "over budget"
         _quiet_stdout()
         return EXIT_BROKEN_PIPE
@@ -136,6 +149,12 @@ def main(argv: Optional[List[str]] = None) -> int:
         error(f"internal error: {type(exc).__name__}: {exc} (set SYNCGUARD_DEBUG=1 for the "
               f"traceback)")
         return EXIT_INTERNAL
+
+
+def _missing_torch(exc: ImportError) -> bool:
+    """``exc`` says torch (or torch_npu's own torch) cannot be imported."""
+    name = getattr(exc, "name", None) or ""
+    return name.split(".")[0] == "torch" or (not name and "torch" in str(exc).split(" ")[-1])
 
 
 def console_main() -> None:

@@ -44,8 +44,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    from ..core._selftest import selftest
-    from ..driving import runner, scenario
     from ..errors import UsageError
     from ..gate.baseline import Baseline
     from ..gate.verdicts import Tally, Verdict, budget
@@ -68,6 +66,9 @@ def main(args: argparse.Namespace) -> int:
     if args.max_syncs_outside is not None:
         raise UsageError("--max-syncs-outside: gates recorded exec results (check OUT); "
                          "scenario runs have no syncs outside their steps")
+    # a scenario run needs torch; recorded results (above) never import it
+    from ..core._selftest import selftest
+    from ..driving import runner, scenario
     if args.max_bubble_us is not None and not args.max_bubble_us >= 0:
         raise UsageError(f"--max-bubble-us: must be >= 0, got {args.max_bubble_us}")
     opts = run_options(args, counted=True, timed=False)

@@ -11,9 +11,15 @@ each finding is marked confirmed (it synced in the run; syncs per step), cleared
 never synced), unexercised (it never ran) or unknown (the run recorded no lines), and the
 syncs the lint did not flag are listed as misses.
 
+Each finding says where it runs (context: serving, test, benchmark, script; device-kernel bodies
+such as @triton.jit are no host code and get none) and on which backends it syncs (both, cuda,
+npu: the op models the runtime guard counts with).
+
 Settings: [tool.syncguard.lint] in the nearest pyproject.toml: exclude (gitignore patterns),
-fail-on, baseline, format. Exit code: 1 when a finding at or above --fail-on (default likely)
-remains after the inline allows, the baseline and --diff; 0 otherwise; 2 for usage errors.
+fail-on, baseline, format, backend, include-tests. Exit code: 1 when a finding at or above
+--fail-on (default likely) remains after the inline allows, the baseline and --diff, in serving
+code (unless --include-tests) and syncing on --backend (default any); 0 otherwise; 2 for usage
+errors.
 """
 
 from __future__ import annotations
@@ -35,6 +41,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("-o", "--output", default=None, help="write to this file (default stdout)")
     p.add_argument("--fail-on", choices=("certain", "likely", "never"), default=None,
                    help="exit 1 when findings at or above this rank remain (default likely)")
+    p.add_argument("--backend", choices=("any", "cuda", "npu"), default=None,
+                   help="fail only on syncs on this backend (default any); a finding says "
+                   "on which it syncs (the op models: x[mask] = 0 syncs on npu only)")
+    p.add_argument("--include-tests", action="store_true", default=None,
+                   help="findings in tests, benchmarks and __main__ scripts fail too "
+                   "(default: shown with their context, not failing)")
     p.add_argument("--show-silent", action="store_true",
                    help="also list the host-only candidates the inference silenced")
     p.add_argument("--exclude", action="append", default=[], metavar="PATTERN",
@@ -56,7 +68,9 @@ def main(args: argparse.Namespace) -> int:
     from ..errors import EXIT_OK, EXIT_OVER, UsageError
     from ..lint import baseline as lint_baseline
     from ..lint import lint_paths
+    from ..lint.backends import fails_on
     from ..lint.checker import CERTAIN, LIKELY
+    from ..lint.context import SERVING
     from ..lint.files import find_pyproject, load_config
     from ..lint.render import RENDERERS
 
@@ -77,6 +91,11 @@ def main(args: argparse.Namespace) -> int:
     if fmt not in RENDERERS:
         raise UsageError(f"[tool.syncguard.lint] format: {fmt!r} is not one of "
                          f"{', '.join(RENDERERS)}")
+    backend = args.backend or cfg.backend or "any"
+    if backend not in ("any", "cuda", "npu"):
+        raise UsageError(f"[tool.syncguard.lint] backend: {backend!r} is not any, cuda or npu")
+    include_tests = bool(args.include_tests if args.include_tests is not None
+                         else cfg.include_tests)
     if fail_on not in ("certain", "likely", "never"):
         raise UsageError(f"[tool.syncguard.lint] fail-on: {fail_on!r} is not certain, likely "
                          f"or never")
@@ -113,6 +132,21 @@ def main(args: argparse.Namespace) -> int:
         known = lint_baseline.load(baseline)
         shown, summary["baseline_known"] = lint_baseline.new_only(shown, known)
     summary["reported"] = sum(f.reported for f in shown)
+    levels = (CERTAIN,) if fail_on == "certain" else (CERTAIN, LIKELY)
+
+    def failing(f: Any) -> bool:
+        return (include_tests or f.context == SERVING) and fails_on(f.backend, backend)
+
+    held = [f for f in shown if f.reported and not failing(f)]
+    if held:
+        reasons = []
+        n_ctx = sum(f.context != SERVING for f in held)
+        if n_ctx:
+            reasons.append(f"{n_ctx} in tests, benchmarks or scripts")
+        if len(held) - n_ctx:
+            reasons.append(f"{len(held) - n_ctx} not on {backend}")
+        summary["not_failing"] = len(held)
+        summary["why_not"] = ", ".join(reasons)
     text = RENDERERS[fmt](shown, summary)
     if args.output and args.output != "-":
         from ..core._atomic import write_text
@@ -129,8 +163,8 @@ def main(args: argparse.Namespace) -> int:
         sys.stdout.write(text)
     if fail_on == "never":
         return EXIT_OK
-    levels = (CERTAIN,) if fail_on == "certain" else (CERTAIN, LIKELY)
-    return EXIT_OVER if any(f.reported and f.severity in levels for f in shown) else EXIT_OK
+    return EXIT_OVER if any(f.reported and f.severity in levels and failing(f)
+                            for f in shown) else EXIT_OK
 
 
 def _counts(findings: List[Any]) -> Dict[str, int]:

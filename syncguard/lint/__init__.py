@@ -10,12 +10,14 @@ Torch-free.
 
 from __future__ import annotations
 
+import ast
 import dataclasses
 import os
 import time
 from typing import Dict, List, Optional, Sequence
 
-from .checker import CERTAIN, LIKELY, SEVERITIES, SILENT, Finding, check_source
+from .checker import CERTAIN, LIKELY, SEVERITIES, SILENT, Finding, check_source, check_tree
+from .project import Project
 
 __all__ = ["CERTAIN", "LIKELY", "SILENT", "SEVERITIES", "Finding", "LintReport", "lint_paths",
            "candidates"]
@@ -50,12 +52,24 @@ class LintReport:
         return out
 
 
-def lint_file(path: str, display: Optional[str] = None) -> List[Finding]:
-    """Candidate lines of one file (raises OSError, SyntaxError, UnicodeDecodeError)."""
+def read_source(path: str) -> str:
+    """The text of a Python file (raises OSError, UnicodeDecodeError)."""
     with open(path, "rb") as f:
         data = f.read()
-    source = data.decode("utf-8-sig")
-    return check_source(source, display or path)
+    return data.decode("utf-8-sig")
+
+
+def lint_file(path: str, display: Optional[str] = None,
+              project: Optional[Project] = None, source: Optional[str] = None
+              ) -> List[Finding]:
+    """Candidate lines of one file (raises OSError, SyntaxError, UnicodeDecodeError); with
+    ``project``, read as one module of that tree (:mod:`.project`)."""
+    if source is None:
+        source = read_source(path)
+    shown = display or path
+    if project is None:
+        return check_source(source, shown)
+    return check_tree(ast.parse(source, filename=shown), source, shown, project, path)
 
 
 def lint_paths(paths: Sequence[str], exclude: Sequence[str] = (),
@@ -69,19 +83,40 @@ def lint_paths(paths: Sequence[str], exclude: Sequence[str] = (),
     findings: List[Finding] = []
     errors: List[str] = []
     shown_paths: List[str] = []
-    for p in iter_files(paths, exclude, exclude_root):
-        shown = display_path(p, root)
-        shown_paths.append(shown)
+    files = list(iter_files(paths, exclude, exclude_root))
+    # the whole tree first: each module is read after the modules it imports, so what they
+    # export (device tensors, host values) is known where it is used
+    sources: Dict[str, str] = {}
+    read_errors: Dict[str, BaseException] = {}
+    for p in files:
         try:
-            findings += lint_file(p, shown)
-        except SyntaxError as exc:
-            errors.append(f"{shown}:{exc.lineno or 0}: does not parse: {exc.msg}")
+            sources[p] = read_source(p)
         except (OSError, UnicodeDecodeError, ValueError) as exc:
-            errors.append(f"{shown}: cannot read: {exc}")
+            read_errors[p] = exc
+    project = Project(files, paths)
+    order = {p: i for i, p in enumerate(files)}
+    by_file: Dict[str, List[Finding]] = {}
+    file_errors: Dict[str, str] = {}
+    for p in project.order(files, sources):
+        shown = display_path(p, root)
+        try:
+            if p in read_errors:
+                raise read_errors[p]
+            by_file[p] = lint_file(p, shown, project, sources.pop(p))
+        except SyntaxError as exc:
+            file_errors[p] = f"{shown}:{exc.lineno or 0}: does not parse: {exc.msg}"
+        except (OSError, UnicodeDecodeError, ValueError) as exc:
+            file_errors[p] = f"{shown}: cannot read: {exc}"
         except RecursionError:
-            errors.append(f"{shown}: nested too deeply to analyse")
+            file_errors[p] = f"{shown}: nested too deeply to analyse"
         except Exception as exc:  # a bug of the lint must not hide the other files
-            errors.append(f"{shown}: internal error of the lint: {type(exc).__name__}: {exc}")
+            file_errors[p] = (f"{shown}: internal error of the lint: "
+                              f"{type(exc).__name__}: {exc}")
+    for p in sorted(files, key=order.__getitem__):
+        shown_paths.append(display_path(p, root))
+        findings += by_file.get(p, [])
+        if p in file_errors:
+            errors.append(file_errors[p])
     return LintReport(findings, len(shown_paths), errors, time.perf_counter() - t0,
                       shown_paths)
 

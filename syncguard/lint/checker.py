@@ -17,9 +17,12 @@ import re
 from typing import Any, Dict, List, Optional, Sequence, Set, Tuple
 
 from ..core import syncapis
+from . import context as _context
+from .backends import BOTH, backends_of
 from .infer import (
     DEVICE,
     HOST,
+    OBJ,
     PINNED,
     PY,
     TENSOR,
@@ -29,14 +32,19 @@ from .infer import (
     combine,
     is_tensorish,
     join,
+    obj_key,
     syncs_on,
 )
+from .project import ClassInfo, ModuleSummary, Project
 
 CERTAIN, LIKELY, SILENT = "certain", "likely", "silent"
 SEVERITIES = (CERTAIN, LIKELY, SILENT)
 _RANK = {CERTAIN: 2, LIKELY: 1, SILENT: 0}
 
 _TORCH_WORD = re.compile(r"\btorch\b")
+#: array libraries whose arrays share the tensor-only method names (item, tolist, any...)
+_OTHER_ARRAY_LIBS = frozenset({"numpy", "pandas", "jax", "tensorflow", "cupy", "mlx", "polars",
+                               "scipy", "xarray", "dask"})
 _ALLOW = re.compile(r"#\s*syncguard:\s*allow\[([^\]]*)\]")
 
 _APIS = syncapis.by_name()
@@ -68,6 +76,10 @@ class Finding:
     #: what result folders said of the line (:mod:`syncguard.lint.runs`): ``status``
     #: confirmed/cleared/unexercised/unknown, ``syncs``, ``steps``, ``per_step``
     run: Optional[Dict[str, Any]] = None
+    #: where the line runs: serving, test, benchmark or script (:mod:`.context`)
+    context: str = _context.SERVING
+    #: on which backends it syncs: both, cuda or npu (from the op models, :mod:`.backends`)
+    backend: str = BOTH
 
     @property
     def reported(self) -> bool:
@@ -115,6 +127,19 @@ permute softmax log_softmax cumsum neg abs exp log sqrt sigmoid relu tanh""".spl
 #: index or value expressions that are no Python int or number, even of a Python place
 _NOT_INT_NODES = (ast.List, ast.Tuple, ast.Set, ast.Dict, ast.ListComp, ast.SetComp,
                   ast.DictComp, ast.GeneratorExp, ast.JoinedStr, ast.Lambda)
+#: the op-model condition an in-kernel read flagged by the lint has been proved to meet (the
+#: cases that meet none are silenced before flagging)
+_IN_KERNEL_WHEN = {"multinomial": "no_replacement_or_one_sample",
+                   "masked_fill": "value_on_device", "masked_fill_": "value_on_device",
+                   "normal": "std_on_device"}
+#: string methods (some share a name with a tensor method: split): with a string literal
+#: argument or receiver the value is a string
+_STR_METHODS = frozenset("""split rsplit strip lstrip rstrip find rfind index startswith endswith
+replace join lower upper encode decode splitlines partition rpartition count""".split())
+#: logging methods that format their arguments
+_LOG_LEVELS = frozenset("debug info warning warn error exception critical fatal log".split())
+#: receivers that are loggers: ``logger``, ``self.log``, ``_LOGGER``, ``logging``
+_LOGGER_NAME = re.compile(r"(?:^|[._])(?:logger|log|logging)$", re.I)
 _FACTORIES = frozenset("""zeros ones empty full arange rand randn randint tensor as_tensor
 linspace logspace eye empty_strided randperm zeros_like ones_like empty_like full_like
 rand_like randn_like randint_like from_numpy frombuffer""".split())
@@ -123,18 +148,80 @@ rand_like randn_like randint_like from_numpy frombuffer""".split())
 class _Ctx:
     """Per-file state: import aliases, module-level function results and the findings."""
 
-    def __init__(self, path: str, lines: List[str]) -> None:
+    def __init__(self, path: str, lines: List[str], project: Optional[Project] = None,
+                 module: str = "") -> None:
         self.path = path
         self.lines = lines
+        #: the linted tree (None for one file on its own) and this file's module name
+        self.project = project
+        self.module = module
+        #: names imported from modules of the project: local name -> (module, name there)
+        self.imported: Dict[str, Tuple[str, str]] = {}
+        #: names bound to modules of the project (``import pkg.mod as m``)
+        self.modules: Dict[str, str] = {}
+        #: classes read, by key, and this module's own classes, by name
+        self.classes: Dict[str, ClassInfo] = project.classes if project is not None else {}
+        self.local_classes: Dict[str, str] = {}
         self.aliases: Dict[str, str] = {}
         self.returns: Dict[str, str] = {}
         #: what module-level functions' returns say of the shape, where every return agrees
         self.shape_returns: Dict[str, _Shape] = {}
+        #: module-level functions, by name; those whose return is known; those being read
+        self.defs: Dict[str, ast.AST] = {}
+        self.returns_known: Set[str] = set()
+        self.in_progress: Set[str] = set()
         self.findings: List[Finding] = []
         self.collect = True
         #: the file imports torch: without it an unknown value is not taken for a tensor
         #: because of a tensor-like method (numpy and pandas share .any(), .tolist()...)
         self.has_torch = True
+        #: the file uses another array library (numpy, pandas, jax...) and never says torch:
+        #: there ``.item()``/``.tolist()`` of an unknown value read host arrays mostly
+        self.other_arrays = False
+        #: every imported name -> what it imports (``jit`` -> ``triton.jit``)
+        self.names: Dict[str, str] = {}
+        #: the context of the whole file (test files, benchmarks) and the functions the
+        #: ``__main__`` block calls
+        self.file_context = _context.file_context(path)
+        self.script_funcs: Set[str] = set()
+
+    def symbol(self, name: str) -> Optional[Tuple[ModuleSummary, str]]:
+        """The summary of the project module ``name`` was imported from, and its name
+        there."""
+        hit = self.imported.get(name)
+        if hit is None or self.project is None:
+            return None
+        summary = self.project.summaries.get(hit[0])
+        return (summary, hit[1]) if summary is not None else None
+
+    def class_key(self, name: str) -> Optional[str]:
+        """The key of the class a name means here (a class of this file or imported)."""
+        if name in self.local_classes:
+            return self.local_classes[name]
+        sym = self.symbol(name)
+        if sym is not None:
+            return sym[0].classes.get(sym[1])
+        return None
+
+    def annotation_class(self, node: Optional[ast.expr]) -> Optional[str]:
+        """The class key a type hint names: ``Batch``, ``"Batch"``, ``Optional[Batch]``."""
+        if node is None:
+            return None
+        if isinstance(node, ast.Constant) and isinstance(node.value, str):
+            try:
+                node = ast.parse(node.value, mode="eval").body
+            except SyntaxError:
+                return None
+        if isinstance(node, ast.Subscript) and _dotted(node.value) in (
+                "Optional", "typing.Optional"):
+            node = node.slice
+        if isinstance(node, ast.BinOp) and isinstance(node.op, ast.BitOr):  # Batch | None
+            for side in (node.left, node.right):
+                if not (isinstance(side, ast.Constant) and side.value is None):
+                    return self.annotation_class(side)
+        if isinstance(node, ast.Name):
+            return self.class_key(node.id)
+        return None
 
     def qual(self, node: ast.expr) -> Optional[str]:
         """Dotted name of ``node`` with import aliases resolved (``F.one_hot`` ->
@@ -154,9 +241,11 @@ class _Ctx:
 class _Func:
     """The dataflow over one function (or the module body)."""
 
-    def __init__(self, ctx: _Ctx, name: str, env: Optional[Dict[str, str]] = None) -> None:
+    def __init__(self, ctx: _Ctx, name: str, env: Optional[Dict[str, str]] = None,
+                 context: Optional[str] = None) -> None:
         self.ctx = ctx
         self.name = name
+        self.context = context or ctx.file_context
         self.env: Dict[str, str] = dict(env or {})
         self.ret: Optional[str] = None
         #: names bound to boolean tensors (comparisons, ~ & | of them)
@@ -170,22 +259,32 @@ class _Func:
 
     # -- findings ---------------------------------------------------------------------
     def flag(self, node: ast.AST, rule: str, api: str, why: str, severity: str,
-             value: str) -> None:
+             value: str, model: Optional[Tuple[str, str]] = None) -> None:
+        """Record a finding; ``model``: (op or entry point, condition) of an op-model entry
+        that decides the backends it syncs on (none: every backend)."""
         if not self.ctx.collect:
             return
+        backend = BOTH
+        if model is not None:
+            found = backends_of(*model)
+            if found is None:
+                return  # no op model counts a read here: no sync on any backend
+            backend = found
         line = getattr(node, "lineno", 1)
         text = self.ctx.lines[line - 1].strip() if 0 < line <= len(self.ctx.lines) else ""
         self.ctx.findings.append(Finding(
             self.ctx.path, line, getattr(node, "col_offset", 0),
             getattr(node, "end_lineno", None) or line, rule, api, why, severity, value,
-            self.name, text))
+            self.name, text, context=self.context, backend=backend))
 
     def api_flag(self, node: ast.AST, name: str, owner: str, severity: str, value: str,
                  why: Optional[str] = None) -> None:
         for a in _APIS.get(name, ()):
             if owner in a.owners:
+                when = _IN_KERNEL_WHEN.get(name)
+                model = (a.op, when) if a.rule == "SG701" and a.op and when else None
                 self.flag(node, a.rule, f"{owner}.{name}" if owner != "Tensor" else
-                          f"Tensor.{name}", why or a.why, severity, value)
+                          f"Tensor.{name}", why or a.why, severity, value, model)
                 return
 
     def condition(self, node: ast.expr, v: str) -> None:
@@ -200,6 +299,13 @@ class _Func:
             return self.env[name]
         if name in self.ctx.aliases or name in ("self", "cls"):
             return PY
+        sym = self.ctx.symbol(name)
+        if sym is not None:
+            summary, there = sym
+            if there in summary.globals:
+                return summary.globals[there]
+            if there in summary.returns or there in summary.classes:
+                return PY  # a function or a class
         return by_name(name.rsplit(".", 1)[-1]) or UNKNOWN
 
     def bind(self, target: ast.expr, v: str, value: Optional[ast.expr] = None) -> None:
@@ -236,6 +342,12 @@ class _Func:
         base = self.ev(target.value)
         idx = self.ev(target.slice)
         self.slice_bounds(target.slice)
+        if base in (HOST, PINNED) and value is not None and syncs_on(v):
+            # host[a:b] = dev: copy_ from the device into host memory, the host waits
+            self.flag(target, "SG201", "Tensor.__setitem__",
+                      "a device tensor written into a host tensor: a blocking device-to-host "
+                      "copy", _sev(v), v)
+            return
         if is_tensorish(base):
             self.setitem(target, target.value, base, target.slice, idx, value, v)
 
@@ -259,7 +371,8 @@ class _Func:
                 self.flag(node, "SG301", "Tensor.__setitem__",
                           "a boolean mask assigned a Python number: on NPU index_put_ runs "
                           "nonzero and reads the count on the host (CUDA uses masked_fill: "
-                          "no sync)", _sev(DEVICE if DEVICE in (base, idx) else base), base)
+                          "no sync)", _sev(DEVICE if DEVICE in (base, idx) else base), base,
+                          ("Tensor.__setitem__", "setitem_scalar_bool_mask"))
             return
         if base not in (DEVICE, TENSOR):
             return
@@ -275,7 +388,8 @@ class _Func:
             self.flag(node, "SG401", "Tensor.__setitem__",
                       "a Python number written through an index tensor: on CUDA index_put_ "
                       "copies the value to the device and waits (no sync on NPU)",
-                      _sev(base), base)
+                      _sev(base), base,
+                      ("Tensor.__setitem__", "setitem_scalar_int_tensor_index"))
             return
         rank = self.rank_of(recv)
         ints = sum(k in ("int", "unknown") for k in kinds)
@@ -291,7 +405,8 @@ class _Func:
                   "a Python number written through an integer index: the cost is "
                   "backend-dependent (CUDA: a blocking host-to-device copy of the value into "
                   "a 0-d destination, e.g. x[i] of a 1-d x; a row of a 2-d tensor is a fill_ "
-                  "with no sync; NPU: no sync)", sev, base)
+                  "with no sync; NPU: no sync)", sev, base,
+                  ("Tensor.__setitem__", "setitem_scalar_into_0d"))
 
     def index_kind(self, it: ast.expr) -> str:
         """One item of an index: ``slice``, ``none``, ``ellipsis``, ``int``, ``tensor``,
@@ -387,6 +502,7 @@ class _Func:
                 return self.shape_of(node.args[0])
             return _NO_SHAPE
         if isinstance(func, ast.Name):
+            _lazy_return(self.ctx, func.id)
             return self.ctx.shape_returns.get(func.id, _NO_SHAPE)
         if not isinstance(func, ast.Attribute):
             return _NO_SHAPE
@@ -437,6 +553,12 @@ class _Func:
         if isinstance(node, ast.Subscript):
             return self.subscript(node)
         if isinstance(node, ast.BinOp):
+            if isinstance(node.op, ast.Mod) and isinstance(node.left, ast.Constant) and (
+                    isinstance(node.left.value, str)):
+                self.ev(node.right)
+                self.format_args(node, node.right.elts if isinstance(node.right, ast.Tuple)
+                                 else [node.right], "%-formatting")
+                return PY
             return combine([self.ev(node.left), self.ev(node.right)])
         if isinstance(node, ast.UnaryOp):
             v = self.ev(node.operand)
@@ -525,7 +647,23 @@ class _Func:
         key = _attr_key(node)
         if key is not None and key in self.env:
             return self.env[key]
+        cls = obj_key(base)
+        if cls is not None and cls in self.ctx.classes:
+            v = self.ctx.classes[cls].attrs.get(a)
+            if v is not None:
+                hint = by_name(a)
+                # a field typed torch.Tensor named seq_lens_cpu: the name says where
+                return hint if v == TENSOR and hint in (HOST, PINNED, DEVICE) else v
+        if isinstance(node.value, ast.Name) and node.value.id in self.ctx.modules:
+            summary = self.module_summary(node.value.id)
+            if summary is not None and a in summary.globals:
+                return summary.globals[a]
         return by_name(a) or UNKNOWN
+
+    def module_summary(self, alias: str) -> Optional[ModuleSummary]:
+        if self.ctx.project is None:
+            return None
+        return self.ctx.project.summaries.get(self.ctx.modules[alias])
 
     def compare(self, node: ast.Compare) -> str:
         left = self.ev(node.left)
@@ -609,6 +747,17 @@ class _Func:
     def call(self, node: ast.Call) -> str:  # noqa: C901
         func = node.func
         q = self.ctx.qual(func)
+        if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and (
+                func.value.id in self.ctx.modules and func.value.id not in self.env):
+            summary = self.module_summary(func.value.id)
+            if summary is not None:
+                self.args(node)
+                if func.attr in summary.classes:
+                    return OBJ + summary.classes[func.attr]
+                return summary.returns.get(func.attr, UNKNOWN)
+        if q is not None and q.startswith("logging.") and q.count(".") == 1:
+            self.log_call(node, func.attr if isinstance(func, ast.Attribute) else "")
+            return PY
         if q is not None:
             return self.module_call(node, q)
         if isinstance(func, ast.Name):
@@ -618,6 +767,25 @@ class _Func:
         self.ev(func)
         self.args(node)
         return UNKNOWN
+
+    def log_call(self, node: ast.Call, level: str) -> None:
+        """``logger.info("%s", t)``: a logging call formats its arguments on the host (when
+        the level is enabled), reading a device tensor's values."""
+        vals = self.args(node)
+        skip = 2 if level == "log" else 1  # the level, the message
+        for a, v in list(zip(node.args, vals))[skip:]:
+            if syncs_on(v):
+                self.flag(a, "SG501", "Tensor.__repr__",
+                          f"logging.{level}() formats the tensor on the host (when the level "
+                          "is enabled)", _sev(v), v)
+
+    def format_args(self, node: ast.AST, args: Sequence[ast.expr], how: str) -> None:
+        """``"%s" % t`` and ``"{}".format(t)``: each tensor argument is formatted."""
+        for a in args:
+            v = self.ev_quiet(a.value if isinstance(a, ast.Starred) else a)
+            if syncs_on(v):
+                self.flag(a, "SG501", "Tensor.__format__",
+                          f"{how} formats the tensor on the host", _sev(v), v)
 
     def args(self, node: ast.Call) -> List[str]:
         vals = [self.ev(a) for a in node.args]
@@ -655,8 +823,16 @@ class _Func:
             return PY
         if name in ("list", "tuple", "reversed", "iter", "next"):
             return first if first != PY else PY
+        if name not in self.env:
+            cls = self.ctx.class_key(name)
+            if cls is not None:
+                return OBJ + cls
+            sym = self.ctx.symbol(name)
+            if sym is not None:
+                return _given(sym[0].returns.get(sym[1], UNKNOWN), vals)
+        _lazy_return(self.ctx, name)
         if name in self.ctx.returns:
-            return self.ctx.returns[name]
+            return _given(self.ctx.returns[name], vals)
         return UNKNOWN
 
     def _device_kw(self, node: ast.Call) -> Optional[ast.expr]:
@@ -759,7 +935,10 @@ class _Func:
                 sev_v = vals[1] if len(vals) > 1 and is_tensorish(vals[0]) else PY
             if syncs_on(sev_v):
                 self.api_flag(node, name, owner,
-                              _sev(sev_v, name not in _GENERIC and self.ctx.has_torch), sev_v)
+                              _sev(sev_v, name not in _GENERIC and self.tensor_api(name)),
+                              sev_v)
+        if name in ("equal", "allclose", "is_nonzero", "is_same_size"):
+            return PY  # a Python bool (the read, if any, is flagged here)
         res = combine(v for v in vals if v != PY)
         for k, v in kw.items():
             if k not in ("device", "dtype", "out") and v is not None:
@@ -784,9 +963,18 @@ class _Func:
         return []
 
     def int_args(self, args: Sequence[ast.expr], vals: Sequence[str]) -> None:
-        """Arguments where an int is expected: a 0-d tensor there is read on the host."""
+        """Arguments where an int is expected: a 0-d tensor there is read on the host, and
+        so is one inside a size tuple or list (``torch.zeros((n, 4))``)."""
         for a, v in zip(args, vals):
-            if syncs_on(v) and not isinstance(a, (ast.List, ast.Tuple)):
+            if isinstance(a, (ast.List, ast.Tuple)):
+                for e in a.elts:
+                    if isinstance(e, ast.Starred):
+                        continue  # *shape: a torch.Size or a list of ints
+                    ev = self.ev_quiet(e)
+                    if syncs_on(ev):
+                        self.api_flag(e, "__index__", "Tensor", _sev(ev), ev,
+                                      "a tensor inside a size is read on the host")
+            elif syncs_on(v):
                 self.api_flag(a, "__index__", "Tensor", _sev(v), v,
                               "a tensor passed where an int is expected is read on the host")
 
@@ -799,8 +987,28 @@ class _Func:
             self.ctx.collect = saved
 
     def method_call(self, node: ast.Call, func: ast.Attribute) -> str:  # noqa: C901
-        r = self.ev(func.value)
         m = func.attr
+        if m in _LOG_LEVELS and _LOGGER_NAME.search(_dotted(func.value) or ""):
+            self.ev(func.value)
+            self.log_call(node, m)
+            return PY
+        if m == "format" and isinstance(func.value, ast.Constant) and isinstance(
+                func.value.value, str):
+            self.args(node)
+            self.format_args(node, [*node.args, *(k.value for k in node.keywords)],
+                             "str.format()")
+            return PY
+        if m in _STR_METHODS and any(isinstance(a, ast.Constant) and isinstance(
+                a.value, (str, bytes)) for a in [func.value, *node.args]):
+            self.ev(func.value)
+            self.args(node)
+            return PY  # text.split("\n"): a string method, not Tensor.split
+        r = self.ev(func.value)
+        cls = obj_key(r)
+        if cls is not None:
+            self.args(node)
+            info = self.ctx.classes.get(cls)
+            return info.methods.get(m, UNKNOWN) if info is not None else UNKNOWN
         vals = self.args(node)
         kw = {k.arg: k.value for k in node.keywords if k.arg}
         tensor_recv = r in (DEVICE, TENSOR) or (
@@ -871,13 +1079,28 @@ class _Func:
             elif m == "numpy" and not _is_true(kw.get("force")):
                 sev_v = PY  # raises on a device tensor: nothing is read
             if sev_v != PY:
+                when = _IN_KERNEL_WHEN.get(m)
                 self.flag(node, a.rule, f"Tensor.{m}", a.why,
-                          _sev(sev_v, m not in _GENERIC and self.ctx.has_torch), sev_v)
+                          _sev(sev_v, m not in _GENERIC and self.tensor_api(m)), sev_v,
+                          (a.op, when) if a.rule == "SG701" and a.op and when else None)
         if m in _HOST_METHODS:
             return PY if m in ("item", "tolist") else HOST
         if r == UNKNOWN:
+            if m in ("all", "any") and not self.ctx.other_arrays and self.is_mask(
+                    func.value, r):
+                # (ids == stop).all(): a reduction of a comparison is an array; in a file
+                # that uses no other array library, a tensor handed in from elsewhere
+                return TENSOR
             return TENSOR if m in _TENSOR_METHODS and self.ctx.has_torch else UNKNOWN
         return r
+
+    def tensor_api(self, m: str) -> bool:
+        """An unknown receiver of method ``m`` is likely a tensor: in a file that says torch,
+        or for a read only tensors (and numpy) have, in a file that uses no other array
+        library (a helper module handed device tensors by its callers)."""
+        if self.ctx.has_torch:
+            return True
+        return m in ("item", "tolist", "cpu", "cuda", "npu") and not self.ctx.other_arrays
 
     def copy_method(self, node: ast.Call, m: str, r: str, vals: List[str],
                     kw: Dict[str, ast.expr]) -> str:
@@ -891,6 +1114,12 @@ class _Func:
                           "does not help)" if nb else
                           "a device tensor copied into a host buffer (blocking)", _sev(src),
                           src)
+            elif r == PINNED and src == UNKNOWN and not nb:
+                # a pinned buffer is a staging area for device data: a blocking copy into it
+                # of a value of unknown place is the device-to-host copy it was made for
+                self.flag(node, "SG201", "Tensor.copy_",
+                          "a copy into a pinned host buffer without non_blocking waits for "
+                          "the device (when the source is on it)", LIKELY, src)
             elif r in (DEVICE, TENSOR) and src in (HOST, PINNED) and (not nb or src == HOST):
                 self.flag(node, "SG401", "Tensor.copy_",
                           "a host tensor copied into a device buffer (blocking)", _sev(r), r)
@@ -940,6 +1169,11 @@ class _Func:
             every.append(args.kwarg)
         for a in every:
             v = by_annotation(a.annotation) or by_name(a.arg)
+            if v == TENSOR and by_name(a.arg) in (HOST, PINNED, DEVICE):
+                v = by_name(a.arg)  # cu_seqlens_cpu: torch.Tensor: the name says where
+            if v is None:
+                cls = self.ctx.annotation_class(a.annotation)
+                v = OBJ + cls if cls is not None else None
             if a.arg in ("self", "cls"):
                 v = PY
             self.env[a.arg] = v or UNKNOWN
@@ -966,8 +1200,10 @@ class _Func:
                        if all(e.get(k) == r for e in end_shapes[1:])}
         changed: Set[str] = set()
         get = start.get
+        start_items = start.items()
         for e in ends:
-            changed.update(k for k, v in e.items() if get(k) != v)
+            # the keys a branch bound or rebound (set operations on the items views run in C)
+            changed.update(k for k, _ in e.items() - start_items)
         merged = start
         for k in changed:
             vs = [e.get(k, get(k, UNKNOWN)) for e in ends]
@@ -979,12 +1215,14 @@ class _Func:
 
     def stmt(self, s: ast.stmt) -> None:  # noqa: C901
         if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef)):
-            self.function(s, f"{self.name}.{s.name}" if self.name != "<module>" else s.name)
+            f = self.function(s, f"{self.name}.{s.name}" if self.name != "<module>" else s.name)
+            if self.name == "<module>" and self.ctx.defs.get(s.name) is s:
+                _record_return(self.ctx, s.name, f)
             self.env[s.name] = PY
         elif isinstance(s, ast.ClassDef):
             for d in s.decorator_list:
                 self.ev(d)
-            analyse_class(self.ctx, s, self.env, self.name)
+            analyse_class(self.ctx, s, self.env, self.name, self.context)
             self.env[s.name] = PY
         elif isinstance(s, ast.Assign):
             v = self.ev(s.value)
@@ -1012,6 +1250,12 @@ class _Func:
             if isinstance(s.target, (ast.Name, ast.Attribute)):
                 # x += y has the shape of x + y (broadcast)
                 self.bind(s.target, v, ast.BinOp(left=s.target, op=s.op, right=s.value))
+        elif isinstance(s, ast.If) and _context.is_main_guard(s.test):
+            saved_context = self.context
+            if self.context == _context.SERVING:
+                self.context = _context.SCRIPT
+            self.branch(s.body, s.orelse)
+            self.context = saved_context
         elif isinstance(s, (ast.If, ast.While)):
             self.condition(s.test, self.ev(s.test))
             if isinstance(s, ast.While):
@@ -1090,12 +1334,36 @@ class _Func:
 
     def function(self, s: ast.AST, qualname: str, seed: Optional[Dict[str, str]] = None
                  ) -> _Func:
-        for d in getattr(s, "decorator_list", ()):
+        name = getattr(s, "name", "")
+        context = _context.function_context(name, self.context)
+        if (context == _context.SERVING and self.name == "<module>"
+                and name in self.ctx.script_funcs):
+            context = _context.SCRIPT  # main(), called from the __main__ block
+        f = _Func(self.ctx, qualname, seed if seed is not None else self.env, context)
+        decorators = getattr(s, "decorator_list", ())
+        if any(_context.is_kernel_decorator(d, self.ctx.names) for d in decorators):
+            # a device kernel (Triton, CuTe, TileLang...): traced for the device, its
+            # branches and reads are no host code
+            f.ret = UNKNOWN
+            return f
+        for d in decorators:
             self.ev(d)
-        f = _Func(self.ctx, qualname, seed if seed is not None else self.env)
         f.params(s.args)  # type: ignore[attr-defined]
         f.body(s.body)  # type: ignore[attr-defined]
+        hint = by_annotation(getattr(s, "returns", None))
+        if hint == PY:
+            f.ret = PY  # -> bool / int: what the caller gets is a Python value
         return f
+
+
+def _given(ret: str, vals: Sequence[str]) -> str:
+    """What a call returns: ``ret``, the place the function's returns have, except that a
+    helper over tensors of any place (``prepare_lens(x)``) given host tensors only computes
+    on the host."""
+    tensors = [v for v in vals if is_tensorish(v) or v == UNKNOWN]
+    if ret == TENSOR and tensors and all(v in (HOST, PINNED) for v in tensors):
+        return HOST
+    return ret
 
 
 def _named(name: str, v: str, value: Optional[ast.expr]) -> str:
@@ -1243,61 +1511,138 @@ def _imports(ctx: _Ctx, s: ast.stmt, env: Dict[str, str]) -> None:
         for a in s.names:
             if a.asname:
                 ctx.aliases[a.asname] = a.name
+                ctx.names[a.asname] = a.name
             else:
                 top = a.name.split(".")[0]
                 ctx.aliases[top] = top
-    elif isinstance(s, ast.ImportFrom) and s.module and not s.level:
+                ctx.names[top] = top
+    if ctx.project is not None:
+        _project_imports(ctx, s)
+    if isinstance(s, ast.ImportFrom) and s.module and not s.level:
         for a in s.names:
+            ctx.names[a.asname or a.name] = f"{s.module}.{a.name}"
             if s.module.split(".")[0] in ("torch", "numpy"):
                 ctx.aliases[a.asname or a.name] = f"{s.module}.{a.name}"
 
 
-def analyse_class(ctx: _Ctx, cls: ast.ClassDef, env: Dict[str, str], outer: str) -> None:
+def _project_imports(ctx: _Ctx, s: ast.stmt) -> None:
+    """Imports of modules of the linted tree: their names are read from those modules'
+    summaries (:mod:`.project`)."""
+    project = ctx.project
+    assert project is not None
+    if isinstance(s, ast.Import):
+        for a in s.names:
+            if a.asname and a.name in project.modules:
+                ctx.modules[a.asname] = a.name
+        return
+    if not isinstance(s, ast.ImportFrom):
+        return
+    mod = project.resolve(ctx.module, s.module, s.level)
+    for a in s.names:
+        local = a.asname or a.name
+        sub = f"{mod}.{a.name}" if mod else project.resolve(ctx.module, a.name, s.level)
+        if sub is not None and sub in project.modules:
+            ctx.modules[local] = sub  # from pkg import mod
+        elif mod is not None:
+            ctx.imported[local] = (mod, a.name)
+
+
+def analyse_class(ctx: _Ctx, cls: ast.ClassDef, env: Dict[str, str], outer: str,
+                  context: Optional[str] = None) -> None:
     """Methods of ``cls``, ``__init__`` first: what it puts in ``self.x`` seeds the others."""
     prefix = cls.name if outer == "<module>" else f"{outer}.{cls.name}"
     methods = [s for s in cls.body if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef))]
     methods.sort(key=lambda m: m.name != "__init__")
     seed = dict(env)
-    cf = _Func(ctx, prefix, env)
+    cf = _Func(ctx, prefix, env,
+               _context.class_context(cls.name, context or ctx.file_context))
+    info = ClassInfo(prefix)
+    key = f"{ctx.module or ctx.path}:{prefix}"
+    ctx.classes[key] = info
+    if outer == "<module>":
+        ctx.local_classes[cls.name] = key
     for s in cls.body:
         if not isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef)):
             cf.stmt(s)
+            if isinstance(s, ast.AnnAssign) and isinstance(s.target, ast.Name):
+                # a dataclass field (or a class attribute): what instances hold
+                v = cf.env.get(s.target.id, UNKNOWN)
+                info.attrs[s.target.id] = v
+                seed[f"self.{s.target.id}"] = v
     for m in methods:
         f = cf.function(m, f"{prefix}.{m.name}", seed)
+        if f.ret is not None and f.ret != UNKNOWN:
+            info.methods[m.name] = f.ret
         if m.name in ("__init__", "__post_init__", "setup"):
             for k, v in f.env.items():
                 if k.startswith("self."):
                     seed[k] = v
+                    if "." not in k[5:] and v != UNKNOWN:
+                        info.attrs[k[5:]] = v
 
 
-def _returns(tree: ast.Module, ctx: _Ctx) -> None:
-    """What each module-level function returns (a quiet first pass, in file order)."""
+def _record_return(ctx: _Ctx, name: str, f: _Func) -> None:
+    ctx.returns_known.add(name)
+    if f.ret is not None and f.ret != UNKNOWN:
+        ctx.returns[name] = f.ret
+    else:
+        ctx.returns.pop(name, None)
+    shapes = set(f.ret_shapes)
+    if len(shapes) == 1 and _NO_SHAPE not in shapes:
+        ctx.shape_returns[name] = shapes.pop()
+    else:
+        ctx.shape_returns.pop(name, None)
+
+
+def _lazy_return(ctx: _Ctx, name: str) -> None:
+    """What module-level function ``name`` returns, when a call is read before its ``def``
+    ran: a quiet pass over that one function (once; each function is otherwise read once,
+    when its ``def`` is reached, and records its return then)."""
+    node = ctx.defs.get(name)
+    if node is None or name in ctx.returns_known or name in ctx.in_progress:
+        return
+    ctx.in_progress.add(name)
+    saved = ctx.collect
     ctx.collect = False
-    top = _Func(ctx, "<module>")
-    for s in tree.body:
-        if isinstance(s, (ast.Import, ast.ImportFrom)):
-            _imports(ctx, s, top.env)
-        elif isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef)):
-            f = top.function(s, s.name)
-            if f.ret is not None and f.ret != UNKNOWN:
-                ctx.returns[s.name] = f.ret
-            shapes = set(f.ret_shapes)
-            if len(shapes) == 1 and _NO_SHAPE not in shapes:
-                ctx.shape_returns[s.name] = shapes.pop()
-    ctx.collect = True
+    try:
+        f = _Func(ctx, "<module>").function(node, name)
+    finally:
+        ctx.collect = saved
+        ctx.in_progress.discard(name)
+    _record_return(ctx, name, f)
 
 
 def check_source(source: str, path: str) -> List[Finding]:
     """Every candidate line of ``source`` (all severities, silent ones included), one per
     line: the most severe first candidate, with the others in ``also``. Raises SyntaxError."""
     tree = ast.parse(source, filename=path)
+    return check_tree(tree, source, path)
+
+
+def check_tree(tree: ast.Module, source: str, path: str, project: Optional[Project] = None,
+               real_path: Optional[str] = None) -> List[Finding]:
+    """:func:`check_source` of a parsed ``tree``; with ``project``, names imported from the
+    project's modules read already are known, and this module's summary is added to it
+    (``real_path`` the file as the project knows it)."""
     lines = source.splitlines()
-    ctx = _Ctx(path, lines)
-    _returns(tree, ctx)
+    module = project.module_of(real_path or path) if project is not None else ""
+    ctx = _Ctx(path, lines, project, module)
+    for s in tree.body:
+        if isinstance(s, (ast.Import, ast.ImportFrom)):
+            _imports(ctx, s, {})
+        elif isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            ctx.defs[s.name] = s
     ctx.has_torch = _TORCH_WORD.search(source) is not None
-    ctx.aliases.clear()
+    ctx.other_arrays = not ctx.has_torch and any(
+        v.split(".")[0] in _OTHER_ARRAY_LIBS for v in ctx.names.values())
+    ctx.script_funcs = _context.script_functions(tree)
     top = _Func(ctx, "<module>")
     top.body(tree.body)
+    if project is not None and module:
+        project.summaries[module] = ModuleSummary(
+            dict(ctx.returns), {n: k for n, k in ctx.local_classes.items()},
+            {k: v for k, v in top.env.items() if "." not in k and v != UNKNOWN
+             and k not in ctx.local_classes and k not in ctx.defs})
     return _one_per_line(ctx.findings, lines)
 
 

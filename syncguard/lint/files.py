@@ -11,7 +11,7 @@ from typing import Any, Dict, Iterator, List, Optional, Sequence
 import pathspec
 
 #: the keys ``[tool.syncguard.lint]`` may hold
-KEYS = ("exclude", "fail-on", "baseline", "format")
+KEYS = ("exclude", "fail-on", "baseline", "format", "backend", "include-tests")
 
 #: folders never walked into (a file given by name is always read)
 _SKIP_DIRS = frozenset({"__pycache__", ".git", ".hg", ".svn", ".tox", ".nox", ".venv",
@@ -26,6 +26,10 @@ class LintConfig:
     fail_on: Optional[str] = None
     baseline: Optional[str] = None
     format: Optional[str] = None
+    #: which backends' syncs fail CI (any, cuda, npu) and whether test, benchmark and
+    #: script findings do (see :mod:`.backends`, :mod:`.context`)
+    backend: Optional[str] = None
+    include_tests: Optional[bool] = None
     #: the pyproject.toml read (None when none was found)
     source: Optional[str] = None
 
@@ -59,7 +63,12 @@ def load_config(pyproject: Optional[str]) -> LintConfig:
     if not isinstance(exclude, list) or not all(isinstance(x, str) for x in exclude):
         raise ValueError(f"{pyproject}: [tool.syncguard.lint] exclude: a list of patterns")
     cfg.exclude = list(exclude)
-    for key in ("fail-on", "baseline", "format"):
+    inc = table.get("include-tests")
+    if inc is not None and not isinstance(inc, bool):
+        raise ValueError(f"{pyproject}: [tool.syncguard.lint] include-tests: must be true or "
+                         f"false")
+    cfg.include_tests = inc
+    for key in ("fail-on", "baseline", "format", "backend"):
         v: Any = table.get(key)
         if v is not None and not isinstance(v, str):
             raise ValueError(f"{pyproject}: [tool.syncguard.lint] {key}: must be a string")

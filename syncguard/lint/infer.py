@@ -19,6 +19,8 @@ TENSOR = "tensor"
 DEVICE = "device"
 #: nothing known
 UNKNOWN = "unknown"
+#: an instance of a class the lint read (``obj:<key>``, :class:`.project.ClassInfo`): no tensor
+OBJ = "obj:"
 
 _TENSORISH = (HOST, PINNED, TENSOR, DEVICE)
 
@@ -58,8 +60,15 @@ def combine(vals: Iterable[str]) -> str:
     return PY
 
 
+#: names of flags and switches: ``clamp_hidden_states``, ``return_logits``, ``use_cuda``
+FLAG_NAME = re.compile(r"^_*(?:is|has|use|uses|enable|enabled|disable|do|with|return|output|"
+                       r"clamp|apply|skip|need|needs|should|allow|keep|no|save|compute)_", re.I)
+
+
 def by_name(name: str) -> Optional[str]:
     """The place a variable or attribute name marks, or None."""
+    if FLAG_NAME.match(name):
+        return PY  # a switch (clamp_hidden_states), whatever noun it ends with
     if DEVICE_OBJ_NAME.search(name) or (name.isupper() and len(name) > 1) or name in (
             "torch_npu", "torch_mlu", "torch_xla"):
         return PY  # a device object, or a CONSTANT
@@ -79,6 +88,10 @@ _PY_HINTS = re.compile(r"^(?:int|float|bool|str|bytes|complex|None|"
                        r"|list|dict|tuple|set|torch\.device|torch\.dtype)\b")
 
 
+_CONTAINER_HINT = re.compile(r"\b(?:typing\.)?(?:List|Tuple|Sequence|Iterable|Iterator|Dict|"
+                             r"Mapping|Set|list|tuple|dict|set)\[")
+
+
 def by_annotation(node: Optional[ast.expr]) -> Optional[str]:
     """The place a type hint marks: ``torch.Tensor`` a tensor, ``np.ndarray`` the host,
     ``int``/``List[int]`` a Python value; None when it says nothing."""
@@ -93,12 +106,21 @@ def by_annotation(node: Optional[ast.expr]) -> Optional[str]:
             return None
     if "ndarray" in text or "NDArray" in text:
         return HOST
+    if "Tensor" in text and _CONTAINER_HINT.search(text):
+        # List[Tensor], Tensor | list[Tensor]: a container of tensors (its truth value is its
+        # length) or either: the place of the value itself is unknown
+        return None
     if "Tensor" in text:
         # Union[float, Tensor]: mostly a Python number, a tensor only for some callers
         return None if re.search(r"\b(?:float|int|bool|Number)\b", text) else TENSOR
     if _PY_HINTS.match(text.replace("Optional[", "")):
         return PY
     return None
+
+
+def obj_key(v: str) -> Optional[str]:
+    """The class key of an instance place, None for any other place."""
+    return v[len(OBJ):] if v.startswith(OBJ) else None
 
 
 def is_tensorish(v: str) -> bool:

@@ -12,7 +12,9 @@ from urllib.parse import quote
 
 from .. import _escape
 from ..core.syncapis import RULES
+from .backends import BOTH, label
 from .checker import CERTAIN, Finding
+from .context import SERVING
 
 FORMATS = ("text", "github", "sarif", "json")
 SARIF_SCHEMA_URI = (
@@ -31,10 +33,21 @@ def _run_note(f: Finding) -> str:
     return f" [{st}]"
 
 
+def tags(f: Finding) -> str:
+    """`` [npu only] [test]``: the backend when not every one, the context when not serving
+    code (empty for a serving-code sync on every backend)."""
+    out = ""
+    if f.backend != BOTH:
+        out += f" [{label(f.backend)}]"
+    if f.context != SERVING:
+        out += f" [{f.context}]"
+    return out
+
+
 def line_of(f: Finding) -> str:
-    """``path:line:col: SG103 certain Tensor.item: why (in function)``."""
+    """``path:line:col: SG103 certain Tensor.item [npu only] [test]: why (in function)``."""
     also = f" (+{', '.join(f.also)})" if f.also else ""
-    return (f"{f.path}:{f.line}:{f.col + 1}: {f.rule} {f.severity} {f.api}: {f.why}"
+    return (f"{f.path}:{f.line}:{f.col + 1}: {f.rule} {f.severity} {f.api}{tags(f)}: {f.why}"
             f" (in {f.function}){also}{_run_note(f)}")
 
 
@@ -51,6 +64,8 @@ def summary_line(summary: Dict[str, Any]) -> str:
     c = summary["counts"]
     parts = [f"{summary['reported']} findings ({c['certain']} certain, {c['likely']} likely)",
              f"{c['silent']} host-only silent", f"{c['allowed']} allowed inline"]
+    if summary.get("not_failing"):
+        parts.append(f"{summary['not_failing']} not failing CI ({summary.get('why_not', '')})")
     if summary.get("baseline_known"):
         parts.append(f"{summary['baseline_known']} known in the baseline")
     if summary.get("runs"):
@@ -71,7 +86,7 @@ def render_github(findings: Sequence[Finding], summary: Dict[str, Any]) -> str:
         props = (f"file={_escape.gh_property(f.path)},line={f.line},col={f.col + 1},"
                  f"endLine={f.end_line},"
                  f"title={_escape.gh_property(f'syncguard {f.rule} {f.api}')}")
-        msg = f"{f.severity}: {f.why} (in {f.function}){_run_note(f)}"
+        msg = f"{f.severity}{tags(f)}: {f.why} (in {f.function}){_run_note(f)}"
         out.append(f"::{level} {props}::{_escape.gh_data(msg)}")
     out.append(summary_line(summary))
     return "\n".join(out) + "\n"
@@ -99,14 +114,15 @@ def render_sarif(findings: Sequence[Finding], summary: Dict[str, Any]) -> str:
     results: List[Dict[str, Any]] = []
     for f in findings:
         props: Dict[str, Any] = {"severity": f.severity, "api": f.api, "function": f.function,
-                                 "value": f.value}
+                                 "value": f.value, "context": f.context,
+                                 "backend": f.backend}
         if f.run:
             props["run"] = f.run
         results.append({
             "ruleId": f.rule, "ruleIndex": index[f.rule],
             "level": "error" if f.severity == CERTAIN else "warning",
-            "message": {"text": f"{f.api}: {f.why} ({f.severity}, in {f.function})"
-                                f"{_run_note(f)}"},
+            "message": {"text": f"{f.api}{tags(f)}: {f.why} ({f.severity}, in "
+                                f"{f.function}){_run_note(f)}"},
             "locations": [{"physicalLocation": {
                 "artifactLocation": _artifact(f.path),
                 "region": {"startLine": f.line, "startColumn": f.col + 1,
@@ -135,7 +151,7 @@ def render_sarif(findings: Sequence[Finding], summary: Dict[str, Any]) -> str:
 def finding_dict(f: Finding) -> Dict[str, Any]:
     d = {k: getattr(f, k) for k in ("path", "line", "col", "end_line", "rule", "api", "why",
                                     "severity", "value", "function", "text", "allowed",
-                                    "also", "run")}
+                                    "also", "run", "context", "backend")}
     d["key"] = finding_key(f)
     return d
 

@@ -1,0 +1,56 @@
+"""On which backends a finding syncs, read from the op sync models the runtime guard counts with
+(:mod:`syncguard.core.opmodel`, ``core/opmodels/{cuda,npu}.json``).
+
+Most syncs are Python-visible reads (``.item()``, ``bool(t)``, copies, nonzero) and sync on every
+backend. A few happen inside a kernel, or depend on how a backend lowers a Python entry point
+(``x[mask] = 0`` is masked_fill on CUDA but index_put_ -> nonzero on the NPU): for those the
+lint asks both models, so the lint and the guard never disagree about a backend.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Optional, Tuple
+
+#: the backends the lint knows, in the order they are named
+BACKENDS = ("cuda", "npu")
+#: a finding that syncs on every backend
+BOTH = "both"
+#: the values ``--backend`` takes: ``any`` fails on a sync on any backend
+CHOICES = ("any", *BACKENDS)
+
+
+@functools.cache
+def backends_of(key: str, when: str) -> Optional[str]:
+    """Where an in-model sync happens: ``key`` an ATen op (``aten::multinomial``) or a Python
+    entry point (``Tensor.__setitem__``), ``when`` the condition the lint proved statically
+    (``no_replacement_or_one_sample``...). ``"both"``, ``"cuda"``, ``"npu"``, or None when no
+    model counts a read (the line does not sync anywhere)."""
+    from ..core.opmodel import load_model
+
+    hits = []
+    for b in BACKENDS:
+        model = load_model(b)
+        if model is None:
+            continue
+        for e in model.entries:
+            if (e.api == key or (not e.api and e.op == key)) and e.when in (when, "always"):
+                if e.reads > 0:
+                    hits.append(b)
+                break
+    if not hits:
+        return None
+    return BOTH if len(hits) == len(BACKENDS) else hits[0]
+
+
+def fails_on(backend: str, chosen: str) -> bool:
+    """A finding that syncs on ``backend`` fails a CI that targets ``chosen`` (any/cuda/npu)."""
+    return chosen == "any" or backend in (BOTH, chosen)
+
+
+def label(backend: str) -> str:
+    """How the text outputs name a backend other than both: ``cuda only``."""
+    return "" if backend == BOTH else f"{backend} only"
+
+
+__all__: Tuple[str, ...] = ("BACKENDS", "BOTH", "CHOICES", "backends_of", "fails_on", "label")
