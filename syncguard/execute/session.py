@@ -69,8 +69,9 @@ class ExecSession:
     step at all, the whole run becomes one step named ``program``.
 
     Nothing here grows with the steps: each step's events are written with its record and
-    kept only as counts (:class:`StepTotals`). ``keep_events = True`` (before the run) keeps
-    every counted event as well (``StepTotals.tally.events``, ``outside.events``).
+    kept only as counts (:class:`StepTotals`). ``ExecSession.keep_events = True`` (set before
+    a session is made) keeps every counted event as well (``StepTotals.tally.events``,
+    ``outside.events``).
     """
 
     #: keep every counted event in memory too (the tallies' ``events``), not only counts
