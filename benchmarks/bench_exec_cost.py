@@ -49,9 +49,14 @@ AIM_RATIO, AIM_KB_PER_STEP = 1.10, 0.5
 SKIP = 20  # first steps of each run left out of its median (allocator and caches warming)
 
 
-def _env() -> Dict[str, str]:
+#: ``--base``: another syncguard checkout, run as mode ``exec_base`` beside ``exec``
+BASE: Optional[Path] = None
+
+
+def _env(mode: str = "exec") -> Dict[str, str]:
     env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join([str(ROOT)] + (
+    first = BASE if mode == "exec_base" and BASE is not None else ROOT
+    env["PYTHONPATH"] = os.pathsep.join([str(first)] + (
         [env["PYTHONPATH"]] if env.get("PYTHONPATH") else []))
     env.pop("SYNCGUARD_DEBUG", None)
     env["OMP_NUM_THREADS"] = "1"
@@ -73,7 +78,7 @@ def run_once(mode: str, steps: int, hidden: int, tmp: Path, trace: bool = False
                "decode_program:decode_step", "--out", str(out), "--force", "--", "python",
                *prog]
     t0 = time.perf_counter()
-    env = _env()
+    env = _env(mode)
     if trace:
         env["PYTHONTRACEMALLOC"] = "1"
     proc = subprocess.run(cmd, cwd=str(tmp), env=env, stdout=subprocess.DEVNULL,
@@ -83,7 +88,7 @@ def run_once(mode: str, steps: int, hidden: int, tmp: Path, trace: bool = False
         raise SystemExit(f"{mode} exited {proc.returncode}: {proc.stderr[-2000:]}")
     data = json.loads(times.read_text())
     data["wall_s"] = wall
-    if mode == "exec":
+    if mode != "plain":
         result = tmp / "out" / "result.jsonl"
         data["result_bytes"] = result.stat().st_size
         shutil.rmtree(tmp / "out")
@@ -113,18 +118,27 @@ def machine_load() -> Dict[str, Any]:
 
 
 def timing(rounds: int, steps: int, hidden: int, tmp: Path) -> Dict[str, Any]:
-    per: Dict[str, List[Dict[str, float]]] = {"plain": [], "exec": []}
+    modes = ["plain", "exec"] + (["exec_base"] if BASE is not None else [])
+    per: Dict[str, List[Dict[str, float]]] = {m: [] for m in modes}
     ratios: List[float] = []
+    base_ratios: List[float] = []
     for r in range(rounds):
-        order = ["plain", "exec"] if r % 2 == 0 else ["exec", "plain"]
+        order = modes[r % len(modes):] + modes[:r % len(modes)]
+        if r % 2:
+            order.reverse()
         got = {}
         for mode in order:
             d = run_once(mode, steps, hidden, tmp)
             got[mode] = {"median_ms": median_ms(d), "p90_ms": p90_ms(d), "wall_s": d["wall_s"]}
             per[mode].append(got[mode])
         ratios.append(got["exec"]["median_ms"] / got["plain"]["median_ms"])
+        base = ""
+        if BASE is not None:
+            base_ratios.append(got["exec_base"]["median_ms"] / got["plain"]["median_ms"])
+            base = f"; base {got['exec_base']['median_ms']:.3f} ms: {base_ratios[-1]:.3f}x"
         print(f"  round {r + 1}/{rounds}: plain {got['plain']['median_ms']:.3f} ms, exec "
-              f"{got['exec']['median_ms']:.3f} ms per step: {ratios[-1]:.3f}x", flush=True)
+              f"{got['exec']['median_ms']:.3f} ms per step: {ratios[-1]:.3f}x{base}",
+              flush=True)
     plain = statistics.median(x["median_ms"] for x in per["plain"])
     exe = statistics.median(x["median_ms"] for x in per["exec"])
     return {
@@ -140,6 +154,15 @@ def timing(rounds: int, steps: int, hidden: int, tmp: Path) -> Dict[str, Any]:
         "exec_step_ms_p90_median": round(statistics.median(x["p90_ms"] for x in per["exec"]), 4),
         "per_round": {k: [{kk: round(vv, 4) for kk, vv in x.items()} for x in v]
                       for k, v in per.items()},
+        "base": None if BASE is None else {
+            "pythonpath": str(BASE),
+            "ratio_median": round(statistics.median(base_ratios), 3),
+            "ratio_range": [round(min(base_ratios), 3), round(max(base_ratios), 3)],
+            "ratio_ci95": [round(x, 3) for x in bootstrap_ci(base_ratios)],
+            "ratios": [round(x, 3) for x in base_ratios],
+            "exec_step_ms_median": round(statistics.median(
+                x["median_ms"] for x in per["exec_base"]), 4),
+        },
     }
 
 
@@ -149,8 +172,9 @@ def memory(counts: List[int], hidden: int, tmp: Path) -> Dict[str, Any]:
     at exit, the growth 10% -> 90% of the steps) and the process's own pages (``RssAnon``);
     then exec minus plain, per step, between the two counts."""
     runs: Dict[str, Dict[str, Any]] = {}
+    modes = ("plain", "exec") + (("exec_base",) if BASE is not None else ())
     for n in counts:
-        for mode in ("plain", "exec"):
+        for mode in modes:
             d = run_once(mode, n, hidden, tmp, trace=True)
             tr, an, rss = d["traced_kb"], d["rss_anon_kb"], d["rss_kb"]
             runs[f"{mode}_{n}"] = {
@@ -178,7 +202,21 @@ def memory(counts: List[int], hidden: int, tmp: Path) -> Dict[str, Any]:
 
     loop = (runs[f"exec_{hi}"]["traced_loop_growth_kb_per_step"]
             - runs[f"plain_{hi}"]["traced_loop_growth_kb_per_step"])
+    base: Optional[Dict[str, float]] = None
+    if BASE is not None:
+        def base_step(key: str) -> float:
+            d = [int(runs[f"exec_base_{n}"][key]) - int(runs[f"plain_{n}"][key])
+                 for n in (lo, hi)]
+            return round((d[1] - d[0]) / (hi - lo), 4)
+
+        base = {"traced_loop_growth_kb_per_step_vs_plain": round(
+                    runs[f"exec_base_{hi}"]["traced_loop_growth_kb_per_step"]
+                    - runs[f"plain_{hi}"]["traced_loop_growth_kb_per_step"], 4),
+                "traced_peak_loop_end_kb_per_step_vs_plain": base_step(
+                    "traced_peak_loop_end_kb"),
+                "traced_peak_exit_kb_per_step_vs_plain": base_step("traced_peak_exit_kb")}
     return {
+        "base": base,
         "runs": runs,
         "traced_loop_growth_kb_per_step_vs_plain": round(loop, 4),
         "traced_peak_loop_end_kb_per_step_vs_plain": per_step("traced_peak_loop_end_kb"),
@@ -222,6 +260,11 @@ def markdown(r: Dict[str, Any]) -> str:
         "",
         f"Rounds' ratios: {', '.join(f'{x:.3f}' for x in t['ratios'])}.",
         "",
+        *([f"Beside it in the same rounds, `--base` ({t['base']['pythonpath']}): "
+           f"{t['base']['ratio_median']:.3f}x (range {t['base']['ratio_range'][0]:.3f}-"
+           f"{t['base']['ratio_range'][1]:.3f}x, 95% interval {t['base']['ratio_ci95'][0]:.3f}-"
+           f"{t['base']['ratio_ci95'][1]:.3f}x), {t['base']['exec_step_ms_median']:.3f} ms "
+           f"per step.", ""] if t.get("base") else []),
         "## Memory against the plain program (kB per step, exec minus plain)",
         "",
         f"Runs of {min(r['params']['mem_steps'])} and {max(r['params']['mem_steps'])} steps "
@@ -241,6 +284,11 @@ def markdown(r: Dict[str, Any]) -> str:
         f"{m['anon_loop_end_kb_per_step_vs_plain']:.3f} |",
         f"| own pages (RssAnon) at exit | {m['anon_exit_kb_per_step_vs_plain']:.3f} |",
         "",
+        *([f"`--base`: traced heap growth in the loop "
+           f"{m['base']['traced_loop_growth_kb_per_step_vs_plain']:.3f}, peak at the loop's end "
+           f"{m['base']['traced_peak_loop_end_kb_per_step_vs_plain']:.3f}, whole process "
+           f"{m['base']['traced_peak_exit_kb_per_step_vs_plain']:.3f} kB per step.", ""]
+          if m.get("base") else []),
         "The aim is at most 0.5 kB per step. The run keeps counts, not events; the whole "
         "process's peak comes after the program, when exec loads the result back to write its "
         "reports (every step and event of the file in memory at once).",
@@ -256,7 +304,12 @@ def main(argv: Optional[List[str]] = None) -> int:
     ap.add_argument("--hidden", type=int, default=576, help="layer width (~1 ms a step)")
     ap.add_argument("--mem-steps", default="1000,8000")
     ap.add_argument("--out", type=Path, default=None)
+    ap.add_argument("--base", type=Path, default=None,
+                    help="another syncguard checkout (e.g. a `git archive` of an older commit) "
+                         "run under exec too, interleaved, as `exec_base`")
     a = ap.parse_args(argv)
+    global BASE
+    BASE = a.base.resolve() if a.base else None
     counts = sorted(int(x) for x in a.mem_steps.split(","))
     tmp = Path(tempfile.mkdtemp(prefix="syncguard-exec-cost-"))
     load_before = machine_load()

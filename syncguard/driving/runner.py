@@ -91,8 +91,8 @@ def run_pass(sc: Scenario, path: str, target: Target, counted: bool,
             if progress is not None:
                 progress(sc.name, path, pass_, step + 1, sc.steps)
             _signals.check()  # a Ctrl-C the sampler swallowed still ends the run here
-            # the next step's latency starts here: syncguard's own writing (fsync) and
-            # progress drawing are not the decode loop's time
+            # the next step's latency starts here: syncguard's own writing (and its fsync, about
+            # once a second) and progress drawing are not the decode loop's time
             t_prev = time.perf_counter()
     finally:
         try:

@@ -150,18 +150,19 @@ def _ev(line: int, allowed: bool = False) -> SyncEvent:
 
 
 @pytest.mark.parametrize("keep", [False, True])
-def test_the_session_keeps_no_more_after_400_steps_than_after_20(keep: bool) -> None:
+def test_the_session_keeps_no_more_after_400_steps_than_after_20(
+        keep: bool, monkeypatch: pytest.MonkeyPatch) -> None:
     """Each step: a hidden and an allowed sync, and one sync outside every step before it.
     The session's tallies, buffers and pending outside events are the same size after 400
     steps as after 20 (every event is in the writer); ``keep_events`` keeps them all."""
     from syncguard.driving.devices import resolve_target
     from syncguard.execute.session import ExecSession
 
+    monkeypatch.setattr(ExecSession, "keep_events", keep, raising=False)
+
     def run(steps: int) -> Tuple[Any, ...]:
         w = _Writer()
         s = ExecSession("prog", w, resolve_target("cpu"), warmup=1)  # type: ignore[arg-type]
-        s.keep_events = keep
-        s.outside = type(s.outside)(keep_events=keep)
         for _ in range(steps):
             s._on_event(_ev(33))
             s.begin("step")
@@ -175,6 +176,7 @@ def test_the_session_keeps_no_more_after_400_steps_than_after_20(keep: bool) -> 
         assert [a for _, a in w.outside] == [None, *range(steps - 1)]
         if keep:
             assert tot.tally.events is not None and len(tot.tally.events) == steps - 1
+            assert s.outside.events is not None and len(s.outside.events) == steps
             return ()
         return (tot.tally.kept(), s.outside.kept(), s.outside_after.kept(),
                 len(s._unwritten), len(s._steps), len(s._loops), len(s._next))
