@@ -158,5 +158,6 @@ def main(args: argparse.Namespace) -> int:
                        allow_sites=allow_sites_of(args),
                        fmt=args.format, output=args.output, width=report_width(args.width),
                        rank=rank, argv=sys.argv[1:],
-                       record_lines=[os.path.abspath(p) for p in args.record_lines])
+                       record_lines=[os.path.abspath(p) for p in args.record_lines],
+                       force=args.force)
     return execute(opts, target, out)

@@ -33,6 +33,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="output: text (default), github (workflow annotations), sarif "
                    "(SARIF 2.1.0 for code scanning), json")
     p.add_argument("-o", "--output", default=None, help="write to this file (default stdout)")
+    p.add_argument("--force", action="store_true", help="overwrite --output if it exists")
     p.add_argument("--fail-on", choices=("certain", "likely", "never"), default=None,
                    help="exit 1 when findings at or above this rank remain (default likely)")
     p.add_argument("--show-silent", action="store_true",
@@ -51,7 +52,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    from ..console import warning
+    from ..console import error, wrote
     from ..core.sites import display_path
     from ..errors import EXIT_OK, EXIT_OVER, UsageError
     from ..lint import baseline as lint_baseline
@@ -59,8 +60,11 @@ def main(args: argparse.Namespace) -> int:
     from ..lint.checker import CERTAIN, LIKELY
     from ..lint.files import find_pyproject, load_config
     from ..lint.render import RENDERERS
+    from .common import output_path
 
     paths = args.paths or ["."]
+    output_path(args.output, force=args.force)  # before any work: exists, folder, FIFO...
+    output_path(args.update_baseline, flag="--update-baseline")
     for p in paths:
         if not os.path.exists(p):
             raise UsageError(f"{p}: no such file or folder")
@@ -82,11 +86,12 @@ def main(args: argparse.Namespace) -> int:
                          f"or never")
     root = os.path.dirname(pyproject) if pyproject else None
     report = lint_paths(paths, [*cfg.exclude, *args.exclude], exclude_root=root)
-    for e in report.errors:
-        warning(e)
+    for e in report.errors:  # a file not linted fails the lint, as a linter's syntax error
+        error(e)
     findings = report.findings
     summary: Dict[str, Any] = {"files": report.files, "seconds": report.seconds,
-                               "errors": report.errors, "counts": report.counts()}
+                               "errors": report.errors, "error_items": report.error_items,
+                               "counts": report.counts()}
     if args.diff:
         from ..lint.diff import DiffError, changed_lines
 
@@ -104,9 +109,9 @@ def main(args: argparse.Namespace) -> int:
         summary["misses"] = summary["runs"].pop("misses")
     if args.update_baseline:
         lint_baseline.save(args.update_baseline, [f for f in findings if f.reported])
-        print(f"Wrote {display_path(args.update_baseline)} "
-              f"({sum(f.reported for f in findings)} findings)", file=sys.stderr)
-        return EXIT_OK
+        wrote(display_path(args.update_baseline),
+              f" ({sum(f.reported for f in findings)} findings)")
+        return EXIT_OVER if report.errors else EXIT_OK
     shown = [f for f in findings if f.reported or (args.show_silent and f.allowed is None)]
     baseline = args.baseline or cfg.baseline
     if baseline:
@@ -117,11 +122,8 @@ def main(args: argparse.Namespace) -> int:
     if args.output and args.output != "-":
         from ..core._atomic import write_text
 
-        try:
-            write_text(args.output, text)
-        except OSError as exc:
-            raise UsageError(f"{args.output}: cannot write: {exc.strerror}") from None
-        print(f"Wrote {args.output}", file=sys.stderr)
+        write_text(args.output, text)  # a full disk: OutputError, one line, exit 2
+        wrote(args.output)
         from ..lint.render import summary_line
 
         print(summary_line(summary), file=sys.stderr)
@@ -129,6 +131,8 @@ def main(args: argparse.Namespace) -> int:
         sys.stdout.write(text)
     if fail_on == "never":
         return EXIT_OK
+    if report.errors:
+        return EXIT_OVER
     levels = (CERTAIN,) if fail_on == "certain" else (CERTAIN, LIKELY)
     return EXIT_OVER if any(f.reported and f.severity in levels for f in shown) else EXIT_OK
 

@@ -38,6 +38,8 @@ class ExecOptions:
     argv: List[str] = dataclasses.field(default_factory=list)
     #: files/folders whose ``syncguard lint`` candidate lines are recorded as they run
     record_lines: Sequence[str] = ()
+    #: ``--force``: an earlier run's result file in the folder may be replaced
+    force: bool = True
 
 
 def rank_from_env(env: Optional[Mapping[str, str]] = None) -> Optional[int]:
@@ -70,15 +72,12 @@ def _exit_code(exc: SystemExit) -> int:
 def execute(opts: ExecOptions, target: Any, out: str) -> int:
     """Run the program under the guard, write the results into ``out`` and return the exit
     code (see :mod:`syncguard.cli.exec`)."""
-    from ..core import _signals
-    from ..core import steps as markers
     from ..core._selftest import selftest
-    from ..errors import EXIT_BROKEN_PIPE, EXIT_OK, EXIT_OVER, EXIT_USAGE, UsageError
-    from ..results.format import OUTSIDE_PATH, ResultWriter, environment
-    from .hooks import StepHooks, static_missing
+    from ..errors import UsageError
+    from ..results.format import environment
+    from .hooks import static_missing
     from .mainhook import main_source
-    from .program import ProgramError, check, program_path, run, show_exception
-    from .session import EXEC_PASS, ExecSession
+    from .program import ProgramError, check, program_path
 
     program = opts.program
     try:
@@ -115,7 +114,28 @@ def execute(opts: ExecOptions, target: Any, out: str) -> int:
         "scenarios": {program.name: {"file": program.target, "steps": None,
                                      "warmup": opts.warmup, "max_syncs": {}}},
     }
-    writer = ResultWriter(path, header)
+    from ..core._atomic import claim, stream_of
+
+    # the result file is this run's alone until its reports are written (a second run into
+    # the same --out is refused in one line); released when the process closes it
+    claimed = claim(path, opts.force)
+    try:
+        return _run(opts, target, out, program, path, header, stream_of(claimed))
+    finally:
+        os.close(claimed)
+
+
+def _run(opts: ExecOptions, target: Any, out: str, program: Any, path: str,
+         header: Dict[str, Any], stream: Any) -> int:
+    from ..core import _signals
+    from ..core import steps as markers
+    from ..errors import EXIT_BROKEN_PIPE, EXIT_OK, EXIT_OVER, EXIT_USAGE
+    from ..results.format import OUTSIDE_PATH, ResultWriter
+    from .hooks import StepHooks
+    from .program import run, show_exception
+    from .session import EXEC_PASS, ExecSession
+
+    writer = ResultWriter(path, header, stream)
     session = ExecSession(program.name, writer, target, warmup=opts.warmup,
                           allow_sites=opts.allow_sites, rank=opts.rank,
                           devices=("cpu",) if target.kind == "cpu" else ())
@@ -166,6 +186,7 @@ def execute(opts: ExecOptions, target: Any, out: str) -> int:
         else:
             writer.close(True, exit_code=0)
         _report(opts, path, out, stop if stopped else None, outside)
+        writer.raise_error()  # a full disk: one line, exit 2, the lines before it kept
     step_errors = hooks.errors()
     for line in step_errors:
         print(f"syncguard: error: {line}", file=sys.stderr)

@@ -13,7 +13,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import time
-from typing import Dict, List, Optional, Sequence
+from typing import Any, Dict, List, Optional, Sequence
 
 from .checker import CERTAIN, LIKELY, SEVERITIES, SILENT, Finding, check_source
 
@@ -33,6 +33,9 @@ class LintReport:
     seconds: float
     #: the files read, as shown in findings
     paths: List[str] = dataclasses.field(default_factory=list)
+    #: ``errors`` as ``{"path", "line", "message"}`` (line 0 when the file has none): each
+    #: is an error in every output format and fails the lint (as a linter's syntax error)
+    error_items: List[Dict[str, Any]] = dataclasses.field(default_factory=list)
 
     @property
     def reported(self) -> List[Finding]:
@@ -51,39 +54,47 @@ class LintReport:
 
 
 def lint_file(path: str, display: Optional[str] = None) -> List[Finding]:
-    """Candidate lines of one file (raises OSError, SyntaxError, UnicodeDecodeError)."""
-    with open(path, "rb") as f:
-        data = f.read()
-    source = data.decode("utf-8-sig")
-    return check_source(source, display or path)
+    """Candidate lines of one file (raises OSError, SyntaxError, UnicodeDecodeError, and
+    ValueError for a file it will not read: a FIFO, a device, one over the size cap)."""
+    from .files import read_source
+
+    return check_source(read_source(path), display or path)
 
 
 def lint_paths(paths: Sequence[str], exclude: Sequence[str] = (),
                exclude_root: Optional[str] = None, root: Optional[str] = None) -> LintReport:
     """Lint ``paths`` (files and folders, see :func:`.files.iter_files`); finding paths are
     shown relative to ``root`` (default: the current directory) when under it."""
+    from ..core._untrusted import UntrustedError
     from ..core.sites import display_path
     from .files import iter_files
 
     t0 = time.perf_counter()
     findings: List[Finding] = []
     errors: List[str] = []
+    items: List[Dict[str, Any]] = []
     shown_paths: List[str] = []
     for p in iter_files(paths, exclude, exclude_root):
         shown = display_path(p, root)
         shown_paths.append(shown)
+        line, msg = 0, ""
         try:
             findings += lint_file(p, shown)
+            continue
         except SyntaxError as exc:
-            errors.append(f"{shown}:{exc.lineno or 0}: does not parse: {exc.msg}")
+            line, msg = exc.lineno or 0, f"does not parse: {exc.msg}"
+        except UntrustedError as exc:  # its message names the file: said once, shown
+            msg = f"not read: {str(exc).rpartition(f'{p}: ')[2] or exc}"
         except (OSError, UnicodeDecodeError, ValueError) as exc:
-            errors.append(f"{shown}: cannot read: {exc}")
-        except RecursionError:
-            errors.append(f"{shown}: nested too deeply to analyse")
+            msg = f"cannot read: {exc}"
+        except (RecursionError, MemoryError):
+            msg = "nested too deeply to analyse"
         except Exception as exc:  # a bug of the lint must not hide the other files
-            errors.append(f"{shown}: internal error of the lint: {type(exc).__name__}: {exc}")
+            msg = f"internal error of the lint: {type(exc).__name__}: {exc}"
+        items.append({"path": shown, "line": line, "message": msg})
+        errors.append(f"{shown}:{line}: {msg}" if line else f"{shown}: {msg}")
     return LintReport(findings, len(shown_paths), errors, time.perf_counter() - t0,
-                      shown_paths)
+                      shown_paths, items)
 
 
 def candidates(paths: Sequence[str]) -> Dict[str, List[int]]:

@@ -256,20 +256,45 @@ def scenario_record(path: str, text: str) -> Dict[str, str]:
 class ResultWriter:
     """Streams a result file: every line is flushed (and fsync'ed for steps) as written."""
 
-    def __init__(self, path: str, header: Dict[str, Any]) -> None:
+    def __init__(self, path: str, header: Dict[str, Any],
+                 stream: Optional[IO[str]] = None) -> None:
         self.path = path
-        from ..core._atomic import open_stream
+        #: the first write error (a full disk, a file-size limit): writing stopped there,
+        #: every line before it kept; the caller reports it (:meth:`raise_error`)
+        self.error: Optional[OSError] = None
+        if stream is None:
+            from ..core._atomic import open_stream
 
-        self._f: Optional[IO[str]] = open_stream(path)  # never through a symlink at path
+            stream = open_stream(path)  # never through a symlink at path
+        self._f: Optional[IO[str]] = stream
         self._write({"type": "header", "schema": SCHEMA, "created": time.time(), **header})
 
     def _write(self, obj: Dict[str, Any]) -> None:
         assert self._f is not None, "result writer is closed"
+        if self.error is not None:
+            return
         from ..core._untrusted import dumps
 
         # never NaN or Infinity: not JSON, and the file is read back for the reports
-        self._f.write(dumps(obj, separators=(",", ":"), default=str) + "\n")
-        self._f.flush()
+        line = dumps(obj, separators=(",", ":"), default=str) + "\n"
+        try:
+            self._f.write(line)
+            self._f.flush()
+        except OSError as exc:  # never raised into the program being recorded
+            self._failed(exc)
+
+    def _failed(self, exc: OSError) -> None:
+        """Stop writing at the first error: a line half written stays a torn last line,
+        which :func:`load` ignores, so every line before it still reads."""
+        self.error = exc
+
+    def raise_error(self) -> None:
+        """Raise the first write error as one :class:`~syncguard.core._atomic.OutputError`
+        line naming the file (nothing when every line was written)."""
+        if self.error is not None:
+            from ..core._atomic import write_error
+
+            raise write_error(self.path, self.error)
 
     def step(self, rec: StepRecord, events: List[SyncEvent]) -> None:
         """One finished step with its events: the events first, so a step line always has
@@ -280,7 +305,11 @@ class ResultWriter:
                          "pass": rec.pass_, **extra, **ev.to_dict()})
         self._write({"type": "step", **rec.to_dict()})
         assert self._f is not None
-        os.fsync(self._f.fileno())
+        if self.error is None:
+            try:
+                os.fsync(self._f.fileno())
+            except OSError as exc:
+                self._failed(exc)
 
     def events(self, scenario: str, path: str, pass_: str, events: List[SyncEvent],
                rank: Optional[int] = None,
@@ -305,7 +334,11 @@ class ResultWriter:
         if self._f is None:
             return
         self._write({"type": "footer", "complete": complete, "finished": time.time(), **fields})
-        self._f.close()
+        try:
+            self._f.close()
+        except OSError as exc:  # the buffered rest could not be written
+            if self.error is None:
+                self._failed(exc)
         self._f = None
 
 
