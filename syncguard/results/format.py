@@ -470,6 +470,9 @@ _CHECKS = {
     "ints": (_is_ints, "a list of integers >= 0"),
     "list": (lambda v: type(v) is list, "a list"),
     "dict": (lambda v: type(v) is dict, "a JSON object"),
+    # a file name: a string a path can be (no NUL byte, which no file name holds)
+    "path": (lambda v: _is_str(v) and "\x00" not in v,
+             "a file name (a string of at most 4096 characters, no NUL byte)"),
 }
 
 #: field -> (check, required, None allowed)
@@ -488,17 +491,42 @@ _STEP_FIELDS: Dict[str, Tuple[str, bool, bool]] = {
     "bubble_us": ("num", False, True), "sync_cost_us": ("num", False, True),
     "sync_bubble_us": ("num", False, True),
 }
+#: every field a reader of an event meets, as :class:`~syncguard.core.events.SyncEvent` has it:
+#: the fields it requires are required here (a crafted line without ``thread`` or ``lineno``
+#: is refused by the loader, never met later as a KeyError or a TypeError); the optional ones
+#: missing are given their :class:`SyncEvent` default (:data:`_EVENT_DEFAULTS`)
 _EVENT_FIELDS: Dict[str, Tuple[str, bool, bool]] = {
     "scenario": ("str", True, False), "path": ("str", True, False),
-    "pass": ("str", False, True), "kind": ("str", False, True), "api": ("str", False, True),
-    "op": ("str", False, True), "filename": ("str", False, True),
-    "lineno": ("int", False, True), "function": ("str", False, True),
-    "stack": ("list", False, True), "step": ("int", False, True),
-    "thread": ("str", False, True), "allowed": ("bool", False, True),
-    "reason": ("str", False, True), "warmup": ("bool", False, True),
-    "count": ("int", False, True), "device": ("str", False, True),
+    "pass": ("str", False, True), "kind": ("str", True, False), "api": ("str", True, False),
+    "op": ("str", False, True), "filename": ("path", True, False),
+    "lineno": ("int", True, False), "function": ("str", True, False),
+    "stack": ("list", False, False), "step": ("int", False, True),
+    "thread": ("str", True, False), "allowed": ("bool", False, False),
+    "reason": ("str", False, True), "warmup": ("bool", False, False),
+    "count": ("int", False, False), "device": ("str", False, True),
     "source": ("str", False, True), "wait_us": ("num", False, True),
     "rank": ("int", False, True), "after_step": ("int", False, True),
+}
+#: the optional event fields a reader may rely on, with the value a missing one stands for
+_EVENT_DEFAULTS: Dict[str, Any] = {
+    "pass": None, "op": None, "stack": [], "step": None, "allowed": False, "reason": None,
+    "warmup": False, "count": 1, "device": None, "source": None, "wait_us": None,
+}
+#: a modeled timeline line (:mod:`syncguard.model.timeline`) and each of its syncs
+_TIMELINE_FIELDS: Dict[str, Tuple[str, bool, bool]] = {
+    "scenario": ("str", True, False), "path": ("str", True, False),
+    "step": ("int", True, False), "warmup": ("bool", False, True),
+    "latency_us": ("num", True, False), "busy_us": ("num", True, False),
+    "bubble_us": ("num", True, False), "hidden_cost_us": ("num", False, True),
+    "syncs": ("list", False, False), "spans": ("list", False, False),
+    "shapes": ("list", False, True),
+}
+_TIMELINE_SYNC_FIELDS: Dict[str, Tuple[str, bool, bool]] = {
+    "host_us": ("num", True, False), "drain_us": ("num", True, False),
+    "resume_us": ("num", True, False), "stall_us": ("num", False, True),
+    "bubble_us": ("num", False, True), "index": ("int", False, True),
+    "op": ("str", False, True), "site": ("str", False, True), "api": ("str", False, True),
+    "allowed": ("bool", False, True),
 }
 
 
@@ -538,9 +566,12 @@ def _event(where: str, obj: Any) -> Dict[str, Any]:
     (each ``{"filename": str, "lineno": int, "function": str}`` and an optional
     ``"qualname": str``, as ``SyncEvent`` reads it)."""
     ev = _check_fields(where, "event", obj, _EVENT_FIELDS)
+    for key, default in _EVENT_DEFAULTS.items():
+        if key not in ev:
+            ev[key] = list(default) if isinstance(default, list) else default
     for i, fr in enumerate(ev.get("stack") or ()):
         if not (type(fr) is dict and set(fr) - {"qualname"} == _FRAME_KEYS
-                and _is_str(fr["filename"]) and _is_int(fr["lineno"])
+                and _CHECKS["path"][0](fr["filename"]) and _is_int(fr["lineno"])
                 and _is_str(fr["function"]) and _is_str(fr.get("qualname", ""))):
             raise ResultError(f"{where}: event.stack[{i}]: must be an object with filename "
                               f"(a string), lineno (an integer >= 0), function (a string) "
@@ -606,6 +637,7 @@ def _load_document(path: str, f: IO[str]) -> RunResult:
     for i, n in enumerate(parts["notes"]):
         if not isinstance(n, dict):
             raise ResultError(f"{path}: notes[{i}]: must be a JSON object")
+        _note(f"{path}: notes[{i}]", n)
     footer = doc.get("footer")
     if footer is not None and not isinstance(footer, dict):
         raise ResultError(f"{path}: footer: must be a JSON object or null")
@@ -704,29 +736,41 @@ def merge_ranks(parts: List[Tuple[int, RunResult]], source: str) -> RunResult:
     return RunResult(header, steps, events, footer, notes, source, timelines)
 
 
+def _is_span(x: Any) -> bool:
+    return (type(x) is list and len(x) == 5 and _is_str(x[0]) and _is_num(x[1])
+            and _is_num(x[2]) and (x[3] is None or _is_num(x[3]))
+            and (x[4] is None or _is_num(x[4])))
+
+
 def _timeline(obj: Any, where: str) -> Dict[str, Any]:
-    """A timeline line, checked enough that every reader can rely on its fields."""
-    if not isinstance(obj, dict):
-        raise ResultError(f"{where}: timeline: must be a JSON object")
-    for key in ("scenario", "path"):
-        if not isinstance(obj.get(key), str):
-            raise ResultError(f"{where}: timeline.{key}: missing or not a string")
-    if not isinstance(obj.get("step"), int):
-        raise ResultError(f"{where}: timeline.step: missing or not an integer")
-    for key in ("latency_us", "busy_us", "bubble_us"):
-        if not isinstance(obj.get(key), (int, float)):
-            raise ResultError(f"{where}: timeline.{key}: missing or not a number")
-    syncs = obj.get("syncs", [])
-    if not isinstance(syncs, list) or not all(
-            isinstance(m, dict) and isinstance(m.get("host_us"), (int, float))
-            and isinstance(m.get("drain_us"), (int, float)) for m in syncs):
-        raise ResultError(f"{where}: timeline.syncs: each sync needs numeric host_us and "
-                          f"drain_us")
-    spans = obj.get("spans", [])
-    if not isinstance(spans, list) or not all(isinstance(x, list) and len(x) == 5
-                                              for x in spans):
+    """A timeline line, every field its readers use checked (:data:`_TIMELINE_FIELDS`)."""
+    _check_fields(where, "timeline", obj, _TIMELINE_FIELDS)
+    for i, m in enumerate(obj.get("syncs") or ()):
+        _check_fields(where, f"timeline.syncs[{i}]", m, _TIMELINE_SYNC_FIELDS)
+    spans = obj.get("spans") or ()
+    if not all(_is_span(x) for x in spans):
         raise ResultError(f"{where}: timeline.spans: each span is [name, host_start, "
-                          f"host_end, dev_start, dev_end]")
+                          f"host_end, dev_start, dev_end] (a string, two numbers, two "
+                          f"numbers or nulls)")
+    return obj
+
+
+#: a lines note (``syncguard exec --record-lines``): file -> line numbers
+_LINES_NOTE = "lines"
+
+
+def _note(where: str, obj: Dict[str, Any]) -> Dict[str, Any]:
+    """A note line; a lines note (``kind: "lines"``) has ``executed`` and ``candidates`` as
+    objects mapping a file name to a list of line numbers."""
+    if obj.get("kind") == _LINES_NOTE:
+        for key in ("executed", "candidates"):
+            v = obj.get(key)
+            if v is None:
+                continue
+            if type(v) is not dict or not all(
+                    _CHECKS["path"][0](f) and _is_ints(lines) for f, lines in v.items()):
+                raise ResultError(f"{where}: note.{key}: must be an object mapping file names "
+                                  f"(no NUL byte) to lists of line numbers")
     return obj
 
 
@@ -836,7 +880,7 @@ def _load_lines(path: str, f: IO[str]) -> RunResult:
         elif t == "footer":
             footer = {"type": "footer", **obj}
         elif t == "note":
-            notes.append({"type": "note", **obj})
+            notes.append(_note(f"{path}:{i}", {"type": "note", **obj}))
         elif t == "timeline":
             timelines.append(_timeline(obj, f"{path}:{i}"))
     if header is None:
