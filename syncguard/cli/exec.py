@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import sys
 import time
 from typing import Dict, Optional, Tuple
@@ -82,12 +83,20 @@ def gate_file_name(fmt: str, rank: Optional[int]) -> Optional[str]:
     return f"{stem}.rank{rank}{ext}"
 
 
+_RUN_ID = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}", re.ASCII)
+
+
 def _out_dir(args: argparse.Namespace, device: str, files: Tuple[str, ...]) -> str:
+    from ..errors import UsageError
     from .common import prepare_out
 
     out = args.out
     if out is None:
         run_id = os.environ.get("TORCHELASTIC_RUN_ID")
+        if run_id and not _RUN_ID.fullmatch(run_id):  # "x/../../..": never outside reports/
+            raise UsageError(f"TORCHELASTIC_RUN_ID={run_id[:80]!r}: not a run id the report "
+                             f"folder can be named after (letters, digits and _ . - only, at "
+                             f"most 64); pass --out")
         stamp = f"exec-{run_id}" if run_id else time.strftime("%Y%m%d-%H%M%S") + "-exec"
         out = os.path.join("reports", f"{stamp}-{device}")
     return prepare_out(os.path.abspath(out), files, args.force)  # absolute: it may chdir
@@ -142,7 +151,10 @@ def main(args: argparse.Namespace) -> int:
     for p in args.record_lines:
         if not os.path.exists(p):
             raise UsageError(f"--record-lines {p}: no such file or folder")
-    rank = rank_from_env()
+    try:
+        rank = rank_from_env()
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
     target = cli_target(args.device, gpu=True)  # the simulated device exists before the program
     files = (result_name(rank),) if rank is not None else run_files()
     # sarif/junit without -o: a file under OUT, never stdout, which the program's output shares

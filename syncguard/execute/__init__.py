@@ -43,15 +43,24 @@ class ExecOptions:
 
 
 def rank_from_env(env: Optional[Mapping[str, str]] = None) -> Optional[int]:
-    """This process's rank under torchrun (``RANK`` and ``WORLD_SIZE`` set), else None."""
+    """This process's rank under torchrun (``RANK`` and ``WORLD_SIZE`` set), else None.
+    Raises ValueError (one line) for a ``RANK`` that is not an integer from 0 to
+    ``WORLD_SIZE - 1`` in ASCII digits, or a ``WORLD_SIZE`` that is not a positive integer:
+    said before the program runs, not after (its result would be refused)."""
     e: Mapping[str, str] = os.environ if env is None else env
     rank, world = e.get("RANK"), e.get("WORLD_SIZE")
     if rank is None or world is None:
         return None
-    try:
-        return int(rank)
-    except ValueError:
-        return None
+    import re
+
+    digits = re.compile(r"0|[1-9][0-9]{0,5}", re.ASCII)
+    if not digits.fullmatch(world) or int(world) < 1:
+        raise ValueError(f"WORLD_SIZE={world[:40]!r}: must be a positive integer (as torchrun "
+                         f"sets it)")
+    if not digits.fullmatch(rank) or int(rank) >= int(world):
+        raise ValueError(f"RANK={rank[:40]!r}: must be an integer from 0 to "
+                         f"{int(world) - 1} (WORLD_SIZE={world}), as torchrun sets it")
+    return int(rank)
 
 
 def result_name(rank: Optional[int]) -> str:

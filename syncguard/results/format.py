@@ -895,7 +895,9 @@ def outside_sites(result: RunResult) -> List[Dict[str, Any]]:
     ``file:line`` list, with ``count`` None (only the total was kept)."""
     out: Dict[Tuple[Any, ...], Dict[str, Any]] = {}
     for e in result.events:
-        if e.get("path") != OUTSIDE_PATH or e.get("allowed"):
+        # an outside sync has no step; an event of a step someone named "(outside steps)"
+        # has one and is that step's
+        if e.get("path") != OUTSIDE_PATH or e.get("step") is not None or e.get("allowed"):
             continue
         key = (e.get("scenario"), e.get("filename"), e.get("lineno"), e.get("function"),
                e.get("kind"), e.get("api"), e.get("op"))
