@@ -148,8 +148,8 @@ def iter_files(paths: Sequence[str], exclude: Sequence[str] = (),
                 if name in _SKIP_DIRS or name.startswith("."):
                     continue
                 sub = os.path.join(d, name)
-                if _excluded(spec, root, sub, True) or own.match_file(
-                        os.path.normpath(os.path.join(rel_d, name)) + "/"):
+                if _excluded(spec, root, sub, True) or _match(
+                        own, os.path.normpath(os.path.join(rel_d, name)) + "/"):
                     continue
                 keep.append(name)
             dirs[:] = keep
@@ -157,8 +157,8 @@ def iter_files(paths: Sequence[str], exclude: Sequence[str] = (),
                 if not name.endswith(".py"):
                     continue
                 f = os.path.join(d, name)
-                if _excluded(spec, root, f, False) or own.match_file(
-                        os.path.normpath(os.path.join(rel_d, name))):
+                if _excluded(spec, root, f, False) or _match(
+                        own, os.path.normpath(os.path.join(rel_d, name))):
                     continue
                 seen.setdefault(f, None)
     yield from seen
@@ -168,4 +168,14 @@ def _excluded(spec: pathspec.GitIgnoreSpec, root: str, path: str, is_dir: bool) 
     rel = os.path.relpath(os.path.abspath(path), root).replace(os.sep, "/")
     if rel.startswith("../"):
         rel = os.path.abspath(path).replace(os.sep, "/").lstrip("/")
-    return spec.match_file(rel + "/" if is_dir else rel)
+    return _match(spec, rel + "/" if is_dir else rel)
+
+
+def _match(spec: pathspec.GitIgnoreSpec, rel: str) -> bool:
+    # a file name that is not UTF-8 (lone surrogates from the file system) as valid text:
+    # its UTF-8 parts kept, each other byte U+FFFD (RE2 matches UTF-8 text only)
+    try:
+        return spec.match_file(rel)
+    except UnicodeEncodeError:
+        return spec.match_file(rel.encode("utf-8", "surrogateescape").decode("utf-8",
+                                                                             "replace"))
