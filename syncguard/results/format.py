@@ -501,7 +501,7 @@ _EVENT_FIELDS: Dict[str, Tuple[str, bool, bool]] = {
     "op": ("str", False, True), "filename": ("path", True, False),
     "lineno": ("int", True, False), "function": ("str", True, False),
     "stack": ("list", False, False), "step": ("int", False, True),
-    "thread": ("str", True, False), "allowed": ("bool", False, False),
+    "thread": ("str", False, False), "allowed": ("bool", False, False),
     "reason": ("str", False, True), "warmup": ("bool", False, False),
     "count": ("int", False, False), "device": ("str", False, True),
     "source": ("str", False, True), "wait_us": ("num", False, True),
@@ -509,7 +509,8 @@ _EVENT_FIELDS: Dict[str, Tuple[str, bool, bool]] = {
 }
 #: the optional event fields a reader may rely on, with the value a missing one stands for
 _EVENT_DEFAULTS: Dict[str, Any] = {
-    "pass": None, "op": None, "stack": [], "step": None, "allowed": False, "reason": None,
+    "pass": None, "op": None, "stack": [], "step": None, "thread": "", "allowed": False,
+    "reason": None,
     "warmup": False, "count": 1, "device": None, "source": None, "wait_us": None,
 }
 #: a modeled timeline line (:mod:`syncguard.model.timeline`) and each of its syncs

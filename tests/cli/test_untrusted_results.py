@@ -33,8 +33,7 @@ def _with_events(tmp_path: Path, events: List[Dict[str, Any]], drop: str = "") -
     return p
 
 
-@pytest.mark.parametrize("field", ["thread", "filename", "lineno", "kind", "api",
-                                   "function"])
+@pytest.mark.parametrize("field", ["filename", "lineno", "kind", "api", "function"])
 def test_an_event_missing_a_required_field_is_one_line(
         field: str, tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
     res = _with_events(tmp_path, [{}], drop=field)
@@ -45,7 +44,7 @@ def test_an_event_missing_a_required_field_is_one_line(
         assert "r.jsonl" in line and f"event.{field}: missing" in line
 
 
-@pytest.mark.parametrize("field", ["op", "step"])
+@pytest.mark.parametrize("field", ["op", "step", "thread", "count", "stack"])
 def test_an_event_missing_an_optional_field_reads_as_null(
         field: str, tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
     res = _with_events(tmp_path, [{}], drop=field)
