@@ -263,9 +263,11 @@ class ResultWriter:
         #: every line before it kept; the caller reports it (:meth:`raise_error`)
         self.error: Optional[OSError] = None
         if stream is None:
-            from ..core._atomic import open_stream
+            from ..core._atomic import claim
 
-            stream = open_stream(path)  # never through a symlink at path
+            # never through a symlink at path; locked while this writer has it open, so a
+            # second run writing the same file is refused instead of interleaving its lines
+            stream = os.fdopen(claim(path, force=True), "w", encoding="utf-8")
         self._f: Optional[IO[str]] = stream
         self._write({"type": "header", "schema": SCHEMA, "created": time.time(), **header})
 

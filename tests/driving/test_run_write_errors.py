@@ -35,3 +35,21 @@ def test_a_full_disk_during_run_is_one_line(tmp_path: Path, monkeypatch: pytest.
     kept = (out / "result.jsonl").read_text().splitlines()
     assert json.loads(kept[0])["type"] == "header"
     assert sum('"type":"step"' in ln for ln in kept) == 3, "the lines written were lost"
+
+
+@pytest.mark.skipif(os.name == "nt", reason="flock needs POSIX")
+def test_a_run_into_a_folder_another_run_writes_is_one_line(
+        tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    from syncguard.core import _atomic
+
+    out = tmp_path / "o"
+    out.mkdir()
+    held = _atomic.claim(str(out / "result.jsonl"), force=True)
+    try:
+        os.write(held, b"the other run's line\n")
+        rc, _, err = cli(capsys, "run", SMALL, "--device", "sim", "--out", str(out),
+                         "--no-timed", "--force")
+    finally:
+        os.close(held)
+    assert rc == 2 and "another syncguard run" in err, err
+    assert (out / "result.jsonl").read_text() == "the other run's line\n"
