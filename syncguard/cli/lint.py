@@ -13,7 +13,10 @@ syncs the lint did not flag are listed as misses.
 
 Settings: [tool.syncguard.lint] in the nearest pyproject.toml: exclude (gitignore patterns),
 fail-on, baseline, format. Exit code: 1 when a finding at or above --fail-on (default likely)
-remains after the inline allows, the baseline and --diff; 0 otherwise; 2 for usage errors.
+remains after the inline allows, the baseline and --diff, or when a file could not be read or
+analysed (a syntax error, a file nested too deeply, one over 4 MiB, a FIFO or device named
+*.py: an error in every format, as a linter's syntax error; not with --fail-on never); 0
+otherwise; 2 for usage errors. -o does not overwrite a file without --force.
 """
 
 from __future__ import annotations
