@@ -137,7 +137,7 @@ def iter_files(paths: Sequence[str], exclude: Sequence[str] = (),
     spec = gitignore_spec(exclude)
     seen: Dict[str, None] = {}
     for p in paths:
-        if os.path.isfile(p):
+        if not os.path.isdir(p):  # a file given by name, even a FIFO: read_source says why
             seen.setdefault(p, None)
             continue
         own = gitignore_spec(_gitignore(p))

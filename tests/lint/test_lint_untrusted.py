@@ -43,6 +43,15 @@ def test_a_fifo_named_py_is_an_error_not_a_hang(tmp_path: Path, monkeypatch: pyt
 
 
 @posix
+def test_a_fifo_given_by_name_is_an_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                          capsys: pytest.CaptureFixture) -> None:
+    monkeypatch.chdir(tmp_path)
+    os.mkfifo("hang.py")
+    rc, _, err = _run(capsys, "lint", "hang.py")
+    assert rc == 1 and "hang.py" in err and "FIFO" in err
+
+
+@posix
 def test_a_device_node_named_py_is_an_error_not_read(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture) -> None:
     monkeypatch.chdir(tmp_path)
