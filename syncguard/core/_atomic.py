@@ -207,6 +207,8 @@ def claim(path: str, force: bool) -> int:
             except BlockingIOError:
                 raise OutputError(f"{path}: another syncguard run is writing this file now; "
                                   f"wait for it or choose another --out") from None
+            except OSError:  # a file system without locks (some NFS): O_EXCL still guards
+                pass
             fcntl.fcntl(fd, fcntl.F_SETFL, fcntl.fcntl(fd, fcntl.F_GETFL) & ~_NONBLOCK)
         os.ftruncate(fd, 0)
         return fd

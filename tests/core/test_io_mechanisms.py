@@ -183,3 +183,18 @@ def test_the_source_reader_caps_the_size(tmp_path: Path,
     big.write_text("x = 1\n" * 1000)
     with pytest.raises(UntrustedError, match="larger than"):
         files.read_source(str(big))
+
+
+@posix
+def test_a_file_system_without_locks_still_claims(tmp_path: Path,
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    import fcntl
+
+    def no_locks(fd: int, op: int) -> None:
+        raise OSError(errno.ENOLCK, "No locks available")
+
+    monkeypatch.setattr(fcntl, "flock", no_locks)
+    fd = _atomic.claim(str(tmp_path / "result.jsonl"), force=False)
+    os.close(fd)
+    with pytest.raises(_atomic.OutputError, match="exists"):
+        _atomic.claim(str(tmp_path / "result.jsonl"), force=False)
