@@ -533,6 +533,53 @@ _TIMELINE_SYNC_FIELDS: Dict[str, Tuple[str, bool, bool]] = {
 }
 
 
+_JSON_TYPES: Dict[str, Dict[str, Any]] = {
+    "int": {"type": "integer", "minimum": 0, "maximum": _INT_MAX},
+    "num": {"type": "number", "minimum": -1e300, "maximum": 1e300},
+    "str": {"type": "string", "maxLength": 4096},
+    "path": {"type": "string", "maxLength": 4096, "pattern": "^[^\\u0000]*$"},
+    "bool": {"type": "boolean"},
+    "ints": {"type": "array", "items": {"type": "integer", "minimum": 0, "maximum": _INT_MAX}},
+    "list": {"type": "array"},
+    "dict": {"type": "object"},
+}
+
+
+def _json_object(fields: Dict[str, Tuple[str, bool, bool]], **extra: Any) -> Dict[str, Any]:
+    props: Dict[str, Any] = {}
+    for key, (check, _, nullable) in fields.items():
+        t = dict(_JSON_TYPES[check])
+        props[key] = {"anyOf": [t, {"type": "null"}]} if nullable else t
+    return {"type": "object", "properties": props,
+            "required": sorted(k for k, (_, req, _) in fields.items() if req), **extra}
+
+
+def json_schema() -> Dict[str, Any]:
+    """The result line schema the loader enforces, as a JSON Schema (draft 7) of one line of
+    ``result.jsonl``: built from the loader's own field tables, so the two never differ
+    (``syncguard/results/schemas/result-line-1.json`` is this, written out; a test keeps it
+    so). Other tools may validate results with it."""
+    return {
+        "$schema": "http://json-schema.org/draft-07/schema#",
+        "$id": "https://github.com/syncguard/syncguard/result-line-1.json",
+        "title": f"syncguard result line (schema {SCHEMA})",
+        "oneOf": [
+            {"type": "object", "required": ["type", "schema"],
+             "properties": {"type": {"enum": ["header"]}, "schema": {"enum": [SCHEMA]}}},
+            _json_object(_STEP_FIELDS, allOf=[{"properties": {"type": {"enum": ["step"]}},
+                                               "required": ["type"]}]),
+            _json_object(_EVENT_FIELDS, allOf=[{"properties": {"type": {"enum": ["event"]}},
+                                                "required": ["type"]}]),
+            _json_object(_TIMELINE_FIELDS, allOf=[{"properties": {
+                "type": {"enum": ["timeline"]},
+                "syncs": {"type": "array", "items": _json_object(_TIMELINE_SYNC_FIELDS)}},
+                "required": ["type"]}]),
+            {"type": "object", "required": ["type"],
+             "properties": {"type": {"enum": ["note", "footer"]}}},
+        ],
+    }
+
+
 def _compile(fields: Dict[str, Tuple[str, bool, bool]]) -> List[Tuple[str, Any, bool, bool]]:
     return [(k, _CHECKS[c][0], req, null) for k, (c, req, null) in fields.items()]
 
