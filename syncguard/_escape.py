@@ -37,7 +37,11 @@ NAME_RULE = (f"letters, digits and _ . + - only (starting with a letter, digit o
 
 # C0 controls, DEL, C1 controls, and the Unicode bidi embeddings/overrides/isolates that can
 # reorder what a reader sees ("Trojan source"), plus the line/paragraph separators.
-_UNSAFE = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
+# Lone surrogates too (a file name that is not UTF-8, read with surrogateescape; a crafted
+# result's "\ud800"): no UTF-8 stream can write them, so unescaped they end the command.
+_UNSAFE = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069"
+                     "\ud800-\udfff]")
+_SURROGATE = re.compile("[\ud800-\udfff]")
 _NAMED = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
 
 
@@ -130,9 +134,19 @@ def gh_data(s: Any) -> str:
 
 
 def gh_property(s: Any) -> str:
-    """A GitHub workflow-command property value (``file=``, ``title=``): as
-    :func:`gh_data`, plus ``:`` and ``,``."""
-    return gh_data(s).replace(":", "%3A").replace(",", "%2C")
+    """A GitHub workflow-command property value (``file=``, ``title=``): ``%``, CR, LF, ``:``
+    and ``,`` percent-encoded (the runner decodes them, so ``file=`` names the real file),
+    other control characters made visible. No ``::`` can remain, so the terminal's ``\\x3a:``
+    is not applied (it would name a file that does not exist)."""
+    t = (str(s).replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+         .replace(":", "%3A").replace(",", "%2C"))
+    return _UNSAFE.sub(_visible, t)
+
+
+def no_surrogates(s: str) -> str:
+    """``s`` with each lone surrogate shown as ``\\udcxx`` (text bound for a file format
+    that must be valid Unicode: JSON, SARIF, XML); everything else unchanged."""
+    return _SURROGATE.sub(_visible, s) if _SURROGATE.search(s) else s
 
 
 # XML 1.0 Char: #x9 | #xA | #xD | [#x20-#xD7FF] | [#xE000-#xFFFD] | [#x10000-#x10FFFF]
@@ -144,6 +158,37 @@ def xml_text(s: Any) -> str:
     lone surrogates, U+FFFE/U+FFFF) replaced by visible escapes. The XML writer still escapes
     ``<``, ``&`` and quotes."""
     return _XML_BAD.sub(_visible, str(s))
+
+
+def json_safe(obj: Any) -> Any:
+    """``obj`` (JSON data) with lone surrogates in its strings and keys shown as ``\\udcxx``
+    (:func:`no_surrogates`): JSON with lone surrogate escapes is refused by strict readers
+    (SARIF uploads)."""
+    if isinstance(obj, str):
+        return no_surrogates(obj)
+    if isinstance(obj, dict):
+        return {json_safe(k): json_safe(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [json_safe(v) for v in obj]
+    return obj
+
+
+def uri_path(path: str, safe: str = "/") -> str:
+    """``path`` percent-encoded for a URI: a file name that is not UTF-8 (lone surrogates from
+    ``surrogateescape``) as its own bytes, as a URI names such a file."""
+    from urllib.parse import quote
+
+    try:
+        raw = path.encode("utf-8", "surrogateescape")
+    except UnicodeEncodeError:  # a surrogate no byte stands for (a crafted name)
+        raw = path.encode("utf-8", "surrogatepass")
+    return quote(raw, safe=safe)
+
+
+def junit_text(s: Any) -> str:
+    """One line of JUnit XML text or attribute: as :func:`terminal` (newlines and controls
+    visible, no line-starting ``::``, lone surrogates visible), then :func:`xml_text`."""
+    return xml_text(terminal(s))
 
 
 def md_text(s: Any) -> str:

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import sys
 import time
 from typing import Dict, Optional, Tuple
@@ -86,12 +87,20 @@ def gate_file_name(fmt: str, rank: Optional[int]) -> Optional[str]:
     return f"{stem}.rank{rank}{ext}"
 
 
+_RUN_ID = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}", re.ASCII)
+
+
 def _out_dir(args: argparse.Namespace, device: str, files: Tuple[str, ...]) -> str:
+    from ..errors import UsageError
     from .common import prepare_out
 
     out = args.out
     if out is None:
         run_id = os.environ.get("TORCHELASTIC_RUN_ID")
+        if run_id and not _RUN_ID.fullmatch(run_id):  # "x/../../..": never outside reports/
+            raise UsageError(f"TORCHELASTIC_RUN_ID={run_id[:80]!r}: not a run id the report "
+                             f"folder can be named after (letters, digits and _ . - only, at "
+                             f"most 64); pass --out")
         stamp = f"exec-{run_id}" if run_id else time.strftime("%Y%m%d-%H%M%S") + "-exec"
         out = os.path.join("reports", f"{stamp}-{device}")
     return prepare_out(os.path.abspath(out), files, args.force)  # absolute: it may chdir
@@ -146,7 +155,10 @@ def main(args: argparse.Namespace) -> int:
     for p in args.record_lines:
         if not os.path.exists(p):
             raise UsageError(f"--record-lines {p}: no such file or folder")
-    rank = rank_from_env()
+    try:
+        rank = rank_from_env()
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
     # the simulated device exists before the program
     target = cli_target(args.device, gpu=True, exhaustive=exhaustive_of(args))
     files = (result_name(rank),) if rank is not None else run_files()
@@ -163,5 +175,6 @@ def main(args: argparse.Namespace) -> int:
                        allow_sites=allow_sites_of(args),
                        fmt=args.format, output=args.output, width=report_width(args.width),
                        rank=rank, argv=sys.argv[1:],
-                       record_lines=[os.path.abspath(p) for p in args.record_lines])
+                       record_lines=[os.path.abspath(p) for p in args.record_lines],
+                       force=args.force)
     return execute(opts, target, out)

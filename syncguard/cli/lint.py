@@ -18,8 +18,10 @@ npu: the op models the runtime guard counts with).
 Settings: [tool.syncguard.lint] in the nearest pyproject.toml: exclude (gitignore patterns),
 fail-on, baseline, format, backend, include-tests. Exit code: 1 when a finding at or above
 --fail-on (default likely) remains after the inline allows, the baseline and --diff, in serving
-code (unless --include-tests) and syncing on --backend (default any); 0 otherwise; 2 for usage
-errors.
+code (unless --include-tests) and syncing on --backend (default any), or when a file could not
+be read or analysed (a syntax error, a file nested too deeply, one over 4 MiB, a FIFO or device
+named *.py: an error in every format, as a linter's syntax error; not with --fail-on never); 0
+otherwise; 2 for usage errors. -o does not overwrite a file without --force.
 """
 
 from __future__ import annotations
@@ -39,6 +41,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="output: text (default), github (workflow annotations), sarif "
                    "(SARIF 2.1.0 for code scanning), json")
     p.add_argument("-o", "--output", default=None, help="write to this file (default stdout)")
+    p.add_argument("--force", action="store_true", help="overwrite --output if it exists")
     p.add_argument("--fail-on", choices=("certain", "likely", "never"), default=None,
                    help="exit 1 when findings at or above this rank remain (default likely)")
     p.add_argument("--backend", choices=("any", "cuda", "npu"), default=None,
@@ -63,7 +66,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    from ..console import warning
+    from ..console import error, wrote
     from ..core.sites import display_path
     from ..errors import EXIT_OK, EXIT_OVER, UsageError
     from ..lint import baseline as lint_baseline
@@ -73,8 +76,11 @@ def main(args: argparse.Namespace) -> int:
     from ..lint.context import SERVING
     from ..lint.files import find_pyproject, load_config
     from ..lint.render import RENDERERS
+    from .common import output_path
 
     paths = args.paths or ["."]
+    output_path(args.output, force=args.force)  # before any work: exists, folder, FIFO...
+    output_path(args.update_baseline, flag="--update-baseline")
     for p in paths:
         if not os.path.exists(p):
             raise UsageError(f"{p}: no such file or folder")
@@ -101,11 +107,12 @@ def main(args: argparse.Namespace) -> int:
                          f"or never")
     root = os.path.dirname(pyproject) if pyproject else None
     report = lint_paths(paths, [*cfg.exclude, *args.exclude], exclude_root=root)
-    for e in report.errors:
-        warning(e)
+    for e in report.errors:  # a file not linted fails the lint, as a linter's syntax error
+        error(e)
     findings = report.findings
     summary: Dict[str, Any] = {"files": report.files, "seconds": report.seconds,
-                               "errors": report.errors, "counts": report.counts()}
+                               "errors": report.errors, "error_items": report.error_items,
+                               "counts": report.counts()}
     if args.diff:
         from ..lint.diff import DiffError, changed_lines
 
@@ -123,9 +130,9 @@ def main(args: argparse.Namespace) -> int:
         summary["misses"] = summary["runs"].pop("misses")
     if args.update_baseline:
         lint_baseline.save(args.update_baseline, [f for f in findings if f.reported])
-        print(f"Wrote {display_path(args.update_baseline)} "
-              f"({sum(f.reported for f in findings)} findings)", file=sys.stderr)
-        return EXIT_OK
+        wrote(display_path(args.update_baseline),
+              f" ({sum(f.reported for f in findings)} findings)")
+        return EXIT_OVER if report.errors else EXIT_OK
     shown = [f for f in findings if f.reported or (args.show_silent and f.allowed is None)]
     baseline = args.baseline or cfg.baseline
     if baseline:
@@ -151,11 +158,8 @@ def main(args: argparse.Namespace) -> int:
     if args.output and args.output != "-":
         from ..core._atomic import write_text
 
-        try:
-            write_text(args.output, text)
-        except OSError as exc:
-            raise UsageError(f"{args.output}: cannot write: {exc.strerror}") from None
-        print(f"Wrote {args.output}", file=sys.stderr)
+        write_text(args.output, text)  # a full disk: OutputError, one line, exit 2
+        wrote(args.output)
         from ..lint.render import summary_line
 
         print(summary_line(summary), file=sys.stderr)
@@ -163,6 +167,8 @@ def main(args: argparse.Namespace) -> int:
         sys.stdout.write(text)
     if fail_on == "never":
         return EXIT_OK
+    if report.errors:
+        return EXIT_OVER
     return EXIT_OVER if any(f.reported and f.severity in levels and failing(f)
                             for f in shown) else EXIT_OK
 

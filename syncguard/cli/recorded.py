@@ -56,7 +56,7 @@ def check_results(args: argparse.Namespace, paths: Sequence[str]) -> int:
         # among them) with the steps
         for sc in dict.fromkeys(s.scenario for s in res.steps):
             raw = [e for e in res.events if e.get("scenario") == sc
-                   and e.get("path") == OUTSIDE_PATH]
+                   and e.get("path") == OUTSIDE_PATH and e.get("step") is None]
             evs = allowed_now([SyncEvent.from_dict({k: v for k, v in e.items() if k not in (
                 "scenario", "path", "pass", "rank", "after_step")}) for e in raw], allow_sites)
             after = Tally()  # each counted at the step begun last before it

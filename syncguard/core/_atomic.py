@@ -19,7 +19,7 @@ import errno
 import os
 import secrets
 import stat
-from typing import IO, Iterator, Optional
+from typing import IO, Any, Iterator, Optional
 
 _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 _NONBLOCK = getattr(os, "O_NONBLOCK", 0)
@@ -103,12 +103,20 @@ def atomic_open(path: str, *, encoding: str = "utf-8",
     ``path`` left as it was). The parent folder is created if needed. A character device or
     FIFO at ``path`` is written in place instead (see :func:`output_kind`)."""
     if output_kind(path) == "stream":
-        with os.fdopen(_open_stream_target(path), "w", encoding=encoding,
-                       newline=newline) as s:
-            yield s
+        try:
+            with os.fdopen(_open_stream_target(path), "w", encoding=encoding,
+                           newline=newline) as s:
+                yield s
+        except BrokenPipeError:  # the reader went away: the caller's own exit code (141)
+            raise
+        except OSError as exc:
+            raise write_error(path, exc) from None
         return
     parent = os.path.dirname(os.path.abspath(path))
-    os.makedirs(parent, exist_ok=True)
+    try:
+        os.makedirs(parent, exist_ok=True)
+    except OSError as exc:
+        raise write_error(path, exc) from None
     base = os.path.basename(path)
     while True:
         tmp = os.path.join(parent, f".{base}.{secrets.token_hex(4)}.tmp")
@@ -117,6 +125,8 @@ def atomic_open(path: str, *, encoding: str = "utf-8",
             break
         except FileExistsError:  # pragma: no cover - 32 random bits collided
             continue
+        except OSError as exc:
+            raise write_error(path, exc) from None
     done = False
     try:
         with os.fdopen(fd, "w", encoding=encoding, newline=newline) as f:
@@ -125,10 +135,22 @@ def atomic_open(path: str, *, encoding: str = "utf-8",
             os.fsync(f.fileno())
         os.replace(tmp, path)
         done = True
+    except OSError as exc:
+        # a full disk (ENOSPC), a file-size limit (EFBIG), a folder now at the path: one
+        # line naming the file (exit 2), the old file left as it was, the temp file removed
+        raise write_error(path, exc) from None
     finally:
         if not done:
             with contextlib.suppress(OSError):
                 os.unlink(tmp)
+
+
+def write_error(path: str, exc: OSError) -> OutputError:
+    """The one-line :class:`OutputError` for an ``OSError`` met writing ``path``."""
+    why = exc.strerror or type(exc).__name__
+    if exc.errno == errno.EFBIG:
+        why = "file too large (a file-size limit of this process or file system)"
+    return OutputError(f"{path}: cannot write: {why}")
 
 
 def write_text(path: str, text: str, *, newline: Optional[str] = None) -> str:
@@ -148,3 +170,55 @@ def open_stream(path: str, *, encoding: str = "utf-8") -> IO[str]:
         os.unlink(path)
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | _NOFOLLOW, 0o666)
     return os.fdopen(fd, "w", encoding=encoding)
+
+
+def claim(path: str, force: bool) -> int:
+    """Open the streamed file ``path`` (a run's ``result.jsonl``) for this run alone and return
+    its descriptor, which holds an exclusive lock for as long as it (or a ``dup`` of it) is
+    open: a second run writing the same file gets :class:`OutputError` at once instead of
+    interleaving its lines with this run's. Without ``force`` the file must not exist (created
+    with ``O_EXCL``: no exists-check to race); with ``force`` it is emptied only once the lock
+    is held (no ``O_TRUNC`` at open, which would empty the file of a run still writing it). A
+    link at ``path`` is never followed."""
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    if force and output_kind(path) == "stream":
+        raise OutputError(f"{path}: is a device or FIFO, not a regular file")
+    flags = os.O_WRONLY | os.O_CREAT | _NOFOLLOW | _NONBLOCK | (0 if force else os.O_EXCL)
+    try:
+        fd = os.open(path, flags, 0o666)
+    except FileExistsError:
+        raise OutputError(f"{path} exists; pass --force to overwrite or choose another "
+                          f"--out") from None
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:  # O_NOFOLLOW met a link: replaced, never followed
+            os.unlink(path)
+            return claim(path, force)
+        raise write_error(path, exc) from None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise OutputError(f"{path}: not a regular file")
+        try:
+            import fcntl
+        except ImportError:  # pragma: no cover - Windows: no lock, O_EXCL still guards
+            pass
+        else:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                raise OutputError(f"{path}: another syncguard run is writing this file now; "
+                                  f"wait for it or choose another --out") from None
+            except OSError:  # a file system without locks (some NFS): O_EXCL still guards
+                pass
+            fcntl.fcntl(fd, fcntl.F_SETFL, fcntl.fcntl(fd, fcntl.F_GETFL) & ~_NONBLOCK)
+        os.ftruncate(fd, 0)
+        return fd
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+def stream_of(fd: int, encoding: str = "utf-8") -> IO[str]:
+    """A text stream writing to a copy of ``fd`` (from :func:`claim`): closing it keeps the
+    claim's lock, which lasts until ``fd`` itself is closed."""
+    f: IO[Any] = os.fdopen(os.dup(fd), "w", encoding=encoding)
+    return f

@@ -12,7 +12,6 @@ separators), :func:`key_path` and :func:`site_key` (a key that survives lines mo
 
 from __future__ import annotations
 
-import linecache
 import os
 import re
 import sys
@@ -253,10 +252,7 @@ def site_key(ev: SyncEvent, root: Optional[str] = None) -> str:
     source (``<string>``, a deleted file) the line number is used instead of the text.
     """
     path = key_path(ev.filename, root)
-    lines: List[str] = []
-    if not ev.filename.startswith("<"):
-        linecache.checkcache(ev.filename)  # the file may have changed in this process
-        lines = linecache.getlines(ev.filename)
+    lines = source_lines(ev.filename)
     if 1 <= ev.lineno <= len(lines):
         text = norm_line(lines[ev.lineno - 1])
         start = _function_start(lines, ev.lineno, ev.function)
@@ -265,3 +261,54 @@ def site_key(ev: SyncEvent, root: Optional[str] = None) -> str:
     else:
         where = f"line {ev.lineno}"
     return f"{path}::{ev.function}::{ev.kind}::{ev.api}::{ev.op or '-'}::{where}"
+
+
+#: a source file larger than this is not read for its lines (the key uses the line number)
+MAX_SOURCE_BYTES = 8 << 20
+#: the files whose lines a key may quote: Python sources only, so a crafted result's
+#: ``filename`` (``/etc/shadow``) never copies another file's lines into a baseline
+_SOURCE_SUFFIXES = (".py", ".pyw")
+_SOURCES: dict = {}  # filename -> ((mtime_ns, size), lines)
+
+
+def source_lines(filename: Any) -> List[str]:
+    """The lines of the Python source ``filename`` (a path from a frame, or from a result file,
+    which is untrusted): read through the one loader of untrusted files (a FIFO, device or
+    folder is refused without blocking, at most :data:`MAX_SOURCE_BYTES`), decoded as Python
+    decodes it; ``[]`` for anything else (``<string>``, a NUL byte, a file that is not
+    ``*.py``, missing, too large). Re-read when the file changed (mtime or size)."""
+    if (not isinstance(filename, str) or not filename or filename.startswith("<")
+            or "\x00" in filename or not filename.endswith(_SOURCE_SUFFIXES)):
+        return []
+    from ._untrusted import UntrustedError, open_regular
+
+    try:
+        with open_regular(filename, "Python source") as f:
+            st = os.fstat(f.fileno())
+            stamp = (st.st_mtime_ns, st.st_size)
+            hit = _SOURCES.get(filename)
+            if hit is not None and hit[0] == stamp:
+                return list(hit[1])
+            if st.st_size > MAX_SOURCE_BYTES:
+                return []
+            raw = f.read(MAX_SOURCE_BYTES + 1)
+    except (UntrustedError, OSError, ValueError):
+        return []
+    if len(raw) > MAX_SOURCE_BYTES:
+        return []
+    import io
+    import tokenize
+
+    try:
+        encoding, _ = tokenize.detect_encoding(io.BytesIO(raw).readline)
+    except SyntaxError:
+        encoding = "utf-8"
+    try:
+        text = raw.decode(encoding, "replace")
+    except LookupError:
+        text = raw.decode("utf-8", "replace")
+    lines = io.StringIO(text, newline=None).readlines()  # as linecache splits them
+    if len(_SOURCES) > 4096:  # bounded: a result may name many files
+        _SOURCES.clear()
+    _SOURCES[filename] = (stamp, lines)
+    return list(lines)

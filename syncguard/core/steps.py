@@ -159,12 +159,33 @@ def step(name: Any = None) -> Any:
     a step whenever syncguard runs, whether or not it ran at decoration time."""
     if callable(name):  # bare @syncguard.step
         return wrap_step(name, getattr(name, "__qualname__", "step"))
+    if name is not None:
+        _check_name(name)
     if _RECORDER is None:
         return _IDLE if name is None else _Idle(name)
     return _Marker(name)
 
 
 _IDLE = _Idle(None)
+
+#: the longest step name a result holds (its loader refuses longer strings)
+NAME_MAX = 4096
+#: the name results give the syncs made outside every step (results.format.OUTSIDE_PATH)
+_RESERVED = "(outside steps)"
+
+
+def _check_name(name: Any) -> None:
+    """Refuse, at the ``step()`` call, a name the result could not hold: the run would
+    otherwise record it and then refuse its own result."""
+    if type(name) is not str:
+        raise TypeError(f"syncguard.step(name): name must be a string, got "
+                        f"{type(name).__name__}")
+    if len(name) > NAME_MAX:
+        raise ValueError(f"syncguard.step(name): name must have at most {NAME_MAX} "
+                         f"characters, got {len(name)}")
+    if name == _RESERVED:
+        raise ValueError(f"syncguard.step(name): {_RESERVED!r} is the name reports give the "
+                         f"syncs outside every step; choose another")
 
 
 def wrap_step(fn: F, name: str) -> F:

@@ -186,11 +186,12 @@ def main(argv: Optional[List[str]] = None) -> int:
     except DeviceError as exc:
         print(f"syncguard: error: {exc}", file=sys.stderr)
         return 2
-    os.makedirs(a.out, exist_ok=True)
-    with open(os.path.join(a.out, "calibration.json"), "w", encoding="utf-8") as f:
-        json.dump(cal, f, indent=1)
-    with open(os.path.join(a.out, f"opmodel-{cal['backend']}.json"), "w", encoding="utf-8") as f:
-        json.dump(cal["model"], f, indent=1)
+    from ..core._atomic import write_text
+
+    # the one writer: atomic, never through a link, a full disk one line
+    write_text(os.path.join(a.out, "calibration.json"), json.dumps(cal, indent=1))
+    write_text(os.path.join(a.out, f"opmodel-{cal['backend']}.json"),
+               json.dumps(cal["model"], indent=1))
     print("\n".join(summary_lines(cal)))
     return 1 if unexplained(cal) else 0
 

@@ -101,8 +101,9 @@ def main(argv: Optional[List[str]] = None) -> int:
     a = ap.parse_args(argv)
     scs = prepare(resolve(a.scenarios), RunOptions(steps=a.steps, warmup=a.warmup))
     doc = run(scs, a.device, a.paths)
-    with open(a.out, "w", encoding="utf-8") as f:
-        json.dump(doc, f, indent=1)
+    from ..core._atomic import write_text
+
+    write_text(a.out, json.dumps(doc, indent=1))  # the one writer: atomic, no link followed
     print("\n".join(summary_lines(doc)))
     return 0 if all(not p["disagreements"] for p in doc["passes"]) else 1
 

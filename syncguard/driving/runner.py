@@ -222,4 +222,5 @@ def run(scenarios: List[Scenario], opts: RunOptions, result_path: str,
             if lines is not None:
                 writer.note(**lines.note())
             writer.close(complete, reason=None if complete else reason)
+    writer.raise_error()  # a full disk: one line naming the file, every line before it kept
     return result_path

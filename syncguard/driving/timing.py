@@ -231,8 +231,8 @@ def _profiler_failed(out_dir: str, scenario: str, paths: List[str], why: str) ->
     out = []
     for path in paths:
         file = profiler_file(out_dir, scenario, path)[:-5] + ".txt"
-        os.makedirs(os.path.dirname(file), exist_ok=True)
-        with open(file, "w", encoding="utf-8") as f:
-            f.write(f"no torch.profiler trace: {why}\n")
+        from ..core._atomic import write_text
+
+        write_text(file, f"no torch.profiler trace: {why}\n")  # never through a link
         out.append(file)
     return out

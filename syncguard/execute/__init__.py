@@ -38,18 +38,29 @@ class ExecOptions:
     argv: List[str] = dataclasses.field(default_factory=list)
     #: files/folders whose ``syncguard lint`` candidate lines are recorded as they run
     record_lines: Sequence[str] = ()
+    #: ``--force``: an earlier run's result file in the folder may be replaced
+    force: bool = True
 
 
 def rank_from_env(env: Optional[Mapping[str, str]] = None) -> Optional[int]:
-    """This process's rank under torchrun (``RANK`` and ``WORLD_SIZE`` set), else None."""
+    """This process's rank under torchrun (``RANK`` and ``WORLD_SIZE`` set), else None.
+    Raises ValueError (one line) for a ``RANK`` that is not an integer from 0 to
+    ``WORLD_SIZE - 1`` in ASCII digits, or a ``WORLD_SIZE`` that is not a positive integer:
+    said before the program runs, not after (its result would be refused)."""
     e: Mapping[str, str] = os.environ if env is None else env
     rank, world = e.get("RANK"), e.get("WORLD_SIZE")
     if rank is None or world is None:
         return None
-    try:
-        return int(rank)
-    except ValueError:
-        return None
+    import re
+
+    digits = re.compile(r"0|[1-9][0-9]{0,5}", re.ASCII)
+    if not digits.fullmatch(world) or int(world) < 1:
+        raise ValueError(f"WORLD_SIZE={world[:40]!r}: must be a positive integer (as torchrun "
+                         f"sets it)")
+    if not digits.fullmatch(rank) or int(rank) >= int(world):
+        raise ValueError(f"RANK={rank[:40]!r}: must be an integer from 0 to "
+                         f"{int(world) - 1} (WORLD_SIZE={world}), as torchrun sets it")
+    return int(rank)
 
 
 def result_name(rank: Optional[int]) -> str:
@@ -70,15 +81,12 @@ def _exit_code(exc: SystemExit) -> int:
 def execute(opts: ExecOptions, target: Any, out: str) -> int:
     """Run the program under the guard, write the results into ``out`` and return the exit
     code (see :mod:`syncguard.cli.exec`)."""
-    from ..core import _signals
-    from ..core import steps as markers
     from ..core._selftest import selftest
-    from ..errors import EXIT_BROKEN_PIPE, EXIT_OK, EXIT_OVER, EXIT_USAGE, UsageError
-    from ..results.format import ResultWriter, environment
-    from .hooks import StepHooks, findable, static_missing
+    from ..errors import UsageError
+    from ..results.format import environment
+    from .hooks import findable, static_missing
     from .mainhook import main_source
-    from .program import ProgramError, check, program_path, run, show_exception
-    from .session import PROGRAM_STEP, ExecSession
+    from .program import ProgramError, check, program_path
 
     program = opts.program
     try:
@@ -120,7 +128,28 @@ def execute(opts: ExecOptions, target: Any, out: str) -> int:
         "scenarios": {program.name: {"file": program.target, "steps": None,
                                      "warmup": opts.warmup, "max_syncs": {}}},
     }
-    writer = ResultWriter(path, header)
+    from ..core._atomic import claim, stream_of
+
+    # the result file is this run's alone until its reports are written (a second run into
+    # the same --out is refused in one line); released when the process closes it
+    claimed = claim(path, opts.force)
+    try:
+        return _run(opts, target, out, program, path, header, stream_of(claimed))
+    finally:
+        os.close(claimed)
+
+
+def _run(opts: ExecOptions, target: Any, out: str, program: Any, path: str,
+         header: Dict[str, Any], stream: Any) -> int:
+    from ..core import _signals
+    from ..core import steps as markers
+    from ..errors import EXIT_BROKEN_PIPE, EXIT_OK, EXIT_OVER, EXIT_USAGE
+    from ..results.format import ResultWriter
+    from .hooks import StepHooks
+    from .program import run, show_exception
+    from .session import PROGRAM_STEP, ExecSession
+
+    writer = ResultWriter(path, header, stream)
     session = ExecSession(program.name, writer, target, warmup=opts.warmup,
                           allow_sites=opts.allow_sites, rank=opts.rank,
                           devices=("cpu",) if target.kind == "cpu" else ())
@@ -177,6 +206,7 @@ def execute(opts: ExecOptions, target: Any, out: str) -> int:
         else:
             writer.close(True, exit_code=0)
         _report(opts, path, out, stop if stopped else None, outside)
+        writer.raise_error()  # a full disk: one line, exit 2, the lines before it kept
     step_errors = hooks.errors()
     for line in step_errors:
         print(f"syncguard: error: {line}", file=sys.stderr)

@@ -14,7 +14,7 @@ import ast
 import dataclasses
 import os
 import time
-from typing import Dict, List, Optional, Sequence
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from .checker import CERTAIN, LIKELY, SEVERITIES, SILENT, Finding, check_source, check_tree
 from .project import Project
@@ -35,6 +35,9 @@ class LintReport:
     seconds: float
     #: the files read, as shown in findings
     paths: List[str] = dataclasses.field(default_factory=list)
+    #: ``errors`` as ``{"path", "line", "message"}`` (line 0 when the file has none): each
+    #: is an error in every output format and fails the lint (as a linter's syntax error)
+    error_items: List[Dict[str, Any]] = dataclasses.field(default_factory=list)
 
     @property
     def reported(self) -> List[Finding]:
@@ -52,19 +55,15 @@ class LintReport:
         return out
 
 
-def read_source(path: str) -> str:
-    """The text of a Python file (raises OSError, UnicodeDecodeError)."""
-    with open(path, "rb") as f:
-        data = f.read()
-    return data.decode("utf-8-sig")
-
-
 def lint_file(path: str, display: Optional[str] = None,
               project: Optional[Project] = None, source: Optional[str] = None
               ) -> List[Finding]:
-    """Candidate lines of one file (raises OSError, SyntaxError, UnicodeDecodeError); with
+    """Candidate lines of one file (raises OSError, SyntaxError, UnicodeDecodeError, and
+    ValueError for a file it will not read: a FIFO, a device, one over the size cap); with
     ``project``, read as one module of that tree (:mod:`.project`)."""
     if source is None:
+        from .files import read_source
+
         source = read_source(path)
     shown = display or path
     if project is None:
@@ -76,12 +75,14 @@ def lint_paths(paths: Sequence[str], exclude: Sequence[str] = (),
                exclude_root: Optional[str] = None, root: Optional[str] = None) -> LintReport:
     """Lint ``paths`` (files and folders, see :func:`.files.iter_files`); finding paths are
     shown relative to ``root`` (default: the current directory) when under it."""
+    from ..core._untrusted import UntrustedError
     from ..core.sites import display_path
-    from .files import iter_files
+    from .files import iter_files, read_source
 
     t0 = time.perf_counter()
     findings: List[Finding] = []
     errors: List[str] = []
+    items: List[Dict[str, Any]] = []
     shown_paths: List[str] = []
     files = list(iter_files(paths, exclude, exclude_root))
     # the whole tree first: each module is read after the modules it imports, so what they
@@ -89,36 +90,43 @@ def lint_paths(paths: Sequence[str], exclude: Sequence[str] = (),
     sources: Dict[str, str] = {}
     read_errors: Dict[str, BaseException] = {}
     for p in files:
-        try:
+        try:  # the safe reader: no FIFO, no device, a size cap, PEP 263 encodings
             sources[p] = read_source(p)
         except (OSError, UnicodeDecodeError, ValueError) as exc:
             read_errors[p] = exc
     project = Project(files, paths)
     order = {p: i for i, p in enumerate(files)}
     by_file: Dict[str, List[Finding]] = {}
-    file_errors: Dict[str, str] = {}
+    file_errors: Dict[str, Tuple[int, str]] = {}
     for p in project.order(files, sources):
         shown = display_path(p, root)
+        line, msg = 0, ""
         try:
             if p in read_errors:
                 raise read_errors[p]
             by_file[p] = lint_file(p, shown, project, sources.pop(p))
+            continue
         except SyntaxError as exc:
-            file_errors[p] = f"{shown}:{exc.lineno or 0}: does not parse: {exc.msg}"
+            line, msg = exc.lineno or 0, f"does not parse: {exc.msg}"
+        except UntrustedError as exc:  # its message names the file: said once, shown
+            msg = f"not read: {str(exc).rpartition(f'{p}: ')[2] or exc}"
         except (OSError, UnicodeDecodeError, ValueError) as exc:
-            file_errors[p] = f"{shown}: cannot read: {exc}"
-        except RecursionError:
-            file_errors[p] = f"{shown}: nested too deeply to analyse"
+            msg = f"cannot read: {exc}"
+        except (RecursionError, MemoryError):
+            msg = "nested too deeply to analyse"
         except Exception as exc:  # a bug of the lint must not hide the other files
-            file_errors[p] = (f"{shown}: internal error of the lint: "
-                              f"{type(exc).__name__}: {exc}")
+            msg = f"internal error of the lint: {type(exc).__name__}: {exc}"
+        file_errors[p] = (line, msg)
     for p in sorted(files, key=order.__getitem__):
-        shown_paths.append(display_path(p, root))
+        shown = display_path(p, root)
+        shown_paths.append(shown)
         findings += by_file.get(p, [])
         if p in file_errors:
-            errors.append(file_errors[p])
+            line, msg = file_errors[p]
+            items.append({"path": shown, "line": line, "message": msg})
+            errors.append(f"{shown}:{line}: {msg}" if line else f"{shown}: {msg}")
     return LintReport(findings, len(shown_paths), errors, time.perf_counter() - t0,
-                      shown_paths)
+                      shown_paths, items)
 
 
 def candidates(paths: Sequence[str]) -> Dict[str, List[int]]:

@@ -14,7 +14,6 @@ makes it new. File format (JSON, sorted)::
 from __future__ import annotations
 
 import json
-import os
 from typing import Dict, List, Sequence, Set, Tuple
 
 from ..gate.baseline import BaselineError
@@ -38,33 +37,37 @@ def keyed(findings: Sequence[Finding]) -> List[Tuple[str, Finding]]:
 
 
 def save(path: str, findings: Sequence[Finding]) -> None:
+    """Write the baseline atomically through the project's one writer
+    (:func:`syncguard.core._atomic.write_text`: an unpredictable temporary name, never through
+    a link, a folder refused, a full disk one line)."""
+    from ..core._atomic import write_text
+
     rows = [{"key": k, "path": f.path, "line": f.line, "rule": f.rule, "api": f.api}
             for k, f in keyed(findings)]
     rows.sort(key=lambda r: (r["path"], r["line"], r["key"]))
-    tmp = f"{path}.tmp{os.getpid()}"
-    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-    with open(tmp, "w", encoding="utf-8") as f:
-        json.dump({"format": FORMAT, "version": VERSION, "findings": rows}, f, indent=2)
-        f.write("\n")
-    os.replace(tmp, path)
+    write_text(path, json.dumps({"format": FORMAT, "version": VERSION, "findings": rows},
+                                indent=2) + "\n")
+
+
+#: a lint baseline larger than this is not one (a 10,000-finding baseline is about 2.5 MB)
+MAX_BYTES = 64 << 20
 
 
 def load(path: str) -> Set[str]:
     """The keys of a lint baseline; :class:`~syncguard.gate.baseline.BaselineError` names the file
-    and the problem."""
+    and the problem. Read through the project's one loader of untrusted files (a FIFO or
+    device refused without blocking, size and nesting bounded)."""
+    from ..core._untrusted import UntrustedError, load_json
+
     try:
-        with open(path, encoding="utf-8") as f:
-            data = json.load(f)
-    except OSError as exc:
-        raise BaselineError(f"cannot read lint baseline {path}: {exc.strerror or exc}"
-                            ) from None
-    except ValueError as exc:
-        raise BaselineError(f"lint baseline {path} is not valid JSON: {exc}") from None
+        data = load_json(path, "lint baseline", MAX_BYTES)
+    except UntrustedError as exc:
+        raise BaselineError(str(exc)) from None
     if not isinstance(data, dict) or data.get("format") != FORMAT:
         raise BaselineError(f"{path} is not a syncguard lint baseline (expected an object "
                             f'with "format": "{FORMAT}")')
     if data.get("version") != VERSION:
-        raise BaselineError(f"lint baseline {path} has version {data.get('version')!r}; "
+        raise BaselineError(f"lint baseline {path} has version {str(data.get('version'))[:40]!r}; "
                             f"this syncguard reads version {VERSION}")
     rows = data.get("findings")
     if not isinstance(rows, list) or not all(

@@ -78,11 +78,62 @@ def load_config(pyproject: Optional[str]) -> LintConfig:
     return cfg
 
 
-def _gitignore(root: str) -> List[str]:
+#: a Python file larger than this is not linted but reported as an error (a 50 MB generated
+#: file took minutes and gigabytes; the largest hand-written modules are well under 1 MiB)
+MAX_SOURCE_BYTES = 4 << 20
+#: a ``.gitignore`` larger than this is not read
+_MAX_GITIGNORE_BYTES = 1 << 20
+
+
+def read_source(path: str) -> str:
+    """The text of the Python file ``path``, read through the project's one loader of
+    untrusted files (a FIFO, device or folder named ``*.py`` refused without blocking, at most
+    :data:`MAX_SOURCE_BYTES`) and decoded as Python decodes it (PEP 263: a ``coding:`` cookie
+    or a BOM, else UTF-8). Raises :class:`~syncguard.core._untrusted.UntrustedError`,
+    SyntaxError (a bad cookie) or UnicodeDecodeError."""
+    import io
+    import tokenize
+
+    from ..core._untrusted import read_bytes
+
+    raw = read_bytes(path, "Python source", MAX_SOURCE_BYTES)
+    encoding, _ = tokenize.detect_encoding(io.BytesIO(raw).readline)
+    return raw.decode(encoding)
+
+
+def gitignore_spec(lines: Sequence[str]) -> pathspec.GitIgnoreSpec:
+    """A gitignore spec of ``lines`` as git reads them: a line git cannot read (a lone ``!``,
+    a pattern ending in ``\\``) is ignored as git ignores it, never an error; matched by
+    RE2 when installed (linear time: a pattern like ``*a*a*a*a*a*a*azz`` against a long name
+    backtracks exponentially in Python's ``re``)."""
+    valid = []
+    for line in lines:
+        try:
+            pathspec.GitIgnoreSpec.from_lines([line], backend="simple")
+        except (ValueError, TypeError):  # GitIgnorePatternError is a ValueError
+            continue
+        valid.append(line)
+    return pathspec.GitIgnoreSpec.from_lines(valid, backend=_BACKEND)
+
+
+def _backend() -> str:
     try:
-        with open(os.path.join(root, ".gitignore"), encoding="utf-8") as f:
-            return f.read().splitlines()
-    except (OSError, UnicodeDecodeError):
+        import re2  # noqa: F401  (google-re2: pathspec's linear-time backend)
+    except ImportError:  # pragma: no cover - a dependency; Python's re as the fallback
+        return "simple"
+    return "re2"
+
+
+_BACKEND = _backend()
+
+
+def _gitignore(root: str) -> List[str]:
+    from ..core._untrusted import UntrustedError, read_text
+
+    try:
+        return read_text(os.path.join(root, ".gitignore"), ".gitignore",
+                         _MAX_GITIGNORE_BYTES).splitlines()
+    except UntrustedError:  # missing, not a file, not UTF-8: no patterns, as before
         return []
 
 
@@ -92,13 +143,13 @@ def iter_files(paths: Sequence[str], exclude: Sequence[str] = (),
     minus ``exclude`` (gitignore patterns relative to ``exclude_root``, default the current
     directory) and each walked folder's own ``.gitignore``. Sorted, each file once."""
     root = os.path.abspath(exclude_root or os.getcwd())
-    spec = pathspec.GitIgnoreSpec.from_lines(exclude)
+    spec = gitignore_spec(exclude)
     seen: Dict[str, None] = {}
     for p in paths:
-        if os.path.isfile(p):
+        if not os.path.isdir(p):  # a file given by name, even a FIFO: read_source says why
             seen.setdefault(p, None)
             continue
-        own = pathspec.GitIgnoreSpec.from_lines(_gitignore(p))
+        own = gitignore_spec(_gitignore(p))
         for d, dirs, files in os.walk(p):
             rel_d = os.path.relpath(d, p)
             keep = []
@@ -106,8 +157,8 @@ def iter_files(paths: Sequence[str], exclude: Sequence[str] = (),
                 if name in _SKIP_DIRS or name.startswith("."):
                     continue
                 sub = os.path.join(d, name)
-                if _excluded(spec, root, sub, True) or own.match_file(
-                        os.path.normpath(os.path.join(rel_d, name)) + "/"):
+                if _excluded(spec, root, sub, True) or _match(
+                        own, os.path.normpath(os.path.join(rel_d, name)) + "/"):
                     continue
                 keep.append(name)
             dirs[:] = keep
@@ -115,8 +166,8 @@ def iter_files(paths: Sequence[str], exclude: Sequence[str] = (),
                 if not name.endswith(".py"):
                     continue
                 f = os.path.join(d, name)
-                if _excluded(spec, root, f, False) or own.match_file(
-                        os.path.normpath(os.path.join(rel_d, name))):
+                if _excluded(spec, root, f, False) or _match(
+                        own, os.path.normpath(os.path.join(rel_d, name))):
                     continue
                 seen.setdefault(f, None)
     yield from seen
@@ -126,4 +177,14 @@ def _excluded(spec: pathspec.GitIgnoreSpec, root: str, path: str, is_dir: bool) 
     rel = os.path.relpath(os.path.abspath(path), root).replace(os.sep, "/")
     if rel.startswith("../"):
         rel = os.path.abspath(path).replace(os.sep, "/").lstrip("/")
-    return spec.match_file(rel + "/" if is_dir else rel)
+    return _match(spec, rel + "/" if is_dir else rel)
+
+
+def _match(spec: pathspec.GitIgnoreSpec, rel: str) -> bool:
+    # a file name that is not UTF-8 (lone surrogates from the file system) as valid text:
+    # its UTF-8 parts kept, each other byte U+FFFD (RE2 matches UTF-8 text only)
+    try:
+        return spec.match_file(rel)
+    except UnicodeEncodeError:
+        return spec.match_file(rel.encode("utf-8", "surrogateescape").decode("utf-8",
+                                                                             "replace"))

@@ -8,7 +8,6 @@ from __future__ import annotations
 import json
 import os
 from typing import Any, Dict, List, Optional, Sequence
-from urllib.parse import quote
 
 from .. import _escape
 from ..core.syncapis import RULES
@@ -51,8 +50,15 @@ def line_of(f: Finding) -> str:
             f" (in {f.function}){also}{_run_note(f)}")
 
 
+def _errors(summary: Dict[str, Any]) -> List[Dict[str, Any]]:
+    """The files the lint could not read or analyse (``{"path", "line", "message"}``)."""
+    return list(summary.get("error_items") or ())
+
+
 def render_text(findings: Sequence[Finding], summary: Dict[str, Any]) -> str:
     out = [_escape.terminal(line_of(f)) for f in findings]
+    for e in _errors(summary):
+        out.append(_escape.terminal(f"{e['path']}:{e['line'] or 1}:1: error: {e['message']}"))
     for m in summary.get("misses", []):
         out.append(_escape.terminal(
             f"{m['site']}: miss {m['api']}: synced {m['syncs']}x in a run, not flagged"))
@@ -88,14 +94,22 @@ def render_github(findings: Sequence[Finding], summary: Dict[str, Any]) -> str:
                  f"title={_escape.gh_property(f'syncguard {f.rule} {f.api}')}")
         msg = f"{f.severity}{tags(f)}: {f.why} (in {f.function}){_run_note(f)}"
         out.append(f"::{level} {props}::{_escape.gh_data(msg)}")
+    for e in _errors(summary):
+        props = (f"file={_escape.gh_property(e['path'])},line={e['line'] or 1},"
+                 f"title={_escape.gh_property('syncguard lint: file not linted')}")
+        out.append(f"::error {props}::{_escape.gh_data(e['message'])}")
     out.append(summary_line(summary))
     return "\n".join(out) + "\n"
 
 
+def _uri(path: str, safe: str) -> str:
+    return _escape.uri_path(path, safe)
+
+
 def _artifact(path: str) -> Dict[str, Any]:
     if os.path.isabs(path):
-        return {"uri": "file://" + quote(path.replace(os.sep, "/"), safe="/:")}
-    return {"uri": quote(path, safe="/"), "uriBaseId": "%SRCROOT%"}
+        return {"uri": "file://" + _uri(path.replace(os.sep, "/"), "/:")}
+    return {"uri": _uri(path, "/"), "uriBaseId": "%SRCROOT%"}
 
 
 def render_sarif(findings: Sequence[Finding], summary: Dict[str, Any]) -> str:
@@ -131,6 +145,14 @@ def render_sarif(findings: Sequence[Finding], summary: Dict[str, Any]) -> str:
             "partialFingerprints": {"syncguardLint/v1": finding_key(f)},
             "properties": props,
         })
+    for e in _errors(summary):
+        results.append({
+            "ruleId": "syncguard-lint-error", "level": "error",
+            "message": {"text": f"file not linted: {e['message']}"},
+            "locations": [{"physicalLocation": {
+                "artifactLocation": _artifact(e["path"]),
+                "region": {"startLine": max(1, int(e["line"] or 1))}}}],
+        })
     root = os.getcwd().replace(os.sep, "/")
     run = {
         "tool": {"driver": {"name": "syncguard-lint", "version": __version__,
@@ -138,14 +160,19 @@ def render_sarif(findings: Sequence[Finding], summary: Dict[str, Any]) -> str:
                             "informationUri": "https://pypi.org/project/syncguard/",
                             "rules": rules}},
         "originalUriBaseIds": {"%SRCROOT%": {
-            "uri": "file://" + quote(root if root.startswith("/") else "/" + root,
-                                     safe="/:") + "/"}},
-        "invocations": [{"executionSuccessful": not summary.get("errors")}],
+            "uri": "file://" + _uri(root if root.startswith("/") else "/" + root,
+                                    "/:") + "/"}},
+        "invocations": [{"executionSuccessful": not summary.get("errors"),
+                         "toolExecutionNotifications": [
+                             {"level": "error", "message": {"text": e["message"]},
+                              "locations": [{"physicalLocation": {
+                                  "artifactLocation": _artifact(e["path"])}}]}
+                             for e in _errors(summary)]}],
         "results": results,
         "properties": {"files": summary["files"], "counts": summary["counts"]},
     }
-    return json.dumps({"$schema": SARIF_SCHEMA_URI, "version": "2.1.0", "runs": [run]},
-                      indent=2) + "\n"
+    return json.dumps(_escape.json_safe({"$schema": SARIF_SCHEMA_URI, "version": "2.1.0",
+                                  "runs": [run]}), indent=2) + "\n"
 
 
 def finding_dict(f: Finding) -> Dict[str, Any]:
@@ -157,8 +184,10 @@ def finding_dict(f: Finding) -> Dict[str, Any]:
 
 
 def render_json(findings: Sequence[Finding], summary: Dict[str, Any]) -> str:
-    return json.dumps({"format": "syncguard-lint", "version": 1, "summary": summary,
-                       "findings": [finding_dict(f) for f in findings]}, indent=2) + "\n"
+    return json.dumps(_escape.json_safe({"format": "syncguard-lint", "version": 1,
+                                  "summary": summary,
+                                  "findings": [finding_dict(f) for f in findings]}),
+                      indent=2) + "\n"
 
 
 def finding_key(f: Finding, occurrence: Optional[int] = None) -> str:

@@ -18,7 +18,6 @@ import os
 import sys
 import xml.etree.ElementTree as ET
 from typing import IO, Any, Dict, List, Optional, Sequence, Tuple
-from urllib.parse import quote
 
 from .. import _escape
 from .._words import plural, steps_phrase
@@ -156,10 +155,10 @@ def _rule_id(kind: str) -> str:
 def _artifact_location(filename: str) -> Dict[str, Any]:
     p = display_path(filename)
     if filename.startswith("<"):
-        return {"uri": quote(p, safe="")}
+        return {"uri": _escape.uri_path(p, "")}
     if os.path.isabs(p) or p.startswith("/"):
-        return {"uri": "file://" + quote(p if p.startswith("/") else "/" + p, safe="/:")}
-    return {"uri": quote(p, safe="/"), "uriBaseId": "%SRCROOT%"}
+        return {"uri": "file://" + _escape.uri_path(p if p.startswith("/") else "/" + p, "/:")}
+    return {"uri": _escape.uri_path(p, "/"), "uriBaseId": "%SRCROOT%"}
 
 
 def render_sarif(verdicts: Sequence[Verdict]) -> Dict[str, Any]:
@@ -207,7 +206,7 @@ def render_sarif(verdicts: Sequence[Verdict]) -> Dict[str, Any]:
             "rules": rules,
         }},
         "originalUriBaseIds": {"%SRCROOT%": {
-            "uri": "file://" + quote(root if root.startswith("/") else "/" + root, safe="/:")
+            "uri": "file://" + _escape.uri_path(root if root.startswith("/") else "/" + root, "/:")
             + "/"}},
         "invocations": [{"executionSuccessful": True}],
         "results": results,
@@ -226,7 +225,7 @@ def render_sarif(verdicts: Sequence[Verdict]) -> Dict[str, Any]:
 
 def render_sarif_json(verdicts: Sequence[Verdict]) -> str:
     """:func:`render_sarif` as the JSON text written."""
-    return json.dumps(render_sarif(verdicts), indent=2) + "\n"
+    return json.dumps(_escape.json_safe(render_sarif(verdicts)), indent=2) + "\n"
 
 
 # ---------------------------------------------------------------------------- junit
@@ -241,17 +240,19 @@ def render_junit(verdicts: Sequence[Verdict]) -> str:
     suite = ET.SubElement(suites, "testsuite", name="syncguard check", tests=str(len(verdicts)),
                           failures=str(n_fail), errors="0", skipped="0", time="0")
     for v in verdicts:
-        x = _escape.xml_text  # XML 1.0 cannot hold NUL, ESC...: made visible
+        # each text one line of its own (a name's newline never starts a line of the file, so
+        # no line can begin "::error::" for a CI log that prints it), XML-safe
+        x = _escape.junit_text
         classname = "syncguard." + v.scenario.replace(".", "_")
         case = ET.SubElement(suite, "testcase", classname=x(classname), name=x(v.path),
                              time="0")
         if v.failed:
             fail = ET.SubElement(case, "failure", type="syncguard.HiddenSyncs",
                                  message=x(v.brief()))
-            fail.text = x("\n".join([v.brief()] + v.site_lines()) + "\n")
+            fail.text = "\n".join(x(line) for line in [v.brief()] + v.site_lines()) + "\n"
         else:
             out = ET.SubElement(case, "system-out")
-            out.text = x(v.brief() + "\n")
+            out.text = x(v.brief()) + "\n"
     ET.indent(suites)
     buf = io.BytesIO()
     ET.ElementTree(suites).write(buf, encoding="utf-8", xml_declaration=True)

@@ -145,13 +145,13 @@ def plot_figure(result: RunResult, scenario: str) -> Any:
     from matplotlib.figure import Figure
     from matplotlib.ticker import MaxNLocator
 
-    paths = analysis.ordered_paths(s.path for s in result.steps if s.scenario == scenario)
+    paths = plotted_paths(result, scenario)[0]
     # one line per (path, round): each round runs the steps again from fresh state, so a
     # line through every round's points would zig-zag back to step 0
     lat: Dict[str, Dict[int, List[tuple]]] = {p: {} for p in paths}
     syn: Dict[str, List[tuple]] = {p: [] for p in paths}
     for s in result.steps:
-        if s.scenario != scenario or s.warmup:
+        if s.scenario != scenario or s.warmup or s.path not in syn:
             continue
         if s.pass_ in ("timed", "exec") and not is_missing(s.latency_ms):
             lat[s.path].setdefault(int(s.round or 0), []).append(
@@ -204,6 +204,25 @@ def plot_figure(result: RunResult, scenario: str) -> Any:
     return fig
 
 
+#: the most paths (step names) one plot draws, each a panel, and the most scenarios plotted:
+#: 500 paths took minutes to draw; the tables list them all
+MAX_PANELS = 12
+MAX_PLOTS = 12
+
+
+def plotted_paths(result: RunResult, scenario: str) -> Tuple[List[str], int]:
+    """The paths of ``scenario`` its plot draws (the first :data:`MAX_PANELS` in run order,
+    those with hidden syncs first) and how many more it leaves to the tables."""
+    paths = analysis.ordered_paths(s.path for s in result.steps if s.scenario == scenario)
+    if len(paths) <= MAX_PANELS:
+        return paths, 0
+    synced = {s.path for s in result.steps if s.scenario == scenario and s.syncs
+              and not s.warmup}
+    keep = set(([p for p in paths if p in synced] + [p for p in paths if p not in synced])
+               [:MAX_PANELS])
+    return [p for p in paths if p in keep], len(paths) - MAX_PANELS
+
+
 def plot_svg(result: RunResult, scenario: str, salt: str = "syncguard") -> str:
     """:func:`plot_figure` as inline SVG (text as paths, no external references; ``salt``
     keeps element ids unique and deterministic when several plots share a page)."""
@@ -223,13 +242,22 @@ def _plots(result: RunResult) -> List[str]:
     except ImportError:
         return [f'<p class="note">Plots need matplotlib: <code>{esc(PLOT_HINT)}</code></p>']
     out = []
-    for i, scenario in enumerate(result.scenarios):
+    scenarios = result.scenarios
+    for i, scenario in enumerate(scenarios[:MAX_PLOTS]):
         out.append(f"<h3>{esc(scenario)}</h3>")
+        more = plotted_paths(result, scenario)[1]
+        if more:
+            out.append(f'<p class="note">The plot draws {MAX_PANELS} of its '
+                       f"{MAX_PANELS + more} paths (those with hidden syncs first); the "
+                       f"tables list every one.</p>")
         try:
             out.append(f'<div class="plot">{plot_svg(result, scenario, f"sg{i}")}</div>')
         except Exception as exc:  # a broken plot must not lose the report
             out.append(f'<p class="note">Plot failed: {esc(type(exc).__name__)}: '
                        f"{esc(exc)}</p>")
+    if len(scenarios) > MAX_PLOTS:
+        out.append(f'<p class="note">Plots of the first {MAX_PLOTS} of {len(scenarios)} '
+                   f"scenarios; the tables list every one.</p>")
     return out
 
 
@@ -247,9 +275,12 @@ def render(result: RunResult, *, title: str = "syncguard report", show_time: boo
         f"<h1>{esc(title)}</h1>", f'<p class="env">{env} · {status}</p>',
     ]
     out += [f'<p class="note">{esc(n)}</p>' for n in note_texts(result)]
-    out.append('<p class="note">Timeline: <a href="trace.json">trace.json</a> (Chrome trace '
-               'format, written next to this report: open it in ui.perfetto.dev or '
-               'chrome://tracing)</p>')
+    from .trace import has_steps
+
+    if has_steps(result):  # trace.json is written only then
+        out.append('<p class="note">Timeline: <a href="trace.json">trace.json</a> (Chrome '
+                   'trace format, written next to this report: open it in ui.perfetto.dev '
+                   'or chrome://tracing)</p>')
     sm = analysis.summary(result)
     if sm.empty:
         out += ['<p class="note">No steps recorded.</p>', "</body>", "</html>"]

@@ -47,10 +47,19 @@ def _slice(name: str, cat: str, pid: int, tid: int, ts: float, dur: float,
             "ts": ts, "dur": max(dur, 0.0), "args": args}
 
 
+#: the passes whose steps ran under the guard: a run's counted pass, an ``exec`` program
+_GUARDED = ("counted", "exec")
+
+
+def has_steps(result: RunResult) -> bool:
+    """Whether the trace of ``result`` holds any step (else no ``trace.json`` is written)."""
+    return any(s.pass_ in _GUARDED for s in result.steps)
+
+
 def _groups(result: RunResult) -> List[Tuple[str, str]]:
     seen: Dict[Tuple[str, str], None] = {}
     for s in result.steps:
-        if s.pass_ == "counted":
+        if s.pass_ in _GUARDED:
             seen.setdefault((s.scenario, s.path), None)
     return list(seen)
 
@@ -103,11 +112,12 @@ def _measured(result: RunResult, pid: int, scenario: str, path: str) -> List[Dic
     ev: List[Dict[str, Any]] = []
     events: Dict[int, List[Dict[str, Any]]] = {}
     for e in result.events:
-        if e.get("scenario") == scenario and e.get("path") == path and e.get("pass") == "counted":
+        if (e.get("scenario") == scenario and e.get("path") == path
+                and e.get("pass") in _GUARDED):
             events.setdefault(int(e.get("step") or 0), []).append(e)
     off = 0.0
     for s in result.steps:
-        if s.scenario != scenario or s.path != path or s.pass_ != "counted":
+        if s.scenario != scenario or s.path != path or s.pass_ not in _GUARDED:
             continue
         dur = float(s.latency_ms or 0.0) * 1000.0
         ev.append(_slice(f"step {s.step}", "step", pid, HOST, off, dur,
@@ -132,10 +142,11 @@ def _profiler(file: str, first_pid: int, label: str) -> List[Dict[str, Any]]:
     """A torch.profiler Chrome trace's events with its processes renumbered from
     ``first_pid`` (so they cannot collide with ours or another path's) and named after
     ``label``; [] when the file cannot be read."""
-    try:
-        with open(file, encoding="utf-8") as f:
-            doc = json.load(f)
-    except (OSError, ValueError):
+    from ..core._untrusted import UntrustedError, load_json
+
+    try:  # a FIFO or device left there is refused without blocking; size and depth bounded
+        doc = load_json(file, "torch.profiler trace", 512 << 20)
+    except UntrustedError:
         return []
     raw = doc.get("traceEvents") if isinstance(doc, dict) else doc
     if not isinstance(raw, list):

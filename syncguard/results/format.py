@@ -280,11 +280,19 @@ class ResultWriter:
     #: the clock of :attr:`SYNC_INTERVAL_S` (seconds)
     clock = staticmethod(time.monotonic)
 
-    def __init__(self, path: str, header: Dict[str, Any]) -> None:
+    def __init__(self, path: str, header: Dict[str, Any],
+                 stream: Optional[IO[str]] = None) -> None:
         self.path = path
-        from ..core._atomic import open_stream
+        #: the first write error (a full disk, a file-size limit): writing stopped there,
+        #: every line before it kept; the caller reports it (:meth:`raise_error`)
+        self.error: Optional[OSError] = None
+        if stream is None:
+            from ..core._atomic import claim
 
-        self._f: Optional[IO[str]] = open_stream(path)  # never through a symlink at path
+            # never through a symlink at path; locked while this writer has it open, so a
+            # second run writing the same file is refused instead of interleaving its lines
+            stream = os.fdopen(claim(path, force=True), "w", encoding="utf-8")
+        self._f: Optional[IO[str]] = stream
         # each distinct call stack encoded once: most of an event line, the same every step
         self._stacks: Dict[Tuple[Any, ...], str] = {}
         self._write({"type": "header", "schema": SCHEMA, "created": time.time(), **header})
@@ -317,15 +325,43 @@ class ResultWriter:
 
     def _write(self, obj: Dict[str, Any]) -> None:
         assert self._f is not None, "result writer is closed"
-        self._f.write(self._line(obj))
-        self._f.flush()
+        self._put(self._line(obj))
+
+    def _put(self, text: str) -> None:
+        """Write and flush ``text`` (whole lines), unless writing has already failed."""
+        assert self._f is not None, "result writer is closed"
+        if self.error is not None:
+            return
+        try:
+            self._f.write(text)
+            self._f.flush()
+        except OSError as exc:  # never raised into the program being recorded
+            self._failed(exc)
+
+    def _failed(self, exc: OSError) -> None:
+        """Stop writing at the first error: a line half written stays a torn last line,
+        which :func:`load` ignores, so every line before it still reads."""
+        self.error = exc
+
+    def raise_error(self) -> None:
+        """Raise the first write error as one :class:`~syncguard.core._atomic.OutputError`
+        line naming the file (nothing when every line was written)."""
+        if self.error is not None:
+            from ..core._atomic import write_error
+
+            raise write_error(self.path, self.error)
 
     def sync(self) -> None:
-        """fsync the file now (what was written survives the machine going down too)."""
-        if self._f is not None:
+        """fsync the file now (what was written survives the machine going down too); an
+        error is kept as a write error (:meth:`raise_error`), never raised here."""
+        self._synced = self.clock()
+        if self._f is None or self.error is not None:
+            return
+        try:
             self._f.flush()
             os.fsync(self._f.fileno())
-        self._synced = self.clock()
+        except OSError as exc:
+            self._failed(exc)
 
     def step(self, rec: StepRecord, events: List[SyncEvent]) -> None:
         """One finished step with its events: the events first, so a step line always has
@@ -336,9 +372,8 @@ class ResultWriter:
                 "pass": rec.pass_, **extra}
         lines = [self._event_line(head, ev) for ev in events]
         lines.append(self._line({"type": "step", **rec.to_dict()}))
-        self._f.write("".join(lines))
-        self._f.flush()
-        if self.clock() - self._synced >= self.SYNC_INTERVAL_S:
+        self._put("".join(lines))
+        if self.error is None and self.clock() - self._synced >= self.SYNC_INTERVAL_S:
             self.sync()
 
     def events(self, scenario: str, path: str, pass_: str, events: List[SyncEvent],
@@ -347,13 +382,13 @@ class ResultWriter:
         """Events that belong to no step record (``exec``: syncs outside every step, each
         with ``after_step``, the step begun last before it, from ``after``)."""
         extra: Dict[str, Any] = {} if rank is None else {"rank": rank}
-        assert self._f is not None, "result writer is closed"
+        lines = []
         for i, ev in enumerate(events):
             if after is not None:
                 extra["after_step"] = after[i]
-            self._f.write(self._event_line({"type": "event", "scenario": scenario,
-                                            "path": path, "pass": pass_, **extra}, ev))
-        self._f.flush()
+            lines.append(self._event_line({"type": "event", "scenario": scenario,
+                                           "path": path, "pass": pass_, **extra}, ev))
+        self._put("".join(lines))
 
     def timeline(self, fields: Dict[str, Any]) -> None:
         """The modeled device timeline of one step (:mod:`syncguard.model.timeline`)."""
@@ -366,11 +401,13 @@ class ResultWriter:
         if self._f is None:
             return
         self._write({"type": "footer", "complete": complete, "finished": time.time(), **fields})
+        self.sync()  # an error: kept as the write error
         try:
-            self.sync()
-        finally:
             self._f.close()
-            self._f = None
+        except OSError as exc:
+            if self.error is None:
+                self._failed(exc)
+        self._f = None
 
 
 @dataclasses.dataclass
@@ -501,6 +538,9 @@ _CHECKS = {
     "ints": (_is_ints, "a list of integers >= 0"),
     "list": (lambda v: type(v) is list, "a list"),
     "dict": (lambda v: type(v) is dict, "a JSON object"),
+    # a file name: a string a path can be (no NUL byte, which no file name holds)
+    "path": (lambda v: _is_str(v) and "\x00" not in v,
+             "a file name (a string of at most 4096 characters, no NUL byte)"),
 }
 
 #: field -> (check, required, None allowed)
@@ -519,18 +559,91 @@ _STEP_FIELDS: Dict[str, Tuple[str, bool, bool]] = {
     "bubble_us": ("num", False, True), "sync_cost_us": ("num", False, True),
     "sync_bubble_us": ("num", False, True),
 }
+#: every field a reader of an event meets, as :class:`~syncguard.core.events.SyncEvent` has it:
+#: the fields it requires are required here (a crafted line without ``thread`` or ``lineno``
+#: is refused by the loader, never met later as a KeyError or a TypeError); the optional ones
+#: missing are given their :class:`SyncEvent` default (:data:`_EVENT_DEFAULTS`)
 _EVENT_FIELDS: Dict[str, Tuple[str, bool, bool]] = {
     "scenario": ("str", True, False), "path": ("str", True, False),
-    "pass": ("str", False, True), "kind": ("str", False, True), "api": ("str", False, True),
-    "op": ("str", False, True), "filename": ("str", False, True),
-    "lineno": ("int", False, True), "function": ("str", False, True),
-    "stack": ("list", False, True), "step": ("int", False, True),
-    "thread": ("str", False, True), "allowed": ("bool", False, True),
-    "reason": ("str", False, True), "warmup": ("bool", False, True),
-    "count": ("int", False, True), "device": ("str", False, True),
+    "pass": ("str", False, True), "kind": ("str", True, False), "api": ("str", True, False),
+    "op": ("str", False, True), "filename": ("path", True, False),
+    "lineno": ("int", True, False), "function": ("str", True, False),
+    "stack": ("list", False, False), "step": ("int", False, True),
+    "thread": ("str", False, False), "allowed": ("bool", False, False),
+    "reason": ("str", False, True), "warmup": ("bool", False, False),
+    "count": ("int", False, False), "device": ("str", False, True),
     "source": ("str", False, True), "wait_us": ("num", False, True),
     "rank": ("int", False, True), "after_step": ("int", False, True),
 }
+#: the optional event fields a reader may rely on, with the value a missing one stands for
+_EVENT_DEFAULTS: Dict[str, Any] = {
+    "pass": None, "op": None, "stack": [], "step": None, "thread": "", "allowed": False,
+    "reason": None,
+    "warmup": False, "count": 1, "device": None, "source": None, "wait_us": None,
+}
+#: a modeled timeline line (:mod:`syncguard.model.timeline`) and each of its syncs
+_TIMELINE_FIELDS: Dict[str, Tuple[str, bool, bool]] = {
+    "scenario": ("str", True, False), "path": ("str", True, False),
+    "step": ("int", True, False), "warmup": ("bool", False, True),
+    "latency_us": ("num", True, False), "busy_us": ("num", True, False),
+    "bubble_us": ("num", True, False), "hidden_cost_us": ("num", False, True),
+    "syncs": ("list", False, False), "spans": ("list", False, False),
+    "shapes": ("list", False, True),
+}
+_TIMELINE_SYNC_FIELDS: Dict[str, Tuple[str, bool, bool]] = {
+    "host_us": ("num", True, False), "drain_us": ("num", True, False),
+    "resume_us": ("num", True, False), "stall_us": ("num", False, True),
+    "bubble_us": ("num", False, True), "index": ("int", False, True),
+    "op": ("str", False, True), "site": ("str", False, True), "api": ("str", False, True),
+    "allowed": ("bool", False, True),
+}
+
+
+_JSON_TYPES: Dict[str, Dict[str, Any]] = {
+    "int": {"type": "integer", "minimum": 0, "maximum": _INT_MAX},
+    "num": {"type": "number", "minimum": -1e300, "maximum": 1e300},
+    "str": {"type": "string", "maxLength": 4096},
+    "path": {"type": "string", "maxLength": 4096, "pattern": "^[^\\u0000]*$"},
+    "bool": {"type": "boolean"},
+    "ints": {"type": "array", "items": {"type": "integer", "minimum": 0, "maximum": _INT_MAX}},
+    "list": {"type": "array"},
+    "dict": {"type": "object"},
+}
+
+
+def _json_object(fields: Dict[str, Tuple[str, bool, bool]], **extra: Any) -> Dict[str, Any]:
+    props: Dict[str, Any] = {}
+    for key, (check, _, nullable) in fields.items():
+        t = dict(_JSON_TYPES[check])
+        props[key] = {"anyOf": [t, {"type": "null"}]} if nullable else t
+    return {"type": "object", "properties": props,
+            "required": sorted(k for k, (_, req, _) in fields.items() if req), **extra}
+
+
+def json_schema() -> Dict[str, Any]:
+    """The result line schema the loader enforces, as a JSON Schema (draft 7) of one line of
+    ``result.jsonl``: built from the loader's own field tables, so the two never differ
+    (``syncguard/results/schemas/result-line-1.json`` is this, written out; a test keeps it
+    so). Other tools may validate results with it."""
+    return {
+        "$schema": "http://json-schema.org/draft-07/schema#",
+        "$id": "https://github.com/syncguard/syncguard/result-line-1.json",
+        "title": f"syncguard result line (schema {SCHEMA})",
+        "oneOf": [
+            {"type": "object", "required": ["type", "schema"],
+             "properties": {"type": {"enum": ["header"]}, "schema": {"enum": [SCHEMA]}}},
+            _json_object(_STEP_FIELDS, allOf=[{"properties": {"type": {"enum": ["step"]}},
+                                               "required": ["type"]}]),
+            _json_object(_EVENT_FIELDS, allOf=[{"properties": {"type": {"enum": ["event"]}},
+                                                "required": ["type"]}]),
+            _json_object(_TIMELINE_FIELDS, allOf=[{"properties": {
+                "type": {"enum": ["timeline"]},
+                "syncs": {"type": "array", "items": _json_object(_TIMELINE_SYNC_FIELDS)}},
+                "required": ["type"]}]),
+            {"type": "object", "required": ["type"],
+             "properties": {"type": {"enum": ["note", "footer"]}}},
+        ],
+    }
 
 
 def _compile(fields: Dict[str, Tuple[str, bool, bool]]) -> List[Tuple[str, Any, bool, bool]]:
@@ -569,9 +682,12 @@ def _event(where: str, obj: Any) -> Dict[str, Any]:
     (each ``{"filename": str, "lineno": int, "function": str}`` and an optional
     ``"qualname": str``, as ``SyncEvent`` reads it)."""
     ev = _check_fields(where, "event", obj, _EVENT_FIELDS)
+    for key, default in _EVENT_DEFAULTS.items():
+        if key not in ev:
+            ev[key] = list(default) if isinstance(default, list) else default
     for i, fr in enumerate(ev.get("stack") or ()):
         if not (type(fr) is dict and set(fr) - {"qualname"} == _FRAME_KEYS
-                and _is_str(fr["filename"]) and _is_int(fr["lineno"])
+                and _CHECKS["path"][0](fr["filename"]) and _is_int(fr["lineno"])
                 and _is_str(fr["function"]) and _is_str(fr.get("qualname", ""))):
             raise ResultError(f"{where}: event.stack[{i}]: must be an object with filename "
                               f"(a string), lineno (an integer >= 0), function (a string) "
@@ -637,6 +753,7 @@ def _load_document(path: str, f: IO[str]) -> RunResult:
     for i, n in enumerate(parts["notes"]):
         if not isinstance(n, dict):
             raise ResultError(f"{path}: notes[{i}]: must be a JSON object")
+        _note(f"{path}: notes[{i}]", n)
     footer = doc.get("footer")
     if footer is not None and not isinstance(footer, dict):
         raise ResultError(f"{path}: footer: must be a JSON object or null")
@@ -735,29 +852,41 @@ def merge_ranks(parts: List[Tuple[int, RunResult]], source: str) -> RunResult:
     return RunResult(header, steps, events, footer, notes, source, timelines)
 
 
+def _is_span(x: Any) -> bool:
+    return (type(x) is list and len(x) == 5 and _is_str(x[0]) and _is_num(x[1])
+            and _is_num(x[2]) and (x[3] is None or _is_num(x[3]))
+            and (x[4] is None or _is_num(x[4])))
+
+
 def _timeline(obj: Any, where: str) -> Dict[str, Any]:
-    """A timeline line, checked enough that every reader can rely on its fields."""
-    if not isinstance(obj, dict):
-        raise ResultError(f"{where}: timeline: must be a JSON object")
-    for key in ("scenario", "path"):
-        if not isinstance(obj.get(key), str):
-            raise ResultError(f"{where}: timeline.{key}: missing or not a string")
-    if not isinstance(obj.get("step"), int):
-        raise ResultError(f"{where}: timeline.step: missing or not an integer")
-    for key in ("latency_us", "busy_us", "bubble_us"):
-        if not isinstance(obj.get(key), (int, float)):
-            raise ResultError(f"{where}: timeline.{key}: missing or not a number")
-    syncs = obj.get("syncs", [])
-    if not isinstance(syncs, list) or not all(
-            isinstance(m, dict) and isinstance(m.get("host_us"), (int, float))
-            and isinstance(m.get("drain_us"), (int, float)) for m in syncs):
-        raise ResultError(f"{where}: timeline.syncs: each sync needs numeric host_us and "
-                          f"drain_us")
-    spans = obj.get("spans", [])
-    if not isinstance(spans, list) or not all(isinstance(x, list) and len(x) == 5
-                                              for x in spans):
+    """A timeline line, every field its readers use checked (:data:`_TIMELINE_FIELDS`)."""
+    _check_fields(where, "timeline", obj, _TIMELINE_FIELDS)
+    for i, m in enumerate(obj.get("syncs") or ()):
+        _check_fields(where, f"timeline.syncs[{i}]", m, _TIMELINE_SYNC_FIELDS)
+    spans = obj.get("spans") or ()
+    if not all(_is_span(x) for x in spans):
         raise ResultError(f"{where}: timeline.spans: each span is [name, host_start, "
-                          f"host_end, dev_start, dev_end]")
+                          f"host_end, dev_start, dev_end] (a string, two numbers, two "
+                          f"numbers or nulls)")
+    return obj
+
+
+#: a lines note (``syncguard exec --record-lines``): file -> line numbers
+_LINES_NOTE = "lines"
+
+
+def _note(where: str, obj: Dict[str, Any]) -> Dict[str, Any]:
+    """A note line; a lines note (``kind: "lines"``) has ``executed`` and ``candidates`` as
+    objects mapping a file name to a list of line numbers."""
+    if obj.get("kind") == _LINES_NOTE:
+        for key in ("executed", "candidates"):
+            v = obj.get(key)
+            if v is None:
+                continue
+            if type(v) is not dict or not all(
+                    _CHECKS["path"][0](f) and _is_ints(lines) for f, lines in v.items()):
+                raise ResultError(f"{where}: note.{key}: must be an object mapping file names "
+                                  f"(no NUL byte) to lists of line numbers")
     return obj
 
 
@@ -867,7 +996,7 @@ def _load_lines(path: str, f: IO[str]) -> RunResult:
         elif t == "footer":
             footer = {"type": "footer", **obj}
         elif t == "note":
-            notes.append({"type": "note", **obj})
+            notes.append(_note(f"{path}:{i}", {"type": "note", **obj}))
         elif t == "timeline":
             timelines.append(_timeline(obj, f"{path}:{i}"))
     if header is None:
@@ -882,7 +1011,9 @@ def outside_sites(result: RunResult) -> List[Dict[str, Any]]:
     ``file:line`` list, with ``count`` None (only the total was kept)."""
     out: Dict[Tuple[Any, ...], Dict[str, Any]] = {}
     for e in result.events:
-        if e.get("path") != OUTSIDE_PATH or e.get("allowed"):
+        # an outside sync has no step; an event of a step someone named "(outside steps)"
+        # has one and is that step's
+        if e.get("path") != OUTSIDE_PATH or e.get("step") is not None or e.get("allowed"):
             continue
         key = (e.get("scenario"), e.get("filename"), e.get("lineno"), e.get("function"),
                e.get("kind"), e.get("api"), e.get("op"))
