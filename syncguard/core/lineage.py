@@ -27,12 +27,14 @@ backend's own op observer list, which the front end hands to :meth:`LineageTrack
 from __future__ import annotations
 
 import hashlib
+import os
 import threading
 from typing import Any, Callable, Dict, Iterable, List, NamedTuple, Optional, Tuple
 
 import torch
 from torch.utils.weak import WeakIdKeyDictionary
 
+from .._paths import PKG_DIR
 from ._hub import HUB
 
 #: Bounds of one tensor's summary: roots kept, op names kept.
@@ -195,6 +197,8 @@ class LineageTracker:
 
         from torch.nn.modules.module import register_module_forward_pre_hook
 
+        with HUB.lock:  # torch may have been imported since the hub last looked: skip its frames
+            HUB._refresh()
         self._modules = weakref.WeakSet()
         self._hook = register_module_forward_pre_hook(self._module_called)
         if observers is not None:
@@ -283,8 +287,7 @@ class LineageTracker:
 
     def _upload(self, src: Optional[torch.Tensor], args: Tuple[Any, ...],
                 kwargs: Dict[str, Any], kind: str = "upload") -> Node:
-        fr = HUB.user_stack(1)
-        site = f"{_path(fr[0].filename)}:{fr[0].lineno}" if fr else ""
+        site = _upload_site()
         digest = self._digest(src) if src is not None else _digest_args(args, kwargs)
         label = "host data" if kind == "upload" else "a constant"
         return Node((Root(kind, label, site, digest, _step()),))
@@ -477,10 +480,18 @@ def _step() -> Optional[int]:
     return guards[-1].current_step()[0]
 
 
-def _path(filename: str) -> str:
+_OWN_DIR = PKG_DIR + os.sep
+
+
+def _upload_site() -> str:
+    """``path:line`` of the user's line that made host data a device tensor: the hub's user
+    frame, past syncguard's own helpers (the decode loop's pinned staging) to their caller."""
     from .sites import key_path
 
-    return key_path(filename)
+    for fr in HUB.user_stack(6, skip=1):
+        if not os.path.abspath(fr.filename).startswith(_OWN_DIR):
+            return f"{key_path(fr.filename)}:{fr.lineno}"
+    return ""
 
 
 def _mode(tracker: LineageTracker) -> Any:
