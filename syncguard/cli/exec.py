@@ -30,6 +30,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         add_allow_arguments,
         add_device_argument,
         add_gate_format_arguments,
+        add_lineage_argument,
         add_out_arguments,
         add_record_lines_argument,
         add_width_argument,
@@ -63,6 +64,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     add_gate_format_arguments(p, files_under_out=True)
     add_width_argument(p)
     add_record_lines_argument(p, "(file or folder) ran")
+    add_lineage_argument(p)
     p.add_argument("-m", dest="module", nargs=argparse.REMAINDER, default=None,
                    metavar="MODULE [ARGS]", help="run a module as `python -m MODULE ARGS`")
     p.add_argument("program", nargs=argparse.REMAINDER, metavar="-- python SCRIPT [ARGS]",
@@ -158,5 +160,6 @@ def main(args: argparse.Namespace) -> int:
                        allow_sites=allow_sites_of(args),
                        fmt=args.format, output=args.output, width=report_width(args.width),
                        rank=rank, argv=sys.argv[1:],
-                       record_lines=[os.path.abspath(p) for p in args.record_lines])
+                       record_lines=[os.path.abspath(p) for p in args.record_lines],
+                       lineage=args.lineage)
     return execute(opts, target, out)

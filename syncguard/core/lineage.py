@@ -36,6 +36,10 @@ from torch.utils.weak import WeakIdKeyDictionary
 
 from .._paths import PKG_DIR
 from ._hub import HUB
+from .lineage_words import DEVICE_KINDS, HOST_KINDS, site_verdict, verdict_text
+
+__all__ = ["LineageTracker", "Node", "Root", "active", "mark_input", "site_verdict",
+           "summarize", "verdict_text"]
 
 #: Bounds of one tensor's summary: roots kept, op names kept.
 MAX_ROOTS = 8
@@ -43,8 +47,6 @@ MAX_OPS = 8
 #: Host tensors larger than this are not hashed (their digest is unknown: no "same value").
 MAX_DIGEST_BYTES = 1 << 20
 
-HOST_KINDS = frozenset({"upload", "const"})
-DEVICE_KINDS = frozenset({"param", "input", "random"})
 
 _RANDOM = ("multinomial", "rand", "normal", "bernoulli", "uniform", "exponential", "poisson",
            "random_", "geometric", "cauchy", "log_normal", "dropout")
@@ -252,7 +254,8 @@ class LineageTracker:
     def _module_called(self, module: Any, args: Any) -> None:
         mods = self._modules
         if mods is not None and module not in mods:
-            mods.add(module)
+            for m in module.modules():  # its children are the same model: named after it
+                mods.add(m)
             self.mark_module(module)
 
     # -- recording -------------------------------------------------------------------------
@@ -382,6 +385,9 @@ def summarize(node: Node) -> Dict[str, Any]:
     (plain words), ``ops`` (the last ops, oldest first), ``uploads`` (the host data's
     ``path:line``, comma-separated), ``digest`` (of every upload's bytes together; empty when
     one was not hashed) and ``once`` (1 when every upload happened outside the steps)."""
+    order = {"param": 0, "input": 1, "random": 2, "unknown": 3, "upload": 4, "const": 5}
+    node = Node(tuple(sorted(node.roots, key=lambda r: order.get(r.kind, 9))), node.ops,
+                node.more)
     kinds = {r.kind for r in node.roots}
     if kinds & DEVICE_KINDS:
         verdict = "device"
@@ -411,44 +417,6 @@ def summarize(node: Node) -> Dict[str, Any]:
         "digest": dig,
         "once": int(bool(ups) and all(r.step is None for r in ups)),
     }
-
-
-# -- verdicts -------------------------------------------------------------------------------
-def site_verdict(lineages: Iterable[Optional[Dict[str, Any]]]) -> Optional[Dict[str, Any]]:
-    """One verdict for a site from its events' lineages (None when none has one): the most
-    cautious of them (device over unknown over hoistable), ``same`` 1 when the value is the
-    same every step (one digest over every event, or uploaded once before the loop)."""
-    seen = [d for d in lineages if isinstance(d, dict) and d.get("verdict")]
-    if not seen:
-        return None
-    order = {"device": 0, "unknown": 1, "hoistable": 2}
-    first = min(seen, key=lambda d: order.get(str(d.get("verdict")), 1))
-    digests = {str(d.get("digest") or "") for d in seen}
-    same = int(all(d.get("once") == 1 for d in seen)
-               or (len(seen) > 1 and len(digests) == 1 and "" not in digests))
-    return {**first, "same": same}
-
-
-def verdict_text(lin: Dict[str, Any]) -> str:
-    """A site's verdict in plain words, with the evidence."""
-    v = lin.get("verdict")
-    roots = str(lin.get("roots") or "")
-    ops = str(lin.get("ops") or "")
-    via = f" via {ops}" if ops else ""
-    if v == "hoistable":
-        where = str(lin.get("uploads") or "") or "the host"
-        text = (f"hoistable: depends only on host data uploaded at {where} (and constants)"
-                f"{via}: compute it on the host where that data is built, as SGLang's fix did")
-        if lin.get("same"):
-            text += "; the same value every step"
-        return text
-    if v == "device":
-        dev = "; ".join(w for w in roots.split("; ")
-                        if not w.startswith(("host data", "a constant")))
-        return (f"depends on device results ({dev}){via}: keep the decision on the device "
-                f"(torch.where, a device-side mask), or read it one step late")
-    return (f"unknown: the value comes from {roots or 'tensors'} not seen being made "
-            f"(before tracking began, or from outside): no verdict")
 
 
 class _Own(threading.local):

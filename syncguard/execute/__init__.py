@@ -38,6 +38,8 @@ class ExecOptions:
     argv: List[str] = dataclasses.field(default_factory=list)
     #: files/folders whose ``syncguard lint`` candidate lines are recorded as they run
     record_lines: Sequence[str] = ()
+    #: track where each read value came from (``--lineage``; syncguard.core.lineage)
+    lineage: bool = False
 
 
 def rank_from_env(env: Optional[Mapping[str, str]] = None) -> Optional[int]:
@@ -128,8 +130,10 @@ def execute(opts: ExecOptions, target: Any, out: str) -> int:
     stop = _signals.Stop()  # Ctrl-C, or SIGTERM (_signals.Terminated)
     prev = markers.set_recorder(session)
     recorder = _line_recorder(opts.record_lines)
+    from ..driving.lineage import tracking
+
     try:
-        with session:
+        with tracking(target, opts.lineage), session:
             hooks.install()
             try:
                 with recorder, _signals.program_handlers():  # its own SIGTERM handler
