@@ -17,7 +17,7 @@ import sys
 import sysconfig
 import threading
 from types import FrameType
-from typing import TYPE_CHECKING, Any, Callable, Dict, Iterator, List, NamedTuple, Optional, Tuple, Union
+from typing import TYPE_CHECKING, Any, Dict, Iterator, List, NamedTuple, Optional, Tuple, Union
 
 from .._paths import pkg_path
 from .events import Frame, HostSyncError, SyncEvent
@@ -98,7 +98,7 @@ class Hub:
         self.warned_no_device = False
         # The lineage of a read value (syncguard.core.lineage), while a tracker is on: called
         # with the read call's arguments, returns the summary an event carries.
-        self.lineage: Optional[Callable[[Any], Optional[Dict[str, Any]]]] = None
+        self.lineage: Any = None  # Callable[[Any], Optional[Dict[str, Any]]], or None
 
     @staticmethod
     def _compute_skip_prefixes() -> Tuple[str, ...]:

@@ -26,6 +26,17 @@ def start_for(kind: str) -> LineageTracker:
     return tracker.start()
 
 
+def start_auto(cpu: bool = False) -> LineageTracker:
+    """A tracker for code whose device is not known in advance (a guarded test): the
+    simulated device's observers when it is set up in this process, else a dispatch mode on
+    this thread; ``cpu``: cpu tensors stand for device ones (``devices=("cpu",)``)."""
+    from ..core._hub import HUB
+
+    if HUB.backends:  # the simulated device's backend is registered: it sees every op
+        return start_for("sim")
+    return start_for("cpu" if cpu else "cuda")
+
+
 @contextlib.contextmanager
 def tracking(target: Target, on: bool = True) -> Iterator[Optional[LineageTracker]]:
     """:func:`start` for the block when ``on`` (else nothing: the default costs nothing)."""
