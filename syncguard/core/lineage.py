@@ -261,7 +261,8 @@ class LineageTracker:
     # -- recording -------------------------------------------------------------------------
     def _node(self, t: torch.Tensor) -> Node:
         n = self.records.get(t)
-        if n is not None:
+        if n is not None and (n.roots[:1] and n.roots[0].kind == "param"
+                              or not isinstance(t, torch.nn.Parameter)):
             return n
         if isinstance(t, torch.nn.Parameter):  # a weight, however it reached the device
             n = self.records[t] = Node((Root("param", "model parameters"),))
