@@ -641,7 +641,7 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]
     # marker names the exception it expects (raises=...): then it is a real failure.
     sync_failure = over and call.excinfo is None and not _skipped_in_body(report)
     section = report_section(guard, gate, root, verdict=not sync_failure)
-    why = _lineage_text(guard.events)
+    why = _lineage_text(guard.events, root)
     report.sections.append((SECTION, section + ("\n" + why if why else "")))
     if not sync_failure:
         return
@@ -658,10 +658,11 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]
     setattr(report, _REPORT_ATTR, True)
 
 
-def _lineage_text(events: List[Any]) -> str:
+def _lineage_text(events: List[Any], root: str) -> str:
     """One line per hidden site whose read values were tracked (``--syncguard-lineage``)."""
     from ._escape import one_line
     from .core.lineage_words import site_verdict, verdict_text
+    from .core.sites import shown_site
 
     by_site: Dict[str, List[Any]] = {}
     for e in events:
@@ -671,8 +672,8 @@ def _lineage_text(events: List[Any]) -> str:
     for site, lins in by_site.items():
         v = site_verdict(lins)
         if v is not None:
-            lines.append(one_line(f"{site}: {verdict_text(v)}"))
-    return "\n".join(lines)
+            lines.append("  " + one_line(f"{shown_site(site, root)}: {verdict_text(v)}"))
+    return "\n".join(["why, and how to remove it (lineage):", *lines]) if lines else ""
 
 
 def _fail_on_swallowed(report: pytest.TestReport, call: pytest.CallInfo[None],
