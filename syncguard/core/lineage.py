@@ -26,6 +26,7 @@ backend's own op observer list, which the front end hands to :meth:`LineageTrack
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import os
 import threading
@@ -85,7 +86,13 @@ class Node:
         self.more = more  # roots were left out (over MAX_ROOTS)
 
 
-def _merge(nodes: Iterable[Node], op: Optional[str]) -> Node:
+def _merge(nodes: List[Node], op: Optional[str]) -> Node:
+    if len(nodes) == 1:  # the common case (a unary op, a chain): no new roots to join
+        n = nodes[0]
+        if op is None or (n.ops and n.ops[-1] == op):
+            return n
+        ops = tuple(o for o in n.ops if o != op) + (op,)
+        return Node(n.roots, ops[-MAX_OPS:], n.more)
     roots: List[Root] = []
     keys = set()
     ops: List[str] = []
@@ -149,6 +156,24 @@ def _digest_args(args: Tuple[Any, ...], kwargs: Dict[str, Any]) -> str:
 
 
 _WRITES: Dict[Any, Tuple[Tuple[int, str], ...]] = {}
+#: per op: (base name, its name among "the ops between" or None, its random root or None,
+#: the arguments it writes)
+_OP_INFO: Dict[Any, Tuple[str, Optional[str], Optional[Node], Tuple[Tuple[int, str], ...]]] = {}
+
+
+def _op_info(func: Any) -> Tuple[str, Optional[str], Optional[Node], Tuple[Tuple[int, str], ...]]:
+    try:
+        name = func.name()
+    except AttributeError:
+        name = str(func)
+    base = name.split(".", 1)[0]
+    rand = None
+    if any(r in name for r in _RANDOM):
+        rand = Node((Root("random", f"random draws ({_short(base)})"),))
+    info = (base, None if base in _QUIET_OPS else _short(base), rand, _written(func))
+    if len(_OP_INFO) < 4096:
+        _OP_INFO[func] = info
+    return info
 
 
 def _written(func: Any) -> Tuple[Tuple[int, str], ...]:
@@ -305,11 +330,10 @@ class LineageTracker:
         if _OWN.on:
             return  # the tracker's own work (hashing host bytes)
         self.ops_seen += 1
-        try:
-            name = func.name()
-        except AttributeError:
-            name = str(func)
-        base = name.split(".", 1)[0]
+        info = _OP_INFO.get(func)
+        if info is None:
+            info = _op_info(func)
+        base, short, rand, written = info
         records = self.records
         with self._lock:
             if base in _COPIES:
@@ -322,7 +346,6 @@ class LineageTracker:
                 node = self._upload(ins[0], args, kwargs)  # torch.tensor(data): hashed on the host
                 self._set_out(out, node)
                 return
-            written = _written(func)
             outs = _tensors(out) if isinstance(out, (list, tuple)) else (
                 [out] if isinstance(out, torch.Tensor) else [])
             if not ins:
@@ -330,17 +353,16 @@ class LineageTracker:
                     self._set_out(out, self._upload(None, args, kwargs, "const"))
                 return
             nodes = [self._node(t) for t in ins]
-            if any(r in name for r in _RANDOM):
-                nodes.append(Node((Root("random", f"random draws ({_short(base)})",
-                                        step=_step()),)))
-            node = _merge(nodes, None if base in _QUIET_OPS else _short(base))
+            if rand is not None:
+                nodes.append(rand)
+            node = _merge(nodes, short)
             for pos, an in written:
                 w = _arg(args, kwargs, pos, an)
                 for t in _tensors((w,)):
                     records[t] = node
                     b = getattr(t, "_base", None)
                     if b is not None:
-                        records[b] = _merge((self._node(b), node), None)
+                        records[b] = _merge([self._node(b), node], None)
             for t in outs:
                 records[t] = node
 
@@ -363,7 +385,7 @@ class LineageTracker:
                 known is None or all(r.kind in HOST_KINDS for r in known.roots)):
             node = self._upload(src, args, kwargs)  # host data put on the device here
         else:
-            node = _merge((self._node(src),), None)
+            node = self._node(src)
         self.records[dst] = node
         if out is not dst and isinstance(out, torch.Tensor):
             self.records[out] = node
@@ -452,14 +474,24 @@ def _step() -> Optional[int]:
 _OWN_DIR = PKG_DIR + os.sep
 
 
+@functools.lru_cache(maxsize=1024)
+def _shown(filename: str) -> Optional[str]:
+    """The file as a lineage names it (:func:`syncguard.core.sites.key_path`), or None for
+    syncguard's own files (cached: it walks ``sys.path``)."""
+    from .sites import key_path
+
+    if os.path.abspath(filename).startswith(_OWN_DIR):
+        return None
+    return key_path(filename)
+
+
 def _upload_site() -> str:
     """``path:line`` of the user's line that made host data a device tensor: the hub's user
     frame, past syncguard's own helpers (the decode loop's pinned staging) to their caller."""
-    from .sites import key_path
-
     for fr in HUB.user_stack(6, skip=1):
-        if not os.path.abspath(fr.filename).startswith(_OWN_DIR):
-            return f"{key_path(fr.filename)}:{fr.lineno}"
+        shown = _shown(fr.filename)
+        if shown is not None:
+            return f"{shown}:{fr.lineno}"
     return ""
 
 
