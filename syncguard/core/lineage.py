@@ -475,21 +475,21 @@ _OWN_DIR = PKG_DIR + os.sep
 
 
 @functools.lru_cache(maxsize=1024)
-def _shown(filename: str) -> Optional[str]:
+def _shown(filename: str, cwd: str) -> Optional[str]:
     """The file as a lineage names it (:func:`syncguard.core.sites.key_path`), or None for
     syncguard's own files (cached: it walks ``sys.path``)."""
     from .sites import key_path
 
     if os.path.abspath(filename).startswith(_OWN_DIR):
         return None
-    return key_path(filename)
+    return key_path(filename, cwd)
 
 
 def _upload_site() -> str:
     """``path:line`` of the user's line that made host data a device tensor: the hub's user
     frame, past syncguard's own helpers (the decode loop's pinned staging) to their caller."""
     for fr in HUB.user_stack(6, skip=1):
-        shown = _shown(fr.filename)
+        shown = _shown(fr.filename, os.getcwd())
         if shown is not None:
             return f"{shown}:{fr.lineno}"
     return ""
