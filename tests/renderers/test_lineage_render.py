@@ -38,6 +38,11 @@ def test_show_and_markdown_print_one_line_per_site(tmp_path: Path,
     assert "Why, and how to remove it (lineage):" in md
     assert "- legacy: `model.py:3` (Tensor.\\_\\_bool\\_\\_): hoistable" in md or \
         "- legacy: `model.py:3` (Tensor.__bool__): hoistable" in md, md
+    from syncguard.renderers import html
+
+    page = html.render(results.load(str(tmp_path / "result.jsonl")), plots=False)
+    assert "<h3>Why, and how to remove it (lineage)</h3>" in page
+    assert "<code>model.py:3</code> (Tensor.__bool__): hoistable" in page
 
 
 def test_gate_messages_carry_the_hint(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
