@@ -91,8 +91,8 @@ def _merge(nodes: List[Node], op: Optional[str]) -> Node:
         n = nodes[0]
         if op is None or (n.ops and n.ops[-1] == op):
             return n
-        ops = tuple(o for o in n.ops if o != op) + (op,)
-        return Node(n.roots, ops[-MAX_OPS:], n.more)
+        chain = tuple(o for o in n.ops if o != op) + (op,)
+        return Node(n.roots, chain[-MAX_OPS:], n.more)
     roots: List[Root] = []
     keys = set()
     ops: List[str] = []
