@@ -34,8 +34,9 @@ def verdict_text(lin: Dict[str, Any]) -> str:
     ops = str(lin.get("ops") or "")
     via = f" via {ops}" if ops else ""
     if v == "hoistable":
-        where = str(lin.get("uploads") or "") or "the host"
-        text = (f"hoistable: depends only on host data uploaded at {where} (and constants)"
+        where = str(lin.get("uploads") or "")
+        at = f" uploaded at {where}" if where else ""
+        text = (f"hoistable: depends only on host data{at} (and constants)"
                 f"{via}: compute it on the host where that data is built, as SGLang's fix did")
         if lin.get("same"):
             text += "; the same value every step"

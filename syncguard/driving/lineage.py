@@ -32,9 +32,11 @@ def start_auto(cpu: bool = False) -> LineageTracker:
     this thread; ``cpu``: cpu tensors stand for device ones (``devices=("cpu",)``)."""
     from ..core._hub import HUB
 
+    if cpu:  # cpu tensors stand for device ones: only a dispatch mode sees their ops
+        return start_for("cpu")
     if HUB.backends:  # the simulated device's backend is registered: it sees every op
         return start_for("sim")
-    return start_for("cpu" if cpu else "cuda")
+    return start_for("cuda")
 
 
 @contextlib.contextmanager
