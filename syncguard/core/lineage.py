@@ -376,7 +376,9 @@ class LineageTracker:
             src, dst = args[0], args[1]
         elif base == "aten::copy_":
             dst, src = args[0], args[1]
-        else:  # _to_copy, copy: a new tensor
+        elif base == "aten::copy":  # copy(self, src): a new tensor holding src's values
+            src, dst = args[1], out
+        else:  # _to_copy: a new tensor
             src, dst = args[0], out
         if not isinstance(src, torch.Tensor) or not isinstance(dst, torch.Tensor):
             return
