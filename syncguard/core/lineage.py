@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import logging
 import os
 import threading
 from typing import Any, Callable, Dict, Iterable, List, NamedTuple, Optional, Tuple
@@ -38,6 +39,8 @@ from torch.utils.weak import WeakIdKeyDictionary
 from .._paths import PKG_DIR
 from ._hub import HUB
 from .lineage_words import DEVICE_KINDS, HOST_KINDS, site_verdict, verdict_text
+
+log = logging.getLogger("syncguard")
 
 __all__ = ["LineageTracker", "Node", "Root", "active", "mark_input", "site_verdict",
            "summarize", "verdict_text"]
@@ -214,6 +217,7 @@ class LineageTracker:
         self._modules: Any = None
         self._prev_provider: Any = None
         self.ops_seen = 0
+        self.failures = 0  # ops whose record failed (see observe)
 
     # -- switching on and off -------------------------------------------------------------
     def start(self, observers: Optional[List[Any]] = None) -> LineageTracker:
@@ -326,9 +330,19 @@ class LineageTracker:
 
     def observe(self, func: Any, args: Tuple[Any, ...], kwargs: Dict[str, Any],
                 out: Any) -> None:
-        """Record ``out`` (and what ``func`` wrote) from ``args``/``kwargs``."""
+        """Record ``out`` (and what ``func`` wrote) from ``args``/``kwargs``. Never raises:
+        a diagnosis must not break the program's op (a failure leaves ``out`` unrecorded,
+        so its reads say "unknown")."""
         if _OWN.on:
             return  # the tracker's own work (hashing host bytes)
+        try:
+            self._observe(func, args, kwargs, out)
+        except Exception:
+            self.failures += 1
+            log.debug("syncguard: lineage of %s not recorded", func, exc_info=True)
+
+    def _observe(self, func: Any, args: Tuple[Any, ...], kwargs: Dict[str, Any],
+                 out: Any) -> None:
         self.ops_seen += 1
         info = _OP_INFO.get(func)
         if info is None:

@@ -229,3 +229,19 @@ def test_summary_is_bounded(run: Run) -> None:
     lins = run.run(body, steps=1)
     assert lins[0]["verdict"] == "unknown" and lins[0]["roots"].endswith("more"), lins[0]
     assert len(lins[0]["ops"].split(", ")) <= 8
+
+
+def test_a_failing_record_never_breaks_the_op(run: Run, monkeypatch: pytest.MonkeyPatch) -> None:
+    from syncguard.core import lineage
+
+    tracker = start_for(run.kind)
+    try:
+        def boom(*a: Any, **k: Any) -> None:
+            raise RuntimeError("bug in the tracker")
+
+        monkeypatch.setattr(tracker, "_observe", boom)
+        t = torch.tensor([1.0, 2.0], device=run.dev) * 2
+        assert t.shape == (2,) and tracker.failures > 0
+        assert isinstance(lineage.active(), lineage.LineageTracker)
+    finally:
+        tracker.stop()
