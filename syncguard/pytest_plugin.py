@@ -175,6 +175,9 @@ _BASELINE_OPTIONS: Tuple[Tuple[str, str, Dict[str, Any], str], ...] = (
      {"action": "store_true", "default": False},
      "record this run's hidden-sync sites of guarded tests in --syncguard-baseline FILE "
      "instead of gating them (tests that did not run keep their entries)"),
+    ("--syncguard-lineage", "syncguard_lineage", {"action": "store_true", "default": False},
+     "track where each value a guarded test reads came from, and say per site whether the "
+     "read can be hoisted to the host (run's and exec's --lineage; a Python call per op)"),
 )
 
 
@@ -477,8 +480,18 @@ def pytest_runtest_call(item: pytest.Item) -> Generator[None, Any, None]:
     if guard is None:
         yield
         return
-    with guard:  # the test function only: fixtures ran in setup and run again in teardown
-        yield
+    if not item.config.getoption("syncguard_lineage", default=False):
+        with guard:  # the test function only: fixtures ran in setup and run again in teardown
+            yield
+        return
+    from .driving.lineage import start_auto
+
+    tracker = start_auto(cpu="cpu" in guard.devices)
+    try:
+        with guard:
+            yield
+    finally:
+        tracker.stop()
 
 
 # ---------------------------------------------------------------------------- baselines
@@ -651,8 +664,9 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]
     # Under xfail the sync failure is the expected failure (XFAIL, not XPASS), unless the
     # marker names the exception it expects (raises=...): then it is a real failure.
     sync_failure = over and call.excinfo is None and not _skipped_in_body(report)
-    report.sections.append((SECTION, report_section(guard, gate, root,
-                                                    verdict=not sync_failure)))
+    section = report_section(guard, gate, root, verdict=not sync_failure)
+    why = _lineage_text(guard.events, root)
+    report.sections.append((SECTION, section + ("\n" + why if why else "")))
     if not sync_failure:
         return
     line = verdict_line(gate)
@@ -666,6 +680,24 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]
         del report.wasxfail  # type: ignore[attr-defined]
     report.longrepr = line
     setattr(report, _REPORT_ATTR, True)
+
+
+def _lineage_text(events: List[Any], root: str) -> str:
+    """One line per hidden site whose read values were tracked (``--syncguard-lineage``)."""
+    from ._escape import one_line
+    from .core.lineage_words import site_verdict, verdict_text
+    from .core.sites import shown_site
+
+    by_site: Dict[str, List[Any]] = {}
+    for e in events:
+        if e.lineage is not None and not e.allowed and not e.warmup:
+            by_site.setdefault(e.site, []).append(e.lineage)
+    lines = []
+    for site, lins in by_site.items():
+        v = site_verdict(lins)
+        if v is not None:
+            lines.append("  " + one_line(f"{shown_site(site, root)}: {verdict_text(v)}"))
+    return "\n".join(["why, and how to remove it (lineage):", *lines]) if lines else ""
 
 
 def _fail_on_swallowed(report: pytest.TestReport, call: pytest.CallInfo[None],

@@ -109,6 +109,14 @@ def add_record_lines_argument(p: argparse.ArgumentParser, which: str) -> None:
                    "for `syncguard lint PATH --with-run OUT` (repeatable)")
 
 
+def add_lineage_argument(p: argparse.ArgumentParser) -> None:
+    """``--lineage``, as run and exec take it (the pytest plugin's ``--syncguard-lineage``)."""
+    p.add_argument("--lineage", action="store_true",
+                   help="track where each read value came from (host uploads, parameters, "
+                   "step inputs...) and say per site whether the read can be hoisted to the "
+                   "host; costs a Python call per op, so off by default")
+
+
 def add_allow_arguments(p: argparse.ArgumentParser) -> None:
     """``--allow SITE`` (repeatable) and ``--config PYPROJECT``, as check and exec take them."""
     p.add_argument("--allow", action="append", default=[], metavar="SITE",
@@ -173,7 +181,8 @@ def run_options(args: argparse.Namespace, counted: bool = True, timed: bool = Tr
     return RunOptions(device=args.device, paths=paths, steps=args.steps,
                       warmup=args.warmup, counted=counted, timed=timed,
                       baseline=getattr(args, "ratio_base", None), repeat=repeat,
-                      budget_s=budget, profile=profile)
+                      budget_s=budget, profile=profile,
+                      lineage=bool(getattr(args, "lineage", False)))
 
 
 # ---------------------------------------------------------------------------- checks

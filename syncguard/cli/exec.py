@@ -34,6 +34,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         add_device_argument,
         add_exhaustive_argument,
         add_gate_format_arguments,
+        add_lineage_argument,
         add_out_arguments,
         add_record_lines_argument,
         add_width_argument,
@@ -68,6 +69,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     add_gate_format_arguments(p, files_under_out=True)
     add_width_argument(p)
     add_record_lines_argument(p, "(file or folder) ran")
+    add_lineage_argument(p)
     p.add_argument("-m", dest="module", nargs=argparse.REMAINDER, default=None,
                    metavar="MODULE [ARGS]", help="run a module as `python -m MODULE ARGS`")
     p.add_argument("program", nargs=argparse.REMAINDER, metavar="-- python SCRIPT [ARGS]",
@@ -176,5 +178,5 @@ def main(args: argparse.Namespace) -> int:
                        fmt=args.format, output=args.output, width=report_width(args.width),
                        rank=rank, argv=sys.argv[1:],
                        record_lines=[os.path.abspath(p) for p in args.record_lines],
-                       force=args.force)
+                       force=args.force, lineage=args.lineage)
     return execute(opts, target, out)

@@ -29,6 +29,7 @@ HELP = "run scenarios and write reports (the main job)"
 def add_arguments(p: argparse.ArgumentParser) -> None:
     from .common import (
         add_exhaustive_argument,
+        add_lineage_argument,
         add_out_arguments,
         add_record_lines_argument,
         add_scenario_arguments,
@@ -57,6 +58,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    "round); the expected total is printed at the start")
     add_width_argument(p)
     add_record_lines_argument(p, "ran in the counted pass")
+    add_lineage_argument(p)
     p.add_argument("--crosscheck", action="store_true",
                    help="also count the counted pass with the runtime's own mechanism (CUDA "
                    "sync debug/trace, NPU trace, sim backend) in a child process and list "

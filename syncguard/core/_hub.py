@@ -33,6 +33,7 @@ log = logging.getLogger("syncguard")
 _INTERNAL_DIRS = tuple(
     pkg_path(*p.split("/")) for p in ("core/_hub.py", "core/intercept.py", "core/guard.py",
                                      "core/opmodel.py", "core/_selftest.py", "sim/",
+                                     "core/lineage.py",
                                      "pytest_plugin.py", "core/steps.py", "execute/")
 )
 
@@ -45,6 +46,10 @@ _SITE = tuple(sorted({os.path.abspath(p) + os.sep for k, p in sysconfig.get_path
 _allow_reason: contextvars.ContextVar[Optional[str]] = contextvars.ContextVar(
     "syncguard_allow", default=None
 )
+
+
+# Syncs that read no device value (an upload, a wait): no lineage to give.
+_NO_LINEAGE = frozenset({"h2d_copy", "explicit_sync"})
 
 
 class _ThreadState(threading.local):
@@ -181,6 +186,9 @@ class Hub:
         self.seen_cpu = 0
         self.seen_dev = 0
         self.warned_no_device = False
+        # The lineage of a read value (syncguard.core.lineage), while a tracker is on: called
+        # with the read call's arguments, returns the summary an event carries.
+        self.lineage: Any = None  # Callable[[Any], Optional[Dict[str, Any]]], or None
 
     @staticmethod
     def _compute_skip_prefixes() -> Tuple[str, ...]:
@@ -342,13 +350,20 @@ class Hub:
 
     def deliver(self, kind: str, api: str, op: Optional[str], device: Optional[str],
                 count: Union[int, ByModel] = 1, source: Optional[str] = None,
-                wait_us: Optional[float] = None) -> None:
+                wait_us: Optional[float] = None, read: Any = None) -> None:
         """Record one sync on every active guard that accepts it. ``count`` is a number of
         host reads, or (an op sync model's in-kernel reads on a device type without a model
-        of its own) a :data:`ByModel` mapping: each guard takes its own model's entry."""
+        of its own) a :data:`ByModel` mapping: each guard takes its own model's entry.
+        ``read``: the call's arguments (the tensors read), for the lineage tracker if on."""
         guards = list(self.guards)
         if not guards or self._in_reporting():
             return
+        lineage = None
+        if read is not None and self.lineage is not None and kind not in _NO_LINEAGE:
+            try:
+                lineage = self.lineage(read)
+            except Exception:  # lineage is a diagnosis: never lose the count over it
+                log.debug("syncguard: lineage of a read failed", exc_info=True)
         stack = self.user_stack(max(g.stack_depth for g in guards), skip=1)
         top = stack[0] if stack else Frame("<unknown>", 0, "<unknown>")
         thread = threading.current_thread().name
@@ -370,7 +385,7 @@ class Hub:
                 kind=kind, api=api, op=op, filename=top.filename, lineno=top.lineno,
                 function=top.function, stack=stack[: g.stack_depth], step=step, thread=thread,
                 allowed=allowed_reason is not None, reason=allowed_reason, warmup=warm,
-                count=n, device=device, source=src, wait_us=wait_us,
+                count=n, device=device, source=src, wait_us=wait_us, lineage=lineage,
             )
             g._record(ev)
             if g.on_sync == "log":

@@ -69,6 +69,9 @@ class SyncEvent:
     ``reason`` say whether ``allow()`` or an allowed call site covered it. ``wait_us``: how
     long the intercepted call kept the host (microseconds): on a real device, what this sync
     cost; None when the call was not timed (raise mode, backend-level reports).
+    ``lineage``: where the value read came from and the verdict on removing the read (a flat
+    dict of strings and ints, :func:`syncguard.core.lineage.summarize`); None unless lineage
+    tracking was asked for (``--lineage``), and then left out of :meth:`to_dict`.
     """
 
     kind: str
@@ -87,6 +90,7 @@ class SyncEvent:
     device: Optional[str] = None
     source: Optional[str] = None
     wait_us: Optional[float] = None
+    lineage: Optional[Dict[str, Any]] = None
 
     @property
     def site(self) -> str:
@@ -99,6 +103,8 @@ class SyncEvent:
         d = {k: getattr(self, k) for k in _EVENT_FIELDS}
         d["stack"] = [{"filename": f.filename, "lineno": f.lineno, "function": f.function,
                        "qualname": f.qualname} for f in self.stack]
+        if d["lineage"] is None:  # off by default: results without lineage stay as they were
+            del d["lineage"]
         return d
 
     @classmethod

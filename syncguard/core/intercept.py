@@ -703,7 +703,7 @@ def _call_reporting(hit: Hits, api: str, call: Callable[..., Any], args: Tuple[A
         hits = hit if isinstance(hit, list) else [hit]
         if HUB.raising:  # report first: "raise" stops the call before it syncs
             for kind, op, device, count, source in hits:
-                HUB.deliver(kind, api, op, device, count, source)
+                HUB.deliver(kind, api, op, device, count, source, read=args)
             return call(*args, **kwargs)
         # Time the call: on a real device, how long the host waited in this sync.
         t0 = _perf()
@@ -711,7 +711,7 @@ def _call_reporting(hit: Hits, api: str, call: Callable[..., Any], args: Tuple[A
         wait = (_perf() - t0) * 1e6
         for i, (kind, op, device, count, source) in enumerate(hits):
             HUB.deliver(kind, api, op, device, count, source,
-                        wait if i == len(hits) - 1 else None)
+                        wait if i == len(hits) - 1 else None, read=args)
         return out
     finally:
         tls.busy -= 1
@@ -1098,15 +1098,17 @@ def snapshot() -> Dict[str, Any]:
 
 # -- reporting used by syncguard's own backends ----------------------------------------------
 def report_sync(kind: str, api: str, op: Optional[str] = None, count: int = 1,
-                device: Optional[str] = None, source: Optional[str] = None) -> None:
+                device: Optional[str] = None, source: Optional[str] = None,
+                read: Any = None) -> None:
     """Report one host sync to every active guard (no-op when none is active, or when an
-    intercepted call on this thread already reported). May raise ``HostSyncError``."""
+    intercepted call on this thread already reported). May raise ``HostSyncError``.
+    ``read``: the op's arguments (the tensors read), for the lineage tracker."""
     tls = HUB.tls
     if tls.busy or not HUB.guards:
         return
     tls.busy += 1
     try:
-        HUB.deliver(kind, api, op, device, count, source)
+        HUB.deliver(kind, api, op, device, count, source, read=read)
     finally:
         tls.busy -= 1
 
@@ -1225,7 +1227,7 @@ def backend_op_hook(func: Any, args: Tuple[Any, ...], kwargs: Dict[str, Any],
         for cb in list(BACKEND_COUNTERS):
             cb(kind, op or func.name(), count)
     if HUB.guards and not HUB.tls.busy:
-        report_sync(kind, op or func.name(), op, count, device, source)
+        report_sync(kind, op or func.name(), op, count, device, source, read=args)
 
 
 # -- the dispatch-level safety net (``SyncGuard(exhaustive=True)``) ------------------------

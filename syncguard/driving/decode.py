@@ -11,6 +11,7 @@ import torch
 
 from ..core._hub import allow
 from ..core.events import HostSyncError
+from ..core.lineage import mark_input
 from .devices import Target
 from .scenario import Scenario
 
@@ -107,6 +108,7 @@ class DecodeLoop:
 
             device_work("forward (modeled)", self.sc.forward_ms)
         logits = self.logits(step)
+        mark_input(logits, "logits (the model's output)")
         if self.work is not None:
             y = self.work
             for _ in range(4):

@@ -24,14 +24,26 @@ from .scenario import Scenario
 def run_pass(sc: Scenario, path: str, target: Target, counted: bool,
              writer: Optional[ResultWriter] = None, progress: Optional[Progress] = None,
              guard_kwargs: Optional[Dict[str, Any]] = None, collect: bool = True,
-             profile: Any = None) -> List[StepRecord]:
+             profile: Any = None, lineage: bool = False) -> List[StepRecord]:
     """One pass of ``sc`` on ``path``. Counted: under a :class:`SyncGuard` (its warm-up =
     the scenario's); timed: no interceptors at all. Each step is written as it finishes;
     with ``collect=False`` nothing per step is kept in memory (long runs stay flat).
     ``profile`` (a :class:`syncguard.model.timeline.Profile`): on a counted pass on the simulated
-    device, also model each step's device timeline (StepRecord.modeled_ms and friends)."""
+    device, also model each step's device timeline (StepRecord.modeled_ms and friends).
+    ``lineage``: on a counted pass, track where each read value came from (from the batch
+    build on: :mod:`syncguard.driving.lineage`); each event then carries its verdict."""
     _seed(sc)
-    loop = DecodeLoop(sc, path, target)
+    tracker = None
+    if lineage and counted:
+        from .lineage import start as start_lineage
+
+        tracker = start_lineage(target)
+    try:
+        loop = DecodeLoop(sc, path, target)
+    except BaseException:
+        if tracker is not None:
+            tracker.stop()
+        raise
     records: List[StepRecord] = []
     timer = DeviceTimer(target)
     pass_ = "counted" if counted else TIMED_PASS
@@ -102,8 +114,12 @@ def run_pass(sc: Scenario, path: str, target: Target, counted: bool,
                         warnings.simplefilter("ignore", NoDeviceTensorsWarning)
                     guard.__exit__(None, None, None)
         finally:  # the guard's exit may raise (a swallowed HostSyncError): still unhook
-            if model is not None:
-                model.__exit__(None, None, None)
+            try:
+                if model is not None:
+                    model.__exit__(None, None, None)
+            finally:
+                if tracker is not None:
+                    tracker.stop()
     return records
 
 
@@ -125,6 +141,8 @@ class RunOptions:
     budget_s: Optional[float] = None
     #: the user's ``--exhaustive`` (:func:`syncguard.driving.devices.exhaustive_for` decides)
     exhaustive: bool = False
+    #: track the lineage of each read value in the counted passes (``--lineage``)
+    lineage: bool = False
 
 
 #: the whole run's default time budget (s) when ``--repeat`` is not given
@@ -201,7 +219,7 @@ def run(scenarios: List[Scenario], opts: RunOptions, result_path: str,
                 if opts.counted:
                     with lines if lines is not None else contextlib.nullcontext():
                         run_pass(sc, path, target, True, writer, progress, collect=False,
-                                 profile=prof)
+                                 profile=prof, lineage=opts.lineage)
             if opts.timed:  # paths interleaved step by step, repeated (syncguard.driving.timing)
                 from .timing import timed_pass
 

@@ -40,6 +40,8 @@ class ExecOptions:
     record_lines: Sequence[str] = ()
     #: ``--force``: an earlier run's result file in the folder may be replaced
     force: bool = True
+    #: track where each read value came from (``--lineage``; syncguard.core.lineage)
+    lineage: bool = False
 
 
 def rank_from_env(env: Optional[Mapping[str, str]] = None) -> Optional[int]:
@@ -158,8 +160,10 @@ def _run(opts: ExecOptions, target: Any, out: str, program: Any, path: str,
     stop = _signals.Stop()  # Ctrl-C, or SIGTERM (_signals.Terminated)
     prev = markers.set_recorder(session)
     recorder = _line_recorder(opts.record_lines)
+    from ..driving.lineage import tracking
+
     try:
-        with session:
+        with tracking(target, opts.lineage), session:
             hooks.install()
             try:
                 with recorder, _signals.program_handlers():  # its own SIGTERM handler

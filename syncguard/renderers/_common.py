@@ -286,6 +286,24 @@ def verdicts(summary_df: pd.DataFrame, sites_df: pd.DataFrame, max_sites: int = 
     return out
 
 
+def lineage_lines(sites_df: pd.DataFrame, code: str = "`",
+                  base: Optional[str] = None) -> List[str]:
+    """One line per hidden per-step site whose lineage was tracked (``--lineage``): why the
+    value read is on the device and how to remove the read, e.g. ``legacy: `sampler.py:219`
+    (Tensor.__bool__): hoistable: depends only on host data uploaded at ...``. Empty when
+    lineage was not tracked."""
+    if not len(sites_df) or "lineage" not in sites_df.columns:
+        return []
+    out = []
+    for s in sites_df.to_dict("records"):
+        text = s.get("lineage")
+        if (not isinstance(text, str) or not text or bool(s.get("allowed"))
+                or not bool(s.get("per_step", True))):
+            continue
+        out.append(f"{s['path']}: {site_phrase(s, code, base)} ({s['api']}): {text}")
+    return out
+
+
 def verdict_options(result: RunResult) -> Dict[str, Any]:
     """:func:`verdicts` keywords for ``result``: sync waits on hardware, loops per token, and
     whole numbers for an exec run."""

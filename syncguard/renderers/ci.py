@@ -133,8 +133,15 @@ def annotation_message(f: Finding) -> str:
     caller = caller_text(ev.filename, ev.stack)
     called = f", called from {caller}" if caller else ""
     fn = function_name(ev.function, ev.stack)
-    return (f"hidden host sync in {fn}{called}: {ev.api}{op} x{f.count}{where} "
+    text = (f"hidden host sync in {fn}{called}: {ev.api}{op} x{f.count}{where} "
             f"[{f.scenario}/{f.path}]: {f.message}")
+    if isinstance(ev.lineage, dict):  # --lineage: why the value is on the device, the fix
+        from ..core.lineage_words import site_verdict, verdict_text
+
+        v = site_verdict([ev.lineage])
+        if v is not None:
+            text += f" Lineage: {verdict_text(v)}"
+    return text
 
 
 def render_github(verdicts: Sequence[Verdict]) -> str:

@@ -15,7 +15,15 @@ from .._escape import html_text, plot_text
 from ..results import analysis
 from ..results.analysis import is_missing
 from . import _tables
-from ._common import environment_parts, legend, note_texts, status_text, verdict_options, verdicts
+from ._common import (
+    environment_parts,
+    legend,
+    lineage_lines,
+    note_texts,
+    status_text,
+    verdict_options,
+    verdicts,
+)
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
@@ -305,6 +313,14 @@ def render(result: RunResult, *, title: str = "syncguard report", show_time: boo
                        for i, p in enumerate(parts))
         out.append(f"<li><strong>{esc(scenario)}</strong>: {body}</li>")
     out.append("</ul>")
+    why = lineage_lines(st, code="\x00", base=base)
+    if why:
+        out += ["<h3>Why, and how to remove it (lineage)</h3>", "<ul>"]
+        for line in why:
+            parts = line.split("\x00")
+            out.append("<li>" + "".join(f"<code>{esc(p)}</code>" if i % 2 else esc(p)
+                                        for i, p in enumerate(parts)) + "</li>")
+        out.append("</ul>")
     if plots:
         out += ["<h2>Plots</h2>", *_plots(result)]
     out.append("<h2>Sync sites</h2>")

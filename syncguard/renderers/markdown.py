@@ -12,7 +12,15 @@ from typing import TYPE_CHECKING, List, Optional
 from .._escape import html_text, md_code, md_text
 from ..results import analysis
 from . import _tables
-from ._common import environment_parts, legend, note_texts, status_text, verdict_options, verdicts
+from ._common import (
+    environment_parts,
+    legend,
+    lineage_lines,
+    note_texts,
+    status_text,
+    verdict_options,
+    verdicts,
+)
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
@@ -95,6 +103,11 @@ def render(result: RunResult, *, title: str = "syncguard report", show_time: boo
                                        **verdict_options(result)):
         out.append(f"- **{text(scenario)}**: {_verdict_md(sentence)}")
     out.append("")
+    why = lineage_lines(st, code=_MARK, base=base)
+    if why:
+        out += ["Why, and how to remove it (lineage):", ""]
+        out += [f"- {_verdict_md(w)}" for w in why]
+        out.append("")
     out += [f"{hs} Sync sites", ""]
     hidden = _tables.sites_tbl(st, False, base)
     if hidden.rows:

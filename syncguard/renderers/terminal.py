@@ -17,6 +17,7 @@ from ._common import (
     LEGEND,
     header_line,
     headline,
+    lineage_lines,
     note_texts,
     verdict_options,
     verdicts,
@@ -190,6 +191,11 @@ def print_report(result: RunResult, console: Console, *, steps: bool = True,
             line = _t(f"{scenario}: ", "bold")
             line.append(_safe(sentence))
             console.print(line)
+        why = lineage_lines(st, code="", base=base)
+        if why:
+            console.print(_t("Why, and how to remove it (lineage)", "bold"))
+            for text in why:
+                console.print(_safe(text))
         console.print()
     if steps:
         for scenario in result.scenarios:

@@ -102,6 +102,9 @@ SITES_COLUMNS: Dict[str, str] = {
                 "steps): a cost every step pays; False: once (set-up, prefill)",
     "rate": "count / counted steps of the path (of the scenario's longest path for syncs "
             "outside every step): hidden syncs per step from this site",
+    "hoist": "lineage verdict of the values read (``--lineage``): hoistable, device or "
+             "unknown; empty when lineage was not tracked",
+    "lineage": "that verdict in plain words, with its evidence (the roots and ops)",
 }
 
 COMPARE_COLUMNS: Dict[str, str] = {
@@ -469,6 +472,7 @@ def sites(result: RunResult, include_allowed: bool = True,
     """
     import pandas as pd
 
+    from ..core.lineage_words import site_verdict, verdict_text
     from ..core.sites import caller_of, function_name, group_key, grows_with_steps
     from .format import OUTSIDE_PATH
 
@@ -486,8 +490,11 @@ def sites(result: RunResult, include_allowed: bool = True,
         if g is None:
             g = groups[key] = {
                 "count": 0, "steps": [], "reasons": [], "waits": [], "callers": Counter(),
-                "after": set(), "function": function_name(e.get("function") or "",
-                                                          e.get("stack"))}
+                "after": set(), "lineages": [],
+                "function": function_name(e.get("function") or "", e.get("stack"))}
+        lin = e.get("lineage")
+        if lin is not None and len(g["lineages"]) < 1000:  # enough to tell "the same value"
+            g["lineages"].append(lin)
         g["callers"][caller_of(e.get("filename"), e.get("stack")) or ("", 0, "")] += 1
         g["after"].add(e.get("after_step") if e.get("path") == OUTSIDE_PATH else e.get("step"))
         w = e.get("wait_us")
@@ -516,6 +523,7 @@ def sites(result: RunResult, include_allowed: bool = True,
         n = longest[scenario] if path == OUTSIDE_PATH else counted[(scenario, path)]
         seen = len(g["after"] - {None})
         caller = g["callers"].most_common(1)[0][0]
+        hoist = site_verdict(g["lineages"])
         rows.append({
             "scenario": scenario, "path": path, "site": f"{filename}:{lineno}",
             "filename": filename, "lineno": lineno, "function": function, "api": api,
@@ -527,6 +535,8 @@ def sites(result: RunResult, include_allowed: bool = True,
             "caller_function": caller[2],
             "per_step": grows_with_steps(seen, n),
             "rate": g["count"] / n if n else float("nan"),
+            "hoist": str(hoist["verdict"]) if hoist else "",
+            "lineage": verdict_text(hoist) if hoist else "",
         })
     modeled = _modeled_sites(result)
     for r in rows:

@@ -198,6 +198,10 @@ STEP_COLUMNS = {
     "sync_bubble_us": "modeled device idle caused by the step's hidden syncs (us; same)",
 }
 
+#: ``events_df`` columns from each event's ``lineage`` (``--lineage`` runs only): key -> column
+LINEAGE_COLUMNS = {"verdict": "lineage_verdict", "roots": "lineage_roots", "ops": "lineage_ops",
+                   "uploads": "lineage_uploads", "digest": "lineage_digest"}
+
 EVENT_COLUMNS = {
     "scenario": "scenario name", "path": "the subject (sampling path)", "pass": "counted",
     "step": "decode step index", "kind": "sync kind (scalar_read, d2h_copy, ...)",
@@ -321,6 +325,8 @@ class ResultWriter:
                  "qualname": f.qualname} for f in ev.stack])
         d = {**head, **ev.__dict__}  # the fields, in their order (a plain dataclass)
         del d["stack"]
+        if d.get("lineage") is None:  # off by default: results without lineage as they were
+            d.pop("lineage", None)
         return f'{self._line(d)[:-2]},"stack":{stack}}}\n'
 
     def _write(self, obj: Dict[str, Any]) -> None:
@@ -461,6 +467,10 @@ class RunResult:
         df = pd.DataFrame(rows, columns=[*EVENT_COLUMNS, "filename", "lineno"])
         for col in ("step", "after_step"):  # integers with gaps: not floats ("3.0")
             df[col] = df[col].astype("Int64")
+        if any(isinstance(e.get("lineage"), dict) for e in self.events):  # --lineage runs only
+            for key, col in LINEAGE_COLUMNS.items():
+                df[col] = [str(e["lineage"].get(key, "")) if isinstance(e.get("lineage"), dict)
+                           else "" for e in self.events]
         return df
 
     def write_json(self, f: IO[str]) -> None:
@@ -574,6 +584,7 @@ _EVENT_FIELDS: Dict[str, Tuple[str, bool, bool]] = {
     "count": ("int", False, False), "device": ("str", False, True),
     "source": ("str", False, True), "wait_us": ("num", False, True),
     "rank": ("int", False, True), "after_step": ("int", False, True),
+    "lineage": ("dict", False, True),
 }
 #: the optional event fields a reader may rely on, with the value a missing one stands for
 _EVENT_DEFAULTS: Dict[str, Any] = {

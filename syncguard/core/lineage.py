@@ -1,0 +1,527 @@
+"""Where a value read by a sync came from: its lineage, and whether the read can be hoisted.
+
+A :class:`LineageTracker` watches every ATen op while it is on (opt-in: ``--lineage``) and
+keeps, per tensor and without keeping any tensor alive (``WeakIdKeyDictionary``), a bounded
+summary of how the tensor was made: the roots it depends on and the last ops on the way.
+Roots are host data uploaded to the device (with the user's file:line and a digest of the
+bytes), constants made by factories, model parameters and buffers, step inputs handed in from
+outside (the decode loop's logits), random draws, and tensors not seen being made (unknown).
+When a sync is reported, the hub asks the active tracker for the summary of the tensors read
+(:meth:`LineageTracker.summary`), a flat dict of strings and ints that goes on the event.
+
+The verdict, in plain words (:func:`verdict_text`, per site: :func:`site_verdict`):
+
+* ``hoistable``: only host data and constants: compute it on the host where the data is built
+  (SGLang's "[NPU] Avoid device synchronization in Ascend sampling" did this for its top-k
+  range check), and "the same value every step" when the uploads' bytes repeat or happened
+  once before the loop;
+* ``device``: it depends on device results (parameters, model output, a sampled token, logits
+  passed in): keep the decision on the device or read it one step late;
+* ``unknown``: a root was not seen being made; the tracker says so and does not guess.
+
+Two ways to see ops: a ``TorchDispatchMode`` on the entering thread (cpu, cuda, a real npu),
+or, for a Python backend that must not run under a dispatch mode (the simulated device), the
+backend's own op observer list, which the front end hands to :meth:`LineageTracker.start`.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import logging
+import os
+import threading
+from typing import Any, Callable, Dict, Iterable, List, NamedTuple, Optional, Tuple
+
+import torch
+from torch.utils.weak import WeakIdKeyDictionary
+
+from .._paths import PKG_DIR
+from ._hub import HUB
+from .lineage_words import DEVICE_KINDS, HOST_KINDS, site_verdict, verdict_text
+
+log = logging.getLogger("syncguard")
+
+__all__ = ["LineageTracker", "Node", "Root", "active", "mark_input", "site_verdict",
+           "summarize", "verdict_text"]
+
+#: Bounds of one tensor's summary: roots kept, op names kept.
+MAX_ROOTS = 8
+MAX_OPS = 8
+#: Host tensors larger than this are not hashed (their digest is unknown: no "same value").
+MAX_DIGEST_BYTES = 1 << 20
+
+
+_RANDOM = ("multinomial", "rand", "normal", "bernoulli", "uniform", "exponential", "poisson",
+           "random_", "geometric", "cauchy", "log_normal", "dropout")
+_COPIES = frozenset({"aten::_copy_from", "aten::_copy_from_and_resize", "aten::copy_",
+                     "aten::_to_copy", "aten::copy"})
+# ops that change no value: not worth naming among "the ops between"
+_QUIET_OPS = frozenset({"aten::lift_fresh", "aten::lift_fresh_copy", "aten::lift",
+                        "aten::detach", "aten::alias", "aten::_unsafe_view"})
+_LIFTS = frozenset({"aten::lift_fresh", "aten::lift_fresh_copy", "aten::lift"})
+
+
+class Root(NamedTuple):
+    """One origin of a value. ``kind``: ``upload`` (host data put on the device), ``const``
+    (a factory with host arguments), ``param`` (a model parameter or buffer), ``input`` (a
+    step input handed in from outside), ``random`` (random draws), ``unknown`` (a tensor not
+    seen being made). ``site``: the user's ``path:line`` where known; ``digest``: 12 hex
+    digits of the uploaded bytes (empty when not hashed); ``step``: the guard's step when it
+    was made (None: outside every step, e.g. before the loop)."""
+
+    kind: str
+    label: str
+    site: str = ""
+    digest: str = ""
+    step: Optional[int] = None
+
+
+class Node:
+    """The bounded summary of how one tensor was made: its roots and the last ops."""
+
+    __slots__ = ("roots", "ops", "more")
+
+    def __init__(self, roots: Tuple[Root, ...], ops: Tuple[str, ...] = (),
+                 more: bool = False) -> None:
+        self.roots = roots
+        self.ops = ops
+        self.more = more  # roots were left out (over MAX_ROOTS)
+
+
+def _merge(nodes: List[Node], op: Optional[str]) -> Node:
+    if len(nodes) == 1:  # the common case (a unary op, a chain): no new roots to join
+        n = nodes[0]
+        if op is None or (n.ops and n.ops[-1] == op):
+            return n
+        chain = tuple(o for o in n.ops if o != op) + (op,)
+        return Node(n.roots, chain[-MAX_OPS:], n.more)
+    roots: List[Root] = []
+    keys = set()
+    ops: List[str] = []
+    more = False
+    for n in nodes:
+        more = more or n.more
+        for r in n.roots:
+            k = (r.kind, r.label, r.site, r.digest)
+            if k not in keys:
+                if len(roots) >= MAX_ROOTS:
+                    more = True
+                    continue
+                keys.add(k)
+                roots.append(r)
+        for o in n.ops:
+            if o not in ops:
+                ops.append(o)
+    if op is not None:
+        if op in ops:
+            ops.remove(op)
+        ops.append(op)
+    return Node(tuple(roots), tuple(ops[-MAX_OPS:]), more)
+
+
+def _short(op_name: str) -> str:
+    return op_name.split("::", 1)[-1]
+
+
+def _tensors(xs: Any) -> List[torch.Tensor]:
+    out: List[torch.Tensor] = []
+    for x in xs:
+        if isinstance(x, torch.Tensor):
+            out.append(x)
+        elif isinstance(x, (list, tuple)):
+            out.extend(t for t in x if isinstance(t, torch.Tensor))
+    return out
+
+
+def _digest_tensor(t: torch.Tensor) -> str:
+    """12 hex digits of a host tensor's bytes (its dtype and shape too); empty when it is not
+    on the host or too large. Never reads device memory (that would be a sync itself)."""
+    if t.device.type != "cpu":
+        return ""
+    try:
+        n = t.numel() * t.element_size()
+        if n > MAX_DIGEST_BYTES:
+            return ""
+        flat = t.detach().contiguous().reshape(-1)
+        data = flat.view(torch.uint8).numpy().tobytes() if n else b""
+    except Exception:  # a tensor type without bytes (sparse, quantized, a subclass): no digest
+        return ""
+    h = hashlib.blake2b(data, digest_size=6)
+    h.update(f"{t.dtype}{tuple(t.shape)}".encode())
+    return h.hexdigest()
+
+
+def _digest_args(args: Tuple[Any, ...], kwargs: Dict[str, Any]) -> str:
+    text = repr(([a for a in args if not isinstance(a, torch.Tensor)],
+                 sorted((k, repr(v)) for k, v in kwargs.items())))
+    return hashlib.blake2b(text.encode(), digest_size=6).hexdigest()
+
+
+_WRITES: Dict[Any, Tuple[Tuple[int, str], ...]] = {}
+#: per op: (base name, its name among "the ops between" or None, its random root or None,
+#: the arguments it writes)
+_OP_INFO: Dict[Any, Tuple[str, Optional[str], Optional[Node], Tuple[Tuple[int, str], ...]]] = {}
+
+
+def _op_info(func: Any) -> Tuple[str, Optional[str], Optional[Node], Tuple[Tuple[int, str], ...]]:
+    try:
+        name = func.name()
+    except AttributeError:
+        name = str(func)
+    base = name.split(".", 1)[0]
+    rand = None
+    if any(r in name for r in _RANDOM):
+        rand = Node((Root("random", f"random draws ({_short(base)})"),))
+    info = (base, None if base in _QUIET_OPS else _short(base), rand, _written(func))
+    if len(_OP_INFO) < 4096:
+        _OP_INFO[func] = info
+    return info
+
+
+def _written(func: Any) -> Tuple[Tuple[int, str], ...]:
+    """(position, name) of the arguments an op writes (in-place ``self``, ``out=``)."""
+    w = _WRITES.get(func)
+    if w is None:
+        found: List[Tuple[int, str]] = []
+        try:
+            for i, a in enumerate(func._schema.arguments):
+                ai = a.alias_info
+                if ai is not None and ai.is_write:
+                    found.append((-1 if a.kwarg_only else i, a.name))
+        except AttributeError:
+            pass
+        w = _WRITES[func] = tuple(found)
+    return w
+
+
+def _arg(args: Tuple[Any, ...], kwargs: Dict[str, Any], pos: int, name: str) -> Any:
+    if 0 <= pos < len(args):
+        return args[pos]
+    return kwargs.get(name)
+
+
+class LineageTracker:
+    """Per-tensor lineage while on. ``host_devices``: device types whose tensors are host
+    data (``"cpu"`` normally; empty in cpu mode, where cpu tensors stand for device ones and
+    data enters through ``torch.tensor`` and factories). Start with :meth:`start`, stop with
+    :meth:`stop` (or use it as a context manager on the thread that runs the ops)."""
+
+    def __init__(self, host_devices: Iterable[str] = ("cpu",)) -> None:
+        self.host_devices = frozenset(host_devices)
+        self.records: WeakIdKeyDictionary = WeakIdKeyDictionary()
+        self._lock = threading.RLock()
+        self._mode: Any = None
+        self._observers: Optional[List[Any]] = None
+        self._hook: Any = None
+        self._modules: Any = None
+        self._prev_provider: Any = None
+        self.ops_seen = 0
+        self.failures = 0  # ops whose record failed (see observe)
+
+    # -- switching on and off -------------------------------------------------------------
+    def start(self, observers: Optional[List[Any]] = None) -> LineageTracker:
+        """Switch on: into ``observers`` (a backend's op observer list: ``cb(op, args,
+        kwargs, out)`` after each op) when given, else a dispatch mode on this thread; a
+        global module pre-hook marks the parameters and buffers of every module called."""
+        import weakref
+
+        from torch.nn.modules.module import register_module_forward_pre_hook
+
+        with HUB.lock:  # torch may have been imported since the hub last looked: skip its frames
+            HUB._refresh()
+        self._modules = weakref.WeakSet()
+        self._hook = register_module_forward_pre_hook(self._module_called)
+        if observers is not None:
+            self._observers = observers
+            observers.append(self.observe)
+        else:
+            self._mode = _mode(self)
+            self._mode.__enter__()
+        self._prev_provider = HUB.lineage
+        HUB.lineage = self.summary
+        _ACTIVE.append(self)
+        return self
+
+    def stop(self) -> None:
+        """Switch off (idempotent); the records stay readable."""
+        if self in _ACTIVE:
+            _ACTIVE.remove(self)
+        if HUB.lineage == self.summary:
+            HUB.lineage = self._prev_provider
+        if self._hook is not None:
+            self._hook.remove()
+            self._hook = None
+        if self._observers is not None:
+            if self.observe in self._observers:
+                self._observers.remove(self.observe)
+            self._observers = None
+        if self._mode is not None:
+            mode, self._mode = self._mode, None
+            mode.__exit__(None, None, None)
+
+    def __enter__(self) -> LineageTracker:
+        return self.start()
+
+    def __exit__(self, *exc: Any) -> None:
+        self.stop()
+
+    # -- marking ---------------------------------------------------------------------------
+    def mark_input(self, t: torch.Tensor, label: str) -> None:
+        """``t`` is a step input handed in from outside (the decode loop's logits): a device
+        result, whatever made it."""
+        self.records[t] = Node((Root("input", f"step input {label}", step=_step()),))
+
+    def mark_module(self, module: torch.nn.Module) -> None:
+        """Record the parameters and buffers of ``module`` (and its children) as such."""
+        name = type(module).__name__
+        for what, tensors in (("parameters", module.parameters()),
+                              ("buffers", module.buffers())):
+            for t in tensors:  # however it reached the device: a weight of the model
+                self.records[t] = Node((Root("param", f"{what} of {name}"),))
+
+    def _module_called(self, module: Any, args: Any) -> None:
+        mods = self._modules
+        if mods is not None and module not in mods:
+            for m in module.modules():  # its children are the same model: named after it
+                mods.add(m)
+            self.mark_module(module)
+
+    # -- recording -------------------------------------------------------------------------
+    def _node(self, t: torch.Tensor) -> Node:
+        n = self.records.get(t)
+        if n is not None and (n.roots[:1] and n.roots[0].kind == "param"
+                              or not isinstance(t, torch.nn.Parameter)):
+            return n
+        if isinstance(t, torch.nn.Parameter):  # a weight, however it reached the device
+            n = self.records[t] = Node((Root("param", "model parameters"),))
+            return n
+        base = getattr(t, "_base", None)
+        if base is not None:
+            n = self.records.get(base)
+            if n is not None:
+                return n
+        if t.device.type in self.host_devices:
+            n = Node((Root("upload", "host data", digest=self._digest(t), step=_step()),))
+        else:
+            n = Node((Root("unknown", "a tensor made before tracking began or passed in"),))
+        self.records[t] = n
+        return n
+
+    def _digest(self, t: torch.Tensor) -> str:
+        tls = HUB.tls
+        tls.busy += 1  # reading host bytes is not the user's sync
+        _OWN.on = True
+        try:
+            return _digest_tensor(t)
+        finally:
+            _OWN.on = False
+            tls.busy -= 1
+
+    def _upload(self, src: Optional[torch.Tensor], args: Tuple[Any, ...],
+                kwargs: Dict[str, Any], kind: str = "upload") -> Node:
+        site = _upload_site()
+        digest = self._digest(src) if src is not None else _digest_args(args, kwargs)
+        label = "host data" if kind == "upload" else "a constant"
+        return Node((Root(kind, label, site, digest, _step()),))
+
+    def _is_host(self, t: Any) -> bool:
+        return isinstance(t, torch.Tensor) and t.device.type in self.host_devices
+
+    def observe(self, func: Any, args: Tuple[Any, ...], kwargs: Dict[str, Any],
+                out: Any) -> None:
+        """Record ``out`` (and what ``func`` wrote) from ``args``/``kwargs``. Never raises:
+        a diagnosis must not break the program's op (a failure leaves ``out`` unrecorded,
+        so its reads say "unknown")."""
+        if _OWN.on:
+            return  # the tracker's own work (hashing host bytes)
+        try:
+            self._observe(func, args, kwargs, out)
+        except Exception:
+            self.failures += 1
+            log.debug("syncguard: lineage of %s not recorded", func, exc_info=True)
+
+    def _observe(self, func: Any, args: Tuple[Any, ...], kwargs: Dict[str, Any],
+                 out: Any) -> None:
+        self.ops_seen += 1
+        info = _OP_INFO.get(func)
+        if info is None:
+            info = _op_info(func)
+        base, short, rand, written = info
+        records = self.records
+        with self._lock:
+            if base in _COPIES:
+                self._copy(base, args, kwargs, out)
+                return
+            ins = _tensors(args)
+            if kwargs:
+                ins += _tensors(kwargs.values())
+            if base in _LIFTS and ins and ins[0] not in records:
+                node = self._upload(ins[0], args, kwargs)  # torch.tensor(data): hashed on the host
+                self._set_out(out, node)
+                return
+            outs = _tensors(out) if isinstance(out, (list, tuple)) else (
+                [out] if isinstance(out, torch.Tensor) else [])
+            if not ins:
+                if outs:
+                    self._set_out(out, self._upload(None, args, kwargs, "const"))
+                return
+            nodes = [self._node(t) for t in ins]
+            if rand is not None:
+                nodes.append(rand)
+            node = _merge(nodes, short)
+            for pos, an in written:
+                w = _arg(args, kwargs, pos, an)
+                for t in _tensors((w,)):
+                    records[t] = node
+                    b = getattr(t, "_base", None)
+                    if b is not None:
+                        records[b] = _merge([self._node(b), node], None)
+            for t in outs:
+                records[t] = node
+
+    def _set_out(self, out: Any, node: Node) -> None:
+        for t in _tensors(out if isinstance(out, (list, tuple)) else (out,)):
+            self.records[t] = node
+
+    def _copy(self, base: str, args: Tuple[Any, ...], kwargs: Dict[str, Any],
+              out: Any) -> None:
+        if base in ("aten::_copy_from", "aten::_copy_from_and_resize"):
+            src, dst = args[0], args[1]
+        elif base == "aten::copy_":
+            dst, src = args[0], args[1]
+        elif base == "aten::copy":  # copy(self, src): a new tensor holding src's values
+            src, dst = args[1], out
+        else:  # _to_copy: a new tensor
+            src, dst = args[0], out
+        if not isinstance(src, torch.Tensor) or not isinstance(dst, torch.Tensor):
+            return
+        known = self.records.get(src)
+        if self._is_host(src) and not self._is_host(dst) and (
+                known is None or all(r.kind in HOST_KINDS for r in known.roots)):
+            node = self._upload(src, args, kwargs)  # host data put on the device here
+        else:
+            node = self._node(src)
+        self.records[dst] = node
+        if out is not dst and isinstance(out, torch.Tensor):
+            self.records[out] = node
+
+    # -- reading ---------------------------------------------------------------------------
+    def summary(self, read: Any) -> Optional[Dict[str, Any]]:
+        """The lineage of the tensors in ``read`` (a call's arguments): a flat dict of
+        strings and ints, or None when it holds no tensor."""
+        ts = _tensors(read if isinstance(read, (list, tuple)) else (read,))
+        if not ts:
+            return None
+        with self._lock:
+            dev = [t for t in ts if not self._is_host(t)] or ts
+            node = _merge([self._node(t) for t in dev], None)
+        return summarize(node)
+
+
+def summarize(node: Node) -> Dict[str, Any]:
+    """The flat dict an event carries: ``verdict`` (hoistable, device, unknown), ``roots``
+    (plain words), ``ops`` (the last ops, oldest first), ``uploads`` (the host data's
+    ``path:line``, comma-separated), ``digest`` (of every upload's bytes together; empty when
+    one was not hashed) and ``once`` (1 when every upload happened outside the steps)."""
+    order = {"param": 0, "input": 1, "random": 2, "unknown": 3, "upload": 4, "const": 5}
+    node = Node(tuple(sorted(node.roots, key=lambda r: order.get(r.kind, 9))), node.ops,
+                node.more)
+    kinds = {r.kind for r in node.roots}
+    if kinds & DEVICE_KINDS:
+        verdict = "device"
+    elif "unknown" in kinds or not kinds or node.more:
+        verdict = "unknown"
+    else:
+        verdict = "hoistable"
+    ups = [r for r in node.roots if r.kind == "upload"]
+    words: List[str] = []
+    for r in node.roots:
+        if r.kind in ("upload", "const"):
+            words.append(f"{r.label} at {r.site}" if r.site else r.label)
+        elif r.label not in words:
+            words.append(r.label)
+    words = list(dict.fromkeys(words))
+    if node.more:
+        words.append("more")
+    dig = ""
+    if ups and all(r.digest for r in ups):
+        dig = hashlib.blake2b("".join(sorted(r.digest for r in ups)).encode(),
+                              digest_size=6).hexdigest()
+    return {
+        "verdict": verdict,
+        "roots": "; ".join(words),
+        "ops": ", ".join(node.ops),
+        "uploads": ", ".join(dict.fromkeys(r.site for r in ups if r.site)),
+        "digest": dig,
+        "once": int(bool(ups) and all(r.step is None for r in ups)),
+    }
+
+
+class _Own(threading.local):
+    on = False
+
+
+_OWN = _Own()
+
+# -- the active trackers ----------------------------------------------------------------------
+_ACTIVE: List[LineageTracker] = []
+
+
+def active() -> Optional[LineageTracker]:
+    """The tracker switched on last, or None."""
+    return _ACTIVE[-1] if _ACTIVE else None
+
+
+def mark_input(t: Any, label: str) -> None:
+    """Tell the active tracker (if any) that ``t`` is a step input from outside the loop
+    (a device result, e.g. the model's logits). Costs nothing when lineage is off."""
+    if _ACTIVE and isinstance(t, torch.Tensor):
+        _ACTIVE[-1].mark_input(t, label)
+
+
+def _step() -> Optional[int]:
+    guards = HUB.guards
+    if not guards:
+        return None
+    return guards[-1].current_step()[0]
+
+
+_OWN_DIR = PKG_DIR + os.sep
+
+
+@functools.lru_cache(maxsize=1024)
+def _shown(filename: str, cwd: str) -> Optional[str]:
+    """The file as a lineage names it (:func:`syncguard.core.sites.key_path`), or None for
+    syncguard's own files (cached: it walks ``sys.path``)."""
+    from .sites import key_path
+
+    if os.path.abspath(filename).startswith(_OWN_DIR):
+        return None
+    return key_path(filename, cwd)
+
+
+def _upload_site() -> str:
+    """``path:line`` of the user's line that made host data a device tensor: the hub's user
+    frame, past syncguard's own helpers (the decode loop's pinned staging) to their caller."""
+    for fr in HUB.user_stack(6, skip=1):
+        shown = _shown(fr.filename, os.getcwd())
+        if shown is not None:
+            return f"{shown}:{fr.lineno}"
+    return ""
+
+
+def _mode(tracker: LineageTracker) -> Any:
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    observe: Callable[..., None] = tracker.observe
+
+    class _LineageMode(TorchDispatchMode):
+        def __torch_dispatch__(self, func: Any, types: Any, args: Tuple[Any, ...] = (),
+                               kwargs: Optional[Dict[str, Any]] = None) -> Any:
+            kwargs = kwargs or {}
+            out = func(*args, **kwargs)
+            observe(func, args, kwargs, out)
+            return out
+
+    return _LineageMode()

@@ -1,0 +1,47 @@
+"""``syncguard exec --lineage`` on Hugging Face ``generate()`` (a tiny random Llama from a
+config): the per-token stop check depends on device results (the model's output through the
+sampled token), so the verdict is to keep the decision on the device or read it late."""
+
+from __future__ import annotations
+
+import os
+import sys
+from typing import Iterator
+
+import pytest
+from _paths import DATA
+
+from syncguard.cli import main
+from syncguard.results import analysis
+from syncguard.results import format as results
+
+HF_EOS = str(DATA / "exec" / "lineage" / "hf_eos.py")
+LLAMA = "transformers.models.llama.modeling_llama:LlamaForCausalLM.forward"
+
+
+@pytest.fixture
+def clean(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    monkeypatch.setattr(sys, "path", sys.path[:])
+    monkeypatch.delenv("RANK", raising=False)
+    monkeypatch.delenv("WORLD_SIZE", raising=False)
+    yield
+    sys.modules.pop("hf_eos", None)
+
+
+def test_hf_generate_stop_check_depends_on_device_results(tmp_path, clean, capsys) -> None:
+    pytest.importorskip("transformers")
+    out = str(tmp_path / "o")
+    rc = main(["exec", "--device", "sim", "--out", out, "--force", "--width", "300",
+               "--lineage", "--loop", LLAMA, "--", "python", HF_EOS])
+    assert rc == 0
+    res = results.load(os.path.join(out, "result.jsonl"))
+    st = analysis.sites(res)
+    per_step = st[(st["path"] == "LlamaForCausalLM.forward") & ~st["allowed"].astype(bool)]
+    (site,) = per_step.to_dict("records")
+    assert os.path.basename(site["filename"]) == "utils.py"  # generate()'s stopping check
+    assert site["hoist"] == "device", site
+    text = site["lineage"]
+    assert text.startswith("depends on device results (parameters of LlamaForCausalLM"), text
+    assert "keep the decision on the device" in text
+    err = " ".join(capsys.readouterr().err.split())  # exec reports on stderr
+    assert "Why, and how to remove it (lineage)" in err and "depends on device results" in err
