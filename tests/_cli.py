@@ -16,6 +16,30 @@ from syncguard.cli import main
 SMALL = str(DATA / "scenarios" / "small.toml")
 
 
+def program_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    """What a test that runs a program in-process under ``exec`` needs: its own copy of
+    ``sys.path`` (the program's folder goes first) and no torchrun rank in the environment."""
+    import sys
+
+    monkeypatch.setattr(sys, "path", sys.path[:])
+    monkeypatch.delenv("RANK", raising=False)
+    monkeypatch.delenv("WORLD_SIZE", raising=False)
+
+
+def forget(*modules: str) -> None:
+    """Drop the program's modules, so the next in-process run imports them afresh."""
+    import sys
+
+    for m in modules:
+        sys.modules.pop(m, None)
+
+
+def line_of(path: str, text: str) -> int:
+    """The number of the first line of ``path`` that contains ``text``."""
+    with open(path) as f:
+        return next(i for i, line in enumerate(f, 1) if text in line)
+
+
 def cli(capsys: pytest.CaptureFixture, *argv: str) -> Tuple[int, str, str]:
     capsys.readouterr()
     rc = main(list(argv))

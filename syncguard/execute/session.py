@@ -28,9 +28,9 @@ PREFILL = "prefill"
 
 
 @dataclasses.dataclass(eq=False)
-class _Open:
-    """The open step of a ``syncguard.step()`` block or a ``--step`` call, in the context
-    (thread, asyncio task) that began it."""
+class _Step:
+    """What every open step has: its session, name and index, its start (host clock and the
+    device timer's event) and the thread that began it."""
 
     session: Any
     name: str
@@ -38,12 +38,19 @@ class _Open:
     t0: float
     dev: Any
     thread: int
+
+
+@dataclasses.dataclass(eq=False)
+class _Open(_Step):
+    """The open step of a ``syncguard.step()`` block or a ``--step`` call, in the context
+    (thread, asyncio task) that began it."""
+
     events: List[SyncEvent] = dataclasses.field(default_factory=list)
     closed: bool = False
 
 
 @dataclasses.dataclass(eq=False)
-class _LoopStep:
+class _LoopStep(_Step):
     """The open step of a ``--loop`` function in the context (thread, asyncio task) that
     called it: begun by its last call, open until the next call in the same context, or until
     the loop that drives it is over.
@@ -56,12 +63,6 @@ class _LoopStep:
     read made while it runs a line after the loop that makes the calls (``loop_end``) is
     outside every step, as is every read after it returned."""
 
-    session: Any
-    name: str
-    index: int
-    t0: float
-    dev: Any
-    thread: int
     shape: Any
     first: bool  # the first call of this drive of the loop
     stack: List[Any]  # frames, innermost first

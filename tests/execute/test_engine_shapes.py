@@ -6,10 +6,10 @@ whose per-token read lands outside the steps."""
 from __future__ import annotations
 
 import os
-import sys
 from typing import Iterator, List, Tuple
 
 import pytest
+from _cli import forget, line_of, program_env
 from _paths import ROOT
 
 from syncguard.cli import main
@@ -23,19 +23,14 @@ HF = os.path.join(ENGINE, "hf_generate.py")
 LLAMA = "transformers.models.llama.modeling_llama:LlamaForCausalLM.forward"
 
 
-def _line(path: str, text: str) -> int:
-    with open(path) as f:
-        return next(i for i, line in enumerate(f, 1) if text in line)
+_line = line_of
 
 
 @pytest.fixture
 def clean(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    monkeypatch.setattr(sys, "path", sys.path[:])
-    monkeypatch.delenv("RANK", raising=False)
-    monkeypatch.delenv("WORLD_SIZE", raising=False)
+    program_env(monkeypatch)
     yield
-    for m in ("helper_loop", "threads", "asyncsteps", "hf_generate"):
-        sys.modules.pop(m, None)
+    forget('helper_loop', 'threads', 'asyncsteps', 'hf_generate')
 
 
 def _exec(tmp_path, opts: List[str], script: str, *args: str

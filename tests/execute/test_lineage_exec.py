@@ -5,10 +5,10 @@ sampled token), so the verdict is to keep the decision on the device or read it 
 from __future__ import annotations
 
 import os
-import sys
 from typing import Iterator
 
 import pytest
+from _cli import forget, program_env
 from _paths import DATA
 
 from syncguard.cli import main
@@ -21,11 +21,9 @@ LLAMA = "transformers.models.llama.modeling_llama:LlamaForCausalLM.forward"
 
 @pytest.fixture
 def clean(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    monkeypatch.setattr(sys, "path", sys.path[:])
-    monkeypatch.delenv("RANK", raising=False)
-    monkeypatch.delenv("WORLD_SIZE", raising=False)
+    program_env(monkeypatch)
     yield
-    sys.modules.pop("hf_eos", None)
+    forget('hf_eos')
 
 
 def test_hf_generate_stop_check_depends_on_device_results(tmp_path, clean, capsys) -> None:

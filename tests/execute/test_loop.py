@@ -4,10 +4,10 @@ per-token sync in the loop around a model's forward lands in that token's step."
 from __future__ import annotations
 
 import os
-import sys
 from typing import Iterator, List, Tuple
 
 import pytest
+from _cli import forget, line_of, program_env
 from _paths import ROOT
 
 from syncguard.cli import main
@@ -21,19 +21,14 @@ TOPLOOP = os.path.join(ROOT, "tests", "data", "exec", "toploop.py")
 FORWARD = "model:TinyDecoder.forward"
 
 
-def _line(path: str, text: str) -> int:
-    with open(path) as f:
-        return next(i for i, line in enumerate(f, 1) if text in line)
+_line = line_of
 
 
 @pytest.fixture
 def clean(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    monkeypatch.setattr(sys, "path", sys.path[:])
-    monkeypatch.delenv("RANK", raising=False)
-    monkeypatch.delenv("WORLD_SIZE", raising=False)
+    program_env(monkeypatch)
     yield
-    for m in ("model", "stopping", "toploop"):
-        sys.modules.pop(m, None)
+    forget('model', 'stopping', 'toploop')
 
 
 def _exec(tmp_path, opts: List[str], script: str = GENERATE,
