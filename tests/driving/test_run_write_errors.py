@@ -26,6 +26,11 @@ def test_a_full_disk_during_run_is_one_line(tmp_path: Path, monkeypatch: pytest.
         real(fd)
 
     monkeypatch.setattr(os, "fsync", fsync)
+    from syncguard.results.format import ResultWriter
+
+    # an fsync after every step (the writer's interval, about a second, made nil), so that the
+    # disk fills while the run goes on
+    monkeypatch.setattr(ResultWriter, "SYNC_INTERVAL_S", 0.0)
     out = tmp_path / "o"
     rc, _, err = cli(capsys, "run", SMALL, "--device", "sim", "--out", str(out), "--no-timed")
     assert rc == 2, err
