@@ -223,17 +223,19 @@ class ExecSession:
             return None
         if lp.thread != threading.get_ident():
             return 0  # a thread working in a copy of the loop's context: on its behalf
-        live = set()
         f: Any = sys._getframe(2)
-        while f is not None:
-            live.add(id(f))
-            f = f.f_back
         if lp.driver is None:
+            live = set()
+            while f is not None:
+                live.add(id(f))
+                f = f.f_back
             for i, fr in enumerate(lp.stack):
                 if id(fr) in live:
                     return i
             return len(lp.stack)  # nothing of the first call's stack runs any more
-        if id(lp.driver) not in live:
+        while f is not None and f is not lp.driver:  # the driver is outwards, if it runs
+            f = f.f_back
+        if f is None:
             return None
         if lp.loop_end is not None and lp.driver.f_lineno > lp.loop_end:
             return None  # the loop is over: the driver runs its next lines
