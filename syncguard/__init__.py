@@ -17,12 +17,16 @@ if TYPE_CHECKING:  # pragma: no cover
     from .core.events import KINDS, Frame, HostSyncError, SyncEvent
     from .core.guard import StepCount, SyncGuard
     from .core.steps import step
+    from .errors import SyncguardError
+    from .results.format import ResultError
+    from .results.run import Run, load
 
 from ._version import __version__
 
 __all__ = [
-    "KINDS", "Frame", "HostSyncError", "SelfTestError", "StepCount", "SyncEvent", "SyncGuard",
-    "allow", "selftest", "simulated_device", "step", "__version__",
+    "KINDS", "Frame", "HostSyncError", "ResultError", "Run", "SelfTestError", "StepCount",
+    "SyncEvent", "SyncGuard", "SyncguardError", "allow", "load", "selftest", "simulated_device",
+    "step", "__version__",
 ]
 
 #: public name -> (submodule, attribute), imported on first access
@@ -37,6 +41,10 @@ _LAZY: Dict[str, Tuple[str, str]] = {
     "SelfTestError": (".core._selftest", "SelfTestError"),
     "selftest": (".core._selftest", "selftest"),
     "step": (".core.steps", "step"),
+    "SyncguardError": (".errors", "SyncguardError"),
+    "ResultError": (".results.format", "ResultError"),
+    "Run": (".results.run", "Run"),
+    "load": (".results.run", "load"),
 }
 
 

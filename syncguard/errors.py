@@ -12,5 +12,16 @@ EXIT_OK, EXIT_OVER, EXIT_USAGE, EXIT_INTERNAL, EXIT_INTERRUPTED = 0, 1, 2, 3, 13
 EXIT_TERMINATED, EXIT_BROKEN_PIPE = 143, 141
 
 
-class UsageError(Exception):
+class SyncguardError(Exception):
+    """The root of every error syncguard raises on purpose: the command line catches this one
+    class, prints its message as one line on stderr and exits with :attr:`exit_code`.
+
+    The subclasses live beside the code that raises them and keep a built-in base too
+    (``ValueError`` for bad input, ``RuntimeError`` for a state), so that ``except ValueError``
+    in a user's code still catches them."""
+
+    exit_code: int = EXIT_USAGE
+
+
+class UsageError(SyncguardError):
     """Bad input: one line on stderr, exit code 2."""

@@ -264,3 +264,44 @@ def test_layers_depend_downwards_only() -> None:
                  for m, deps in GRAPH.items() if _layer(m)
                  for d in deps if _layer(d) and rank[_layer(d)] > rank[_layer(m)])
     assert not bad, "\n".join(bad)
+
+
+#: Exceptions that are not syncguard's own errors: the torch_npu stand-in raises what the
+#: hardware's operator raises (a user's ``except RuntimeError`` must behave the same).
+_NOT_SYNCGUARD_ERRORS = {"TopKTopPContractError"}
+
+
+def _exception_classes() -> Dict[str, List[str]]:
+    """Every class the package defines whose bases name an ``...Error``/``Exception`` class:
+    ``{"module.Class": [base names]}``."""
+    out: Dict[str, List[str]] = {}
+    for mod, path in MODULES.items():
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ClassDef):
+                bases = [ast.unparse(b).rsplit(".", 1)[-1] for b in node.bases]
+                if any(b.endswith(("Error", "Exception")) for b in bases):
+                    out[f"{mod}.{node.name}"] = bases
+    return out
+
+
+def test_one_error_root() -> None:
+    """Every error syncguard raises on purpose derives from ``SyncguardError`` (errors.py),
+    which carries its exit code; the command line catches that one class."""
+    classes = _exception_classes()
+    assert "syncguard.errors.UsageError" in classes
+    ours = {name.rsplit(".", 1)[-1] for name in classes} | {"SyncguardError"}
+    rooted = {"SyncguardError"}
+    for _ in range(len(classes)):  # a subclass of a rooted class is rooted
+        rooted |= {n.rsplit(".", 1)[-1] for n, bases in classes.items()
+                   if any(b in rooted for b in bases)}
+    exempt = rooted | _NOT_SYNCGUARD_ERRORS
+    stray = sorted(n for n in classes if n.rsplit(".", 1)[-1] not in exempt)
+    assert ours  # the walk found the package's classes
+    assert not stray, stray
+    cli = ast.parse((ROOT / PKG / "cli" / "__init__.py").read_text(encoding="utf-8"))
+    caught = {ast.unparse(h.type) for h in ast.walk(cli)
+              if isinstance(h, ast.ExceptHandler) and h.type is not None}
+    ours = {c for c in caught if c.endswith("Error") and c not in (
+        "SyncguardError", "ImportError", "BrokenPipeError", "OSError", "ValueError",
+        "AttributeError")}
+    assert "SyncguardError" in caught and not ours, ours

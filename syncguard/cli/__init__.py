@@ -19,6 +19,7 @@ from ..errors import (  # noqa: F401  (the CLI's names for them)
     EXIT_OVER,
     EXIT_TERMINATED,
     EXIT_USAGE,
+    SyncguardError,
     UsageError,
 )
 from .common import target
@@ -99,15 +100,8 @@ def main(argv: Optional[List[str]] = None) -> int:
         parser.print_help(sys.stderr)
         return EXIT_USAGE
     from ..core import _signals
-    from ..core._atomic import OutputError
-    from ..core.events import SelfTestError
-    from ..core.opmodel import OpModelError
     from ..driving import devices
-    from ..driving.devices import DeviceError
-    from ..driving.scenario import ScenarioError
-    from ..driving.subjects import SubjectError
-    from ..gate.baseline import BaselineError
-    from ..results.format import ResultError, ResultWarning
+    from ..results.format import ResultWarning
 
     try:
         # before anything imports torch: a broken torch_npu must not crash `import torch`
@@ -117,13 +111,9 @@ def main(argv: Optional[List[str]] = None) -> int:
             warnings.simplefilter("always", ResultWarning)
             warnings.showwarning = _show_warning  # restored by catch_warnings
             return int(args._main(args))
-    except (UsageError, ScenarioError, DeviceError, ResultError, OpModelError,
-            BaselineError, SubjectError, OutputError) as exc:
+    except SyncguardError as exc:  # each says its own exit code (errors.py)
         error(str(exc))
-        return EXIT_USAGE
-    except SelfTestError as exc:
-        error(str(exc))
-        return EXIT_INTERNAL
+        return exc.exit_code
     except ImportError as exc:
         if not _missing_torch(exc):
             if os.environ.get("SYNCGUARD_DEBUG"):

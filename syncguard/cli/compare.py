@@ -26,8 +26,8 @@ def main(args: argparse.Namespace) -> int:
     from ..console import stdout_console, wrote
     from ..errors import EXIT_OK, UsageError
     from ..renderers import RENDERERS, compare_renderer_for_path
-    from ..results import format as results
     from ..results.analysis import compare, compare_paths
+    from ..results.run import load
     from .common import output_path
 
     writer = None
@@ -37,12 +37,12 @@ def main(args: argparse.Namespace) -> int:
         except ValueError as exc:
             raise UsageError(f"-o {exc}") from None
         output_path(args.output, args.force)  # a folder, socket... refused before any work
-    a = results.load(args.a)
+    a = load(args.a).result
     console = stdout_console(args.width)  # a closed pipe (`| head`) exits quietly
     if args.b is not None:
         if args.paths:
             raise UsageError("--paths: compare either two runs or two paths of one run")
-        df = compare(a, results.load(args.b))
+        df = compare(a, load(args.b).result)
         title = f"{args.a} (A) vs {args.b} (B)"
         labels = (args.a, args.b)
     else:

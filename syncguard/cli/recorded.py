@@ -27,15 +27,15 @@ def check_results(args: argparse.Namespace, paths: Sequence[str]) -> int:
     from ..core.events import SyncEvent
     from ..gate.baseline import Baseline
     from ..gate.verdicts import Tally, Verdict, budget
-    from ..results import format as results
     from ..results.format import OUTSIDE_PATH
+    from ..results.run import load
     from .common import allow_sites_of, finish
 
     base = Baseline.load(args.baseline) if args.baseline else None
     allow_sites = allow_sites_of(args)  # --allow and [tool.syncguard] allow, checked now
     verdicts: List[Verdict] = []
     for p in paths:
-        res = results.load(p)
+        res = load(p).result
         if not res.complete:
             _warn_incomplete(p, res)
         options = res.header.get("options")

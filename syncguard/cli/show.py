@@ -25,12 +25,12 @@ def main(args: argparse.Namespace) -> int:
     from ..core._atomic import write_text
     from ..errors import EXIT_OK, UsageError
     from ..renderers import RENDERERS, renderer_for_path
-    from ..results import format as results
+    from ..results.run import load
     from .common import output_path
 
     if args.output:
         output_path(args.output, args.force)  # before any work: a folder, socket... refused
-    res = results.load(args.result)
+    res = load(args.result).result
     if args.output:
         try:
             render = renderer_for_path(args.output)

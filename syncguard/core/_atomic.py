@@ -21,11 +21,13 @@ import secrets
 import stat
 from typing import IO, Any, Iterator, Optional
 
+from ..errors import SyncguardError
+
 _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 _NONBLOCK = getattr(os, "O_NONBLOCK", 0)
 
 
-class OutputError(ValueError):
+class OutputError(SyncguardError, ValueError):
     """An output path syncguard will not write (a folder, socket, block device, a FIFO nobody
     reads, a parent that is not a folder); the message names the path and why."""
 

@@ -29,6 +29,8 @@ import stat
 import sys
 from typing import IO, Any, Dict, Optional
 
+from ..errors import SyncguardError
+
 #: Deepest nesting of arrays and objects accepted in a JSON file syncguard reads.
 MAX_DEPTH = 64
 
@@ -36,7 +38,7 @@ _NONBLOCK = getattr(os, "O_NONBLOCK", 0)
 _STRINGS = re.compile(r'"(?:[^"\\]|\\.)*"', re.DOTALL)
 
 
-class UntrustedError(ValueError):
+class UntrustedError(SyncguardError, ValueError):
     """A file that cannot be read as the kind asked for; the message names the file.
     ``strerror`` is the system's reason when the file could not be opened at all."""
 

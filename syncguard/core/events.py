@@ -5,6 +5,8 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, Dict, Iterable, List, Optional, Tuple
 
+from ..errors import EXIT_INTERNAL, EXIT_OVER, SyncguardError
+
 #: A Python read of one scalar (``bool``/``item``/``int``/``float``/``__index__``/``__format__``).
 SCALAR_READ = "scalar_read"
 #: A device-to-host copy (``tolist``, ``cpu()``, ``to("cpu")``, ``numpy``, printing).
@@ -21,11 +23,13 @@ IN_KERNEL = "in_kernel"
 KINDS: Tuple[str, ...] = (SCALAR_READ, D2H_COPY, DATA_DEPENDENT, H2D_COPY, EXPLICIT_SYNC, IN_KERNEL)
 
 
-class SelfTestError(RuntimeError):
+class SelfTestError(SyncguardError, RuntimeError):
     """The guard failed to see a planted sync: its counts cannot be trusted."""
 
+    exit_code = EXIT_INTERNAL
 
-class HostSyncError(RuntimeError):
+
+class HostSyncError(SyncguardError, RuntimeError):
     """Raised by ``SyncGuard(on_sync="raise")`` at the call that would make the host wait.
 
     A ``RuntimeError`` on purpose: PyTorch's own sync check (``set_sync_debug_mode("error")``
@@ -34,6 +38,8 @@ class HostSyncError(RuntimeError):
     (SGLang's old sampler around ``torch.multinomial``) swallows it; the guard therefore keeps
     every error it raised and raises again at exit when the code swallowed one.
     """
+
+    exit_code = EXIT_OVER
 
 
 class NoDeviceTensorsWarning(UserWarning):

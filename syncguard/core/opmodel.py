@@ -15,6 +15,7 @@ import json
 import os
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
+from ..errors import SyncguardError
 from .events import KINDS
 
 _DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "opmodels")
@@ -170,7 +171,7 @@ class OpSyncModel:
         return sorted({e.op for e in self.entries if not e.api})
 
 
-class OpModelError(ValueError):
+class OpModelError(SyncguardError, ValueError):
     pass
 
 

@@ -37,6 +37,7 @@ from types import ModuleType
 from typing import TYPE_CHECKING, List, Optional, Sequence
 
 from .._standin_mark import is_standin
+from ..errors import SyncguardError
 
 if TYPE_CHECKING:  # pragma: no cover
     import torch
@@ -61,7 +62,7 @@ NO_DEVICE_FIX = ("run where the NPU is mapped into the container (/dev/davinci*)
                  "ASCEND_RT_VISIBLE_DEVICES names a visible device, or use --device sim")
 
 
-class DeviceError(RuntimeError):
+class DeviceError(SyncguardError, RuntimeError):
     """The requested device cannot be used here (exit code 2)."""
 
 

@@ -69,6 +69,7 @@ import os
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from .._escape import name_problem, terminal
+from ..errors import SyncguardError
 
 DTYPES = ("float32", "float16", "bfloat16")
 #: Largest finite value of each dtype: ``scale`` x :data:`LOGIT_SIGMAS` / temperature must
@@ -87,7 +88,7 @@ MAX_FILE_BYTES = 1 << 20
 SEED_MAX = 2 ** 64 - 1
 
 
-class ScenarioError(ValueError):
+class ScenarioError(SyncguardError, ValueError):
     """A scenario file that cannot be used; the message names the file and the field."""
 
 

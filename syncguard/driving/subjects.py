@@ -43,11 +43,12 @@ import sys
 from typing import Any, Dict, List, Mapping, Optional, Protocol, Sequence
 
 from .._paths import PKG_DIR
+from ..errors import SyncguardError
 
 GROUP = "syncguard.subjects"
 
 
-class SubjectError(ValueError):
+class SubjectError(SyncguardError, ValueError):
     """A subject that cannot be found or used: one line, exit code 2."""
 
 

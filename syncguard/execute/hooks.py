@@ -16,9 +16,10 @@ import types
 from typing import Any, Dict, List, Optional, Sequence
 
 from ..core.steps import wrap_loop, wrap_step
+from ..errors import SyncguardError
 
 
-class StepSpecError(ValueError):
+class StepSpecError(SyncguardError, ValueError):
     """A ``--step`` that cannot work: one line, exit code 2."""
 
 

@@ -14,11 +14,13 @@ import traceback
 import types
 from typing import Any, Callable, Iterator, List, Optional, Sequence
 
+from ..errors import SyncguardError
+
 _PKG_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
 _RUNPY = os.path.abspath(runpy.__file__)
 
 
-class ProgramError(ValueError):
+class ProgramError(SyncguardError, ValueError):
     """The program to run cannot be found: one line, exit code 2."""
 
 

@@ -30,6 +30,7 @@ from typing import Any, Dict, Iterable, Iterator, List, Optional, Tuple
 
 from ..core.events import SyncEvent
 from ..core.sites import display_path, norm_line
+from ..errors import SyncguardError
 
 FORMAT = "syncguard-baseline"
 VERSION = 1
@@ -41,7 +42,7 @@ _REQUIRED: Tuple[Tuple[str, type], ...] = (
 )
 
 
-class BaselineError(ValueError):
+class BaselineError(SyncguardError, ValueError):
     """A baseline file that cannot be read or is malformed; the message names the file."""
 
 

@@ -7,10 +7,12 @@ import re
 import subprocess
 from typing import Dict, List, Set
 
+from ..errors import SyncguardError
+
 _HUNK = re.compile(r"^@@ -\d+(?:,\d+)? \+(\d+)(?:,(\d+))? @@")
 
 
-class DiffError(ValueError):
+class DiffError(SyncguardError, ValueError):
     """git could not give the changed lines (not a repository, unknown ref)."""
 
 

@@ -45,6 +45,7 @@ import threading
 from typing import Any, Deque, Dict, List, Optional, Sequence, Set, Tuple
 
 from ..core._plain import PLAIN, is_plain
+from ..errors import SyncguardError
 
 #: Folder of the shipped profiles (``<name>.json``).
 PROFILE_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "profiles")
@@ -75,7 +76,7 @@ PHYSICAL: Dict[str, Tuple[float, float, str]] = {
 TRACE_STEPS = 3
 
 
-class ProfileError(ValueError):
+class ProfileError(SyncguardError, ValueError):
     """A profile that cannot be used; the message names the file and the field."""
 
 

@@ -49,6 +49,7 @@ from typing import IO, TYPE_CHECKING, Any, Dict, Iterable, List, Optional, Seque
 
 from .._paths import PKG_DIR
 from ..core.events import SyncEvent
+from ..errors import SyncguardError
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
@@ -60,7 +61,7 @@ OUTSIDE_PATH = "(outside steps)"
 TIMED_PASS = "timed"
 
 
-class ResultError(ValueError):
+class ResultError(SyncguardError, ValueError):
     """A result file that cannot be read."""
 
 

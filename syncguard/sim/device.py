@@ -68,6 +68,8 @@ from syncguard.core import intercept as _intercept
 from syncguard.core._plain import PLAIN as _PLAIN
 from syncguard.core._plain import is_plain as _is_plain
 
+from ..errors import SyncguardError
+
 #: The oldest torch the simulated device was verified on (2.7.1, by the wrapper route of
 #: syncguard.sim.wrapper_backend; torch >= 2.9 uses ``_setup_privateuseone_for_python_backend``).
 #: See reports/sim-old-torch.md.
@@ -89,7 +91,7 @@ WRAPPER_ROUTE: bool = _use_wrapper_route()
 _route: Any = None
 
 
-class SimulatedDeviceError(RuntimeError):
+class SimulatedDeviceError(SyncguardError, RuntimeError):
     """The simulated device cannot be set up (or used) in this process, and why."""
 
 

@@ -21,6 +21,7 @@ from typing import Any, Optional, Tuple
 import torch
 
 from syncguard.core import intercept as _intercept
+from syncguard.errors import SyncguardError
 
 #: Marks this module as syncguard's stand-in (a real torch_npu never has it).
 __syncguard_standin__ = True
@@ -203,7 +204,7 @@ def npu_top_k_top_p(logits: torch.Tensor, p: Optional[torch.Tensor] = None,
     return top_k_top_p_reference(logits, p, k)
 
 
-class OpNotSimulatedError(NotImplementedError):
+class OpNotSimulatedError(SyncguardError, NotImplementedError):
     """A torch_npu fused op the stand-in does not simulate was called."""
 
 

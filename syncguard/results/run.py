@@ -1,0 +1,121 @@
+"""The public way to read a recorded run: :func:`load` returns a :class:`Run`.
+
+A notebook, a script or a dashboard reads a run the way ``syncguard show``, ``compare`` and
+``check RESULT`` do (they call :func:`load` too)::
+
+    import syncguard
+
+    run = syncguard.load("reports/latest")      # a file, a folder, or a folder of rank files
+    run.header["device"]                        # what ran, where, with which versions
+    run.steps                                   # pandas: one row per step record
+    run.sites                                   # pandas: one row per sync site (file:line, op)
+    run.steps.groupby("path").syncs.sum()
+
+The tables are built on first use and kept. Their columns are the ones the reports show:
+:data:`~syncguard.results.format.STEP_COLUMNS` and
+:data:`~syncguard.results.analysis.SITES_COLUMNS`. Reading never imports torch.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Dict, List, Optional
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from .format import RunResult
+
+
+class Run:
+    """One recorded run: its header, its steps, sites and events as pandas DataFrames, its
+    notes, and whether it finished (an interrupted run keeps every finished step).
+
+    ``result`` is the loaded record the renderers take (:mod:`syncguard.renderers`)."""
+
+    def __init__(self, result: RunResult) -> None:
+        self.result = result
+        self._steps: Optional[pd.DataFrame] = None
+        self._sites: Optional[pd.DataFrame] = None
+        self._events: Optional[pd.DataFrame] = None
+        self._summary: Optional[pd.DataFrame] = None
+
+    @property
+    def header(self) -> Dict[str, Any]:
+        """What ran: command, device, scenarios, versions, machine, options."""
+        return self.result.header
+
+    @property
+    def source(self) -> str:
+        """The file or folder it was read from."""
+        return self.result.source
+
+    @property
+    def complete(self) -> bool:
+        """False for a run that was interrupted (its finished steps are all here)."""
+        return self.result.complete
+
+    @property
+    def notes(self) -> List[Dict[str, Any]]:
+        """What the run said beside its counts (a step that never matched, reads outside every
+        step...), each a dict with at least ``kind`` and ``message``."""
+        return self.result.notes
+
+    @property
+    def scenarios(self) -> List[str]:
+        return self.result.scenarios
+
+    @property
+    def paths(self) -> List[str]:
+        return self.result.paths
+
+    @property
+    def steps(self) -> pd.DataFrame:
+        """One row per step record (scenario, path, pass, step, syncs, latency_ms...)."""
+        if self._steps is None:
+            self._steps = self.result.steps_df()
+        return self._steps
+
+    @property
+    def sites(self) -> pd.DataFrame:
+        """One row per sync site: where (``site``, ``function``), what (``api``, ``op``,
+        ``kind``), how often (``count``, ``steps``, ``per_step``), hidden or ``allowed``."""
+        if self._sites is None:
+            from .analysis import sites
+
+            self._sites = sites(self.result)
+        return self._sites
+
+    @property
+    def events(self) -> pd.DataFrame:
+        """One row per recorded sync event (with its step and stack)."""
+        if self._events is None:
+            self._events = self.result.events_df()
+        return self._events
+
+    @property
+    def summary(self) -> pd.DataFrame:
+        """One row per scenario and path: syncs per step and latency, as the reports' first
+        table."""
+        if self._summary is None:
+            from .analysis import summary
+
+            self._summary = summary(self.result)
+        return self._summary
+
+    def __repr__(self) -> str:
+        state = "complete" if self.complete else "interrupted"
+        return (f"<syncguard.Run {self.source!r}: {len(self.result.steps)} step records, "
+                f"{len(self.result.events)} events, {state}>")
+
+
+def load(path: str) -> Run:
+    """Read a recorded run: ``result.jsonl`` (complete or interrupted), ``result.json``, a
+    folder holding either, or a folder of per-rank ``result.rank<N>.jsonl`` files (merged).
+
+    Raises :class:`syncguard.ResultError` (a :class:`syncguard.SyncguardError` whose message
+    names the file and the field) for anything that is not a syncguard result."""
+    import os
+
+    from .format import load as load_result
+
+    return Run(load_result(os.fspath(path)))
