@@ -47,8 +47,8 @@ class BaselineError(SyncguardError, ValueError):
 
 
 def _upgrade_key(key: str, op: Optional[str]) -> str:
-    """A stored key as :func:`site_key` makes it now: keys written before comments were
-    left out carry the line's comment; drop it (the ``#n`` occurrence index is kept)."""
+    """A stored key as :func:`site_key` makes it: a key that carries the line's comment (a
+    baseline from syncguard 0.0.x) has it dropped (the ``#n`` occurrence index is kept)."""
     parts = key.split("::", 4)
     if len(parts) != 5:
         return key

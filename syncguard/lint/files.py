@@ -133,7 +133,7 @@ def _gitignore(root: str) -> List[str]:
     try:
         return read_text(os.path.join(root, ".gitignore"), ".gitignore",
                          _MAX_GITIGNORE_BYTES).splitlines()
-    except UntrustedError:  # missing, not a file, not UTF-8: no patterns, as before
+    except UntrustedError:  # missing, not a file, not UTF-8: no patterns, nothing excluded
         return []
 
 

@@ -457,8 +457,8 @@ class OpRecorder(Protocol):
     the one equal object in ``sizes`` (a traced step then keeps no new objects: a garbage
     collection of them cost more than reading them). Every other
     op, or one with no record yet, goes to ``record(op, args, kwargs, out)``. (A Python call
-    per op cost the simulated device about a tenth of its own work on small tensors; an op
-    that repeats now costs it a lookup: benchmarks/bench_timeline.py.)"""
+    per op would cost the simulated device about a tenth of its own work on small tensors;
+    an op that repeats costs it a lookup: benchmarks/bench_timeline.py.)"""
 
     thread: int
     by_op: Dict[int, Dict[Any, Any]]
