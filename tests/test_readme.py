@@ -78,3 +78,29 @@ def test_readme_lint_quick_start_shows_its_finding() -> None:
 def test_docs_pages_are_in_the_site(page: str) -> None:
     """Every page is in mkdocs.yml's nav (CI builds the site with --strict)."""
     assert f": {page}" in (ROOT / "mkdocs.yml").read_text(encoding="utf-8")
+
+
+def test_docs_reading_a_run_snippet_runs_on_an_exec_result(tmp_path: Path) -> None:
+    """docs/api.md's ``syncguard.load`` snippet, on the folder an ``exec`` wrote."""
+    prog = tmp_path / "loop.py"
+    prog.write_text("import torch\n"
+                    "def step(x):\n"
+                    "    return x * 2\n"
+                    "x = torch.ones(3)\n"
+                    "for _ in range(4):\n"
+                    "    x = step(x)\n"
+                    "    if x.sum() > 1e9:\n"
+                    "        break\n", encoding="utf-8")
+    proc = _run([sys.executable, "-m", "syncguard", "exec", "--device", "cpu", "--out", "out",
+                 "--max-syncs", "0", "--loop", "loop:step", "--", "python", "loop.py"], tmp_path)
+    assert proc.returncode == 1, proc.stderr  # the read on every step fails the default gate
+    api = (ROOT / "docs" / "api.md").read_text(encoding="utf-8")
+    script = tmp_path / "read.py"
+    script.write_text(_block(api, "## Reading a recorded run", "python"), encoding="utf-8")
+    proc = _run([sys.executable, str(script)], tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    assert lines[0] == "exec cpu True"
+    assert lines[1].endswith(": 4}"), lines
+    site, api_name, count = lines[2].split()
+    assert site.endswith("loop.py:7") and api_name == "Tensor.__bool__" and count == "4"
