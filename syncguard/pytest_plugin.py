@@ -236,17 +236,9 @@ def _to_allow(value: Any, where: str) -> Tuple[Tuple[str, str], ...]:
 
 
 def _to_count(value: Any, where: str) -> int:
-    if isinstance(value, bool) or (isinstance(value, float) and not value.is_integer()):
-        # also inf and nan (TOML has them): int() of those is an OverflowError/ValueError
-        raise ValueError(f"{where}: must be an integer >= 0, got {value!r}")
-    try:
-        n = int(value)
-    except (TypeError, ValueError, OverflowError):
-        raise ValueError(f"{where}: must be an integer >= 0, got {str(value)[:40]!r}"
-                         ) from None
-    if n < 0:
-        raise ValueError(f"{where}: must be an integer >= 0, got {n}")
-    return n
+    from .gate.verdicts import budget_count
+
+    return budget_count(value, where)
 
 
 def _pyproject(config: pytest.Config) -> Tuple[Optional[str], Dict[str, Any]]:

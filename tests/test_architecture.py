@@ -305,3 +305,20 @@ def test_one_error_root() -> None:
         "SyncguardError", "ImportError", "BrokenPipeError", "OSError", "ValueError",
         "AttributeError")}
     assert "SyncguardError" in caught and not ours, ours
+
+
+def test_one_function_checks_budgets() -> None:
+    """A sync budget is checked in one place (``gate.verdicts.budget_count``): no other module
+    compares a ``max_syncs...`` value with 0 itself."""
+    check = re.compile(r"max_syncs\w*\s*(<|>=|<=)\s*0\b|\bv\s*<\s*0\b.*max_syncs")
+    owner = "syncguard.gate.verdicts"
+    found = sorted(f"{m}:{i}" for m, path in MODULES.items() if m != owner
+                   for i, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
+                   if check.search(line))
+    assert not found, found
+    src = MODULES[owner].read_text(encoding="utf-8")
+    assert "def budget_count(" in src
+    users = [m for m, path in MODULES.items()
+             if "budget_count" in path.read_text(encoding="utf-8") and m != owner]
+    assert {"syncguard.cli.common", "syncguard.driving.scenario",
+            "syncguard.pytest_plugin"} <= set(users), users

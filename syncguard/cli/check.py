@@ -47,19 +47,23 @@ def main(args: argparse.Namespace) -> int:
     from ..errors import UsageError
     from ..gate.baseline import Baseline
     from ..gate.verdicts import Tally, Verdict, budget
-    from .common import allow_sites_of, device_for_probe, finish, output_path, run_options
+    from .common import (
+        allow_sites_of,
+        budget_flags,
+        device_for_probe,
+        finish,
+        output_path,
+        run_options,
+    )
     from .common import target as cli_target
 
-    if args.max_syncs is not None and args.max_syncs < 0:
-        raise UsageError(f"--max-syncs: must be >= 0, got {args.max_syncs}")
+    budget_flags(args)
     if args.format in ("sarif", "junit") and args.output is None:
         args.output = "-"
     output_path(args.output)  # devices and FIFOs written as streams; folders... refused now
     output_path(args.update_baseline, flag="--update-baseline")
     from .recorded import check_results, is_result_path
 
-    if args.max_syncs_outside is not None and args.max_syncs_outside < 0:
-        raise UsageError(f"--max-syncs-outside: must be >= 0, got {args.max_syncs_outside}")
 
     if args.scenarios and all(is_result_path(p) for p in args.scenarios):
         return check_results(args, args.scenarios)  # recorded results (exec, ranks)

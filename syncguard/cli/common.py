@@ -312,3 +312,15 @@ def finish(args: argparse.Namespace, verdicts: List[Any], bubbles: Sequence[str]
     for line in bubbles:
         print(line)
     return EXIT_OVER if any(v.failed for v in verdicts) or bubbles else EXIT_OK
+
+
+def budget_flags(args: argparse.Namespace) -> None:
+    """Check the budget flags a command has (``--max-syncs``, ``--max-syncs-per-step``,
+    ``--max-syncs-outside``) with the one budget rule
+    (:func:`~syncguard.gate.verdicts.budget_count`)."""
+    from ..gate.verdicts import budget_count
+
+    for name in ("max_syncs", "max_syncs_per_step", "max_syncs_outside"):
+        v = getattr(args, name, None)
+        if v is not None:
+            budget_count(v, "--" + name.replace("_", "-"), UsageError)

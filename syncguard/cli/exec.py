@@ -131,14 +131,12 @@ def main(args: argparse.Namespace) -> int:
     from ..execute.hooks import StepSpecError, parse_step
     from ..execute.program import ProgramError, parse_command
     from ..renderers import run_files
-    from .common import allow_sites_of, exhaustive_of, output_path
+    from .common import allow_sites_of, budget_flags, exhaustive_of, output_path
     from .common import target as cli_target
 
-    for flag, v in (("--warmup", args.warmup), ("--max-syncs", args.max_syncs),
-                    ("--max-syncs-per-step", args.max_syncs_per_step),
-                    ("--max-syncs-outside", args.max_syncs_outside)):
-        if v is not None and v < 0:
-            raise UsageError(f"{flag}: must be >= 0, got {v}")
+    if args.warmup is not None and args.warmup < 0:
+        raise UsageError(f"--warmup: must be >= 0, got {args.warmup}")
+    budget_flags(args)
     try:
         program = parse_command(args.program or [], args.module)
         steps = [parse_step(s) for s in args.step]

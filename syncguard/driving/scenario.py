@@ -351,9 +351,11 @@ def parse(text: str, file: str = "<memory>") -> Scenario:
                 valid = ", ".join(dict.fromkeys([*registered, *paths, *(names or [])]))
                 raise ScenarioError(f"{file}: expect.max_syncs.{p}: unknown path or subject; "
                                     f"valid: {valid}")
-        if not isinstance(v, int) or isinstance(v, bool) or v < 0:
+        if not isinstance(v, int):  # a TOML integer, not a string or a float of one
             raise ScenarioError(f"{file}: expect.max_syncs.{p}: must be an int >= 0, got {v!r}")
-        max_syncs[p] = v
+        from ..gate.verdicts import budget_count
+
+        max_syncs[p] = budget_count(v, f"{file}: expect.max_syncs.{p}", ScenarioError)
     f.done()
     _check_logit_range(file, dtype, scale, requests + [r for e in events for r in e.join])
     return Scenario(name, description, vocab, dtype, steps, warmup, seed, deterministic,

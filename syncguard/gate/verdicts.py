@@ -431,6 +431,23 @@ class Verdict:
                 for f in self.findings[:most]]
 
 
+def budget_count(value: Any, where: str, error: type = ValueError) -> int:
+    """A sync budget (``--max-syncs``, a scenario's ``expect.max_syncs``, a marker's or the
+    config's ``max_syncs``...) read from the user: an integer >= 0, from an int or a string of
+    one (a config or the command line). Anything else raises ``error`` naming ``where``. The
+    one place a budget is checked."""
+    if isinstance(value, bool) or (isinstance(value, float) and not value.is_integer()):
+        # also inf and nan (TOML has them): int() of those is an OverflowError/ValueError
+        raise error(f"{where}: must be an integer >= 0, got {value!r}")
+    try:
+        n = int(value)
+    except (TypeError, ValueError, OverflowError):
+        raise error(f"{where}: must be an integer >= 0, got {str(value)[:40]!r}") from None
+    if n < 0:
+        raise error(f"{where}: must be an integer >= 0, got {n}")
+    return n
+
+
 def judge(events: Union[Tally, Iterable[SyncEvent]], *, max_syncs: int = 0,
           baseline: Optional[Baseline] = None, scenario: str = "", path: str = "",
           root: Optional[str] = None) -> Verdict:
@@ -439,8 +456,7 @@ def judge(events: Union[Tally, Iterable[SyncEvent]], *, max_syncs: int = 0,
     iterable of :class:`SyncEvent` (allowed and warm-up events are skipped). ``scenario`` and
     ``path`` name what is judged; a baseline is looked up under them. ``root``: the directory
     site keys and paths are relative to (default: the current directory)."""
-    if max_syncs < 0:
-        raise ValueError(f"max_syncs must be >= 0, got {max_syncs}")
+    budget_count(max_syncs, "max_syncs")
     tally = events if isinstance(events, Tally) else Tally(root).extend(events)
     sites = tuple(tally.sites())
     if baseline is not None:

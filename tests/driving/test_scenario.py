@@ -300,9 +300,9 @@ BAD: Dict[str, Tuple[str, Optional[str], str]] = {
     "max_syncs-unknown-path": (_doc(tail="[expect]\nmax_syncs = { bogus = 0 }\n"),
                                "expect.max_syncs.bogus", "unknown path"),
     "max_syncs-negative": (_doc(tail="[expect]\nmax_syncs = { flag = -1 }\n"),
-                           "expect.max_syncs.flag", "int >= 0"),
+                           "expect.max_syncs.flag", "integer >= 0"),
     "max_syncs-bool": (_doc(tail="[expect]\nmax_syncs = { flag = true }\n"),
-                       "expect.max_syncs.flag", "int >= 0"),
+                       "expect.max_syncs.flag", "integer >= 0"),
     # duplicate ids
     "duplicate-ids": (_doc(tail='[[requests]]\nid = "a"\n\n[[requests]]\nid = "a"\n'),
                       "requests", "duplicate request id 'a'"),

@@ -348,7 +348,7 @@ def test_gate_baseline_update_keeps_what_was_not_judged(workload: Path) -> None:
 def test_gate_rejects_a_negative_budget() -> None:
     from syncguard.gate.verdicts import judge
 
-    with pytest.raises(ValueError, match="max_syncs must be >= 0"):
+    with pytest.raises(ValueError, match="max_syncs: must be an integer >= 0"):
         judge([], max_syncs=-1)
 
 
