@@ -63,6 +63,7 @@ from typing import (
 import pytest
 
 # torch-free: the plugin still loads without importing torch
+from .driving import devices as _devices
 from .driving.config import first_flag, to_allow, to_flag
 from .driving.devices import EXHAUSTIVE_HELP, exhaustive_for
 
@@ -80,9 +81,9 @@ SECTION = "syncguard"
 STATUS = ("failed", "H", "SYNCS")
 #: the ``path`` under which the plugin's verdicts are kept in a baseline (scenario: node id)
 BASELINE_PATH = "test"
-#: values of the marker's ``device`` and ``model``
-DEVICES = ("cpu", "cuda", "npu")
-MODELS = ("cuda", "npu")
+#: values of the marker's ``device`` and ``model`` (driving/devices.py names every device)
+DEVICES = _devices.MARKER_DEVICES
+MODELS = _devices.HARDWARE
 _REPORT_ATTR = "syncguard_over_budget"
 
 
@@ -109,7 +110,7 @@ class Defaults:
 
 
 #: session-wide device settings (``--syncguard-device``, ``[tool.syncguard] device``)
-SESSION_DEVICES = ("sim", "auto")
+SESSION_DEVICES = _devices.SESSION_DEVICES
 DEFAULTS_KEY = pytest.StashKey[Defaults]()
 BASELINE_KEY = pytest.StashKey["_BaselineRun"]()
 _WROTE_KEY = pytest.StashKey[str]()

@@ -322,3 +322,29 @@ def test_one_function_checks_budgets() -> None:
              if "budget_count" in path.read_text(encoding="utf-8") and m != owner]
     assert {"syncguard.cli.common", "syncguard.driving.scenario",
             "syncguard.pytest_plugin"} <= set(users), users
+
+
+def _device_name_lists(path: Path) -> List[int]:
+    """Lines of ``path`` holding a literal tuple, list or set of two or more device names."""
+    names = {"auto", "sim", "npu", "cuda", "cpu"}
+    out = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, (ast.Tuple, ast.List, ast.Set)):
+            vals = [e.value for e in node.elts if isinstance(e, ast.Constant)]
+            if len(vals) == len(node.elts) >= 2 and set(vals) <= names:
+                out.append(node.lineno)
+    return out
+
+
+def test_one_module_defines_the_device_names() -> None:
+    """``driving/devices.py`` names the devices (``run``'s, ``calibrate``'s, the marker's, the
+    plugin session's); commands, the plugin and the selftest take theirs from it."""
+    owner = "syncguard.driving.devices"
+    assert _device_name_lists(MODULES[owner])
+    # the lint names op-model backends
+    # (``--backend any|cuda|npu``), not devices; the core, below the driving layer, knows
+    # torch's device types of its op models
+    exempt = {owner} | {m for m in MODULES if m.startswith(("syncguard.lint", "syncguard.core"))}
+    found = sorted(f"{m}:{line}" for m, path in MODULES.items() if m not in exempt
+                   for line in _device_name_lists(path))
+    assert not found, found

@@ -22,7 +22,7 @@ from ..errors import (  # noqa: F401  (the CLI's names for them)
     SyncguardError,
     UsageError,
 )
-from .common import target
+from .common import add_device_argument, target
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -46,8 +46,8 @@ def _parser() -> argparse.ArgumentParser:
                     "and on --device, and check the guard counts exactly what each makes: \"0 "
                     "syncs\" must never mean \"detector off\". Exit 0 when all agree, else 3 "
                     "with the probe that missed. exec runs it before the program starts.")
-    st.add_argument("--device", default="auto", help="also probe this device: auto (the NPU "
-                    "when torch_npu works, else the simulated npu; default), sim, npu, cuda, cpu")
+    add_device_argument(st, "also probe this device: auto (the NPU when torch_npu works, "
+                        "else the simulated npu; default), sim, npu, cuda, cpu")
     st.set_defaults(_main=_selftest)
     return p
 

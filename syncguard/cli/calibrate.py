@@ -14,12 +14,14 @@ import subprocess
 import sys
 from typing import Any
 
+from ..driving.devices import CALIBRATE_DEVICES, HARDWARE
+
 NAME = "calibrate"
 HELP = "cross-check the catalogue against the native ground truth; write the op model"
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--device", default="sim", choices=("sim", "cuda", "npu"),
+    p.add_argument("--device", default="sim", choices=CALIBRATE_DEVICES,
                    help="backend to calibrate (default: sim, the simulated npu)")
     p.add_argument("--out", default=None, help="folder (default reports/calibration-<device>)")
     p.add_argument("--write-model", default=None, metavar="FILE",
@@ -48,7 +50,7 @@ def main(args: argparse.Namespace) -> int:
 
         if args.profile_out is None:
             raise UsageError("--profile-only: needs --profile-out FILE")
-        if target.kind not in ("cuda", "npu"):
+        if target.kind not in HARDWARE:
             raise UsageError("--profile-out: measures a real device: --device cuda or npu")
         _write_profile(args, target)
         if args.profile_only:

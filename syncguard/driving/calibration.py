@@ -15,6 +15,8 @@ import platform
 import sys
 from typing import Any, Dict, List, Optional, Tuple
 
+from .devices import HARDWARE
+
 MECHANISMS = {"cuda": ["cuda-debug", "cuda-trace"], "npu": ["npu-trace"], "sim": ["sim-backend"]}
 
 
@@ -75,7 +77,7 @@ def calibrate(kind: str) -> Dict[str, Any]:
 
     target = resolve_target(kind)
     dev = str(target.device)
-    backend = "npu" if kind in ("npu", "sim") else "cuda"
+    backend = "cuda" if kind == "cuda" else "npu"  # sim models the npu
     mechs = MECHANISMS[kind]
     rows: List[Dict[str, Any]] = []
     for case in CATCH + ZERO:
@@ -263,7 +265,7 @@ def measure_profile(device: Any, base: Any, small: bool = False) -> Dict[str, An
     mb = 1 if small else 256
     mm = 256 if small else 4096
     n = 20 if small else 200
-    versions = _versions(device.type if device.type in ("cuda", "npu") else "sim")
+    versions = _versions(device.type if device.type in HARDWARE else "sim")
     versions["measured_on"] = str(device)
     measured: Dict[str, Tuple[float, str]] = {}
     with suppressed():  # syncguard's own reads are never counted

@@ -42,7 +42,18 @@ from ..errors import SyncguardError
 if TYPE_CHECKING:  # pragma: no cover
     import torch
 
+# The device names, defined here once; every command, the plugin and the selftest take theirs
+# from these.
+#: ``--device`` of ``run``, ``check``, ``exec`` and ``selftest``
 DEVICES = ("auto", "sim", "npu", "cuda", "cpu")
+#: the accelerators (real hardware; an op model and a calibrated profile each)
+HARDWARE = ("cuda", "npu")
+#: ``calibrate --device``: the simulated npu or an accelerator
+CALIBRATE_DEVICES = ("sim", *HARDWARE)
+#: the pytest marker's ``device`` (a test's own tensors) and ``model`` (whose op model counts)
+MARKER_DEVICES = ("cpu", *HARDWARE)
+#: the plugin's session-wide ``--syncguard-device`` / ``[tool.syncguard] device``
+SESSION_DEVICES = ("sim", "auto")
 
 #: torch's switch for loading the installed backends (torch_npu) at ``import torch``.
 AUTOLOAD_VAR = "TORCH_DEVICE_BACKEND_AUTOLOAD"

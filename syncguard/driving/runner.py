@@ -19,6 +19,7 @@ from ..results.machine import machine_state
 from .decode import DecodeLoop, DeviceTimer, Progress, _seed, label_fields
 from .devices import Target, resolve_target
 from .scenario import Scenario
+from .timing import PROFILED_KINDS
 
 
 def run_pass(sc: Scenario, path: str, target: Target, counted: bool,
@@ -226,7 +227,7 @@ def run(scenarios: List[Scenario], opts: RunOptions, result_path: str,
                 now = time.perf_counter()
                 timed_pass(sc, paths_for(sc, opts), target, writer, progress, opts.repeat,
                            timed_budget(total_s, t_sc - t_run, len(scenarios) - k, now - t_sc))
-            if opts.timed and target.kind in ("cuda", "npu", "cpu"):  # syncguard.renderers.trace
+            if opts.timed and target.kind in PROFILED_KINDS:  # syncguard.renderers.trace
                 from .timing import profiled_pass
 
                 profiled_pass(sc, paths_for(sc, opts), target,

@@ -19,6 +19,7 @@ import time
 from typing import TYPE_CHECKING, Any, Callable, Dict, List, Mapping, Optional
 
 from ..core import _signals
+from .devices import HARDWARE
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..results.format import ResultWriter
@@ -179,7 +180,7 @@ def timed_pass(sc: Scenario, paths: List[str], target: Target,
 #: Steps after the warm-up that :func:`profiled_pass` records per path.
 PROFILED_STEPS = 3
 #: Target kinds that get a profiler trace (the simulated device gets the modeled timeline).
-PROFILED_KINDS = ("cuda", "npu", "cpu")
+PROFILED_KINDS = (*HARDWARE, "cpu")
 
 
 def profiler_file(out_dir: str, scenario: str, path: str) -> str:
