@@ -404,7 +404,8 @@ def test_wheel_ships_the_builtin_scenarios(tmp_path: Path) -> None:
     assert proc.returncode == 0, proc.stderr
     (wheel,) = tmp_path.glob("syncguard-*.whl")
     names = set(zipfile.ZipFile(wheel).namelist())
-    case = root / "sglang_ascend_sampling" / "scenarios"
+    case = root / "scenarios"  # the top-level folder; the package's scenarios/ links to it
+    assert (root / "sglang_ascend_sampling" / "scenarios").resolve() == case.resolve()
     builtin = {f"sglang_ascend_sampling/scenarios/{p.name}" for p in case.glob("*.toml")}
     assert builtin and builtin <= names
     assert "sglang_ascend_sampling/scenarios/_set.toml" in builtin
