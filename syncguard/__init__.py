@@ -12,10 +12,10 @@ import importlib
 from typing import TYPE_CHECKING, Any, Dict, List, Tuple
 
 if TYPE_CHECKING:  # pragma: no cover
-    from .core._hub import allow
-    from .core._selftest import SelfTestError, selftest
     from .core.events import KINDS, Frame, HostSyncError, SyncEvent
     from .core.guard import StepCount, SyncGuard
+    from .core.hub import allow
+    from .core.selftest import SelfTestError, selftest
     from .core.steps import step
     from .errors import SyncguardError
     from .results.format import ResultError
@@ -31,15 +31,15 @@ __all__ = [
 
 #: public name -> (submodule, attribute), imported on first access
 _LAZY: Dict[str, Tuple[str, str]] = {
-    "allow": (".core._hub", "allow"),
+    "allow": (".core.hub", "allow"),
     "KINDS": (".core.events", "KINDS"),
     "Frame": (".core.events", "Frame"),
     "HostSyncError": (".core.events", "HostSyncError"),
     "SyncEvent": (".core.events", "SyncEvent"),
     "StepCount": (".core.guard", "StepCount"),
     "SyncGuard": (".core.guard", "SyncGuard"),
-    "SelfTestError": (".core._selftest", "SelfTestError"),
-    "selftest": (".core._selftest", "selftest"),
+    "SelfTestError": (".core.selftest", "SelfTestError"),
+    "selftest": (".core.selftest", "selftest"),
     "step": (".core.steps", "step"),
     "SyncguardError": (".errors", "SyncguardError"),
     "ResultError": (".results.format", "ResultError"),

@@ -9,5 +9,5 @@ PKG_DIR = os.path.dirname(os.path.abspath(__file__))
 
 
 def pkg_path(*parts: str) -> str:
-    """A path inside the package: ``pkg_path("core", "_hub.py")``."""
+    """A path inside the package: ``pkg_path("core", "hub.py")``."""
     return os.path.join(PKG_DIR, *parts)

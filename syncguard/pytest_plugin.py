@@ -395,8 +395,8 @@ _GUARD_CLASSES: Dict[type, type] = {}
 
 
 def _guard_class() -> type:
-    from .core._hub import allow as _allow
     from .core.guard import SyncGuard
+    from .core.hub import allow as _allow
 
     # Keyed by the base class: an in-process pytester run may import syncguard.core.guard afresh.
     cached = _GUARD_CLASSES.get(SyncGuard)

@@ -28,7 +28,7 @@ def _dynamo_imported_once() -> None:
 def _cpu_only_guards_are_deliberate() -> None:
     """Many tests guard CPU-only code on purpose: the once-per-process NoDeviceTensorsWarning
     is said up front (its own tests reset the flag)."""
-    from syncguard.core._hub import HUB
+    from syncguard.core.hub import HUB
 
     HUB.warned_no_device = True
 
@@ -39,7 +39,7 @@ def _torch_left_clean() -> Iterator[None]:
     classification state (devices, op models) left behind by a guard."""
     import torch
 
-    from syncguard.core._hub import HUB
+    from syncguard.core.hub import HUB
     from syncguard.core.intercept import PATCHER, snapshot
 
     modes = torch._C._len_torch_dispatch_stack()

@@ -348,3 +348,13 @@ def test_one_module_defines_the_device_names() -> None:
     found = sorted(f"{m}:{line}" for m, path in MODULES.items() if m not in exempt
                    for line in _device_name_lists(path))
     assert not found, found
+
+
+def test_no_underscored_core_module_is_used_outside_core() -> None:
+    """What other layers use of the core has a public name: no ``core._x`` module imported
+    from outside ``syncguard.core``."""
+    private = {m for m in MODULES if m.startswith("syncguard.core.")
+               and m.rsplit(".", 1)[-1].startswith("_")}
+    bad = sorted(f"{m} -> {d}" for m, deps in GRAPH.items() if not m.startswith("syncguard.core")
+                 for d in deps if d in private)
+    assert not bad, bad

@@ -53,7 +53,7 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _selftest(args: argparse.Namespace) -> int:
-    from ..core._selftest import selftest, summary_line
+    from ..core.selftest import selftest, summary_line
 
     t = target(args.device)
     print(f"device: {t.kind} ({t.name})")
@@ -99,7 +99,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     if not getattr(args, "command", None):
         parser.print_help(sys.stderr)
         return EXIT_USAGE
-    from ..core import _signals
+    from ..core import signals as _signals
     from ..driving import devices
     from ..results.format import ResultWarning
 

@@ -82,7 +82,7 @@ def main(args: argparse.Namespace) -> int:
         path = args.write_model
         parse_model(current, path)
         parent = os.path.dirname(os.path.abspath(path))
-        from ..core._atomic import write_text
+        from ..core.atomic import write_text
 
         try:
             os.makedirs(parent, exist_ok=True)
@@ -105,7 +105,7 @@ def _write_profile(args: argparse.Namespace, target: Any) -> None:
         raise UsageError(str(exc)) from None
     doc = measure_profile(target.device, base)
     parse_profile(doc, args.profile_out)  # what is written must load
-    from ..core._atomic import write_text
+    from ..core.atomic import write_text
 
     try:
         write_text(args.profile_out, json.dumps(doc, indent=1) + "\n")

@@ -71,7 +71,7 @@ def main(args: argparse.Namespace) -> int:
         raise UsageError("--max-syncs-outside: gates recorded exec results (check OUT); "
                          "scenario runs have no syncs outside their steps")
     # a scenario run needs torch; recorded results (above) never import it
-    from ..core._selftest import selftest
+    from ..core.selftest import selftest
     from ..driving import runner, scenario
     if args.max_bubble_us is not None and not args.max_bubble_us >= 0:
         raise UsageError(f"--max-bubble-us: must be >= 0, got {args.max_bubble_us}")

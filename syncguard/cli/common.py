@@ -207,7 +207,7 @@ def output_path(path: Optional[str], force: bool = True, flag: str = "-o") -> No
     """Refuse (:class:`UsageError`) an output path that cannot be written (a folder, socket,
     FIFO without a reader...) or, without ``force``, a regular file already there; call
     before any work. A device or FIFO is written as a stream, so it needs no ``force``."""
-    from ..core._atomic import OutputError, check_output
+    from ..core.atomic import OutputError, check_output
 
     if path in (None, "-"):
         return
@@ -223,7 +223,7 @@ def output_path(path: Optional[str], force: bool = True, flag: str = "-o") -> No
 def prepare_out(out: str, files: Sequence[str], force: bool) -> str:
     """Make the report folder ``out``; refuse (UsageError) when it is a file, or when one of
     ``files`` is already there and ``force`` is not set."""
-    from ..core._atomic import OutputError, output_kind
+    from ..core.atomic import OutputError, output_kind
 
     if os.path.exists(out) and not os.path.isdir(out):
         raise UsageError(f"--out: {out} exists and is not a folder")

@@ -59,7 +59,7 @@ def main(args: argparse.Namespace) -> int:
     RENDERERS["terminal"].render_compare(df, console=console, title=title)
     if writer is not None:
         text = writer.render_compare(df, *labels, title=title)
-        from ..core._atomic import write_text
+        from ..core.atomic import write_text
 
         try:
             write_text(args.output, text, newline="")  # atomic; never through a symlink

@@ -156,7 +156,7 @@ def main(args: argparse.Namespace) -> int:
         summary["why_not"] = ", ".join(reasons)
     text = RENDERERS[fmt](shown, summary)
     if args.output and args.output != "-":
-        from ..core._atomic import write_text
+        from ..core.atomic import write_text
 
         write_text(args.output, text)  # a full disk: OutputError, one line, exit 2
         wrote(args.output)

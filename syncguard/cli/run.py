@@ -188,7 +188,7 @@ def main(args: argparse.Namespace) -> int:
 
     from .._escape import line_safe, one_line
     from ..console import stdout_console, wrote
-    from ..core import _signals
+    from ..core import signals as _signals
     from ..driving import runner, scenario
     from ..errors import EXIT_INTERNAL, EXIT_OK, EXIT_OVER
     from ..renderers import RENDERERS, RESULT_STREAM, write_reports

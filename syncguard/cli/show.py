@@ -22,7 +22,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def main(args: argparse.Namespace) -> int:
     from ..console import stdout_console, wrote
-    from ..core._atomic import write_text
+    from ..core.atomic import write_text
     from ..errors import EXIT_OK, UsageError
     from ..renderers import RENDERERS, renderer_for_path
     from ..results.run import load

@@ -53,7 +53,7 @@ def _any(x: torch.Tensor) -> Any:
 
 
 def _setup() -> ContextManager[None]:
-    from ._hub import allow
+    from .hub import allow
 
     return allow("catalogue setup: build the input on the device")
 

@@ -23,9 +23,9 @@ from typing import (
     overload,
 )
 
-from . import _signals
-from ._hub import HUB, format_error
+from . import signals as _signals
 from .events import Frame, HostSyncError, NoDeviceTensorsWarning, SyncEvent
+from .hub import HUB, format_error
 from .intercept import PATCHER, dispatch_net
 from .steps import is_warmup
 

@@ -23,9 +23,10 @@ from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple, Union
 
 import torch
 
-from . import _signals, syncapis
 from . import events as E
-from ._hub import HUB, Backend, ByModel
+from . import signals as _signals
+from . import syncapis
+from .hub import HUB, Backend, ByModel
 from .opmodel import OpSyncModel, load_model
 
 # kind, op, device, count, source. ``count`` is a ByModel mapping for an in-kernel read on a
@@ -985,7 +986,7 @@ class _Patcher:
     Install and uninstall are atomic: the full patch set is built first, every patch is
     recorded before it is applied (restoring is idempotent), an exception at any point of
     install rolls back every patch, and uninstall finishes restoring before it re-raises.
-    Callers defer Ctrl-C around both (:func:`syncguard.core._signals.deferred`). The user count
+    Callers defer Ctrl-C around both (:func:`syncguard.core.signals.deferred`). The user count
     never goes below zero."""
 
     def __init__(self) -> None:

@@ -37,7 +37,7 @@ import torch
 from torch.utils.weak import WeakIdKeyDictionary
 
 from .._paths import PKG_DIR
-from ._hub import HUB
+from .hub import HUB
 from .lineage_words import DEVICE_KINDS, HOST_KINDS, site_verdict, verdict_text
 
 log = logging.getLogger("syncguard")

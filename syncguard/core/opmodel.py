@@ -28,7 +28,7 @@ def _arg(args: Tuple[Any, ...], kwargs: Dict[str, Any], i: int, name: str, defau
 
 
 def _is_dev_tensor(x: Any) -> bool:
-    from ._hub import HUB  # light: no torch import, so the model loads without torch
+    from .hub import HUB  # light: no torch import, so the model loads without torch
 
     if not (hasattr(x, "device") and hasattr(x, "dim")):
         return False

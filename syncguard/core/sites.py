@@ -280,7 +280,7 @@ def source_lines(filename: Any) -> List[str]:
     if (not isinstance(filename, str) or not filename or filename.startswith("<")
             or "\x00" in filename or not filename.endswith(_SOURCE_SUFFIXES)):
         return []
-    from ._untrusted import UntrustedError, open_regular
+    from .untrusted import UntrustedError, open_regular
 
     try:
         with open_regular(filename, "Python source") as f:

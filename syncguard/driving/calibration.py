@@ -188,7 +188,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     except DeviceError as exc:
         print(f"syncguard: error: {exc}", file=sys.stderr)
         return 2
-    from ..core._atomic import write_text
+    from ..core.atomic import write_text
 
     # the one writer: atomic, never through a link, a full disk one line
     write_text(os.path.join(a.out, "calibration.json"), json.dumps(cal, indent=1))

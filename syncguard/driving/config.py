@@ -16,7 +16,7 @@ KEYS = ("allow", "device", "devices", "exhaustive", "max_syncs", "lint")
 def load_tool_table(path: str) -> Dict[str, Any]:
     """The ``[tool.syncguard]`` table of ``path`` ({} when absent). Raises ValueError naming
     the file when it cannot be read or the table is not a table."""
-    from ..core._untrusted import UntrustedError, parse_toml, read_text
+    from ..core.untrusted import UntrustedError, parse_toml, read_text
 
     try:  # a regular UTF-8 file, size bounded, never blocking on a FIFO
         data = parse_toml(read_text(path, "pyproject.toml", 16 << 20), path)

@@ -101,7 +101,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     a = ap.parse_args(argv)
     scs = prepare(resolve(a.scenarios), RunOptions(steps=a.steps, warmup=a.warmup))
     doc = run(scs, a.device, a.paths)
-    from ..core._atomic import write_text
+    from ..core.atomic import write_text
 
     write_text(a.out, json.dumps(doc, indent=1))  # the one writer: atomic, no link followed
     print("\n".join(summary_lines(doc)))

@@ -9,8 +9,8 @@ from typing import Any, Callable, Dict, List, Optional, Tuple
 
 import torch
 
-from ..core._hub import allow
 from ..core.events import HostSyncError
+from ..core.hub import allow
 from ..core.lineage import mark_input
 from .devices import Target
 from .scenario import Scenario

@@ -30,7 +30,7 @@ def start_auto(cpu: bool = False) -> LineageTracker:
     """A tracker for code whose device is not known in advance (a guarded test): the
     simulated device's observers when it is set up in this process, else a dispatch mode on
     this thread; ``cpu``: cpu tensors stand for device ones (``devices=("cpu",)``)."""
-    from ..core._hub import HUB
+    from ..core.hub import HUB
 
     if cpu:  # cpu tensors stand for device ones: only a dispatch mode sees their ops
         return start_for("cpu")

@@ -10,7 +10,7 @@ import time
 import warnings
 from typing import Any, Dict, List, Optional
 
-from ..core import _signals
+from ..core import signals as _signals
 from ..core.events import NoDeviceTensorsWarning, SyncEvent
 from ..core.guard import SyncGuard
 from ..core.steps import is_warmup

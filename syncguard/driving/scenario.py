@@ -240,7 +240,7 @@ def _request(file: str, where: str, table: Any) -> List[RequestSpec]:
 
 def parse(text: str, file: str = "<memory>") -> Scenario:
     """Parse and validate a scenario. Raises :class:`ScenarioError` naming file and field."""
-    from ..core._untrusted import UntrustedError, parse_toml
+    from ..core.untrusted import UntrustedError, parse_toml
 
     try:
         data = parse_toml(text, file)
@@ -436,7 +436,7 @@ def _check_logit_range(file: str, dtype: str, scale: float, reqs: List[RequestSp
 def load(path: str) -> Scenario:
     """Load a scenario file (UTF-8 TOML). Raises :class:`ScenarioError` (unreadable, not UTF-8,
     too large, malformed)."""
-    from ..core._untrusted import UntrustedError, read_text
+    from ..core.untrusted import UntrustedError, read_text
 
     try:  # a regular UTF-8 file, size bounded, never blocking on a FIFO
         text = read_text(path, "scenario", MAX_FILE_BYTES)
@@ -553,7 +553,7 @@ def _set_subjects(path: str) -> Tuple[str, ...]:
     :class:`ScenarioError` naming the file and the field."""
     if not os.path.isfile(path):
         return ()
-    from ..core._untrusted import UntrustedError, parse_toml, read_text
+    from ..core.untrusted import UntrustedError, parse_toml, read_text
 
     try:
         data = parse_toml(read_text(path, "scenario set", MAX_FILE_BYTES), path)

@@ -18,7 +18,7 @@ import os
 import time
 from typing import TYPE_CHECKING, Any, Callable, Dict, List, Mapping, Optional
 
-from ..core import _signals
+from ..core import signals as _signals
 from .devices import HARDWARE
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -232,7 +232,7 @@ def _profiler_failed(out_dir: str, scenario: str, paths: List[str], why: str) ->
     out = []
     for path in paths:
         file = profiler_file(out_dir, scenario, path)[:-5] + ".txt"
-        from ..core._atomic import write_text
+        from ..core.atomic import write_text
 
         write_text(file, f"no torch.profiler trace: {why}\n")  # never through a link
         out.append(file)

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, Dict, List, Mapping, Optional, Sequence, 
 from .hooks import StepTarget
 
 if TYPE_CHECKING:  # pragma: no cover
-    from ..core import _signals
+    from ..core import signals as _signals
     from ..gate.verdicts import Budget, Tally
 
 
@@ -83,7 +83,7 @@ def _exit_code(exc: SystemExit) -> int:
 def execute(opts: ExecOptions, target: Any, out: str) -> int:
     """Run the program under the guard, write the results into ``out`` and return the exit
     code (see :mod:`syncguard.cli.exec`)."""
-    from ..core._selftest import selftest
+    from ..core.selftest import selftest
     from ..errors import UsageError
     from ..results.format import environment
     from .hooks import findable, static_missing
@@ -130,7 +130,7 @@ def execute(opts: ExecOptions, target: Any, out: str) -> int:
         "scenarios": {program.name: {"file": program.target, "steps": None,
                                      "warmup": opts.warmup, "max_syncs": {}}},
     }
-    from ..core._atomic import claim, stream_of
+    from ..core.atomic import claim, stream_of
 
     # the result file is this run's alone until its reports are written (a second run into
     # the same --out is refused in one line); released when the process closes it
@@ -143,7 +143,7 @@ def execute(opts: ExecOptions, target: Any, out: str) -> int:
 
 def _run(opts: ExecOptions, target: Any, out: str, program: Any, path: str,
          header: Dict[str, Any], stream: Any) -> int:
-    from ..core import _signals
+    from ..core import signals as _signals
     from ..core import steps as markers
     from ..errors import EXIT_BROKEN_PIPE, EXIT_OK, EXIT_OVER, EXIT_USAGE
     from ..results.format import ResultWriter

@@ -11,7 +11,7 @@ import threading
 import time
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
-from ..core import _signals
+from ..core import signals as _signals
 from ..core.events import SyncEvent
 from ..core.guard import SyncGuard
 from ..gate.verdicts import Tally
@@ -429,13 +429,13 @@ def _user_stack(frame: Any) -> List[Any]:
     """The frames from ``frame`` outwards that may drive a loop: neither torch's nor
     syncguard's (``nn.Module.__call__`` between a driver and ``forward`` is not it), nor a
     generator's; innermost first."""
-    from ..core._hub import HUB
+    from ..core.hub import HUB
 
     out = []
     f = frame
     while f is not None:
         code = f.f_code
-        if not HUB._skip(code.co_filename) and not code.co_flags & _GENERATOR_FLAGS:
+        if not HUB.skip(code.co_filename) and not code.co_flags & _GENERATOR_FLAGS:
             out.append(f)
         f = f.f_back
     return out

@@ -177,8 +177,8 @@ class Baseline:
 
     def save(self, path: str) -> None:
         """Write the baseline as JSON (atomically: a temporary file, then a rename; a device or
-        FIFO at ``path`` is written in place, never replaced: :mod:`syncguard.core._atomic`)."""
-        from ..core._atomic import write_text
+        FIFO at ``path`` is written in place, never replaced: :mod:`syncguard.core.atomic`)."""
+        from ..core.atomic import write_text
 
         write_text(path, json.dumps(self.to_dict(), indent=2, sort_keys=False) + "\n")
 
@@ -199,7 +199,7 @@ class Baseline:
     def load(cls, path: str) -> Baseline:
         """Read a baseline file; :class:`BaselineError` (a ValueError) names the file and the
         problem when it is missing, not JSON, of another format or version, or malformed."""
-        from ..core._untrusted import UntrustedError, load_json
+        from ..core.untrusted import UntrustedError, load_json
 
         try:  # a regular UTF-8 file, size and nesting bounded, never blocking on a FIFO
             data = load_json(path, "baseline", MAX_FILE_BYTES)

@@ -75,8 +75,8 @@ def lint_paths(paths: Sequence[str], exclude: Sequence[str] = (),
                exclude_root: Optional[str] = None, root: Optional[str] = None) -> LintReport:
     """Lint ``paths`` (files and folders, see :func:`.files.iter_files`); finding paths are
     shown relative to ``root`` (default: the current directory) when under it."""
-    from ..core._untrusted import UntrustedError
     from ..core.sites import display_path
+    from ..core.untrusted import UntrustedError
     from .files import iter_files, read_source
 
     t0 = time.perf_counter()

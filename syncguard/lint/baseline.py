@@ -38,9 +38,9 @@ def keyed(findings: Sequence[Finding]) -> List[Tuple[str, Finding]]:
 
 def save(path: str, findings: Sequence[Finding]) -> None:
     """Write the baseline atomically through the project's one writer
-    (:func:`syncguard.core._atomic.write_text`: an unpredictable temporary name, never through
+    (:func:`syncguard.core.atomic.write_text`: an unpredictable temporary name, never through
     a link, a folder refused, a full disk one line)."""
-    from ..core._atomic import write_text
+    from ..core.atomic import write_text
 
     rows = [{"key": k, "path": f.path, "line": f.line, "rule": f.rule, "api": f.api}
             for k, f in keyed(findings)]
@@ -57,7 +57,7 @@ def load(path: str) -> Set[str]:
     """The keys of a lint baseline; :class:`~syncguard.gate.baseline.BaselineError` names the file
     and the problem. Read through the project's one loader of untrusted files (a FIFO or
     device refused without blocking, size and nesting bounded)."""
-    from ..core._untrusted import UntrustedError, load_json
+    from ..core.untrusted import UntrustedError, load_json
 
     try:
         data = load_json(path, "lint baseline", MAX_BYTES)

@@ -89,12 +89,12 @@ def read_source(path: str) -> str:
     """The text of the Python file ``path``, read through the project's one loader of
     untrusted files (a FIFO, device or folder named ``*.py`` refused without blocking, at most
     :data:`MAX_SOURCE_BYTES`) and decoded as Python decodes it (PEP 263: a ``coding:`` cookie
-    or a BOM, else UTF-8). Raises :class:`~syncguard.core._untrusted.UntrustedError`,
+    or a BOM, else UTF-8). Raises :class:`~syncguard.core.untrusted.UntrustedError`,
     SyntaxError (a bad cookie) or UnicodeDecodeError."""
     import io
     import tokenize
 
-    from ..core._untrusted import read_bytes
+    from ..core.untrusted import read_bytes
 
     raw = read_bytes(path, "Python source", MAX_SOURCE_BYTES)
     encoding, _ = tokenize.detect_encoding(io.BytesIO(raw).readline)
@@ -128,7 +128,7 @@ _BACKEND = _backend()
 
 
 def _gitignore(root: str) -> List[str]:
-    from ..core._untrusted import UntrustedError, read_text
+    from ..core.untrusted import UntrustedError, read_text
 
     try:
         return read_text(os.path.join(root, ".gitignore"), ".gitignore",

@@ -89,7 +89,7 @@ def _user_site() -> str:
     for fr in reversed(traceback.extract_stack()[:-2]):
         f = os.path.abspath(fr.filename)
         if not f.startswith((tdir, _WARNINGS_FILE, pkg_path("model", "groundtruth.py"),
-                             pkg_path("core", "intercept.py"), pkg_path("core", "_hub.py"),
+                             pkg_path("core", "intercept.py"), pkg_path("core", "hub.py"),
                              pkg_path("sim"))):
             return normalize_site(f"{fr.filename}:{fr.lineno}")
     return "<unknown>"

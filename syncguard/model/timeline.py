@@ -44,7 +44,7 @@ import os
 import threading
 from typing import Any, Deque, Dict, List, Optional, Sequence, Set, Tuple
 
-from ..core._plain import PLAIN, is_plain
+from ..core.plain import PLAIN, is_plain
 from ..errors import SyncguardError
 
 #: Folder of the shipped profiles (``<name>.json``).
@@ -174,7 +174,7 @@ def load_profile(name_or_file: Optional[str] = None) -> Profile:
     if not os.path.lexists(path):
         raise ProfileError(f"--profile: {spec}: no such profile file or shipped profile "
                            f"(shipped: {', '.join(profile_names())})")
-    from ..core._untrusted import UntrustedError, load_json
+    from ..core.untrusted import UntrustedError, load_json
 
     try:  # a regular UTF-8 file, size and nesting bounded, never blocking on a FIFO
         doc = load_json(path, "profile", 1 << 20)
@@ -450,7 +450,7 @@ class Recorder:
         #: one object per distinct shape a traced step shows (OpRecorder.sizes)
         self.sizes = _SIZES
         global _SimT
-        from ..core._hub import HUB
+        from ..core.hub import HUB
         from ..sim.device import SimTensor  # the recorder observes the simulated device
 
         _SimT = SimTensor

@@ -217,7 +217,7 @@ def render(result: RunResult, fmt: str, **options: Any) -> str:
 def write(result: RunResult, path: str, fmt: Optional[str] = None, **options: Any) -> str:
     """Render ``result`` to the file ``path`` (format from the extension unless ``fmt``);
     returns ``path``. The file is written atomically, never through a symbolic link."""
-    from ..core._atomic import atomic_open
+    from ..core.atomic import atomic_open
 
     fmt = fmt or format_for_path(path)
     if fmt not in RENDERERS:

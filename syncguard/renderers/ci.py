@@ -21,7 +21,7 @@ from typing import IO, Any, Dict, List, Optional, Sequence, Tuple
 
 from .. import _escape
 from .._words import plural, steps_phrase
-from ..core._atomic import atomic_open
+from ..core.atomic import atomic_open
 from ..core.events import KINDS
 from ..core.sites import caller_text, display_path, function_name, site_key
 from ..gate.baseline import Finding

@@ -142,7 +142,7 @@ def _profiler(file: str, first_pid: int, label: str) -> List[Dict[str, Any]]:
     """A torch.profiler Chrome trace's events with its processes renumbered from
     ``first_pid`` (so they cannot collide with ours or another path's) and named after
     ``label``; [] when the file cannot be read."""
-    from ..core._untrusted import UntrustedError, load_json
+    from ..core.untrusted import UntrustedError, load_json
 
     try:  # a FIFO or device left there is refused without blocking; size and depth bounded
         doc = load_json(file, "torch.profiler trace", 512 << 20)

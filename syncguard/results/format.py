@@ -292,7 +292,7 @@ class ResultWriter:
         #: every line before it kept; the caller reports it (:meth:`raise_error`)
         self.error: Optional[OSError] = None
         if stream is None:
-            from ..core._atomic import claim
+            from ..core.atomic import claim
 
             # never through a symlink at path; locked while this writer has it open, so a
             # second run writing the same file is refused instead of interleaving its lines
@@ -311,7 +311,7 @@ class ResultWriter:
         try:
             return self._encoder.encode(obj) + "\n"
         except ValueError:
-            from ..core._untrusted import finite_json
+            from ..core.untrusted import finite_json
 
             return self._encoder.encode(finite_json(obj)) + "\n"
 
@@ -351,10 +351,10 @@ class ResultWriter:
         self.error = exc
 
     def raise_error(self) -> None:
-        """Raise the first write error as one :class:`~syncguard.core._atomic.OutputError`
+        """Raise the first write error as one :class:`~syncguard.core.atomic.OutputError`
         line naming the file (nothing when every line was written)."""
         if self.error is not None:
-            from ..core._atomic import write_error
+            from ..core.atomic import write_error
 
             raise write_error(self.path, self.error)
 
@@ -477,7 +477,7 @@ class RunResult:
     def write_json(self, f: IO[str]) -> None:
         """Write the whole result as one JSON document to ``f``, one step or event per line,
         without building the document in memory (a 10k-step run stays flat)."""
-        from ..core._untrusted import finite_json
+        from ..core.untrusted import finite_json
 
         plain = json.JSONEncoder(default=str, separators=(",", ":"), allow_nan=False)
 
@@ -924,7 +924,7 @@ def load(path: str) -> RunResult:
                 return load(os.path.join(path, name))
         raise ResultError(f"{path}: no result.jsonl, result.json or result.rank<N>.jsonl in "
                           f"this folder")
-    from ..core._untrusted import UntrustedError, open_regular
+    from ..core.untrusted import UntrustedError, open_regular
 
     try:  # a regular file only: a FIFO or device is refused without blocking
         f = open_regular(path, "result")

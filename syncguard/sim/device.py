@@ -65,8 +65,8 @@ from typing import Any, Callable, Dict, Iterator, List, Optional, Protocol, Set,
 import torch
 
 from syncguard.core import intercept as _intercept
-from syncguard.core._plain import PLAIN as _PLAIN
-from syncguard.core._plain import is_plain as _is_plain
+from syncguard.core.plain import PLAIN as _PLAIN
+from syncguard.core.plain import is_plain as _is_plain
 
 from ..errors import SyncguardError
 

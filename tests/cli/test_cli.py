@@ -580,7 +580,7 @@ def test_check_refuses_to_gate_when_the_self_test_fails(monkeypatch: pytest.Monk
                                                         capsys: pytest.CaptureFixture) -> None:
     # "0 syncs" must never mean "the detector was off": a blind guard is exit 3, not 0
     from syncguard.cli import EXIT_INTERNAL
-    from syncguard.core import _selftest
+    from syncguard.core import selftest as _selftest
     from syncguard.core.events import SelfTestError
 
     def blind(device: Optional[str] = None) -> List[str]:

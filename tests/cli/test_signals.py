@@ -122,7 +122,7 @@ def test_second_ctrl_c_while_writing_reports_leaves_every_report_whole(
 
 @posix
 def test_deferred_delivers_a_held_ctrl_c_after_the_block() -> None:
-    from syncguard.core import _signals
+    from syncguard.core import signals as _signals
 
     done = []
     with pytest.raises(KeyboardInterrupt):
@@ -253,8 +253,8 @@ def test_bad_progress_interval_is_exit_2(tmp_path: Path, capsys: pytest.CaptureF
 @posix
 def test_ctrl_c_while_the_guard_exits_still_uninstalls_the_interceptors(
         tmp_path: Path, capsys: pytest.CaptureFixture, monkeypatch: pytest.MonkeyPatch) -> None:
-    from syncguard.core._hub import HUB
     from syncguard.core.guard import SyncGuard
+    from syncguard.core.hub import HUB
     from syncguard.core.intercept import PATCHER
 
     real_exit = SyncGuard.__exit__

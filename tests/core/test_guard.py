@@ -56,8 +56,8 @@ def test_event_fields_name_user_line_api_and_op() -> None:
 
 def test_reads_of_cpu_tensors_are_not_counted_by_default(monkeypatch: pytest.MonkeyPatch
                                                           ) -> None:
-    from syncguard.core._hub import HUB
     from syncguard.core.events import NoDeviceTensorsWarning
+    from syncguard.core.hub import HUB
 
     monkeypatch.setattr(HUB, "warned_no_device", False)
     x = torch.arange(3)
@@ -430,8 +430,8 @@ def test_swallowed_host_sync_error_is_raised_again_at_exit() -> None:
 
 
 def test_a_guard_over_cpu_only_code_warns_once(monkeypatch: pytest.MonkeyPatch) -> None:
-    from syncguard.core._hub import HUB
     from syncguard.core.events import NoDeviceTensorsWarning
+    from syncguard.core.hub import HUB
 
     monkeypatch.setattr(HUB, "warned_no_device", False)
     x = torch.arange(3)

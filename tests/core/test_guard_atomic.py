@@ -13,7 +13,7 @@ import pytest
 import torch
 
 from syncguard import SyncGuard
-from syncguard.core._hub import HUB
+from syncguard.core.hub import HUB
 from syncguard.core.intercept import PATCHER, snapshot
 
 _SWAPS = (setattr, delattr)

@@ -15,8 +15,8 @@ import torch
 
 import syncguard
 from syncguard import SyncGuard
-from syncguard.core import _signals
-from syncguard.core._hub import HUB
+from syncguard.core import signals as _signals
+from syncguard.core.hub import HUB
 from syncguard.core.intercept import PATCHER, snapshot
 
 _PKG = os.path.dirname(os.path.abspath(syncguard.__file__)) + os.sep
@@ -28,7 +28,7 @@ needs_sigint = pytest.mark.skipif(not hasattr(signal, "raise_signal") or os.name
 #: the guard's own entry and exit, the signal deferral and the hub: every instruction; the
 #: patch set (intercept.py, thousands of instructions, all inside the OS-blocked section)
 #: is sampled by a second pass
-_CORE = tuple(os.path.join(_PKG, "core", f) for f in ("guard.py", "_signals.py", "_hub.py"))
+_CORE = tuple(os.path.join(_PKG, "core", f) for f in ("guard.py", "signals.py", "hub.py"))
 
 
 class _SignalAtOpcode:

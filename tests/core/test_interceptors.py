@@ -12,8 +12,8 @@ import pytest
 import torch
 
 from syncguard.core import intercept
-from syncguard.core._hub import HUB
 from syncguard.core.guard import SyncGuard
+from syncguard.core.hub import HUB
 from syncguard.core.intercept import PATCHER, patched_attributes, report_sync, snapshot, suppressed
 
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from _paths import TESTS
 
-from syncguard.core import _signals
+from syncguard.core import signals as _signals
 from syncguard.driving import devices, runner
 from syncguard.driving.scenario import load as load_scenario
 from syncguard.results import format as results

@@ -17,7 +17,7 @@ import pytest
 from _subprocess import env
 
 from syncguard.cli import main
-from syncguard.core import _atomic
+from syncguard.core import atomic as _atomic
 from syncguard.results import format as results
 
 posix = pytest.mark.skipif(os.name == "nt", reason="flock and tmpfs need POSIX")

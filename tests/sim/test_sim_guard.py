@@ -250,7 +250,7 @@ def test_backend_layer_counts_a_host_index_tensor_too() -> None:
 
 
 def test_the_simulated_backend_is_registered_with_the_interception_layer() -> None:
-    from syncguard.core._hub import HUB
+    from syncguard.core.hub import HUB
     from syncguard.sim.device import SimTensor
 
     b = HUB.backends["npu"]

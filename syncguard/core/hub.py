@@ -31,8 +31,8 @@ log = logging.getLogger("syncguard")
 # syncguard's own machinery is never "the user's line"; the subjects it drives (the case study
 # in sglang_ascend_sampling, a user's sampler) are.
 _INTERNAL_DIRS = tuple(
-    pkg_path(*p.split("/")) for p in ("core/_hub.py", "core/intercept.py", "core/guard.py",
-                                     "core/opmodel.py", "core/_selftest.py", "sim/",
+    pkg_path(*p.split("/")) for p in ("core/hub.py", "core/intercept.py", "core/guard.py",
+                                     "core/opmodel.py", "core/selftest.py", "sim/",
                                      "core/lineage.py",
                                      "pytest_plugin.py", "core/steps.py", "execute/")
 )
@@ -264,7 +264,7 @@ class Hub:
         return (device_type != "cpu" and device_type != "meta") or device_type in self.extra_devices
 
     # -- attribution ------------------------------------------------------------------
-    def _skip(self, filename: str) -> bool:
+    def skip(self, filename: str) -> bool:
         s = self._skip_cache.get(filename)
         if s is None:
             a = os.path.abspath(filename) if not filename.startswith("<") else filename
@@ -313,7 +313,7 @@ class Hub:
                 maps = getattr(getattr(cc, "PyCodeCache", None), "linemaps", None)
                 generated = isinstance(maps, dict) and fn in maps
             name, q = _user_name(code)
-            info = (self._skip(fn), generated, name, q,
+            info = (self.skip(fn), generated, name, q,
                     self._soft(fn) or self._passthrough(code))
             if len(self._info_cache) < 65536:
                 self._info_cache[code] = info
@@ -330,7 +330,7 @@ class Hub:
             if not skipped:
                 mapped = compiled_source(f) if generated else None
                 if mapped is not None:  # generated code: the user's lines it was made from
-                    mapped = tuple(fr for fr in mapped if not self._skip(fr.filename))
+                    mapped = tuple(fr for fr in mapped if not self.skip(fr.filename))
                     frames.extend(mapped)
                     soft.extend(self._soft(fr.filename) for fr in mapped)
                     root = mapped[-1] if mapped else None
