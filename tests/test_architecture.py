@@ -358,3 +358,15 @@ def test_no_underscored_core_module_is_used_outside_core() -> None:
     bad = sorted(f"{m} -> {d}" for m, deps in GRAPH.items() if not m.startswith("syncguard.core")
                  for d in deps if d in private)
     assert not bad, bad
+
+
+def test_one_writer_of_ci_annotations() -> None:
+    """GitHub workflow commands and SARIF logs are written in one module
+    (``renderers/annotations.py``) for the runtime gate and the lint alike."""
+    owner = "syncguard.renderers.annotations"
+    marks = re.compile(r"""^[^#]*f?["']::\{?(error|warning|notice|level)|sarif-schema|"2\.1\.0\"""")
+    found = sorted(f"{m}:{i}" for m, path in MODULES.items() if m != owner
+                   for i, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
+                   if marks.search(line))
+    assert not found, found
+    assert marks.search(MODULES[owner].read_text(encoding="utf-8"))

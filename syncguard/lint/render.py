@@ -6,19 +6,16 @@ the current directory, ``/`` separators)."""
 from __future__ import annotations
 
 import json
-import os
 from typing import Any, Dict, List, Optional, Sequence
 
 from .. import _escape
 from ..core.syncapis import RULES
+from ..renderers.annotations import artifact_location, location, sarif_log, workflow_command
 from .backends import BOTH, label
 from .checker import CERTAIN, Finding
 from .context import SERVING
 
 FORMATS = ("text", "github", "sarif", "json")
-SARIF_SCHEMA_URI = (
-    "https://docs.oasis-open.org/sarif/sarif/v2.1.0/errata01/os/schemas/sarif-schema-2.1.0.json"
-)
 
 
 def _run_note(f: Finding) -> str:
@@ -89,32 +86,17 @@ def render_github(findings: Sequence[Finding], summary: Dict[str, Any]) -> str:
     out = []
     for f in findings:
         level = "error" if f.severity == CERTAIN else "warning"
-        props = (f"file={_escape.gh_property(f.path)},line={f.line},col={f.col + 1},"
-                 f"endLine={f.end_line},"
-                 f"title={_escape.gh_property(f'syncguard {f.rule} {f.api}')}")
         msg = f"{f.severity}{tags(f)}: {f.why} (in {f.function}){_run_note(f)}"
-        out.append(f"::{level} {props}::{_escape.gh_data(msg)}")
+        out.append(workflow_command(level, f.path, f.line, f"syncguard {f.rule} {f.api}", msg,
+                                    col=f.col + 1, end_line=f.end_line))
     for e in _errors(summary):
-        props = (f"file={_escape.gh_property(e['path'])},line={e['line'] or 1},"
-                 f"title={_escape.gh_property('syncguard lint: file not linted')}")
-        out.append(f"::error {props}::{_escape.gh_data(e['message'])}")
+        out.append(workflow_command("error", e["path"], e["line"] or 1,
+                                    "syncguard lint: file not linted", e["message"]))
     out.append(summary_line(summary))
     return "\n".join(out) + "\n"
 
 
-def _uri(path: str, safe: str) -> str:
-    return _escape.uri_path(path, safe)
-
-
-def _artifact(path: str) -> Dict[str, Any]:
-    if os.path.isabs(path):
-        return {"uri": "file://" + _uri(path.replace(os.sep, "/"), "/:")}
-    return {"uri": _uri(path, "/"), "uriBaseId": "%SRCROOT%"}
-
-
 def render_sarif(findings: Sequence[Finding], summary: Dict[str, Any]) -> str:
-    from .._version import __version__
-
     ids = sorted(RULES)
     index = {r: i for i, r in enumerate(ids)}
     rules = [{
@@ -137,11 +119,8 @@ def render_sarif(findings: Sequence[Finding], summary: Dict[str, Any]) -> str:
             "level": "error" if f.severity == CERTAIN else "warning",
             "message": {"text": f"{f.api}{tags(f)}: {f.why} ({f.severity}, in "
                                 f"{f.function}){_run_note(f)}"},
-            "locations": [{"physicalLocation": {
-                "artifactLocation": _artifact(f.path),
-                "region": {"startLine": f.line, "startColumn": f.col + 1,
-                           "endLine": max(f.line, f.end_line)},
-            }}],
+            "locations": [location(f.path, {"startLine": f.line, "startColumn": f.col + 1,
+                                            "endLine": max(f.line, f.end_line)})],
             "partialFingerprints": {"syncguardLint/v1": finding_key(f)},
             "properties": props,
         })
@@ -149,30 +128,17 @@ def render_sarif(findings: Sequence[Finding], summary: Dict[str, Any]) -> str:
         results.append({
             "ruleId": "syncguard-lint-error", "level": "error",
             "message": {"text": f"file not linted: {e['message']}"},
-            "locations": [{"physicalLocation": {
-                "artifactLocation": _artifact(e["path"]),
-                "region": {"startLine": max(1, int(e["line"] or 1))}}}],
+            "locations": [location(e["path"], {"startLine": max(1, int(e["line"] or 1))})],
         })
-    root = os.getcwd().replace(os.sep, "/")
-    run = {
-        "tool": {"driver": {"name": "syncguard-lint", "version": __version__,
-                            "semanticVersion": __version__,
-                            "informationUri": "https://pypi.org/project/syncguard/",
-                            "rules": rules}},
-        "originalUriBaseIds": {"%SRCROOT%": {
-            "uri": "file://" + _uri(root if root.startswith("/") else "/" + root,
-                                    "/:") + "/"}},
-        "invocations": [{"executionSuccessful": not summary.get("errors"),
-                         "toolExecutionNotifications": [
-                             {"level": "error", "message": {"text": e["message"]},
-                              "locations": [{"physicalLocation": {
-                                  "artifactLocation": _artifact(e["path"])}}]}
-                             for e in _errors(summary)]}],
-        "results": results,
-        "properties": {"files": summary["files"], "counts": summary["counts"]},
-    }
-    return json.dumps(_escape.json_safe({"$schema": SARIF_SCHEMA_URI, "version": "2.1.0",
-                                  "runs": [run]}), indent=2) + "\n"
+    invocation = {"executionSuccessful": not summary.get("errors"),
+                  "toolExecutionNotifications": [
+                      {"level": "error", "message": {"text": e["message"]},
+                       "locations": [{"physicalLocation": {
+                           "artifactLocation": artifact_location(e["path"])}}]}
+                      for e in _errors(summary)]}
+    log = sarif_log("syncguard-lint", rules, results, invocation,
+                    {"files": summary["files"], "counts": summary["counts"]})
+    return json.dumps(_escape.json_safe(log), indent=2) + "\n"
 
 
 def finding_dict(f: Finding) -> Dict[str, Any]:

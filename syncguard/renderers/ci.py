@@ -26,12 +26,13 @@ from ..core.events import KINDS
 from ..core.sites import caller_text, display_path, function_name, site_key
 from ..gate.baseline import Finding
 from ..gate.verdicts import Verdict, summary
-
-SARIF_SCHEMA_URI = (
-    "https://docs.oasis-open.org/sarif/sarif/v2.1.0/errata01/os/schemas/sarif-schema-2.1.0.json"
+from .annotations import (  # noqa: F401  (information_uri: this module's name for it)
+    SARIF_SCHEMA_URI,
+    information_uri,
+    location,
+    sarif_log,
+    workflow_command,
 )
-#: Used when the installed distribution names no project URL.
-DEFAULT_INFORMATION_URI = "https://pypi.org/project/syncguard/"
 
 _KIND_HELP: Dict[str, str] = {
     "scalar_read": "A Python read of one device scalar (bool(), .item(), int(), float(), an "
@@ -46,33 +47,6 @@ _KIND_HELP: Dict[str, str] = {
     "in_kernel": "A device kernel that reads device data on the host internally (from the "
                  "backend's op sync model).",
 }
-
-
-def _version() -> str:
-    from .._version import __version__
-
-    return __version__
-
-
-def information_uri() -> str:
-    """The project's URL from the installed distribution's metadata, else PyPI's page."""
-    try:
-        from importlib.metadata import PackageNotFoundError, metadata
-
-        try:
-            md = metadata("syncguard")
-        except PackageNotFoundError:
-            return DEFAULT_INFORMATION_URI
-        home = md["Home-page"] if "Home-page" in md else None
-        if home and home.startswith(("http://", "https://")):
-            return home
-        for entry in md.get_all("Project-URL") or []:
-            url = entry.split(",", 1)[-1].strip()
-            if url.startswith(("http://", "https://")):
-                return url
-    except Exception:  # metadata is best effort; never fail the report for it
-        pass
-    return DEFAULT_INFORMATION_URI
 
 
 # ---------------------------------------------------------------------------- text
@@ -148,24 +122,14 @@ def render_github(verdicts: Sequence[Verdict]) -> str:
     """The text summary, then one ``::error file=,line=,title=syncguard::`` per finding."""
     out = [render_text(verdicts)]
     for f in _findings(verdicts):
-        props = (f"file={escape_property(display_path(f.event.filename))},"
-                 f"line={f.event.lineno},title={escape_property('syncguard')}")
-        out.append(f"::error {props}::{escape_data(annotation_message(f))}\n")
+        out.append(workflow_command("error", display_path(f.event.filename), f.event.lineno,
+                                    "syncguard", annotation_message(f)) + "\n")
     return "".join(out)
 
 
 # ---------------------------------------------------------------------------- sarif
 def _rule_id(kind: str) -> str:
     return f"hidden-sync/{kind}"
-
-
-def _artifact_location(filename: str) -> Dict[str, Any]:
-    p = display_path(filename)
-    if filename.startswith("<"):
-        return {"uri": _escape.uri_path(p, "")}
-    if os.path.isabs(p) or p.startswith("/"):
-        return {"uri": "file://" + _escape.uri_path(p if p.startswith("/") else "/" + p, "/:")}
-    return {"uri": _escape.uri_path(p, "/"), "uriBaseId": "%SRCROOT%"}
 
 
 def render_sarif(verdicts: Sequence[Verdict]) -> Dict[str, Any]:
@@ -196,38 +160,20 @@ def render_sarif(verdicts: Sequence[Verdict]) -> Dict[str, Any]:
             "ruleIndex": index[kind],
             "level": "error",
             "message": {"text": annotation_message(f)},
-            "locations": [{"physicalLocation": {
-                "artifactLocation": _artifact_location(ev.filename),
-                "region": {"startLine": max(1, ev.lineno)},
-            }}],
+            "locations": [location(ev.filename, {"startLine": max(1, ev.lineno)})],
             "partialFingerprints": {"syncguardSite/v1": site_key(ev)},
             "properties": props,
         })
-    root = os.getcwd().replace(os.sep, "/")
-    run: Dict[str, Any] = {
-        "tool": {"driver": {
-            "name": "syncguard",
-            "version": _version(),
-            "semanticVersion": _version(),
-            "informationUri": information_uri(),
-            "rules": rules,
-        }},
-        "originalUriBaseIds": {"%SRCROOT%": {
-            "uri": "file://" + _escape.uri_path(root if root.startswith("/") else "/" + root, "/:")
-            + "/"}},
-        "invocations": [{"executionSuccessful": True}],
-        "results": results,
-        "properties": {
-            "totals": [{"scenario": v.scenario, "path": v.path, "hiddenSyncs": v.hidden,
-                        "budget": v.max_syncs if v.max_syncs is not None else 0,
-                        "failed": v.failed}
-                       for v in verdicts],
-        },
-    }
+    log = sarif_log("syncguard", rules, results, {"executionSuccessful": True}, {
+        "totals": [{"scenario": v.scenario, "path": v.path, "hiddenSyncs": v.hidden,
+                    "budget": v.max_syncs if v.max_syncs is not None else 0,
+                    "failed": v.failed}
+                   for v in verdicts],
+    })
     baseline = _baseline(verdicts)
     if baseline:
-        run["properties"]["baseline"] = baseline
-    return {"$schema": SARIF_SCHEMA_URI, "version": "2.1.0", "runs": [run]}
+        log["runs"][0]["properties"]["baseline"] = baseline
+    return log
 
 
 def render_sarif_json(verdicts: Sequence[Verdict]) -> str:
