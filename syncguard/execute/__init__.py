@@ -345,7 +345,7 @@ def _gate(opts: ExecOptions, session: Any) -> bool:
     steps = max((t.steps - min(t.steps, opts.warmup) for t in session.totals.values()),
                 default=0)
     verdicts += gate.outside_verdicts(session.outside, label, session.outside_after, steps)
-    emit_gate(opts.fmt, verdicts, opts.output)
+    emit_gate(opts.fmt, verdicts, opts.output, command="exec")
     if opts.output not in (None, "-") and os.path.exists(opts.output):
         wrote(opts.output)
     return any(v.failed for v in verdicts)

@@ -495,17 +495,18 @@ def per_step_verdict(events: Union[Tally, Sequence[SyncEvent]], budget: int, sce
         dataclasses.replace(f, message=why) for f in v.findings))
 
 
-def summary(verdicts: Sequence[Verdict]) -> str:
+def summary(verdicts: Sequence[Verdict], unit: str = "scenario path") -> str:
     """All verdicts in one line: ``"1 of 2 scenario paths failed (gate: budget)"``, ``"all 2
-    scenario paths OK (gate: baseline FILE)"``."""
+    scenario paths OK (gate: baseline FILE)"``. ``unit`` names what one verdict judges
+    (``exec``: a gated step of the program)."""
     failed = sum(1 for v in verdicts if v.failed)
     against = next((v for v in verdicts if v.max_syncs is None), None)
     gate = "budget" if against is None else against.limit()
     if failed:
-        return f"{failed} of {plural(len(verdicts), 'scenario path')} failed (gate: {gate})"
+        return f"{failed} of {plural(len(verdicts), unit)} failed (gate: {gate})"
     if len(verdicts) == 1:
-        return f"1 scenario path OK (gate: {gate})"
-    return f"all {len(verdicts)} scenario paths OK (gate: {gate})"
+        return f"1 {unit} OK (gate: {gate})"
+    return f"all {plural(len(verdicts), unit)} OK (gate: {gate})"
 
 
 def _count(value: Any) -> Optional[int]:

@@ -146,26 +146,30 @@ def gate_file_name(fmt: str) -> Optional[str]:
     return None if r is None else r.file_name
 
 
-def render_gate(fmt: str, verdicts: Sequence[Any]) -> str:
+def render_gate(fmt: str, verdicts: Sequence[Any], command: str = "check") -> str:
     """The gate's report on ``verdicts`` (:class:`syncguard.gate.verdicts.Verdict`) in gate
-    format ``fmt`` (one of :func:`gate_formats`)."""
+    format ``fmt`` (one of :func:`gate_formats`); the text of ``text`` and ``github`` speaks
+    as ``syncguard <command>``."""
     r = GATE_RENDERERS.get(fmt)
     if r is None:
         raise ValueError(f"unknown format {fmt!r}; valid formats: {', '.join(GATE_RENDERERS)}")
+    if fmt in ("text", "github"):
+        return r.render(verdicts, command=command)
     return r.render(verdicts)
 
 
-def emit_gate(fmt: str, verdicts: Sequence[Any], output: Optional[str]) -> None:
+def emit_gate(fmt: str, verdicts: Sequence[Any], output: Optional[str],
+              command: str = "check") -> None:
     """Write the gate's report in ``fmt`` to ``output`` (None or ``"-"``: stdout; else a file,
     replaced atomically). When a format with a file of its own (sarif, junit) goes to a file,
     the text summary is also printed on stdout, so the CI log still says what failed."""
     from .ci import Output
 
-    text = render_gate(fmt, verdicts)
+    text = render_gate(fmt, verdicts, command)
     with Output(output) as f:
         f.write(text)
     if GATE_RENDERERS[fmt].file_name is not None and output not in (None, "-"):
-        sys.stdout.write(render_gate("text", verdicts))
+        sys.stdout.write(render_gate("text", verdicts, command))
 
 
 def run_files() -> Tuple[str, ...]:

@@ -69,12 +69,18 @@ def _baseline(verdicts: Sequence[Verdict]) -> Optional[str]:
 TEXT_MAX_SITES = 20
 
 
-def render_text(verdicts: Sequence[Verdict]) -> str:
+#: what ``check`` and ``exec`` call one verdict in the gate's first line
+_UNITS = {"check": "scenario path", "exec": "gated step"}
+
+
+def render_text(verdicts: Sequence[Verdict], command: str = "check") -> str:
     """The gate's summary line, one :meth:`~syncguard.gate.verdicts.Verdict.row` per verdict, and
     under each failing one its :meth:`~syncguard.gate.verdicts.Verdict.site_lines` (against a
     baseline each says why it fails), at most :data:`TEXT_MAX_SITES` of them, then a line counting
-    the rest."""
-    lines = [_escape.terminal(f"syncguard check: {summary(verdicts)}")]
+    the rest. ``command``: ``check`` (scenario paths) or ``exec`` (the program's gated steps:
+    each ``--loop``/``--step`` name, and the reads outside every step)."""
+    head = f"syncguard {command}: {summary(verdicts, _UNITS.get(command, 'scenario path'))}"
+    lines = [_escape.terminal(head)]
     for v in verdicts:
         lines.append(_escape.terminal(v.row()))
         if v.failed:
@@ -118,9 +124,9 @@ def annotation_message(f: Finding) -> str:
     return text
 
 
-def render_github(verdicts: Sequence[Verdict]) -> str:
+def render_github(verdicts: Sequence[Verdict], command: str = "check") -> str:
     """The text summary, then one ``::error file=,line=,title=syncguard::`` per finding."""
-    out = [render_text(verdicts)]
+    out = [render_text(verdicts, command)]
     for f in _findings(verdicts):
         out.append(workflow_command("error", display_path(f.event.filename), f.event.lineno,
                                     "syncguard", annotation_message(f)) + "\n")
