@@ -57,6 +57,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    "left, its counted pass first, its timed pass the rest (at least one "
                    "round); the expected total is printed at the start")
     add_width_argument(p)
+    p.add_argument("--verbose", "-v", action="store_true",
+                   help="also print every scenario's per-step table, the sync sites and the "
+                   "legend (by default the terminal shows the summary and the verdicts; the "
+                   "files always hold everything)")
     add_record_lines_argument(p, "ran in the counted pass")
     add_lineage_argument(p)
     p.add_argument("--crosscheck", action="store_true",
@@ -244,10 +248,19 @@ def main(args: argparse.Namespace) -> int:
     with stop.finishing():
         res = results.load(result_path)
         written = write_reports(res, out)
-    RENDERERS["terminal"].render(res, stdout_console(args.width))
-    for path in written:
+    full = bool(getattr(args, "verbose", False))
+    RENDERERS["terminal"].render(res, stdout_console(args.width), steps=full, sites=full,
+                                 legend=full)
+    if not full:
+        print("Per-step tables, every sync site and the legend: --verbose, or the reports "
+              "below (report.html first).", file=sys.stderr)
+    # the HTML report last: the one line a person opens
+    html = [p for p in written if p.endswith(".html")]
+    for path in [p for p in written if p not in html]:
         wrote(path)
     wrote(result_path)
+    for path in html:
+        wrote(path)
     if stop.stopped:
         print(f"syncguard: {stop.kept(len(res.steps), result_path)}", file=sys.stderr)
         return stop.exit_code
