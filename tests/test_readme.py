@@ -7,6 +7,7 @@ import re
 import subprocess
 import sys
 from pathlib import Path
+from typing import List
 
 import pytest
 
@@ -27,13 +28,19 @@ def _run(args, cwd, **kw) -> subprocess.CompletedProcess:
                           **kw)
 
 
-def test_library_snippet_runs_as_written(tmp_path: Path) -> None:
+def _api_snippet(tmp_path: Path, heading: str, name: str) -> List[str]:
+    """Run docs/api.md's python block under ``heading`` as ``name`` in ``tmp_path``: its
+    output lines (it must exit 0)."""
     api = (ROOT / "docs" / "api.md").read_text(encoding="utf-8")
-    script = tmp_path / "snippet.py"
-    script.write_text(_block(api, "## As a library", "python"), encoding="utf-8")
+    script = tmp_path / name
+    script.write_text(_block(api, heading, "python"), encoding="utf-8")
     proc = _run([sys.executable, str(script)], tmp_path)
     assert proc.returncode == 0, proc.stderr
-    lines = proc.stdout.splitlines()
+    return proc.stdout.splitlines()
+
+
+def test_library_snippet_runs_as_written(tmp_path: Path) -> None:
+    lines = _api_snippet(tmp_path, "## As a library", "snippet.py")
     assert lines[0] == "3 3"
     assert lines[1] == ("snippet.py:9 in sampler: Tensor.__bool__ (aten::_local_scalar_dense) "
                         "[scalar_read] x1, step 0")
@@ -94,12 +101,7 @@ def test_docs_reading_a_run_snippet_runs_on_an_exec_result(tmp_path: Path) -> No
     proc = _run([sys.executable, "-m", "syncguard", "exec", "--device", "cpu", "--out", "out",
                  "--max-syncs", "0", "--loop", "loop:step", "--", "python", "loop.py"], tmp_path)
     assert proc.returncode == 1, proc.stderr  # the read on every step fails the default gate
-    api = (ROOT / "docs" / "api.md").read_text(encoding="utf-8")
-    script = tmp_path / "read.py"
-    script.write_text(_block(api, "## Reading a recorded run", "python"), encoding="utf-8")
-    proc = _run([sys.executable, str(script)], tmp_path)
-    assert proc.returncode == 0, proc.stderr
-    lines = proc.stdout.splitlines()
+    lines = _api_snippet(tmp_path, "## Reading a recorded run", "read.py")
     assert lines[0] == "exec cpu True"
     assert lines[1].endswith(": 4}"), lines
     site, api_name, count = lines[2].split()
