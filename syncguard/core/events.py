@@ -98,6 +98,16 @@ class SyncEvent:
     wait_us: Optional[float] = None
     lineage: Optional[Dict[str, Any]] = None
 
+    def evolve(self, **changes: Any) -> SyncEvent:
+        """A copy with ``changes`` (fields by name), as ``dataclasses.replace`` makes it but
+        without running ``__init__`` again: ``exec`` copies each event once per step, on the
+        program's clock."""
+        if not changes.keys() <= _FIELD_SET:
+            raise TypeError(f"SyncEvent has no field {sorted(changes.keys() - _FIELD_SET)[0]}")
+        new = object.__new__(SyncEvent)
+        new.__dict__.update(self.__dict__, **changes)
+        return new
+
     @property
     def site(self) -> str:
         """``file:line`` of the user code that made the sync."""
@@ -135,6 +145,7 @@ class SyncEvent:
 
 
 _EVENT_FIELDS = tuple(f.name for f in dataclasses.fields(SyncEvent))
+_FIELD_SET = frozenset(_EVENT_FIELDS)
 
 
 def site_line(filename: str, lineno: int, function: str, api: str, op: Optional[str] = None,

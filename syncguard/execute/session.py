@@ -196,7 +196,7 @@ class ExecSession:
             if lp is not None and self._mine(lp):
                 where = self._loop_where(lp)
                 if where is not None:
-                    lp.events.append(dataclasses.replace(ev, step=lp.index))
+                    lp.events.append(ev.evolve(step=lp.index))
                     if lp.driver is None:
                         lp.depths.append(where)
                     return
@@ -207,7 +207,7 @@ class ExecSession:
     def _keep_outside(self, ev: SyncEvent, after: Optional[int]) -> None:
         self.outside.add(ev)
         if after is not None:
-            self.outside_after.add(dataclasses.replace(ev, step=after))
+            self.outside_after.add(ev.evolve(step=after))
         self._unwritten.append((ev, after))
 
     def _last_of(self, lp: _LoopStep) -> None:
@@ -283,7 +283,7 @@ class ExecSession:
             evs = [e for e, d in zip(lp.events, lp.depths) if d == 0]
             for e, d in zip(lp.events, lp.depths):
                 if d:
-                    self._keep_outside(dataclasses.replace(e, step=None), lp.index)
+                    self._keep_outside(e.evolve(step=None), lp.index)
         labels = None
         if lp.first and next_shape is not None and lp.shape is not None and (
                 lp.shape != next_shape):
@@ -336,7 +336,7 @@ class ExecSession:
         with self._lock:
             st.closed = True
             self._steps.pop(id(st), None)
-            evs = [dataclasses.replace(e, step=st.index) for e in st.events]
+            evs = [e.evolve(step=st.index) for e in st.events]
             self._close(st.name, st.index, st.t0, st.dev, evs,
                         None if raised is None else {"raised": raised})
 
@@ -375,7 +375,7 @@ class ExecSession:
                 keep_events=self.keep_events))
         tot.steps += 1
         if rec.warmup:
-            evs = [dataclasses.replace(e, warmup=True) for e in evs]
+            evs = [e.evolve(warmup=True) for e in evs]
         else:
             tot.syncs += rec.syncs
             tot.tally.extend(evs)  # the hidden ones, counted
@@ -409,7 +409,7 @@ class ExecSession:
             self._loops.clear()
             self._flush()
             if not self._next and complete:
-                evs = [dataclasses.replace(e, step=0) for e, _ in self._unwritten]
+                evs = [e.evolve(step=0) for e, _ in self._unwritten]
                 self.outside, self._unwritten = Tally(keep_events=self.keep_events), []
                 self.outside_after = Tally()
                 self._next[PROGRAM_STEP] = 1

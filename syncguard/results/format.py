@@ -45,6 +45,7 @@ import subprocess
 import sys
 import time
 import warnings
+from json.encoder import c_make_encoder as _c_make_encoder  # type: ignore[attr-defined]
 from typing import IO, TYPE_CHECKING, Any, Dict, Iterable, List, Optional, Sequence, Tuple
 
 from .._paths import PKG_DIR
@@ -305,11 +306,20 @@ class ResultWriter:
 
     #: one encoder for every line (``json.dumps`` with options builds one per call)
     _encoder = json.JSONEncoder(separators=(",", ":"), default=str, allow_nan=False)
+    #: the same encoding, called straight (``JSONEncoder.encode`` sets up its C encoder again
+    #: on each call; a step writes two lines): no circular check, the writer's lines are trees
+    _encode_c = (None if _c_make_encoder is None else _c_make_encoder(
+        None, str, json.encoder.encode_basestring_ascii, None, ":", ",", False, False, False))
+
+    def _encode(self, obj: Any) -> str:
+        if self._encode_c is not None:
+            return "".join(self._encode_c(obj, 0))
+        return self._encoder.encode(obj)
 
     def _line(self, obj: Dict[str, Any]) -> str:
         # never NaN or Infinity: not JSON, and the file is read back for the reports
         try:
-            return self._encoder.encode(obj) + "\n"
+            return self._encode(obj) + "\n"
         except ValueError:
             from ..core.untrusted import finite_json
 
@@ -321,7 +331,7 @@ class ResultWriter:
         if stack is None:
             if len(self._stacks) >= _STACKS_KEPT:
                 self._stacks.clear()
-            stack = self._stacks[ev.stack] = self._encoder.encode([
+            stack = self._stacks[ev.stack] = self._encode([
                 {"filename": f.filename, "lineno": f.lineno, "function": f.function,
                  "qualname": f.qualname} for f in ev.stack])
         d = {**head, **ev.__dict__}  # the fields, in their order (a plain dataclass)
