@@ -168,6 +168,7 @@ class Hub:
     def __init__(self) -> None:
         self.lock = threading.RLock()
         self.guards: List[SyncGuard] = []
+        self._raising = False  # whether a guard raises: worked out when the guards change
         self.tls = _ThreadState()
         self._skip_cache: Dict[str, bool] = {}
         self._soft_cache: Dict[str, bool] = {}
@@ -250,6 +251,7 @@ class Hub:
         self.extra_devices = frozenset(devs)
         self.models = frozenset(models)
         self._skip_prefixes = self._compute_skip_prefixes()
+        self._raising = any(g.on_sync == "raise" for g in self.guards)  # asked on every read
         self._reporting = _reporting_prefixes()
         self._skip_cache.clear()
         self._info_cache.clear()  # built on _skip
@@ -380,7 +382,7 @@ class Hub:
     @property
     def raising(self) -> bool:
         """True when some active guard raises on a sync (the call must not run first)."""
-        return any(g.on_sync == "raise" for g in self.guards)
+        return self._raising
 
     def _in_reporting(self) -> bool:
         """Whether this call comes from a test framework's own reporting (pytest's saferepr
