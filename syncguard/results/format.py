@@ -970,21 +970,37 @@ def load(path: str) -> RunResult:
 _DOC_START = '{"header": '
 
 
-def _shared(event: Dict[str, Any], strings: Dict[str, str]) -> Dict[str, Any]:
-    """``event`` with its string values (and its stack frames' strings) replaced by one shared
-    copy per distinct string: a run's events repeat the same file names, functions, kinds and
-    APIs, and a result of 200,000 events would otherwise hold a copy of each per event."""
+def _shared(event: Dict[str, Any], strings: Dict[str, str],
+            stacks: Dict[Tuple[Any, ...], List[Dict[str, Any]]]) -> Dict[str, Any]:
+    """``event`` with its string values replaced by one shared copy per distinct string, and
+    its stack by one shared list per distinct stack: a run's events repeat the same file
+    names, functions, kinds, APIs and call paths, and a result of 200,000 events would
+    otherwise hold a copy of each per event. (A loaded result is read, never changed.)"""
     for k, v in event.items():
         if type(v) is str:
             event[k] = strings.setdefault(v, v)
     stack = event.get("stack")
     if stack:
-        for fr in stack:
-            if type(fr) is dict:
+        key = tuple(tuple(fr.items()) for fr in stack)
+        same = stacks.get(key)
+        if same is None:
+            for fr in stack:
                 for k, v in fr.items():
                     if type(v) is str:
                         fr[k] = strings.setdefault(v, v)
+            same = stacks[key] = stack
+        event["stack"] = same
     return event
+
+
+def _shared_step(rec: StepRecord, strings: Dict[str, str]) -> StepRecord:
+    """``rec`` with its scenario, path and pass one shared string each (see :func:`_shared`)."""
+    d = rec.__dict__
+    for k in ("scenario", "path", "pass_"):
+        v = d[k]
+        if type(v) is str:
+            d[k] = strings.setdefault(v, v)
+    return rec
 
 
 def _load_lines(path: str, f: IO[str]) -> RunResult:
@@ -994,6 +1010,7 @@ def _load_lines(path: str, f: IO[str]) -> RunResult:
     notes: List[Dict[str, Any]] = []
     timelines: List[Dict[str, Any]] = []
     strings: Dict[str, str] = {}
+    stacks: Dict[Tuple[Any, ...], List[Dict[str, Any]]] = {}
     footer = None
     torn: Optional[int] = None  # a line that did not parse: fine only if it is the last one
     for i, line in enumerate(f, 1):
@@ -1012,9 +1029,9 @@ def _load_lines(path: str, f: IO[str]) -> RunResult:
         if t == "header":
             header = _check_header(f"{path}:{i}", {"type": "header", **obj})
         elif t == "step":
-            steps.append(_step(f"{path}:{i}", obj))
+            steps.append(_shared_step(_step(f"{path}:{i}", obj), strings))
         elif t == "event":
-            events.append(_shared(_event(f"{path}:{i}", obj), strings))
+            events.append(_shared(_event(f"{path}:{i}", obj), strings, stacks))
         elif t == "footer":
             footer = {"type": "footer", **obj}
         elif t == "note":

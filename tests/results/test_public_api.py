@@ -78,3 +78,21 @@ def test_reading_a_run_never_imports_torch(tmp_path: Path) -> None:
     out = subprocess.run([sys.executable, "-c", code, str(tmp_path)], capture_output=True,
                          text=True, check=True)
     assert out.stdout.strip() == "False"
+
+
+def test_a_loaded_run_holds_each_call_path_and_name_once(tmp_path: Path) -> None:
+    """A long run's events repeat a few call paths: loaded, equal stacks are one list and
+    equal names one string, so memory grows with the steps' numbers, not their text."""
+    from syncguard.results.format import load
+
+    _write(tmp_path / "result.jsonl", 6)
+    res = load(str(tmp_path / "result.jsonl"))
+    at12 = [e for e in res.events if e["lineno"] == 12]
+    at30 = [e for e in res.events if e["lineno"] == 30]
+    assert len(at12) == 6 and len(at30) == 3
+    assert all(e["stack"] is at12[0]["stack"] for e in at12)
+    assert at30[0]["stack"] is not at12[0]["stack"]
+    assert at30[0]["stack"] == [{"filename": "/src/sampler.py", "lineno": 30,
+                                 "function": "sample", "qualname": ""}]
+    assert all(s.path is res.steps[0].path for s in res.steps)
+    assert all(e["filename"] is at12[0]["filename"] for e in res.events)
