@@ -18,15 +18,44 @@ import sys
 import sysconfig
 import threading
 from types import FrameType
-from typing import TYPE_CHECKING, Any, Dict, Iterator, List, NamedTuple, Optional, Tuple, Union
+from typing import (
+    Any,
+    Dict,
+    FrozenSet,
+    Iterator,
+    List,
+    NamedTuple,
+    Optional,
+    Protocol,
+    Tuple,
+    Union,
+)
 
 from .._paths import pkg_path
 from .events import Frame, HostSyncError, SyncEvent
 
-if TYPE_CHECKING:  # pragma: no cover
-    from .guard import SyncGuard
-
 log = logging.getLogger("syncguard")
+
+
+class SyncGuard(Protocol):
+    """What the hub asks of an active guard (:class:`syncguard.core.guard.SyncGuard`, which
+    sits above the hub and registers itself: so the hub names no guard class)."""
+
+    on_sync: str
+    devices: FrozenSet[str]
+    model: Optional[str]
+    stack_depth: int
+    #: the guard's raised errors that the code under it caught (each guard learns of them)
+    swallowed: List[Any]
+
+    @property
+    def stale(self) -> bool: ...
+    def _abandon(self) -> None: ...
+    def accepts(self, device: Optional[str]) -> bool: ...
+    def site_allowed(self, stack: Tuple[Frame, ...]) -> Optional[str]: ...
+    def current_step(self) -> Tuple[Optional[int], bool]: ...
+    def _record(self, ev: SyncEvent) -> None: ...
+    def _raised_error(self, ev: SyncEvent, err: HostSyncError) -> None: ...
 
 # syncguard's own machinery is never "the user's line"; the subjects it drives (the case study
 # in sglang_ascend_sampling, a user's sampler) are.

@@ -16,12 +16,27 @@ import os
 import re
 import sys
 import sysconfig
-from typing import TYPE_CHECKING, Any, Iterable, List, Optional, Tuple
+from typing import Any, Iterable, List, Optional, Protocol, Tuple
 
 from .._paths import PKG_DIR
 
-if TYPE_CHECKING:
-    from .events import SyncEvent
+
+class SiteOf(Protocol):
+    """What a site key reads of a sync event (:class:`syncguard.core.events.SyncEvent`, which
+    names its sites with this module: so this module names no event type)."""
+
+    @property
+    def filename(self) -> str: ...
+    @property
+    def lineno(self) -> int: ...
+    @property
+    def function(self) -> str: ...
+    @property
+    def kind(self) -> str: ...
+    @property
+    def api(self) -> str: ...
+    @property
+    def op(self) -> Optional[str]: ...
 
 _PKG_DIR = PKG_DIR + os.sep
 
@@ -236,7 +251,7 @@ def _function_start(lines: List[str], lineno: int, function: str) -> int:
     return 1
 
 
-def site_key(ev: SyncEvent, root: Optional[str] = None) -> str:
+def site_key(ev: SiteOf, root: Optional[str] = None) -> str:
     """A call-site identity that survives lines moving.
 
     Made of: the file path (:func:`key_path`: relative to ``root``, default the current
