@@ -24,9 +24,10 @@ from typing import (
 )
 
 from . import signals as _signals
+from .aten import dispatch_net
 from .events import Frame, HostSyncError, NoDeviceTensorsWarning, SyncEvent
 from .hub import HUB, format_error
-from .intercept import PATCHER, dispatch_net
+from .intercept import PATCHER
 from .steps import is_warmup
 
 if TYPE_CHECKING:  # pragma: no cover

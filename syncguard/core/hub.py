@@ -57,10 +57,12 @@ class SyncGuard(Protocol):
     def _record(self, ev: SyncEvent) -> None: ...
     def _raised_error(self, ev: SyncEvent, err: HostSyncError) -> None: ...
 
-# syncguard's own machinery is never "the user's line"; the subjects it drives (the case study
-# in sglang_ascend_sampling, a user's sampler) are.
-_INTERNAL_DIRS = tuple(
-    pkg_path(*p.split("/")) for p in ("core/hub.py", "core/intercept.py", "core/guard.py",
+#: syncguard's own machinery, never "the user's line" (files, and folders ending in a
+#: separator); the subjects it drives (the case study in sglang_ascend_sampling, a user's
+#: sampler) are. Every frame walk of syncguard's skips these.
+INTERNAL_DIRS = tuple(
+    pkg_path(*p.split("/")) for p in ("core/hub.py", "core/intercept.py", "core/classify.py",
+                                     "core/aten.py", "core/guard.py",
                                      "core/opmodel.py", "core/selftest.py", "sim/",
                                      "core/lineage.py",
                                      "pytest_plugin.py", "core/steps.py", "execute/")
@@ -227,7 +229,7 @@ class Hub:
 
     @staticmethod
     def _compute_skip_prefixes() -> Tuple[str, ...]:
-        prefixes: List[str] = list(_INTERNAL_DIRS)
+        prefixes: List[str] = list(INTERNAL_DIRS)
         for mod in ("torch", "torch_npu"):
             m = sys.modules.get(mod)
             f = getattr(m, "__file__", None) if m is not None else None

@@ -85,12 +85,13 @@ def _user_site() -> str:
 
     import torch
 
+    from ..core.hub import INTERNAL_DIRS
+
     tdir = os.path.dirname(torch.__file__)
     for fr in reversed(traceback.extract_stack()[:-2]):
         f = os.path.abspath(fr.filename)
         if not f.startswith((tdir, _WARNINGS_FILE, pkg_path("model", "groundtruth.py"),
-                             pkg_path("core", "intercept.py"), pkg_path("core", "hub.py"),
-                             pkg_path("sim"))):
+                             *INTERNAL_DIRS)):
             return normalize_site(f"{fr.filename}:{fr.lineno}")
     return "<unknown>"
 
@@ -212,18 +213,18 @@ class SimBackendCounter(NativeCounter):
     name = "sim-backend"
 
     def __enter__(self) -> SimBackendCounter:
-        from ..core import intercept
+        from ..core import aten
 
-        intercept.BACKEND_COUNTERS.append(self._on_op)
+        aten.BACKEND_COUNTERS.append(self._on_op)
         return self
 
     def _on_op(self, kind: str, op: str, count: int) -> None:
         self._hit(count)
 
     def __exit__(self, *exc: Any) -> None:
-        from ..core import intercept
+        from ..core import aten
 
-        intercept.BACKEND_COUNTERS.remove(self._on_op)
+        aten.BACKEND_COUNTERS.remove(self._on_op)
 
 
 def native_counter(kind: str) -> NativeCounter:

@@ -248,7 +248,7 @@ class _OpKind:
     __slots__ = ("oid", "name", "kind", "classify", "base", "mode")
 
     def __init__(self, op: Any) -> None:
-        from ..core import intercept
+        from ..core import classify
 
         self.oid = id(op)
         schema = op._schema
@@ -258,8 +258,8 @@ class _OpKind:
         is_view = bool(rets) and all(r.alias_info is not None and not r.alias_info.is_write
                                      for r in rets)
         self.kind = VIEW if is_view or base in _NO_KERNEL else base
-        c = intercept._aten_classifier(op)
-        self.classify = None if c is intercept._SKIP else c
+        c = classify._aten_classifier(op)
+        self.classify = None if c is classify._SKIP else c
         # how Recorder.on_op keys its launch record (base: were it never a sync)
         self.base = (_VIEW if self.kind == VIEW else _COPY if self.name in _COPIES else
                      _SHAPES if self.name in _MATMUL else _BYTES)

@@ -2,7 +2,7 @@
 
 ``simulated_device()`` turns PyTorch's PrivateUse1 backend into a device named ``npu`` whose
 tensors keep their values in CPU tensors and whose every ATen op passes through one Python
-kernel. That kernel calls :func:`syncguard.core.intercept.backend_op_hook` before each op, so
+kernel. That kernel calls :func:`syncguard.core.aten.backend_op_hook` before each op, so
 syncguard sees host reads of device data (``.item()``, ``bool()``, ``.tolist()``, ``.cpu()``,
 ``nonzero``...) from every thread, exactly where a real NPU would have to synchronise.
 

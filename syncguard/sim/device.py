@@ -26,7 +26,7 @@ How it works (torch >= 2.9, ``torch.utils.backend_registration``):
   kernel, so that every host/device transfer reaches the backend as ``aten::_copy_from``
   (``_to_copy``'s own composite would allocate the host result of a non-blocking
   device-to-host copy with ``pin_memory=True``, which the Python hooks cannot serve).
-* Before each op the kernel calls ``syncguard.core.intercept.backend_op_hook(op, args, kwargs,
+* Before each op the kernel calls ``syncguard.core.aten.backend_op_hook(op, args, kwargs,
   device_type=name)``; ``args``/``kwargs`` hold the :class:`SimTensor` wrappers as the caller
   passed them. Then it unwraps device tensors to their CPU values, maps ``device=npu`` to CPU,
   runs the op, and wraps tensor results. A view op returns a wrapper around the CPU view,
@@ -64,6 +64,8 @@ from typing import Any, Callable, Dict, Iterator, List, Optional, Protocol, Set,
 
 import torch
 
+from syncguard.core import aten as _aten
+from syncguard.core import classify as _classify
 from syncguard.core import intercept as _intercept
 from syncguard.core.plain import PLAIN as _PLAIN
 from syncguard.core.plain import is_plain as _is_plain
@@ -395,7 +397,7 @@ def _wrap_out(out: Any, cargs: List[Any], args: Tuple[Any, ...]) -> Any:
 
 def _run(info: _OpInfo, args: Tuple[Any, ...], kwargs: Dict[str, Any]) -> Any:
     op = info.op
-    _intercept.backend_op_hook(op, args, kwargs, device_type=_NAME)
+    _aten.backend_op_hook(op, args, kwargs, device_type=_NAME)
     if info.special is not None:
         return info.special(op, args, kwargs)
     cargs = [a._v if type(a) is SimTensor else _unwrap(a, info) for a in args]
@@ -490,7 +492,7 @@ def _run_observed(info: _OpInfo, args: Tuple[Any, ...], kwargs: Dict[str, Any]) 
         res = _run(info, args, kwargs)
     else:
         op = info.op
-        _intercept.backend_op_hook(op, args, kwargs, device_type=_NAME)
+        _aten.backend_op_hook(op, args, kwargs, device_type=_NAME)
         if info.special is not None:
             res = info.special(op, args, kwargs)
             r = None
@@ -943,7 +945,7 @@ def setup(name: str = "npu") -> torch.device:
         from syncguard.sim import compiler
 
         compiler.install(name, SimTensor)
-        _intercept.register_backend(name, SimTensor, "npu")
+        _classify.register_backend(name, SimTensor, "npu")
         _STATE.name = name
         _STATE.device = torch.device(name, 0)
         SIM_NAME = name

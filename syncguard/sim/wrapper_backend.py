@@ -133,18 +133,18 @@ def _numpy_impl(self: Any, *, force: bool = False) -> Any:
 
 def make_numpy() -> Callable[..., Any]:
     """``SimTensor.numpy``, wrapped as syncguard's interceptor wraps ``Tensor.numpy``."""
-    from syncguard.core import intercept
+    from syncguard.core import classify, intercept
 
-    return intercept._wrap(_numpy_impl, "Tensor.numpy", intercept._numpy)
+    return intercept._wrap(_numpy_impl, "Tensor.numpy", classify._numpy)
 
 
 def make_tolist() -> Callable[..., Any]:
     """``SimTensor.tolist``, wrapped as syncguard's interceptor wraps ``Tensor.tolist`` (with the
     same API name and classifier), so a guard reports it exactly as on torch >= 2.9, where
     ``Tensor.tolist`` itself works on a device tensor."""
-    from syncguard.core import intercept
+    from syncguard.core import classify, intercept
 
-    return intercept._wrap(_tolist_impl, "Tensor.tolist", intercept._d2h)
+    return intercept._wrap(_tolist_impl, "Tensor.tolist", classify._d2h)
 
 
 def shell(shape: Any, dtype: torch.dtype) -> torch.Tensor:

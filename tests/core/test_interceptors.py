@@ -11,7 +11,7 @@ from typing import List
 import pytest
 import torch
 
-from syncguard.core import intercept
+from syncguard.core import classify
 from syncguard.core.guard import SyncGuard
 from syncguard.core.hub import HUB
 from syncguard.core.intercept import PATCHER, patched_attributes, report_sync, snapshot, suppressed
@@ -123,9 +123,9 @@ def test_an_async_copy_to_the_host_waits_only_into_pageable_memory() -> None:
     x = torch.arange(3)
     pageable = torch.empty(3, dtype=x.dtype)
     with SyncGuard(devices=("cpu",)) as g:  # "cpu" is the device only while a guard says so
-        assert intercept._to((x, "cpu"), {"non_blocking": True}) is None
-        blocking = intercept._to((x, "cpu"), {})
-        hit = intercept._copy_((pageable, x), {"non_blocking": True})
+        assert classify._to((x, "cpu"), {"non_blocking": True}) is None
+        blocking = classify._to((x, "cpu"), {})
+        hit = classify._copy_((pageable, x), {"non_blocking": True})
     assert g.count == 0  # classifying reads nothing
     assert blocking is not None and blocking[0] == "d2h_copy"
     assert hit is not None and hit[0] == "d2h_copy" and "pageable" in str(hit[4])

@@ -19,6 +19,7 @@ from typing import Any, Callable, Dict, List, Tuple
 import pytest
 import torch
 
+import syncguard.core.aten as aten
 import syncguard.core.intercept as intercept
 from syncguard import sim
 from syncguard.sim import device as simdev
@@ -47,7 +48,7 @@ def ops_seen(monkeypatch: pytest.MonkeyPatch) -> List[Tuple[str, str, str]]:
     def hook(func: Any, args: Tuple[Any, ...], kwargs: Dict[str, Any], device_type: str) -> None:
         seen.append((func.name(), device_type, threading.current_thread().name))
 
-    monkeypatch.setattr(intercept, "backend_op_hook", hook)
+    monkeypatch.setattr(aten, "backend_op_hook", hook)
     return seen
 
 
@@ -406,7 +407,7 @@ def test_hook_runs_before_the_op_and_may_raise(monkeypatch: pytest.MonkeyPatch) 
         if func.name() == "aten::_local_scalar_dense":
             raise Stop(device_type)
 
-    monkeypatch.setattr(intercept, "backend_op_hook", hook)
+    monkeypatch.setattr(aten, "backend_op_hook", hook)
     with pytest.raises(Stop, match="npu"):
         x.sum().item()
     y = x.clone()
@@ -426,6 +427,7 @@ def syncs(monkeypatch: pytest.MonkeyPatch) -> List[Tuple[Any, ...]]:
         got.append((kind, api, op, device))
 
     monkeypatch.setattr(intercept, "report_sync", report)
+    monkeypatch.setattr(aten, "report_sync", report)
     return got
 
 

@@ -19,17 +19,17 @@ import torch
 
 def _battery() -> Dict[str, Dict[str, Any]]:
     from syncguard import SyncGuard, sim
-    from syncguard.core import intercept
+    from syncguard.core import aten
 
     sim.simulated_device("npu", torch_npu=True)
     seen: List[str] = []
-    orig = intercept.backend_op_hook
+    orig = aten.backend_op_hook
 
     def hook(func: Any, args: Any, kwargs: Any, device_type: str) -> None:
         seen.append(func.name())
         orig(func, args, kwargs, device_type)
 
-    intercept.backend_op_hook = hook  # type: ignore[assignment]
+    aten.backend_op_hook = hook  # type: ignore[assignment]
     x = torch.randn(4, 8, generator=torch.Generator().manual_seed(1))
     d = x.to("npu")
     m = d > 0
