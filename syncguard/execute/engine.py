@@ -1,0 +1,356 @@
+"""The ``exec`` engine: check the program and its ``--step``/``--loop`` targets, run it under
+one guard with the step recorder (:mod:`.session`), then the footer, the reports and the gate."""
+
+
+from __future__ import annotations
+
+import dataclasses
+import importlib.util
+import os
+import sys
+from typing import TYPE_CHECKING, Any, Dict, List, Mapping, Optional, Sequence, Tuple
+
+from .hooks import StepTarget
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ..core import signals as _signals
+    from ..gate.verdicts import Budget, Tally
+
+
+@dataclasses.dataclass
+class ExecOptions:
+    """One ``exec`` run: the program, the ``--step`` targets, the gate and output options."""
+
+    program: Any  # program.Program
+    steps: Sequence[StepTarget] = ()
+    warmup: int = 0
+    max_syncs: Optional[int] = None
+    max_syncs_per_step: Optional[int] = None
+    max_syncs_outside: Optional[int] = None
+    allow_sites: Sequence[Tuple[str, str]] = ()
+    fmt: str = "text"
+    output: Optional[str] = None
+    width: Optional[int] = None
+    rank: Optional[int] = None
+    argv: List[str] = dataclasses.field(default_factory=list)
+    #: files/folders whose ``syncguard lint`` candidate lines are recorded as they run
+    record_lines: Sequence[str] = ()
+    #: ``--force``: an earlier run's result file in the folder may be replaced
+    force: bool = True
+    #: track where each read value came from (``--lineage``; syncguard.core.lineage)
+    lineage: bool = False
+
+
+def rank_from_env(env: Optional[Mapping[str, str]] = None) -> Optional[int]:
+    """This process's rank under torchrun (``RANK`` and ``WORLD_SIZE`` set), else None.
+    Raises ValueError (one line) for a ``RANK`` that is not an integer from 0 to
+    ``WORLD_SIZE - 1`` in ASCII digits, or a ``WORLD_SIZE`` that is not a positive integer:
+    said before the program runs, not after (its result would be refused)."""
+    e: Mapping[str, str] = os.environ if env is None else env
+    rank, world = e.get("RANK"), e.get("WORLD_SIZE")
+    if rank is None or world is None:
+        return None
+    import re
+
+    digits = re.compile(r"0|[1-9][0-9]{0,5}", re.ASCII)
+    if not digits.fullmatch(world) or int(world) < 1:
+        raise ValueError(f"WORLD_SIZE={world[:40]!r}: must be a positive integer (as torchrun "
+                         f"sets it)")
+    if not digits.fullmatch(rank) or int(rank) >= int(world):
+        raise ValueError(f"RANK={rank[:40]!r}: must be an integer from 0 to "
+                         f"{int(world) - 1} (WORLD_SIZE={world}), as torchrun sets it")
+    return int(rank)
+
+
+def result_name(rank: Optional[int]) -> str:
+    """``result.jsonl``, or ``result.rank<N>.jsonl`` for rank N."""
+    return "result.jsonl" if rank is None else f"result.rank{rank}.jsonl"
+
+
+def _exit_code(exc: SystemExit) -> int:
+    code = exc.code
+    if code is None:
+        return 0
+    if isinstance(code, int):
+        return code
+    print(code, file=sys.stderr)  # sys.exit("message"), as Python prints it
+    return 1
+
+
+def execute(opts: ExecOptions, target: Any, out: str) -> int:
+    """Run the program under the guard, write the results into ``out`` and return the exit
+    code (see :mod:`syncguard.cli.exec`)."""
+    from ..core.selftest import selftest
+    from ..errors import UsageError
+    from ..results.format import environment
+    from .hooks import findable, static_missing
+    from .mainhook import main_source
+    from .program import ProgramError, check, program_path
+
+    program = opts.program
+    try:
+        check(program)
+    except ProgramError as exc:
+        raise UsageError(str(exc)) from None
+    own = {"__main__", own_module(program)}
+    with program_path(program):
+        main_file = main_source(program.target, program.module)
+        for t in opts.steps:
+            if t.module in own:  # the program's own code, which runs as __main__
+                if main_file is None:
+                    raise UsageError(f"{t.flag} {t.spec}: the program's code is not a Python "
+                                     f"source file; mark the step with syncguard.step()")
+                t.module = "__main__"
+            why = static_missing(t, main_file if t.module == "__main__" else None)
+            if why is None and t.module != "__main__" and not findable(t.module):
+                why = (f"no module {t.module.split('.')[0]!r} on the program's path (its "
+                       f"folder, the current one, PYTHONPATH and site-packages); check the "
+                       f"name, or run from the folder that holds it")
+            if why is not None:
+                raise UsageError(f"{t.flag} {t.spec}: {why}")
+    if not _budget(opts).gated and opts.fmt != "text":
+        raise UsageError(f"--format {opts.fmt}: needs --max-syncs, --max-syncs-per-step or "
+                         f"--max-syncs-outside (the budget to gate on)")
+    selftest(None if target.kind == "cpu" else str(target.device))
+
+    path = os.path.join(out, result_name(opts.rank))
+    header = {
+        "env": environment(target.kind, target.name), "argv": opts.argv,
+        "options": {"steps": [t.spec for t in opts.steps if not t.loop],
+                    "loops": [t.spec for t in opts.steps if t.loop], "warmup": opts.warmup,
+                    "max_syncs": opts.max_syncs,
+                    "max_syncs_per_step": opts.max_syncs_per_step,
+                    "max_syncs_outside": opts.max_syncs_outside, "device": target.kind,
+                    "exhaustive": target.exhaustive},
+        "exec": {"program": program.target, "module": program.module, "args": program.args,
+                 "rank": opts.rank, "world_size": os.environ.get("WORLD_SIZE")},
+        "scenarios": {program.name: {"file": program.target, "steps": None,
+                                     "warmup": opts.warmup, "max_syncs": {}}},
+    }
+    from ..core.atomic import claim, stream_of
+
+    # the result file is this run's alone until its reports are written (a second run into
+    # the same --out is refused in one line); released when the process closes it
+    claimed = claim(path, opts.force)
+    try:
+        return _run(opts, target, out, program, path, header, stream_of(claimed))
+    finally:
+        os.close(claimed)
+
+
+def _run(opts: ExecOptions, target: Any, out: str, program: Any, path: str,
+         header: Dict[str, Any], stream: Any) -> int:
+    from ..core import signals as _signals
+    from ..core import steps as markers
+    from ..errors import EXIT_BROKEN_PIPE, EXIT_OK, EXIT_OVER, EXIT_USAGE
+    from ..results.format import ResultWriter
+    from .hooks import StepHooks
+    from .program import run, show_exception
+    from .session import PROGRAM_STEP, ExecSession
+
+    writer = ResultWriter(path, header, stream)
+    session = ExecSession(program.name, writer, target, warmup=opts.warmup,
+                          allow_sites=opts.allow_sites, rank=opts.rank,
+                          devices=("cpu",) if target.kind == "cpu" else ())
+    hooks = StepHooks(opts.steps)
+    code, raised = 0, None
+    stop = _signals.Stop()  # Ctrl-C, or SIGTERM (_signals.Terminated)
+    prev = markers.set_recorder(session)
+    recorder = _line_recorder(opts.record_lines)
+    from ..driving.lineage import tracking
+
+    try:
+        with tracking(target, opts.lineage), session:
+            hooks.install()
+            try:
+                with recorder, _signals.program_handlers():  # its own SIGTERM handler
+                    run(program, hooks.main_names(), hooks.module_ready)
+            finally:
+                hooks.uninstall()
+    except SystemExit as exc:
+        code = _exit_code(exc)
+    except KeyboardInterrupt as exc:
+        stop.caught(exc)
+        writer.sync()  # the finished steps on disk now: the footer and reports take a while
+    except BrokenPipeError:  # the reader of its output went away (`| head`): as `run`, 141
+        code = EXIT_BROKEN_PIPE
+    except BaseException as exc:  # the program failed: its traceback, as a plain run shows
+        show_exception(exc)
+        code, raised = 1, type(exc).__name__
+    if os.getpid() != session.pid:  # a forked child left the program: the run is not its own
+        _child_exit(stop.exit_code if stop.stopped else code)
+    # A second Ctrl-C or a SIGTERM now waits: the footer and every report are written whole.
+    with stop.finishing():
+        markers.set_recorder(prev)
+        stopped = stop.stopped  # decided once: the footer and the reports agree
+        session.finish(complete=not stopped)
+        if opts.record_lines:
+            writer.note(**recorder.note())
+        if opts.steps and set(session.step_names()) <= {PROGRAM_STEP}:
+            # no --step/--loop target was ever called: the headline says so, not a count of
+            # the whole program's syncs that would read like a result
+            what = "; ".join(f"{t.flag} {t.spec} " + ("was never called" if t.installed else
+                                                       "was never installed")
+                             for t in opts.steps)
+            writer.note(message=f"no step matched: {what}", no_step=True)
+        session.write_outside()  # per site, as events: kind, op, line and count of each
+        outside = session.outside  # the hidden ones, counted per site
+        if outside.sites():
+            writer.note(message=outside_message(outside, opts.max_syncs_outside,
+                                                _budget(opts).gated),
+                        outside_steps=outside.hidden, sites=_sites(outside))
+        if stopped:
+            writer.close(False, reason=stop.reason(), exit_code=stop.exit_code)
+        elif code != 0:  # ran to its end, and failed: the reports say how
+            writer.close(True, exit_code=code, reason=f"program raised {raised}" if raised
+                         else f"program exited {code}")
+        else:
+            writer.close(True, exit_code=0)
+        _report(opts, path, out, stop if stopped else None, outside)
+        writer.raise_error()  # a full disk: one line, exit 2, the lines before it kept
+    step_errors = hooks.errors()
+    for line in step_errors:
+        print(f"syncguard: error: {line}", file=sys.stderr)
+    if stop.stopped:
+        return stop.exit_code
+    if code != 0:
+        return code
+    if step_errors:
+        return EXIT_USAGE
+    return EXIT_OVER if _gate(opts, session) else EXIT_OK
+
+
+def _line_recorder(paths: Sequence[str]) -> Any:
+    """A :class:`syncguard.lint.lines.LineRecorder` of the lint's candidate lines under
+    ``paths`` (a no-op one without paths)."""
+    from ..lint import candidates
+    from ..lint.lines import LineRecorder
+
+    return LineRecorder(candidates(paths) if paths else {})
+
+
+def _child_exit(code: int) -> None:
+    """End a forked child of the program as Python would (its atexit handlers, its buffered
+    output) but without syncguard's finalisation: reports, footer and gate belong to the
+    process that started the run."""
+    import atexit
+
+    try:
+        atexit._run_exitfuncs()
+    finally:
+        for stream in (sys.stdout, sys.stderr):
+            try:
+                stream.flush()
+            except (OSError, ValueError, AttributeError):
+                pass
+        os._exit(code & 0xFF)
+
+
+def own_module(program: Any) -> str:
+    """The module name the program's code would have if imported: the script's stem, the
+    ``-m`` module, or ``PKG.__main__`` for ``-m PKG``."""
+    if not program.module:
+        return os.path.splitext(os.path.basename(program.target))[0]
+    from .program import program_path
+
+    with program_path(program):
+        try:
+            spec = importlib.util.find_spec(program.target)
+        except (ImportError, ValueError):
+            spec = None
+    if spec is not None and spec.submodule_search_locations is not None:
+        return f"{program.target}.__main__"
+    return str(program.target)
+
+
+def _site_counts(outside: Tally) -> Dict[str, int]:
+    """Hidden syncs per ``file:line`` (paths as the reports show them), in the order the lines
+    first synced."""
+    from ..core.sites import shown_path
+
+    counts: Dict[str, int] = {}
+    for s in outside.sites(by_count=False):
+        site = f"{shown_path(s.event.filename)}:{int(s.event.lineno or 0)}"
+        counts[site] = counts.get(site, 0) + s.count
+    return counts
+
+
+def _sites(outside: Tally) -> List[str]:
+    """``file:line`` of ``outside``'s sites, paths as the reports show them: each once, by file
+    then line."""
+    from ..core.sites import shown_path
+
+    return [f"{f}:{n}" for f, n in sorted({(shown_path(s.event.filename), int(s.event.lineno or 0))
+                                           for s in outside.sites()})]
+
+
+def outside_message(outside: Tally, budget: Optional[int] = None,
+                    steps_gated: bool = False) -> str:
+    """One line on the hidden syncs made outside every step (counted in ``outside``): the
+    sites with the most first, each with its count (``generate.py:39 x5``); gated on
+    ``--max-syncs-outside``, or (its per-step sites) with the steps (``steps_gated``)."""
+    from .._words import plural
+
+    counts = _site_counts(outside)
+    sites = [f"{s} x{n}" for s, n in sorted(counts.items(), key=lambda kv: -kv[1])]
+    more = f" and {len(sites) - 3} more" if len(sites) > 3 else ""
+    gate = (f"budget {budget}" if budget is not None else "per-step sites gated with the steps"
+            if steps_gated else "not gated")
+    return (f"{plural(outside.hidden, 'hidden sync')} outside every step "
+            f"({gate}): {', '.join(sites[:3])}{more}")
+
+
+def _report(opts: ExecOptions, path: str, out: str, stop: Optional[_signals.Stop],
+            outside: Tally) -> None:
+    from .._escape import one_line
+    from ..console import stderr_console, wrote
+    from ..renderers import terminal, write_reports
+    from ..results import format as results
+
+    err = stderr_console(opts.width)
+    res = results.load(path)
+    if opts.rank is None:
+        written = write_reports(res, out)  # before printing: a closed pipe loses no report
+        terminal.render(res, err)
+        for p in written:
+            wrote(p)
+    else:  # ranks print at once: one line each; `syncguard show OUT` merges them
+        hidden = sum(s.syncs for s in res.steps if not s.warmup)
+        err.print(f"rank {opts.rank}: {hidden} hidden syncs in {len(res.steps)} steps; "
+                  f"`syncguard show {one_line(out)}` merges the ranks", markup=False)
+    wrote(path)
+    if outside.sites() and opts.rank is not None:  # else the rendered report's notes say it
+        err.print(outside_message(outside, opts.max_syncs_outside), markup=False)
+    if stop is not None:
+        err.print(stop.kept(len(res.steps), path), markup=False)
+
+
+def _gate(opts: ExecOptions, session: Any) -> bool:
+    """Gate each step name's hidden syncs on ``--max-syncs`` (their total over the run) and
+    ``--max-syncs-per-step`` (the worst step call), and the syncs outside every step on
+    ``--max-syncs-outside``; True when one is over."""
+    gate = _budget(opts)
+    if not gate.gated:
+        return False
+    from ..console import wrote
+    from ..renderers import emit_gate
+
+    label = opts.program.name if opts.rank is None else f"{opts.program.name} [rank {opts.rank}]"
+    verdicts = []
+    for name, tot in session.totals.items():  # counts per site and step, not events
+        verdicts += gate.verdicts(tot.tally, label, name)
+    steps = max((t.steps - min(t.steps, opts.warmup) for t in session.totals.values()),
+                default=0)
+    verdicts += gate.outside_verdicts(session.outside, label, session.outside_after, steps)
+    emit_gate(opts.fmt, verdicts, opts.output, command="exec")
+    if opts.output not in (None, "-") and os.path.exists(opts.output):
+        wrote(opts.output)
+    return any(v.failed for v in verdicts)
+
+
+def _budget(opts: ExecOptions) -> Budget:
+    """What the run is gated on (:func:`syncguard.gate.verdicts.budget`): its own flags only."""
+    from ..gate.verdicts import budget
+
+    return budget(opts.max_syncs, opts.max_syncs_per_step, opts.max_syncs_outside,
+                  default=None)
