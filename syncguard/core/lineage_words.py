@@ -51,6 +51,30 @@ def verdict_text(lin: Dict[str, Any]) -> str:
 
 
 
+def verdict_hint(lin: Dict[str, Any]) -> str:
+    """A site's verdict as a short hint beside a line of code (the lint's ``--with-run``):
+    ``hoistable: compute it on the host where batch.py:113 builds it, the same value every
+    step``; :func:`verdict_text` says it with the evidence."""
+    v = lin.get("verdict")
+    if v == "hoistable":
+        where = _text(lin.get("uploads"))
+        if where:
+            verb = "build" if ", " in where else "builds"
+            text = f"hoistable: compute it on the host where {where} {verb} it"
+        else:
+            text = "hoistable: made of constants only: compute it on the host"
+        if lin.get("same"):
+            text += ", the same value every step"
+        return text
+    if v == "device":
+        dev = "; ".join(w for w in _text(lin.get("roots")).split("; ")
+                        if w and not w.startswith(("host data", "a constant")))
+        of = f" ({dev})" if dev else ""
+        return (f"depends on device results{of}: keep the decision on the device or read it "
+                f"one step late")
+    return "unknown: made from a value not seen being made: no verdict"
+
+
 #: Bounds of a lineage tree as a report draws it (a crafted result may hold anything): op
 #: levels, children per node, nodes in all, characters per name.
 DRAW_DEPTH = 10
