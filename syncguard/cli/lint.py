@@ -6,10 +6,13 @@ lives (a small dataflow per function): certain (a device tensor), likely (a tens
 tensor-only API, of unknown place); host-only values stay silent. The APIs are the
 interceptors' own table (syncguard.core.syncapis). `# syncguard: allow[reason]` on a line allows it.
 
-With --with-run OUT (result folders of `syncguard exec --record-lines PATH`, or any run)
-each finding is marked confirmed (it synced in the run; syncs per step), cleared (it ran and
-never synced), unexercised (it never ran) or unknown (the run recorded no lines), and the
-syncs the lint did not flag are listed as misses.
+With --with-run RESULT (result files or folders of `syncguard exec --record-lines PATH`, or
+any run) each finding is marked confirmed (it synced in the run; syncs per step), cleared (it
+ran and never synced), unexercised (it never ran) or unknown (the run recorded no lines), and
+the syncs the lint did not flag are listed as misses. A run recorded with --lineage adds the
+verdict on the value read to each confirmed finding and miss ("hoistable: compute it on the
+host where batch.py:113 builds it"). A RESULT that is missing or not a syncguard result is one
+line naming it, exit 2.
 
 Each finding says where it runs (context: serving, test, benchmark, script; device-kernel bodies
 such as @triton.jit are no host code and get none) and on which backends it syncs (both, cuda,
@@ -54,9 +57,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="also list the host-only candidates the inference silenced")
     p.add_argument("--exclude", action="append", default=[], metavar="PATTERN",
                    help="gitignore-style pattern of files to skip (repeatable)")
-    p.add_argument("--with-run", action="append", default=[], metavar="OUT",
+    p.add_argument("--with-run", action="append", default=[], metavar="RESULT",
                    help="result folder or file of a run: mark findings confirmed / cleared / "
-                   "unexercised and list misses (repeatable)")
+                   "unexercised and list misses, with the lineage verdict of a --lineage run "
+                   "(repeatable)")
     p.add_argument("--baseline", default=None, metavar="FILE",
                    help="known findings: only new ones are reported and fail")
     p.add_argument("--update-baseline", default=None, metavar="FILE",
@@ -84,9 +88,10 @@ def main(args: argparse.Namespace) -> int:
     for p in paths:
         if not os.path.exists(p):
             raise UsageError(f"{p}: no such file or folder")
-    for r in args.with_run:
-        if not os.path.exists(r):
-            raise UsageError(f"--with-run {r}: no such file or folder")
+    if args.with_run:  # read before the lint: a bad result is one line, exit 2, at once
+        from ..lint.runs import load_runs
+
+        runs = load_runs(args.with_run)
     pyproject = find_pyproject(paths[0])
     try:
         cfg = load_config(pyproject)
@@ -126,7 +131,7 @@ def main(args: argparse.Namespace) -> int:
     if args.with_run:
         from ..lint.runs import apply_runs
 
-        summary["runs"] = apply_runs(findings, args.with_run, report.paths)
+        summary["runs"] = apply_runs(findings, runs, report.paths)
         summary["misses"] = summary["runs"].pop("misses")
     if args.update_baseline:
         lint_baseline.save(args.update_baseline, [f for f in findings if f.reported])

@@ -43,11 +43,24 @@ from .lineage_words import DEVICE_KINDS, HOST_KINDS, site_verdict, verdict_text
 log = logging.getLogger("syncguard")
 
 __all__ = ["LineageTracker", "Node", "Root", "active", "mark_input", "site_verdict",
-           "summarize", "verdict_text"]
+           "summarize", "tree_id", "tree_of", "verdict_text"]
 
 #: Bounds of one tensor's summary: roots kept, op names kept.
 MAX_ROOTS = 8
 MAX_OPS = 8
+#: Bounds of the op tree kept per tensor: inputs per op; a tree grown over MAX_HEIGHT levels
+#: or MAX_SIZE nodes (shared ones counted each time) is trimmed to KEEP_DEPTH levels and
+#: KEEP_NODES nodes (the rest cut, their roots kept), so memory stays bounded however long
+#: a tensor is updated.
+MAX_INPUTS = 4
+MAX_HEIGHT = 16
+MAX_SIZE = 256
+KEEP_DEPTH = 8
+KEEP_NODES = 64
+#: Bounds of the tree an event carries (:func:`tree_of`): levels, children per node, nodes.
+TREE_DEPTH = 8
+TREE_WIDTH = 4
+TREE_NODES = 40
 #: Host tensors larger than this are not hashed (their digest is unknown: no "same value").
 MAX_DIGEST_BYTES = 1 << 20
 
@@ -78,15 +91,55 @@ class Root(NamedTuple):
 
 
 class Node:
-    """The bounded summary of how one tensor was made: its roots and the last ops."""
+    """The bounded summary of how one tensor was made: its roots and the last ops (flat, for
+    the verdict), and the op that made it with the nodes of its inputs (the tree a report
+    draws). A node without inputs is a root (``op`` None, one root), or ``cut``: the ops
+    before it were not kept (over :data:`MAX_HEIGHT` levels or :data:`MAX_SIZE` nodes), its
+    ``roots`` still say where it came from. A node with ``op`` None and inputs is a join (two
+    records of one tensor: an in-place write into a view's base, several tensors read)."""
 
-    __slots__ = ("roots", "ops", "more")
+    __slots__ = ("roots", "ops", "more", "op", "inputs", "dropped", "cut", "height", "size")
 
     def __init__(self, roots: Tuple[Root, ...], ops: Tuple[str, ...] = (),
-                 more: bool = False) -> None:
+                 more: bool = False, op: Optional[str] = None,
+                 inputs: Tuple[Node, ...] = (), dropped: int = 0, cut: bool = False) -> None:
         self.roots = roots
         self.ops = ops
         self.more = more  # roots were left out (over MAX_ROOTS)
+        self.op = op  # the op that made it (its short name), None for a root or a join
+        self.inputs = inputs  # the nodes of its inputs (at most MAX_INPUTS)
+        self.dropped = dropped  # inputs left out (over MAX_INPUTS)
+        self.cut = cut  # the ops before it were not kept: its roots stand for them
+        self.height: int  # levels of op history kept below it
+        self.size: int  # nodes kept below it and itself (shared ones counted each time)
+        if inputs:
+            self.height = 1 + max(i.height for i in inputs)
+            self.size = 1 + sum(i.size for i in inputs)
+        else:
+            self.height = 0
+            self.size = 1
+
+
+def _made(roots: Tuple[Root, ...], ops: Tuple[str, ...], more: bool, op: Optional[str],
+          inputs: Tuple[Node, ...], dropped: int = 0) -> Node:
+    """A node with inputs, its history trimmed when it grew over the bounds (so a tensor
+    updated every step keeps :data:`KEEP_DEPTH` levels, never the whole run)."""
+    n = Node(roots, ops, more, op, inputs, dropped)
+    if n.height > MAX_HEIGHT or n.size > MAX_SIZE:
+        n = _trim(n, KEEP_DEPTH, [KEEP_NODES])
+    return n
+
+
+def _trim(n: Node, depth: int, budget: List[int]) -> Node:
+    """``n`` with at most ``depth`` levels and ``budget[0]`` nodes of history; deeper nodes
+    are cut (they keep their roots)."""
+    if not n.inputs:
+        return n
+    budget[0] -= 1
+    if depth <= 0 or budget[0] <= 0:
+        return Node(n.roots, n.ops, n.more, n.op, (), n.dropped, cut=True)
+    return Node(n.roots, n.ops, n.more, n.op,
+                tuple(_trim(i, depth - 1, budget) for i in n.inputs), n.dropped, n.cut)
 
 
 def _merge(nodes: List[Node], op: Optional[str]) -> Node:
@@ -95,13 +148,20 @@ def _merge(nodes: List[Node], op: Optional[str]) -> Node:
         if op is None or (n.ops and n.ops[-1] == op):
             return n
         chain = tuple(o for o in n.ops if o != op) + (op,)
-        return Node(n.roots, chain[-MAX_OPS:], n.more)
+        return _made(n.roots, chain[-MAX_OPS:], n.more, op, (n,))
     roots: List[Root] = []
     keys = set()
     ops: List[str] = []
     more = False
+    inputs: List[Node] = []
+    dropped = 0
     for n in nodes:
         more = more or n.more
+        if not any(n is i for i in inputs):
+            if len(inputs) < MAX_INPUTS:
+                inputs.append(n)
+            else:
+                dropped += 1
         for r in n.roots:
             k = (r.kind, r.label, r.site, r.digest)
             if k not in keys:
@@ -117,7 +177,9 @@ def _merge(nodes: List[Node], op: Optional[str]) -> Node:
         if op in ops:
             ops.remove(op)
         ops.append(op)
-    return Node(tuple(roots), tuple(ops[-MAX_OPS:]), more)
+    if len(inputs) == 1 and op is None:
+        return inputs[0]
+    return _made(tuple(roots), tuple(ops[-MAX_OPS:]), more, op, tuple(inputs), dropped)
 
 
 def _short(op_name: str) -> str:
@@ -216,6 +278,7 @@ class LineageTracker:
         self._hook: Any = None
         self._modules: Any = None
         self._prev_provider: Any = None
+        self._trees: Dict[str, List[Dict[str, Any]]] = {}
         self.ops_seen = 0
         self.failures = 0  # ops whose record failed (see observe)
 
@@ -408,15 +471,97 @@ class LineageTracker:
 
     # -- reading ---------------------------------------------------------------------------
     def summary(self, read: Any) -> Optional[Dict[str, Any]]:
-        """The lineage of the tensors in ``read`` (a call's arguments): a flat dict of
-        strings and ints, or None when it holds no tensor."""
+        """The lineage of the tensors in ``read`` (a call's arguments): the flat dict of
+        :func:`summarize`, with ``tree`` (:func:`tree_of`) and ``tree_id`` (:func:`tree_id`),
+        or None when it holds no tensor."""
         ts = _tensors(read if isinstance(read, (list, tuple)) else (read,))
         if not ts:
             return None
         with self._lock:
             dev = [t for t in ts if not self._is_host(t)] or ts
             node = _merge([self._node(t) for t in dev], None)
-        return summarize(node)
+            out = summarize(node)
+            tree = tree_of(node)
+        tid = tree_id(tree)
+        kept = self._trees.get(tid)  # one object per distinct tree: events share it
+        if kept is None:
+            if len(self._trees) >= 256:
+                self._trees.clear()
+            kept = self._trees[tid] = tree
+        out["tree"] = kept
+        out["tree_id"] = tid
+        return out
+
+
+def _items(n: Node) -> Tuple[List[Node], int]:
+    """The nodes drawn under ``n``'s op (joins spliced in, each node once) and how many
+    inputs were left out."""
+    out: List[Node] = []
+    dropped = n.dropped
+    stack = list(reversed(n.inputs))
+    while stack:
+        i = stack.pop()
+        if i.op is None and i.inputs and not i.cut:  # a join: its inputs stand here
+            dropped += i.dropped
+            stack.extend(reversed(i.inputs))
+        elif not any(i is o for o in out):
+            out.append(i)
+    return out, dropped
+
+
+def _leaf(r: Root) -> Dict[str, Any]:
+    d: Dict[str, Any] = {"root": r.kind, "label": r.label}
+    if r.site:
+        d["site"] = r.site
+    return d
+
+
+def tree_of(node: Node) -> List[Dict[str, Any]]:
+    """The tree of the value read, for an event (JSON: a list of nodes under the read). An
+    op node is ``{"op": name, "in": [nodes], "more": N}`` (``more``: children left out),
+    with ``"cut": 1`` when the ops before it were not kept (``in`` then lists its roots); a
+    root is ``{"root": kind, "label": words, "site": "path:line"}``. Bounded: at most
+    :data:`TREE_DEPTH` op levels, :data:`TREE_WIDTH` children per node and :data:`TREE_NODES`
+    nodes in all."""
+    budget = [TREE_NODES]
+    if node.op is None and node.inputs and not node.cut:
+        top, _ = _items(node)
+    else:
+        top = [node]
+    return [_tree(n, TREE_DEPTH, budget) for n in top[:TREE_WIDTH]]
+
+
+def _tree(n: Node, depth: int, budget: List[int]) -> Dict[str, Any]:
+    budget[0] -= 1
+    if not n.inputs and not n.cut and n.op is None and len(n.roots) == 1:
+        return _leaf(n.roots[0])
+    d: Dict[str, Any] = {"op": n.op or ""}
+    if n.inputs and depth > 1 and budget[0] > 0:
+        kids, more = _items(n)
+        d["in"] = []
+        for k in kids[:TREE_WIDTH]:
+            if budget[0] <= 0:
+                break
+            d["in"].append(_tree(k, depth - 1, budget))
+        more += len(kids) - len(d["in"])
+    else:  # the ops before it were not kept (or are over the bounds): its roots
+        d["cut"] = 1
+        roots = list({(r.kind, r.label, r.site): r for r in n.roots}.values())
+        d["in"] = [_leaf(r) for r in roots[:TREE_WIDTH]]
+        budget[0] -= len(d["in"])
+        more = len(roots) - len(d["in"]) + int(n.more)
+    if more > 0:
+        d["more"] = more
+    return d
+
+
+def tree_id(tree: List[Dict[str, Any]]) -> str:
+    """12 hex digits naming a tree: a result file writes each distinct tree once (the
+    events after carry only ``tree_id``)."""
+    import json
+
+    text = json.dumps(tree, sort_keys=True, separators=(",", ":"))
+    return hashlib.blake2b(text.encode(), digest_size=6).hexdigest()
 
 
 def summarize(node: Node) -> Dict[str, Any]:

@@ -25,8 +25,15 @@ def _run_note(f: Finding) -> str:
     st = r.get("status")
     if st == "confirmed":
         return (f" [confirmed: {r['syncs']} syncs in {r['steps']} steps, "
-                f"{r['per_step']:g}/step]")
+                f"{r['per_step']:g}/step{_hint(r)}]")
     return f" [{st}]"
+
+
+def _hint(r: Dict[str, Any]) -> str:
+    """``; hoistable: compute it on the host where ...``: the run's lineage verdict on the
+    values read there (runs recorded with ``--lineage``), else nothing."""
+    lin = r.get("lineage")
+    return f"; {lin['hint']}" if isinstance(lin, dict) and lin.get("hint") else ""
 
 
 def tags(f: Finding) -> str:
@@ -58,7 +65,8 @@ def render_text(findings: Sequence[Finding], summary: Dict[str, Any]) -> str:
         out.append(_escape.terminal(f"{e['path']}:{e['line'] or 1}:1: error: {e['message']}"))
     for m in summary.get("misses", []):
         out.append(_escape.terminal(
-            f"{m['site']}: miss {m['api']}: synced {m['syncs']}x in a run, not flagged"))
+            f"{m['site']}: miss {m['api']}: synced {m['syncs']}x in a run, not flagged"
+            f"{_hint(m)}"))
     out.append(summary_line(summary))
     return "\n".join(out) + "\n"
 

@@ -5,7 +5,9 @@ counted step), **cleared** when the run recorded the line as executed and it nev
 host value there), **unexercised** when the run recorded which candidate lines of the file ran
 and this one did not (the risk no test covers), and **unknown** when no run recorded lines for
 its file (a run without ``--record-lines``). Sync events on lines of linted files that the lint
-did not report are its **misses**.
+did not report are its **misses**. A run recorded with ``--lineage`` adds, to each confirmed
+finding and miss, the verdict on the values read there and a hint (``hoistable: compute it
+on the host where batch.py:113 builds it``).
 
 Executed lines come from a result note ``{"type": "note", "kind": "lines", "executed":
 {file: [line, ...]}, "candidates": {file: [line, ...]}}`` written by ``syncguard exec
@@ -15,7 +17,7 @@ Executed lines come from a result note ``{"type": "note", "kind": "lines", "exec
 from __future__ import annotations
 
 import os
-from typing import Any, Dict, List, Sequence, Set, Tuple
+from typing import Any, Dict, List, Optional, Sequence, Set, Tuple
 
 from .checker import Finding
 
@@ -26,20 +28,37 @@ def _real(path: str) -> str:
     return os.path.realpath(path)
 
 
-def apply_runs(findings: Sequence[Finding], folders: Sequence[str],
+def load_runs(paths: Sequence[str]) -> List[Any]:
+    """The recorded runs of ``--with-run`` (result files or folders), read before the lint
+    starts; one that is missing or not a syncguard result raises a one-line
+    :class:`~syncguard.errors.UsageError` naming it (exit 2)."""
+    from ..errors import UsageError
+    from ..results.format import ResultError, load
+
+    out = []
+    for p in paths:
+        if not os.path.exists(p):
+            raise UsageError(f"--with-run {p}: no such file or folder")
+        try:
+            out.append(load(p))
+        except ResultError as exc:
+            msg = str(exc)
+            raise UsageError(f"--with-run {msg if msg.startswith(p) else f'{p}: {msg}'}"
+                             ) from None
+    return out
+
+
+def apply_runs(findings: Sequence[Finding], runs: Sequence[Any],
                files: Sequence[str] = ()) -> Dict[str, Any]:
-    """Mark ``findings`` (their ``run`` field) from the results in ``folders``; returns the
+    """Mark ``findings`` (their ``run`` field) from ``runs`` (:func:`load_runs`); returns the
     summary ``{"confirmed", "cleared", "unexercised", "unknown", "misses": [...]}``. Misses
     are sought in the files of the findings and in ``files`` (every file linted)."""
-    from ..results.format import load
-
     events: Dict[Tuple[str, int], List[Dict[str, Any]]] = {}
     executed: Dict[str, Set[int]] = {}
     recorded: Set[str] = set()
     steps = 0
     by_group: Dict[Tuple[int, str, str], int] = {}  # (run, scenario, path) -> counted steps
-    for i, folder in enumerate(folders):
-        res = load(folder)
+    for i, res in enumerate(runs):
         for s in res.steps:
             if not s.warmup and s.pass_ in ("counted", "exec"):
                 steps += 1
@@ -78,6 +97,9 @@ def apply_runs(findings: Sequence[Finding], folders: Sequence[str],
             f.run = {"status": "confirmed", "syncs": syncs, "steps": len(ev_steps),
                      "per_step": round(syncs / n_steps, 3) if n_steps else float(syncs),
                      "apis": sorted({str(e.get("api")) for e in evs})}
+            hint = _lineage(evs)
+            if hint is not None:
+                f.run["lineage"] = hint
         elif real in executed and any(ln in executed[real] for ln in span):
             f.run = {"status": "cleared"}
         elif real in recorded or real in executed:
@@ -91,7 +113,24 @@ def apply_runs(findings: Sequence[Finding], folders: Sequence[str],
             continue
         if all(e.get("allowed") for e in evs):
             continue
-        misses.append({"site": f"{os.path.relpath(real)}:{ln}",
-                       "api": ", ".join(sorted({str(e.get("api")) for e in evs})),
-                       "syncs": sum(int(e.get("count") or 1) for e in evs)})
+        miss = {"site": f"{os.path.relpath(real)}:{ln}",
+                "api": ", ".join(sorted({str(e.get("api")) for e in evs})),
+                "syncs": sum(int(e.get("count") or 1) for e in evs)}
+        hint = _lineage(evs)
+        if hint is not None:
+            miss["lineage"] = hint
+        misses.append(miss)
     return {**counts, "misses": misses, "steps": steps}
+
+
+def _lineage(evs: Sequence[Dict[str, Any]]) -> Optional[Dict[str, Any]]:
+    """What the run's lineage (``--lineage``) says of the values read on these lines:
+    ``{"verdict", "hint", "uploads", "same"}`` (the most cautious verdict of the events:
+    :func:`~syncguard.core.lineage_words.site_verdict`), or None when it was not tracked."""
+    from ..core.lineage_words import site_verdict, verdict_hint
+
+    v = site_verdict(e.get("lineage") for e in evs)
+    if v is None:
+        return None
+    return {"verdict": str(v.get("verdict") or "unknown"), "hint": verdict_hint(v),
+            "uploads": str(v.get("uploads") or ""), "same": int(bool(v.get("same")))}

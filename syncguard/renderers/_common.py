@@ -292,6 +292,13 @@ def lineage_lines(sites_df: pd.DataFrame, code: str = "`",
     value read is on the device and how to remove the read, e.g. ``legacy: `sampler.py:219`
     (Tensor.__bool__): hoistable: depends only on host data uploaded at ...``. Empty when
     lineage was not tracked."""
+    return [f"{s['path']}: {site_phrase(s, code, base)} ({s['api']}): {s['lineage']}"
+            for s in lineage_sites(sites_df)]
+
+
+def lineage_sites(sites_df: pd.DataFrame) -> List[Dict[str, Any]]:
+    """The rows :func:`lineage_lines` speaks of, in its order: hidden per-step sites whose
+    lineage was tracked."""
     if not len(sites_df) or "lineage" not in sites_df.columns:
         return []
     out = []
@@ -300,7 +307,7 @@ def lineage_lines(sites_df: pd.DataFrame, code: str = "`",
         if (not isinstance(text, str) or not text or bool(s.get("allowed"))
                 or not bool(s.get("per_step", True))):
             continue
-        out.append(f"{s['path']}: {site_phrase(s, code, base)} ({s['api']}): {text}")
+        out.append(s)
     return out
 
 

@@ -19,7 +19,9 @@ from ._common import (
     environment_parts,
     legend,
     lineage_lines,
+    lineage_sites,
     note_texts,
+    short_site,
     status_text,
     verdict_options,
     verdicts,
@@ -60,6 +62,10 @@ background:#f6f8fa;padding:.05em .3em;border-radius:4px}
 .plot svg{width:100%;height:auto}
 details{margin:.4em 0}
 summary{cursor:pointer}
+ul.lineage-tree,ul.lineage-tree ul{list-style:none;margin:.1em 0;padding-left:1.2em;
+border-left:1px solid #d0d7de}
+ul.lineage-tree details{margin:0}
+.root-kind{color:#57606a;font-size:.85em;text-transform:uppercase}
 dl.legend dt{font-weight:600}
 dl.legend dd{margin:0 0 .4em 1.5em;color:#57606a}
 """.strip()
@@ -134,6 +140,70 @@ def table(t: _tables.Table) -> str:
         out.append("<tr>" + "".join(cells) + "</tr>")
     out.append("</tbody></table></div>")
     return "\n".join(out)
+
+
+#: how each kind of root reads at a leaf of a lineage tree
+_ROOT_KINDS = {"upload": "upload", "const": "constant", "param": "parameter",
+               "input": "step input", "random": "random", "unknown": "unknown"}
+
+
+def lineage_tree(site: Dict[str, Any], base: Optional[str] = None) -> str:
+    """A site's lineage as a small tree (``<details>`` and nested ``<ul>``, no script): the
+    value read at the root, the ops that made it as inner nodes, their roots as leaves
+    (uploads with their file:line, and "the same value every step" when so). Bounded
+    (:data:`syncguard.core.lineage_words.DRAW_DEPTH`...: "N more" for what is left out);
+    every text escaped. Empty when the site has no ``lineage_tree``."""
+    import json
+
+    from ..core.lineage_words import draw_tree
+
+    raw = site.get("lineage_tree")
+    if not isinstance(raw, str) or not raw:
+        return ""
+    try:
+        lin = json.loads(raw)
+    except ValueError:
+        return ""
+    if not isinstance(lin, dict):
+        return ""
+    nodes = draw_tree(lin)
+    if not nodes:
+        return ""
+    same = bool(lin.get("same"))
+    where = code_breaks(short_site(str(site.get("site", "")), base))
+    out = ['<details class="lineage"><summary>lineage tree</summary>',
+           '<ul class="lineage-tree">',
+           f'<li>the value read at <code>{where}</code> ({esc(site.get("api", ""))})']
+    out += _tree_items(nodes, 0, same)
+    out += ["</li>", "</ul>", "</details>"]
+    return "\n".join(out)
+
+
+def _tree_items(nodes: List[Dict[str, Any]], more: int, same: bool) -> List[str]:
+    out = ["<ul>"]
+    for n in nodes:
+        if "root" in n:
+            kind = _ROOT_KINDS.get(n["root"], n["root"])
+            text = esc(n["label"])
+            if n["site"]:
+                text += f" at <code>{code_breaks(n['site'])}</code>"
+            if same and n["root"] == "upload":
+                text += ", the same value every step"
+            tag = f'<span class="root-kind">{esc(kind)}</span> ' if kind else ""
+            out.append(f"<li>{tag}{text}</li>")
+            continue
+        op = f"<code>{esc(n['op'])}</code>" if n["op"] else "ops"
+        if n.get("flat"):
+            op += (' <span class="dim">(the ops, recorded as a list before lineage trees '
+                   'were; the roots:)</span>')
+        elif n["cut"]:
+            op += ' <span class="dim">(the ops before it were not kept; its roots:)</span>'
+        out += ["<li><details open>", f"<summary>{op}</summary>",
+                *_tree_items(n["in"], n["more"], same), "</details></li>"]
+    if more:
+        out.append(f'<li class="dim">{more} more</li>')
+    out.append("</ul>")
+    return out
 
 
 #: per path, in order: (marker, line style); later paths get smaller markers, so equal
@@ -316,10 +386,11 @@ def render(result: RunResult, *, title: str = "syncguard report", show_time: boo
     why = lineage_lines(st, code="\x00", base=base)
     if why:
         out += ["<h3>Why, and how to remove it (lineage)</h3>", "<ul>"]
-        for line in why:
+        for line, row in zip(why, lineage_sites(st)):
             parts = line.split("\x00")
             out.append("<li>" + "".join(f"<code>{esc(p)}</code>" if i % 2 else esc(p)
-                                        for i, p in enumerate(parts)) + "</li>")
+                                        for i, p in enumerate(parts))
+                       + lineage_tree(row, base) + "</li>")
         out.append("</ul>")
     if plots:
         out += ["<h2>Plots</h2>", *_plots(result)]

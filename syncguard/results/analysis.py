@@ -105,6 +105,11 @@ SITES_COLUMNS: Dict[str, str] = {
     "hoist": "lineage verdict of the values read (``--lineage``): hoistable, device or "
              "unknown; empty when lineage was not tracked",
     "lineage": "that verdict in plain words, with its evidence (the roots and ops)",
+    "lineage_tree": "the lineage behind that verdict as JSON, for drawing: ``tree`` (the ops "
+                    "that made the value read, down to its roots, bounded; absent in results "
+                    "recorded before trees were), ``roots``, ``ops``, ``uploads`` and "
+                    "``same`` (1: the same value every step); empty when lineage was not "
+                    "tracked",
 }
 
 COMPARE_COLUMNS: Dict[str, str] = {
@@ -477,7 +482,11 @@ def sites(result: RunResult, include_allowed: bool = True,
     from .format import OUTSIDE_PATH
 
     groups: Dict[Tuple[Any, ...], Dict[str, Any]] = {}
+    trees: Dict[str, Any] = {}  # tree_id -> tree: a result file writes each tree once
     for e in result.events:
+        lin = e.get("lineage")
+        if type(lin) is dict and "tree" in lin and type(lin.get("tree_id")) is str:
+            trees.setdefault(lin["tree_id"], lin["tree"])
         if e.get("warmup"):
             continue
         allowed = bool(e.get("allowed"))
@@ -537,6 +546,7 @@ def sites(result: RunResult, include_allowed: bool = True,
             "rate": g["count"] / n if n else float("nan"),
             "hoist": str(hoist["verdict"]) if hoist else "",
             "lineage": verdict_text(hoist) if hoist else "",
+            "lineage_tree": _tree_json(hoist, trees) if hoist else "",
         })
     modeled = _modeled_sites(result)
     for r in rows:
@@ -547,6 +557,24 @@ def sites(result: RunResult, include_allowed: bool = True,
                              path_idx.get(r["path"], 0), -r["count"],
                              *site_order(r["filename"], r["lineno"]), r["api"]))
     return pd.DataFrame(rows, columns=list(SITES_COLUMNS))
+
+
+def _tree_json(hoist: Dict[str, Any], trees: Dict[str, Any]) -> str:
+    """The ``lineage_tree`` of a site: its verdict's lineage as JSON, the tree looked up by
+    ``tree_id`` when that event's line left it to an earlier one, checked and bounded as a
+    report draws it (:func:`~syncguard.core.lineage_words.draw_tree`: a crafted result may
+    hold anything)."""
+    import json
+
+    from ..core.lineage_words import draw_tree
+
+    tree = hoist.get("tree")
+    if tree is None and isinstance(hoist.get("tree_id"), str):
+        tree = trees.get(hoist["tree_id"])
+    d = {k: hoist.get(k) for k in ("roots", "ops", "uploads", "same")}
+    if isinstance(tree, list) and tree:
+        d["tree"] = draw_tree({}, tree)
+    return json.dumps(d, separators=(",", ":"), default=str)
 
 
 def _after(after: Any, max_parts: Optional[int]) -> str:

@@ -46,7 +46,7 @@ import sys
 import time
 import warnings
 from json.encoder import c_make_encoder as _c_make_encoder  # type: ignore[attr-defined]
-from typing import IO, TYPE_CHECKING, Any, Dict, Iterable, List, Optional, Sequence, Tuple
+from typing import IO, TYPE_CHECKING, Any, Dict, Iterable, List, Optional, Sequence, Set, Tuple
 
 from .._paths import PKG_DIR
 from ..core.events import SyncEvent
@@ -301,6 +301,8 @@ class ResultWriter:
         self._f: Optional[IO[str]] = stream
         # each distinct call stack encoded once: most of an event line, the same every step
         self._stacks: Dict[Tuple[Any, ...], str] = {}
+        # the lineage trees written (by tree_id): each one once per file
+        self._trees: Set[str] = set()
         self._write({"type": "header", "schema": SCHEMA, "created": time.time(), **header})
         self._synced = self.clock()
 
@@ -336,8 +338,17 @@ class ResultWriter:
                  "qualname": f.qualname} for f in ev.stack])
         d = {**head, **ev.__dict__}  # the fields, in their order (a plain dataclass)
         del d["stack"]
-        if d.get("lineage") is None:  # off by default: results without lineage as they were
+        lin = d.get("lineage")
+        if lin is None:  # off by default: results without lineage as they were
             d.pop("lineage", None)
+        elif "tree" in lin and isinstance(lin.get("tree_id"), str):
+            # each distinct lineage tree written once: the events after name it (tree_id)
+            if lin["tree_id"] in self._trees:
+                d["lineage"] = {k: v for k, v in lin.items() if k != "tree"}
+            else:
+                if len(self._trees) >= _STACKS_KEPT:
+                    self._trees.clear()
+                self._trees.add(lin["tree_id"])
         return f'{self._line(d)[:-2]},"stack":{stack}}}\n'
 
     def _write(self, obj: Dict[str, Any]) -> None:

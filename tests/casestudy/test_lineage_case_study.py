@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 from _cli import cli
+from _lineage_html import path_to, trees, walk
 
 from syncguard.results import analysis
 from syncguard.results import format as results
@@ -48,6 +49,17 @@ def test_legacy_read_is_hoistable_from_the_top_k_upload(tmp_path: Path,
     assert "Why, and how to remove it (lineage)" in md and "the same value every step" in md
     csv = Path(out, "events.csv").read_text()
     assert "lineage_verdict" in csv.splitlines()[0] and ",hoistable," in csv
+    # report.html draws it as a tree: the read at the root, the ops, the top-k upload a leaf
+    (tree,) = trees(Path(out, "report.html").read_text())
+    assert tree["text"] == (f"the value read at sglang_ascend_sampling/sampler.py:{read} "
+                            f"(Tensor.__bool__)"), tree["text"]
+    chain = path_to(tree, f"sglang_ascend_sampling/batch.py:{upload}")
+    assert chain is not None, tree
+    assert chain[1:3] == ["all", "bitwise_and"] and chain[3] in ("ge", "le"), chain
+    assert chain[-1] == (f"upload host data at sglang_ascend_sampling/batch.py:{upload}, "
+                         f"the same value every step"), chain
+    leaves = [n for _, n in walk(tree) if not n["kids"]]
+    assert len(leaves) == 2 and all(n["text"] == chain[-1] for n in leaves), leaves
 
 
 def test_without_the_flag_results_are_unchanged(tmp_path: Path,

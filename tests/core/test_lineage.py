@@ -245,3 +245,63 @@ def test_a_failing_record_never_breaks_the_op(run: Run, monkeypatch: pytest.Monk
         assert isinstance(lineage.active(), lineage.LineageTracker)
     finally:
         tracker.stop()
+
+
+def _depth(nodes: List[Dict[str, Any]]) -> int:
+    return max((1 + _depth(n.get("in", [])) for n in nodes if "op" in n), default=0)
+
+
+def test_the_tree_keeps_the_ops_between_the_read_and_its_roots(run: Run) -> None:
+    """Each read carries the ops that made its value, down to the roots: the range check's
+    all <- bitwise_and <- ge / le <- the upload, the same tree (and id) every step."""
+    def setup() -> torch.Tensor:
+        return torch.tensor([1, 20, 1024], dtype=torch.int32, device=run.dev)  # the upload
+
+    def body(step: int, top_ks: torch.Tensor) -> None:
+        if torch.all((top_ks >= 1) & (top_ks <= 1024)):
+            pass
+
+    lins = run.run(body, setup=setup)
+    site = _line(setup, "the upload")
+    leaf = {"root": "upload", "label": "host data", "site": lins[0]["uploads"]}
+    assert lins[0]["uploads"].endswith(site)
+    (top,) = lins[0]["tree"]
+    assert top["op"] == "all" and len(top["in"]) == 1, top
+    band = top["in"][0]
+    assert band["op"] == "bitwise_and", band
+    assert sorted(n["op"] for n in band["in"]) == ["ge", "le"], band
+    assert all(n["in"] == [leaf] for n in band["in"]), band
+    assert len({d["tree_id"] for d in lins}) == 1
+
+
+def test_the_tree_is_bounded_in_depth_width_and_memory(run: Run) -> None:
+    """A value updated 300 times, or made of 50 uploads: the tensor's record keeps a bounded
+    history (the rest cut, its roots kept), the event's tree a bounded number of levels and
+    children, and says how many it left out."""
+    from syncguard.core import lineage
+
+    tracker = start_for(run.kind)
+    try:
+        g = run.guard()
+        with g:
+            acc = torch.zeros(1, device=run.dev)
+            for i in range(300):
+                acc = acc * 2 + torch.tensor([float(i)], device=run.dev)
+            node = tracker.records[acc]
+            bool(acc.sum() > 0)
+            parts = [torch.tensor([float(i)], device=run.dev) for i in range(50)]
+            bool(torch.cat(parts).sum() > 0)
+    finally:
+        tracker.stop()
+    assert node.height <= lineage.MAX_HEIGHT and node.size <= lineage.MAX_SIZE, node.height
+    deep, wide = (e.lineage["tree"] for e in g.events if e.lineage is not None)
+    assert _depth(deep) == lineage.TREE_DEPTH, deep
+
+    def cut(n: Dict[str, Any]) -> bool:
+        return bool(n.get("cut")) or any(cut(k) for k in n.get("in", []))
+
+    assert cut(deep[0]) and len(str(deep)) < 8000, deep
+    (gt,) = wide
+    cat = gt["in"][0]["in"][0]
+    assert cat["op"] == "cat" and len(cat["in"]) == lineage.TREE_WIDTH, cat
+    assert cat["more"] == 50 - lineage.TREE_WIDTH, cat

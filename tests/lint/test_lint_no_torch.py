@@ -68,6 +68,31 @@ def test_lint_show_compare_check_never_import_torch(tmp_path: Path, recorded: Pa
         assert rc == want, (args, rc, err)
 
 
+def test_lint_with_a_lineage_run_never_imports_torch(tmp_path: Path) -> None:
+    """``lint --with-run`` reads a recorded ``--lineage`` run (its trees too) and adds the
+    count and the verdict without torch; a bad result is still one line, exit 2."""
+    from _cli import write_result
+
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "a.py").write_text("import torch\n\ndef f(x_gpu):\n    return x_gpu.item()\n")
+    lin = {"verdict": "hoistable", "roots": "host data at b.py:9", "ops": "ge, all",
+           "uploads": "b.py:9", "digest": "d", "once": 1, "tree_id": "t",
+           "tree": [{"op": "all", "in": [{"root": "upload", "label": "host data",
+                                          "site": "b.py:9"}]}]}
+    res = write_result(tmp_path / "run.jsonl",
+                       events=[{"filename": str(src / "a.py"), "lineno": 4, "lineage": lin,
+                                "step": i} for i in (1, 2)])
+    rc, out, err, imported = _run(tmp_path, ["lint", "src", "--with-run", str(res)])
+    assert not imported, err
+    assert rc == 1, err
+    assert "hoistable: compute it on the host where b.py:9 builds it, the same value every " \
+        "step]" in out, out
+    (tmp_path / "bad.jsonl").write_text("nope\n")
+    rc, out, err, imported = _run(tmp_path, ["lint", "src", "--with-run", "bad.jsonl"])
+    assert not imported and rc == 2 and err.count("\n") == 1, err
+
+
 def test_commands_that_need_torch_say_how_to_get_it(tmp_path: Path) -> None:
     rc, out, err, imported = _run(tmp_path, ["run", "--device", "sim"])
     assert imported and rc == 2

@@ -66,3 +66,44 @@ def test_nothing_of_lineage_without_it(tmp_path: Path, capsys: pytest.CaptureFix
     gh = tmp_path / "gh.txt"
     cli(capsys, "check", str(res), "--max-syncs", "0", "--format", "github", "-o", str(gh))
     assert "Lineage" not in gh.read_text()
+
+
+EVIL = '<script>alert("x")</script>&amp;'
+
+
+def test_the_html_tree_escapes_every_name_and_stays_bounded(tmp_path: Path) -> None:
+    """A crafted result: an op, a root kind, a label and a file named with markup, a chain
+    300 levels deep, 500 children, values of the wrong type. The page shows the names as
+    text (no tag of theirs), at most DRAW_DEPTH levels and DRAW_WIDTH children, and says how
+    many it left out."""
+    from _lineage_html import trees, walk
+
+    from syncguard.core.lineage_words import DRAW_DEPTH, DRAW_NODES, DRAW_WIDTH
+    from syncguard.renderers import html
+    from syncguard.results import format as results
+
+    leaf = {"root": EVIL, "label": EVIL, "site": f"{EVIL}.py:3"}
+    deep: Dict[str, Any] = leaf
+    for _ in range(300):
+        deep = {"op": "add", "in": [deep]}
+    tree = [{"op": EVIL, "in": [leaf, deep, *[{"op": "mul", "in": [leaf]}] * 500,
+                                   "not a node", 7, None], "more": "lots"},
+            {"op": ["not", "text"], "in": {"a": 1}, "cut": 1}]
+    lin = {**LIN, "tree": tree, "tree_id": "x"}
+    path = write_result(tmp_path / "result.jsonl",
+                        events=[{"step": i, "lineage": lin, "filename": f"{EVIL}.py"}
+                                for i in (1, 2)])
+    page = html.render(results.load(str(path)), plots=False)
+    assert "<script>" not in page and "&lt;script&gt;" in page
+    assert "&amp;amp;" in page  # an entity in a name is shown as written, not decoded
+    (root,) = trees(page)
+    assert root["text"] == f"the value read at {EVIL}.py:3 (Tensor.__bool__)"
+    top = root["kids"][0]
+    assert top["text"] == EVIL
+    nodes = list(walk(root))
+    assert max(d for d, _ in nodes) <= DRAW_DEPTH + 1  # the read, then the op levels
+    assert len(nodes) <= DRAW_NODES + 2 * DRAW_WIDTH
+    assert all(len(n["kids"]) <= DRAW_WIDTH + 1 for _, n in nodes)  # "N more" the last
+    assert top["kids"][0]["text"] == f"{EVIL} {EVIL} at {EVIL}.py:3"
+    assert top["kids"][-1]["text"] == f"{500 + 5 - DRAW_WIDTH} more", top["kids"][-1]
+    assert any(n["text"].endswith(" more") for _, n in nodes if n is not top)
