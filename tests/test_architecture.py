@@ -326,7 +326,7 @@ def test_one_function_checks_budgets() -> None:
     users = [m for m, path in MODULES.items()
              if "budget_count" in path.read_text(encoding="utf-8") and m != owner]
     assert {"syncguard.cli.common", "syncguard.driving.scenario",
-            "syncguard.pytest_plugin"} <= set(users), users
+            "syncguard.pytest_plugin.settings"} <= set(users), users
 
 
 def _device_name_lists(path: Path) -> List[int]:

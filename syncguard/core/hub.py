@@ -65,7 +65,7 @@ INTERNAL_DIRS = tuple(
                                      "core/aten.py", "core/guard.py",
                                      "core/opmodel.py", "core/selftest.py", "sim/",
                                      "core/lineage.py",
-                                     "pytest_plugin.py", "core/steps.py", "execute/")
+                                     "pytest_plugin/", "core/steps.py", "execute/")
 )
 
 # The standard library (minus the site-packages folders that may live under it).

@@ -156,7 +156,7 @@ def test_the_guards_sites_name_the_function_as_every_report_does() -> None:
 
 
 def test_plugin_site_lines_use_the_qualified_name(tmp_path: Path) -> None:
-    from syncguard.pytest_plugin import _site_lines
+    from syncguard.pytest_plugin.report import _site_lines
 
     site: Dict[str, Any] = {"filename": str(tmp_path / "m.py"), "lineno": 5, "function": "pick",
                             "api": "Tensor.__bool__", "op": None, "count": 1, "steps": [],

@@ -7,7 +7,7 @@ import threading
 from pathlib import Path
 
 from syncguard.gate.baseline import Baseline, BaselineSite, locked
-from syncguard.pytest_plugin import _BaselineRun
+from syncguard.pytest_plugin.baselines import _BaselineRun
 
 
 def _site(nodeid: str, key: str) -> dict:

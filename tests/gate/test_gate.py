@@ -280,7 +280,7 @@ def test_the_ci_formats_print_the_gates_text(model: str) -> None:
 
 
 def test_the_plugin_prints_the_gates_line(model: str) -> None:
-    from syncguard.pytest_plugin import FIXTURE_HINT, verdict_line
+    from syncguard.pytest_plugin.report import FIXTURE_HINT, verdict_line
 
     v = judge(_steady(model), max_syncs=1)
     assert verdict_line(v) == f"syncguard: {v.test_line()}"

@@ -21,6 +21,6 @@ def test_a_max_syncs_that_is_not_a_count_is_a_usage_error(value: str,
 
 
 def test_an_integral_float_still_reads() -> None:
-    from syncguard.pytest_plugin import _to_count
+    from syncguard.pytest_plugin.settings import _to_count
 
     assert _to_count(3.0, "max_syncs") == 3 and _to_count("4", "x") == 4

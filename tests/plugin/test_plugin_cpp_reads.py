@@ -163,6 +163,6 @@ def test_the_simulated_npu_gets_no_net(pytester: pytest.Pytester) -> None:
 def test_the_test_guard_takes_the_one_decision(kind, asked, net) -> None:
     """The plugin's guard asks :func:`syncguard.driving.devices.exhaustive_for`, as exec and
     run do: a real device always has the net, the simulated npu never."""
-    from syncguard.pytest_plugin import Settings, _make_guard
+    from syncguard.pytest_plugin.settings import Settings, _make_guard
 
     assert _make_guard(Settings(exhaustive=asked), kind).exhaustive is net
