@@ -375,3 +375,18 @@ def test_one_writer_of_ci_annotations() -> None:
                    if marks.search(line))
     assert not found, found
     assert marks.search(MODULES[owner].read_text(encoding="utf-8"))
+
+
+def test_every_package_ships_in_the_wheel() -> None:
+    """``[tool.setuptools] packages`` lists packages one by one: a package left out is missing
+    from the installed wheel (an editable install still finds it, so only this test would)."""
+    try:
+        import tomllib
+    except ImportError:  # Python < 3.11
+        import tomli as tomllib  # type: ignore[no-redef]
+
+    listed = set(tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
+                 ["tool"]["setuptools"]["packages"])
+    found = {".".join(p.parent.relative_to(ROOT).parts)
+             for p in (ROOT / PKG).rglob("__init__.py")}
+    assert found <= listed, sorted(found - listed)
