@@ -100,7 +100,8 @@ def main(argv: List[str]) -> int:
                     if args.whole_run:  # what `syncguard run SCENARIO` does
                         opts = runner.RunOptions(device="sim", repeat=args.run_repeat,
                                                  profile=args.profile if p else "none")
-                        runner.run([sc], opts, os.path.join(tmp, f"{key}.jsonl"))
+                        runner.run(runner.prepare([sc], opts), opts,
+                                   os.path.join(tmp, f"{key}.jsonl"))
                     else:
                         runner.run_pass(sc, args.path, target, True, collect=False, profile=p)
                 wall[key].append((time.perf_counter() - w0) / n)

@@ -206,7 +206,7 @@ def main(args: argparse.Namespace) -> int:
     scenarios = runner.prepare(scenario.resolve(args.scenarios), opts)
     interval = progress_interval()
     target = cli_target(opts.device, exhaustive=opts.exhaustive)  # fail early: no file yet
-    opts.device = target.kind
+    opts.device = target.kind  # the kind resolved above, as the result header records it
     if opts.exhaustive and target.kind == "cpu":  # the flag is honoured, and finds nothing
         print("syncguard: note: --exhaustive: run --device cpu counts no syncs (the scenarios' "
               "tensors are plain host tensors); --device sim counts them, C++ reads included",
@@ -236,7 +236,7 @@ def main(args: argparse.Namespace) -> int:
 
         try:
             runner.run(scenarios, opts, result_path, progress, argv=sys.argv[1:],
-                       lines=lines)
+                       lines=lines, target=target)
         except KeyboardInterrupt as exc:  # Ctrl-C, or SIGTERM (_signals.Terminated)
             stop.caught(exc)
     if stop.stopped and not os.path.exists(result_path):

@@ -185,15 +185,17 @@ def path_label(path: str) -> str:
 
 def run(scenarios: List[Scenario], opts: RunOptions, result_path: str,
         progress: Optional[Progress] = None, argv: Optional[List[str]] = None,
-        lines: Optional[Any] = None) -> str:
-    """Run every scenario x path (counted passes, then the interleaved timed pass of all
-    paths, see :mod:`syncguard.driving.timing`), streaming to
-    ``result_path``. On KeyboardInterrupt the file is closed as incomplete and the
-    interrupt re-raised; every finished step is already on disk. ``lines``: a
+        lines: Optional[Any] = None, target: Optional[Target] = None) -> str:
+    """Run every scenario x path of ``scenarios`` (as :func:`prepare` made them from
+    ``opts``: the command prepares them once) on ``target`` (the device the command resolved
+    once; resolved from ``opts.device`` when None): counted passes, then the interleaved timed
+    pass of all paths (see :mod:`syncguard.driving.timing`), streaming to ``result_path``.
+    On KeyboardInterrupt the file is closed as incomplete and the interrupt re-raised; every
+    finished step is already on disk. ``lines``: a
     :class:`syncguard.lint.lines.LineRecorder` active during the counted passes only (never
     the timed ones), its note written before the footer."""
-    target = resolve_target(opts.device, exhaustive=opts.exhaustive)
-    scenarios = prepare(scenarios, opts)
+    if target is None:
+        target = resolve_target(opts.device, exhaustive=opts.exhaustive)
     prof = None
     if target.kind == "sim" and opts.profile != "none":
         from ..model.timeline import load_profile

@@ -23,7 +23,7 @@ def run(tmp_path_factory: pytest.TempPathFactory) -> results.RunResult:
     out = tmp_path_factory.mktemp("trace") / "result.jsonl"
     opts = runner.RunOptions(device="sim", paths=["legacy", "flag"], steps=4, warmup=1,
                              timed=False)
-    runner.run(scenario.resolve(["steady"]), opts, str(out))
+    runner.run(runner.prepare(scenario.resolve(["steady"]), opts), opts, str(out))
     return results.load(str(out))
 
 
@@ -110,7 +110,7 @@ def test_profile_none_runs_without_a_model(tmp_path: Any) -> None:
     out = tmp_path / "result.jsonl"
     opts = runner.RunOptions(device="sim", paths=["legacy"], steps=2, warmup=0, timed=False,
                              profile="none")
-    runner.run(scenario.resolve(["steady"]), opts, str(out))
+    runner.run(runner.prepare(scenario.resolve(["steady"]), opts), opts, str(out))
     res = results.load(str(out))
     assert "timeline" not in res.header and not res.timelines
     assert all(s.modeled_ms is None for s in res.steps)
@@ -144,7 +144,7 @@ def test_cpu_run_merges_a_torch_profiler_trace(tmp_path: Any) -> None:
     out = tmp_path / "result.jsonl"
     opts = runner.RunOptions(device="cpu", paths=["legacy", "flag"], steps=4, warmup=1,
                              repeat=1)
-    runner.run(scenario.resolve(["steady"]), opts, str(out))
+    runner.run(runner.prepare(scenario.resolve(["steady"]), opts), opts, str(out))
     res = results.load(str(out))
     for path in ("legacy", "flag"):
         assert (tmp_path / "profiler" / f"steady.{path}.json").is_file()
