@@ -14,7 +14,9 @@ import sys
 from types import ModuleType
 from typing import Any, Optional
 
-from syncguard._standin_mark import is_standin as marked_standin
+# the case study's fused operator, provided to syncguard's torch_npu stand-in
+from sglang_ascend_sampling import npu_op as _npu_op  # noqa: F401
+from syncguard.standin import is_standin as marked_standin
 
 #: Module name of syncguard's stand-in for ``torch_npu`` (written elsewhere in the package).
 STANDIN_MODULE = "syncguard.sim.torch_npu_standin"

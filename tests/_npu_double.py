@@ -46,7 +46,7 @@ if _STATE == "healthy":
     _me = sys.modules.pop("torch_npu")
     try:
         from syncguard.sim import simulated_device
-        from syncguard.sim.torch_npu_standin import npu_top_k_top_p  # noqa: F401
+        from sglang_ascend_sampling.npu_op import npu_top_k_top_p  # noqa: F401
 
         simulated_device("npu")
     finally:

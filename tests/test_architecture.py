@@ -232,7 +232,7 @@ def test_the_case_study_check_sees_every_kind_of_use(tmp_path: Path) -> None:
 #: The bottom of the package: what everything may import, importing nothing of syncguard but
 #: each other.
 BOTTOM = {"syncguard.errors", "syncguard._version", "syncguard._paths", "syncguard._words",
-          "syncguard._escape", "syncguard._standin_mark", "syncguard.console"}
+          "syncguard._escape", "syncguard.standin", "syncguard.console"}
 
 
 @pytest.mark.parametrize("mod", sorted(BOTTOM))

@@ -36,8 +36,8 @@ import sys
 from types import ModuleType
 from typing import TYPE_CHECKING, List, Optional, Sequence
 
-from .._standin_mark import is_standin
 from ..errors import SyncguardError
+from ..standin import is_standin
 
 if TYPE_CHECKING:  # pragma: no cover
     import torch

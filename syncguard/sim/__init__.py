@@ -20,7 +20,8 @@ Public API:
   ``tensor.is_pinned()`` answers the same and ``tensor.pin_memory()`` works.
 * :func:`install_torch_npu_standin` / :func:`uninstall_torch_npu_standin` /
   :func:`torch_npu_standin_installed` - a ``torch_npu`` stand-in with
-  ``npu_top_k_top_p`` (the module itself is :mod:`syncguard.sim.torch_npu_standin`).
+  the fused operators plug-ins provide (:func:`syncguard.standin.provide`; the module itself
+  is :mod:`syncguard.sim.torch_npu_standin`).
 * :class:`SimulatedDeviceError`.
 """
 
@@ -33,7 +34,6 @@ from typing import Iterator
 
 import torch
 
-from syncguard._standin_mark import is_standin
 from syncguard.sim import device as _device_module
 from syncguard.sim import torch_npu_standin
 from syncguard.sim.device import (
@@ -49,6 +49,7 @@ from syncguard.sim.device import (
     _check_can_setup as _check_can_setup,
 )
 from syncguard.sim.device import setup as _setup
+from syncguard.standin import is_standin
 
 if _device_module.WRAPPER_ROUTE:  # torch < 2.9: the wrapper-subclass route registers itself
     import syncguard.sim.wrapper_backend  # noqa: F401
@@ -62,11 +63,23 @@ __all__ = [
     "install_torch_npu_standin",
     "is_pinned_host",
     "is_simulated",
+    "kernel_reads",
     "simulated_device",
     "torch_npu_standin",
     "torch_npu_standin_installed",
     "uninstall_torch_npu_standin",
 ]
+
+
+@contextlib.contextmanager
+def kernel_reads() -> Iterator[None]:
+    """Inside, host reads on this thread are a stand-in kernel's own, which the real kernel
+    does not make (a fused operator checking its arguments' values to warn): not the
+    program's, never reported to a guard."""
+    from syncguard.core.intercept import suppressed
+
+    with suppressed():
+        yield
 
 
 def simulated_device(name: str = "npu", torch_npu: bool = False) -> torch.device:

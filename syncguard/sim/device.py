@@ -762,7 +762,7 @@ def _torch_version() -> Tuple[int, int]:
 
 
 def _real_torch_npu() -> Optional[Any]:
-    from .._standin_mark import is_standin
+    from ..standin import is_standin
 
     mod = sys.modules.get("torch_npu")
     return None if mod is None or is_standin(mod) else mod

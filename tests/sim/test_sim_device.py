@@ -21,10 +21,11 @@ import torch
 
 import syncguard.core.aten as aten
 import syncguard.core.intercept as intercept
+from sglang_ascend_sampling import npu_op
+from sglang_ascend_sampling.npu_op import top_k_top_p_reference
 from syncguard import sim
 from syncguard.sim import device as simdev
 from syncguard.sim import torch_npu_standin as standin
-from syncguard.sim.torch_npu_standin import top_k_top_p_reference
 
 _MIN = "{}.{}".format(*simdev.MIN_TORCH_VERSION)
 pytestmark = pytest.mark.skipif(
@@ -627,7 +628,7 @@ def test_top_k_top_p_contract(case: str, match: str, device: str) -> None:
         "k_list": (logits, p, [10, 10, 10]),
         "devices": (logits, p.cpu() if device == "npu" else p.to("npu"), k),
     }
-    with pytest.raises(standin.TopKTopPContractError, match=match) as info:
+    with pytest.raises(npu_op.TopKTopPContractError, match=match) as info:
         standin.npu_top_k_top_p(*args[case])
     assert isinstance(info.value, RuntimeError) and isinstance(info.value, ValueError)
 
@@ -655,7 +656,7 @@ def test_top_k_top_p_values_the_kernel_does_not_check(case: str, match: str,
         "p_range": (logits, torch.tensor([1.5, 1.0, 1.0], device=device), k32(10, 10, 10,
                                                                              device=device)),
     }
-    with pytest.warns(standin.UndefinedResultWarning, match=match) as rec:
+    with pytest.warns(npu_op.UndefinedResultWarning, match=match) as rec:
         out = standin.npu_top_k_top_p(*args[case])
     assert "undefined" in str(rec[0].message) and "refuses" not in str(rec[0].message)
     assert out.shape == args[case][0].shape and out.dtype == args[case][0].dtype
@@ -707,7 +708,7 @@ def test_top_k_top_p_reads_nothing_from_the_device(ops_seen: List[Tuple[str, str
     assert "aten::index.Tensor" not in seen
     # The only copies are device-to-device (the k dtype cast), none to the host.
     ops_seen.clear()
-    with pytest.warns(standin.UndefinedResultWarning):
+    with pytest.warns(npu_op.UndefinedResultWarning):
         standin.npu_top_k_top_p(logits, p, k32(0, 5, 64, 10, device="npu"))
     assert "aten::_local_scalar_dense" not in names(ops_seen)
 
@@ -742,7 +743,7 @@ def test_standin_install_and_refusal(monkeypatch: pytest.MonkeyPatch) -> None:
 @pytest.mark.parametrize("vocab", [4097, 32000])
 def test_standin_large_vocab_fast_path_equals_full_sort(vocab: int, monkeypatch: pytest.MonkeyPatch
                                                          ) -> None:
-    from syncguard.sim import torch_npu_standin as s
+    from sglang_ascend_sampling import npu_op as s
 
     g = torch.Generator().manual_seed(vocab)
     logits = torch.randn(6, vocab, generator=g)
@@ -759,7 +760,7 @@ def test_standin_large_vocab_ties_beyond_the_candidates_keep_full_sort_semantics
         dtype: torch.dtype, monkeypatch: pytest.MonkeyPatch) -> None:
     # a flat row (common in bf16): every value ties with the k-th largest and must be kept,
     # though only 1024 candidates fit the fast path; a mixed batch too
-    from syncguard.sim import torch_npu_standin as s
+    from sglang_ascend_sampling import npu_op as s
 
     vocab = 8192
     g = torch.Generator().manual_seed(1)
@@ -777,7 +778,7 @@ def test_standin_large_vocab_ties_beyond_the_candidates_keep_full_sort_semantics
 
 
 def test_standin_fast_path_is_used_when_exact() -> None:
-    from syncguard.sim import torch_npu_standin as s
+    from sglang_ascend_sampling import npu_op as s
 
     logits = torch.randn(2, 8192, generator=torch.Generator().manual_seed(2))
     out = s._top_k_top_p_topk(logits, torch.tensor([0.9, 0.5]), torch.tensor([20, 1000]))

@@ -136,7 +136,7 @@ def test_item_variant_slips_past_the_upstream_mock_but_not_the_guard(
 def test_fused_operator_never_receives_an_ineligible_top_k() -> None:
     """k outside [1, 1024] is undefined on the device (the kernel does not check it): no path
     may send one, and the stand-in warns when one arrives."""
-    from syncguard.sim import torch_npu_standin
+    from sglang_ascend_sampling import npu_op
 
     calls: List[List[int]] = []
 
@@ -144,17 +144,16 @@ def test_fused_operator_never_receives_an_ineligible_top_k() -> None:
         from syncguard.sim.device import host_value
 
         calls.append(host_value(k).tolist())
-        return torch_npu_standin.npu_top_k_top_p(logits, p, k)
+        return npu_op.npu_top_k_top_p(logits, p, k)
 
     ns = types.SimpleNamespace(npu_top_k_top_p=spy)
     for path in ("legacy", "flag", "flag-recompute"):
         for ks in ([1, 1024], [1, 1025], [4, TOP_K_ALL], [2048]):
             _ascend(_batch(ks), path, ns)
     assert calls and all(1 <= k <= 1024 for c in calls for k in c)
-    with pytest.warns(torch_npu_standin.UndefinedResultWarning, match="1025"):
+    with pytest.warns(npu_op.UndefinedResultWarning, match="1025"):
         b = _batch([1, 1025])
-        torch_npu_standin.npu_top_k_top_p(torch.zeros(2, 2048, device=DEV),
-                                          b.top_ps, b.top_ks)
+        npu_op.npu_top_k_top_p(torch.zeros(2, 2048, device=DEV), b.top_ps, b.top_ks)
 
 
 SEEDED = """

@@ -18,6 +18,7 @@ import torch
 
 
 def _battery() -> Dict[str, Dict[str, Any]]:
+    import sglang_ascend_sampling.npu_op  # noqa: F401  (provides npu_top_k_top_p)
     from syncguard import SyncGuard, sim
     from syncguard.core import aten
 
