@@ -301,7 +301,8 @@ def main(argv: Optional[List[str]] = None) -> int:
     ap = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     ap.add_argument("--rounds", type=int, default=9)
     ap.add_argument("--steps", type=int, default=2000, help="steps of each timed run")
-    ap.add_argument("--hidden", type=int, default=576, help="layer width (~1 ms a step)")
+    ap.add_argument("--hidden", type=int, default=800,
+                    help="layer width (800: about 1 ms a step on a 2-CPU EPYC at idle)")
     ap.add_argument("--mem-steps", default="1000,8000")
     ap.add_argument("--out", type=Path, default=None)
     ap.add_argument("--base", type=Path, default=None,
