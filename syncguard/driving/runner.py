@@ -18,6 +18,7 @@ from ..results.format import TIMED_PASS, ResultWriter, StepRecord, environment, 
 from ..results.machine import machine_state
 from .decode import DecodeLoop, DeviceTimer, Progress, _seed, label_fields
 from .devices import Target, resolve_target
+from .plan import Plan
 from .scenario import Scenario
 from .timing import PROFILED_KINDS
 
@@ -135,28 +136,14 @@ class RunOptions:
     #: the path ratios are taken against (None: each scenario's first path)
     baseline: Optional[str] = None
     profile: Optional[str] = None  # device profile of the modeled timeline (sim); None: 910b
-    repeat: Optional[int] = None  # timed rounds; None: as many as fit budget_s
-    #: time budget of the whole run (s; None: DEFAULT_RUN_BUDGET_S), split across the
-    #: scenarios: each gets an equal share of what is left, its counted pass first, its timed
-    #: pass the rest of the share (at least one round)
+    repeat: Optional[int] = None  # timed rounds; None: the plan's (syncguard.driving.plan)
+    #: the time the run's plan aims at (s; None: plan.DEFAULT_RUN_BUDGET_S): the minimum
+    #: evidence, then whole rounds and more rounds while the expected total fits
     budget_s: Optional[float] = None
     #: the user's ``--exhaustive`` (:func:`syncguard.driving.devices.exhaustive_for` decides)
     exhaustive: bool = False
     #: track the lineage of each read value in the counted passes (``--lineage``)
     lineage: bool = False
-
-
-#: the whole run's default time budget (s) when ``--repeat`` is not given
-DEFAULT_RUN_BUDGET_S = 180.0
-
-
-def timed_budget(total_s: float, elapsed_s: float, left: int, spent_s: float) -> float:
-    """The timed pass's budget (s) of the next scenario: its equal share of what is left of
-    the run's ``total_s`` after ``elapsed_s`` (``left`` scenarios to go, this one included),
-    less ``spent_s``, the time its counted pass took; 0 when nothing is left (the timed pass
-    still runs its one round)."""
-    share = (total_s - elapsed_s) / max(left, 1)
-    return max(0.0, share - spent_s)
 
 
 def prepare(scenarios: List[Scenario], opts: RunOptions) -> List[Scenario]:
@@ -183,17 +170,31 @@ def path_label(path: str) -> str:
     return subjects.label(path, subjects.load(path))
 
 
+def plan_for(scenarios: List[Scenario], opts: RunOptions, target: Optional[Target] = None
+         ) -> Plan:
+    """Probe the machine and plan the run (:func:`syncguard.driving.plan.plan_run`)."""
+    from .plan import plan_run
+
+    target = target or resolve_target(opts.device, exhaustive=opts.exhaustive)
+    return plan_run(prepare(scenarios, opts), lambda sc: paths_for(sc, opts), target,
+                    counted=opts.counted, timed=opts.timed, repeat=opts.repeat,
+                    budget_s=opts.budget_s)
+
+
 def run(scenarios: List[Scenario], opts: RunOptions, result_path: str,
         progress: Optional[Progress] = None, argv: Optional[List[str]] = None,
-        lines: Optional[Any] = None) -> str:
+        lines: Optional[Any] = None, plan: Optional[Plan] = None) -> str:
     """Run every scenario x path (counted passes, then the interleaved timed pass of all
-    paths, see :mod:`syncguard.driving.timing`), streaming to
+    paths, see :mod:`syncguard.driving.timing`, in the rounds of ``plan``: see
+    :mod:`syncguard.driving.plan`; made here when not given), streaming to
     ``result_path``. On KeyboardInterrupt the file is closed as incomplete and the
     interrupt re-raised; every finished step is already on disk. ``lines``: a
     :class:`syncguard.lint.lines.LineRecorder` active during the counted passes only (never
     the timed ones), its note written before the footer."""
     target = resolve_target(opts.device, exhaustive=opts.exhaustive)
     scenarios = prepare(scenarios, opts)
+    if plan is None:
+        plan = plan_for(scenarios, opts, target)
     prof = None
     if target.kind == "sim" and opts.profile != "none":
         from ..model.timeline import load_profile
@@ -204,6 +205,7 @@ def run(scenarios: List[Scenario], opts: RunOptions, result_path: str,
         # whether absolute host times compare (syncguard.results.machine)
         "machine": machine_state(),
         "options": dataclasses.asdict(opts),
+        "plan": plan.record(),  # the probe's step times and the rounds they gave
         "scenarios": {s.name: {**scenario_record(s.file, s.text), "steps": s.steps,
                                "warmup": s.warmup, "max_syncs": s.max_syncs}
                       for s in scenarios},
@@ -211,22 +213,20 @@ def run(scenarios: List[Scenario], opts: RunOptions, result_path: str,
     }
     writer = ResultWriter(result_path, header)
     complete, reason = False, "interrupted"
-    total_s = DEFAULT_RUN_BUDGET_S if opts.budget_s is None else opts.budget_s
-    t_run = time.perf_counter()
     try:
-        for k, sc in enumerate(scenarios):
-            t_sc = time.perf_counter()
+        for sc in scenarios:
             for path in paths_for(sc, opts):
                 if opts.counted:
                     with lines if lines is not None else contextlib.nullcontext():
                         run_pass(sc, path, target, True, writer, progress, collect=False,
                                  profile=prof, lineage=opts.lineage)
-            if opts.timed:  # paths interleaved step by step, repeated (syncguard.driving.timing)
+            planned = plan.get(sc.name)
+            if opts.timed and planned is not None and planned.rounds:
                 from .timing import timed_pass
 
-                now = time.perf_counter()
-                timed_pass(sc, paths_for(sc, opts), target, writer, progress, opts.repeat,
-                           timed_budget(total_s, t_sc - t_run, len(scenarios) - k, now - t_sc))
+                # paths interleaved step by step, repeated (syncguard.driving.timing)
+                timed_pass(sc, paths_for(sc, opts), target, writer, progress,
+                           planned.rounds, round_steps=planned.round_steps)
             if opts.timed and target.kind in PROFILED_KINDS:  # syncguard.renderers.trace
                 from .timing import profiled_pass
 
