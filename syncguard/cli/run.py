@@ -39,7 +39,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
     add_scenario_arguments(p)
     add_exhaustive_argument(p)
-    add_out_arguments(p, "reports/<time>-<device>")
+    add_out_arguments(p, "reports/<time>-<device>, reports/latest pointing at it")
     p.add_argument("--no-timed", action="store_true", help="skip the timed pass")
     p.add_argument("--ratio-base", default=None, metavar="PATH",
                    help="the path latency ratios are taken against (default: each "
@@ -90,11 +90,17 @@ def crosscheck(scenarios: Sequence[Any], opts: Any, out: str) -> int:
 
 
 def out_dir(args: argparse.Namespace, device: str) -> str:
+    """``--out``, else a new ``reports/<time>-<device>`` with ``reports/latest`` pointing at it
+    (:mod:`syncguard._paths`)."""
+    from .._paths import new_report_dir, point_latest
     from ..renderers import run_files
     from .common import prepare_out
 
-    out = args.out or os.path.join("reports", time.strftime("%Y%m%d-%H%M%S") + f"-{device}")
-    return prepare_out(out, run_files(), args.force)
+    if args.out:
+        return prepare_out(args.out, run_files(), args.force)
+    out = prepare_out(new_report_dir(device), run_files(), args.force)
+    point_latest(out)
+    return out
 
 
 PROGRESS_ENV, PROGRESS_DEFAULT_S = "SYNCGUARD_PROGRESS_SECONDS", 60.0
