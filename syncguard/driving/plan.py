@@ -2,8 +2,9 @@
 and the expected total time, said at the start of the run.
 
 The probe (:func:`probe`) runs each scenario's first path plainly (no interceptors) for its
-warm-up and then until :data:`PROBE_SCENARIO_S` seconds have gone or the scenario ends, timing
-every step, the decode loop's set-up and a garbage collection. :func:`make_plan` turns those
+warm-up and then at least 3 steps, until :data:`PROBE_SCENARIO_S` seconds have gone or the
+scenario ends, timing every step (the median after the warm-up stands for the steps not
+probed), the decode loop's set-up and a garbage collection. :func:`make_plan` turns those
 times into each scenario's timed pass (:mod:`syncguard.driving.timing`):
 
 - Every path gets at least :data:`MIN_TIMED_SAMPLES` timed steps after the warm-up (a latency
@@ -43,8 +44,9 @@ MIN_TIMED_SAMPLES = MIN_CLAIM_SAMPLES
 #: At most this many rounds to reach :data:`MIN_TIMED_SAMPLES` when a scenario has very few
 #: steps after its warm-up.
 MAX_SAMPLE_ROUNDS = 30
-#: The probe runs a scenario past its warm-up until this many seconds have gone (s).
-PROBE_SCENARIO_S = 0.4
+#: The probe runs a scenario past its warm-up until this many seconds have gone (s), and at
+#: least this many steps (their median is the scenario's step time).
+PROBE_SCENARIO_S, PROBE_MIN_STEPS = 0.4, 3
 #: A counted step's cost relative to a plain one (the guard's interceptors and, on the
 #: simulated device, the modeled timeline): measured 1.0 to 1.3 over the case study.
 COUNTED_FACTOR = 1.15
@@ -65,17 +67,20 @@ class Probe:
 
     @property
     def typical_s(self) -> float:
-        """Seconds of a step not probed: the mean of the probed steps after the warm-up (of all
-        probed steps when none is past it)."""
-        after = list(self.step_s[self.warmup:]) or list(self.step_s)
-        return sum(after) / len(after) if after else 0.0
+        """Seconds of a step not probed: the median of the probed steps after the warm-up (of
+        all probed steps when none is past it; a moment of contention moves it little)."""
+        after = sorted(self.step_s[self.warmup:]) or sorted(self.step_s)
+        if not after:
+            return 0.0
+        mid = len(after) // 2
+        return after[mid] if len(after) % 2 else (after[mid - 1] + after[mid]) / 2
 
     def cost(self, k: int) -> float:
-        """Seconds for the first ``k`` steps of one path (probed steps as measured, the rest
-        at :attr:`typical_s`)."""
+        """Seconds for the first ``k`` steps of one path (the warm-up steps as probed, the
+        rest at :attr:`typical_s`)."""
         k = max(0, min(k, self.steps))
-        seen = list(self.step_s[:k])
-        return sum(seen) + (k - len(seen)) * self.typical_s
+        warm = list(self.step_s[:min(k, self.warmup)])
+        return sum(warm) + (k - len(warm)) * self.typical_s
 
 
 @dataclasses.dataclass(frozen=True)
@@ -171,7 +176,7 @@ class Plan:
 class Eta:
     """The time a run of ``plan`` has left as its steps finish (:meth:`step`): the plan's time
     for what is left, scaled by how long the finished scenarios took against their plan (a
-    machine busier than at the probe, or less busy)."""
+    machine busier than at the probe, or less busy) once they are a fifth of it."""
 
     def __init__(self, plan: Plan, clock: Callable[[], float] = time.perf_counter) -> None:
         self.plan, self.clock = plan, clock
@@ -188,8 +193,10 @@ class Eta:
             return None
         self.finished.append(sp)
         planned = sum(s.counted_s + s.timed_s for s in self.finished)
-        if planned > 0:
-            self.factor = (self.clock() - self.start) / planned
+        # the first scenario also pays the run's own start (imports, the guard's set-up): the
+        # plan is corrected once a fifth of it is done, and never by more than 4x either way
+        if planned >= 0.2 * (self.plan.expected_s - REPORT_S):
+            self.factor = min(4.0, max(0.25, (self.clock() - self.start) / planned))
         return sp
 
     def left_s(self) -> float:
@@ -200,8 +207,9 @@ def probe_scenario(sc: Scenario, path: str, target: Target,
                    clock: Callable[[], float] = time.perf_counter,
                    limit_s: float = PROBE_SCENARIO_S) -> Probe:
     """Time ``sc`` on ``path`` (no interceptors): its set-up, its warm-up steps, then steps
-    until ``limit_s`` seconds have gone since the warm-up ended (at least one) or the scenario
-    ends. A subject that fails is left for the run to report: its probe is empty."""
+    until ``limit_s`` seconds have gone since the warm-up ended (at least
+    :data:`PROBE_MIN_STEPS` of them) or the scenario ends. A subject that fails is left for the
+    run to report: its probe is empty."""
     import torch
 
     from .decode import DecodeLoop
@@ -221,7 +229,7 @@ def probe_scenario(sc: Scenario, path: str, target: Target,
             if step >= sc.warmup:
                 if t_warm is None:
                     t_warm = clock()
-                elif clock() - t_warm >= limit_s:
+                elif step - sc.warmup >= PROBE_MIN_STEPS and clock() - t_warm >= limit_s:
                     break
             t0 = clock()
             loop.run_step(step)

@@ -86,11 +86,18 @@ def test_the_expected_time_is_the_probes_times_over_the_plan() -> None:
     assert rep.budget_s is None and [(s.rounds, s.round_steps) for s in rep.scenarios] == [(2, 50)]
 
 
+def test_a_step_not_probed_costs_the_median_of_those_after_the_warm_up() -> None:
+    p = planning.Probe(10, 1, (5.0, 1.0, 2.0, 100.0))  # a moment of contention: 100 s
+    assert p.typical_s == 2.0
+    assert p.cost(10) == 5.0 + 9 * 2.0  # the warm-up step as probed, the rest at the median
+
+
 def test_the_probe_times_the_warm_up_then_steps_until_its_limit() -> None:
     sc = load_scenario(SMALL)
     target = resolve_target("sim")
     p = planning.probe_scenario(sc, "flag", target, limit_s=0.0)
-    assert len(p.step_s) == sc.warmup + 1 and p.typical_s > 0 and p.setup_s > 0
+    assert len(p.step_s) == sc.warmup + planning.PROBE_MIN_STEPS
+    assert p.typical_s > 0 and p.setup_s > 0
     whole = planning.probe_scenario(sc, "flag", target, limit_s=60.0)
     assert len(whole.step_s) == sc.steps
     broken = planning.probe_scenario(sc, "no.such.module:Subject", target)
