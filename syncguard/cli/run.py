@@ -60,6 +60,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    "rounds, 30 timed steps per path), whole rounds and more rounds (up to "
                    "10) as fit; the expected total, from a probe of the machine, is printed "
                    "at the start")
+    p.add_argument("--threads", type=int, default=None, metavar="N",
+                   help="torch's intra-op threads for the run (default: 1 on the simulated "
+                   "device and the CPU, whose kernels run on the host: with more, any other "
+                   "job of a shared machine stalls every parallel op and step times vary "
+                   "tenfold; torch's own default elsewhere; 0: torch's own default)")
     add_width_argument(p)
     p.add_argument("--verbose", "-v", action="store_true",
                    help="also print every scenario's per-step table, the sync sites and the "

@@ -8,7 +8,7 @@ import dataclasses
 import os
 import time
 import warnings
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, Iterator, List, Optional
 
 from ..core import signals as _signals
 from ..core.events import NoDeviceTensorsWarning, SyncEvent
@@ -144,6 +144,9 @@ class RunOptions:
     exhaustive: bool = False
     #: track the lineage of each read value in the counted passes (``--lineage``)
     lineage: bool = False
+    #: torch's intra-op threads (``--threads``; None: :func:`threads_for` decides, 0: torch's
+    #: own default)
+    threads: Optional[int] = None
 
 
 def prepare(scenarios: List[Scenario], opts: RunOptions) -> List[Scenario]:
@@ -170,15 +173,48 @@ def path_label(path: str) -> str:
     return subjects.label(path, subjects.load(path))
 
 
+#: torch's intra-op threads of a run on a device whose kernels run on the host CPU (the
+#: simulated npu, the CPU): one. A second thread makes every parallel op wait for a core that
+#: any other job of a shared machine may hold: on a 2-core machine at load 2 to 6, steps took
+#: 2 to 30 times longer, varying from step to step, and paths' ratios moved with the load.
+HOST_KERNEL_THREADS = 1
+
+
+def threads_for(opts: RunOptions, target: Target) -> Optional[int]:
+    """torch's intra-op threads for the run: ``opts.threads`` (0: torch's own default,
+    None), else :data:`HOST_KERNEL_THREADS` on the simulated npu and the CPU, None elsewhere."""
+    if opts.threads is not None:
+        return opts.threads or None
+    return HOST_KERNEL_THREADS if target.kind in ("sim", "cpu") else None
+
+
+@contextlib.contextmanager
+def torch_threads(n: Optional[int]) -> Iterator[None]:
+    """torch's intra-op threads set to ``n`` (None: left alone) inside the block, restored
+    after."""
+    import torch
+
+    before = torch.get_num_threads()
+    if n is not None and n != before:
+        torch.set_num_threads(n)
+    try:
+        yield
+    finally:
+        if torch.get_num_threads() != before:
+            torch.set_num_threads(before)
+
+
 def plan_for(scenarios: List[Scenario], opts: RunOptions, target: Optional[Target] = None
-         ) -> Plan:
-    """Probe the machine and plan the run (:func:`syncguard.driving.plan.plan_run`)."""
+             ) -> Plan:
+    """Probe the machine and plan the run (:func:`syncguard.driving.plan.plan_run`), on the
+    run's torch threads (:func:`threads_for`)."""
     from .plan import plan_run
 
     target = target or resolve_target(opts.device, exhaustive=opts.exhaustive)
-    return plan_run(prepare(scenarios, opts), lambda sc: paths_for(sc, opts), target,
-                    counted=opts.counted, timed=opts.timed, repeat=opts.repeat,
-                    budget_s=opts.budget_s)
+    with torch_threads(threads_for(opts, target)):
+        return plan_run(prepare(scenarios, opts), lambda sc: paths_for(sc, opts), target,
+                        counted=opts.counted, timed=opts.timed, repeat=opts.repeat,
+                        budget_s=opts.budget_s)
 
 
 def run(scenarios: List[Scenario], opts: RunOptions, result_path: str,
@@ -187,14 +223,21 @@ def run(scenarios: List[Scenario], opts: RunOptions, result_path: str,
     """Run every scenario x path (counted passes, then the interleaved timed pass of all
     paths, see :mod:`syncguard.driving.timing`, in the rounds of ``plan``: see
     :mod:`syncguard.driving.plan`; made here when not given), streaming to
-    ``result_path``. On KeyboardInterrupt the file is closed as incomplete and the
-    interrupt re-raised; every finished step is already on disk. ``lines``: a
-    :class:`syncguard.lint.lines.LineRecorder` active during the counted passes only (never
-    the timed ones), its note written before the footer."""
+    ``result_path``, on the run's torch threads (:func:`threads_for`). On KeyboardInterrupt
+    the file is closed as incomplete and the interrupt re-raised; every finished step is
+    already on disk. ``lines``: a :class:`syncguard.lint.lines.LineRecorder` active during
+    the counted passes only (never the timed ones), its note written before the footer."""
     target = resolve_target(opts.device, exhaustive=opts.exhaustive)
     scenarios = prepare(scenarios, opts)
-    if plan is None:
-        plan = plan_for(scenarios, opts, target)
+    with torch_threads(threads_for(opts, target)):
+        if plan is None:
+            plan = plan_for(scenarios, opts, target)
+        return _run(scenarios, opts, target, result_path, plan, progress, argv, lines)
+
+
+def _run(scenarios: List[Scenario], opts: RunOptions, target: Target, result_path: str,
+         plan: Plan, progress: Optional[Progress], argv: Optional[List[str]],
+         lines: Optional[Any]) -> str:
     prof = None
     if target.kind == "sim" and opts.profile != "none":
         from ..model.timeline import load_profile

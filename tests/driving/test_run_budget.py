@@ -129,3 +129,27 @@ def test_repeat_runs_whole_rounds(tmp_path, capsys):
                "--warmup", "0", "--paths", "flag", "--repeat", "1"])
     assert rc == 0
     assert "1 whole timed round(s) each (--repeat)" in capsys.readouterr().err
+
+
+def test_a_run_on_the_simulated_device_uses_one_torch_thread_and_restores_them(
+        tmp_path, capsys):
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        for i, (extra, want) in enumerate((((), 1), (("--threads", "0"), 2),
+                                           (("--threads", "2"), 2))):
+            out = str(tmp_path / f"o{i}")
+            rc = main(["run", SMALL, "--device", "sim", "--out", out, "--steps", "2",
+                       "--warmup", "0", "--paths", "flag", "--repeat", "1", *extra])
+            assert rc == 0, capsys.readouterr().err
+            with open(os.path.join(out, "result.jsonl"), encoding="utf-8") as f:
+                header = json.loads(f.readline())
+            assert header["machine"]["torch_threads"] == want, extra
+            assert torch.get_num_threads() == 2  # the caller's setting, restored
+        rc = main(["run", SMALL, "--device", "sim", "--out", str(tmp_path / "bad"),
+                   "--threads", "-1"])
+        assert rc == 2 and "--threads: must be >= 0" in capsys.readouterr().err
+    finally:
+        torch.set_num_threads(before)
