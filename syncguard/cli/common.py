@@ -170,6 +170,9 @@ def run_options(args: argparse.Namespace, counted: bool = True, timed: bool = Tr
         raise UsageError(f"--repeat: must be >= 1, got {repeat}")
     if budget is not None and not budget > 0:
         raise UsageError(f"--budget: must be > 0 seconds, got {budget}")
+    threads = getattr(args, "threads", None)
+    if threads is not None and threads < 0:
+        raise UsageError(f"--threads: must be >= 0, got {threads}")
     profile = getattr(args, "profile", None)
     if profile is not None and profile != "none":
         from ..model.timeline import ProfileError, load_profile
@@ -182,7 +185,7 @@ def run_options(args: argparse.Namespace, counted: bool = True, timed: bool = Tr
                       warmup=args.warmup, counted=counted, timed=timed,
                       baseline=getattr(args, "ratio_base", None), repeat=repeat,
                       budget_s=budget, profile=profile,
-                      lineage=bool(getattr(args, "lineage", False)))
+                      lineage=bool(getattr(args, "lineage", False)), threads=threads)
 
 
 # ---------------------------------------------------------------------------- checks

@@ -21,7 +21,6 @@ import argparse
 import os
 import re
 import sys
-import time
 from typing import Dict, Optional, Tuple
 
 NAME = "exec"
@@ -65,7 +64,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="hidden syncs allowed outside every step, in total over the run "
                    "(set-up, the readback after the loop; default: no gate)")
     add_allow_arguments(p)
-    add_out_arguments(p, "reports/<time>-exec")
+    add_out_arguments(p, "reports/<time>-exec-<device>, reports/latest pointing at it")
     add_gate_format_arguments(p, files_under_out=True)
     add_width_argument(p)
     add_record_lines_argument(p, "(file or folder) ran")
@@ -93,19 +92,25 @@ _RUN_ID = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}", re.ASCII)
 
 
 def _out_dir(args: argparse.Namespace, device: str, files: Tuple[str, ...]) -> str:
+    """``--out``, else ``reports/<time>-exec-<device>`` (under torchrun, the ranks' shared
+    ``reports/exec-<run id>-<device>``) with ``reports/latest`` pointing at it."""
+    from .._paths import new_report_dir, point_latest, reports_dir
     from ..errors import UsageError
     from .common import prepare_out
 
-    out = args.out
-    if out is None:
-        run_id = os.environ.get("TORCHELASTIC_RUN_ID")
-        if run_id and not _RUN_ID.fullmatch(run_id):  # "x/../../..": never outside reports/
-            raise UsageError(f"TORCHELASTIC_RUN_ID={run_id[:80]!r}: not a run id the report "
-                             f"folder can be named after (letters, digits and _ . - only, at "
-                             f"most 64); pass --out")
-        stamp = f"exec-{run_id}" if run_id else time.strftime("%Y%m%d-%H%M%S") + "-exec"
-        out = os.path.join("reports", f"{stamp}-{device}")
-    return prepare_out(os.path.abspath(out), files, args.force)  # absolute: it may chdir
+    if args.out is not None:
+        return prepare_out(os.path.abspath(args.out), files, args.force)  # it may chdir
+    run_id = os.environ.get("TORCHELASTIC_RUN_ID")
+    if run_id and not _RUN_ID.fullmatch(run_id):  # "x/../../..": never outside reports/
+        raise UsageError(f"TORCHELASTIC_RUN_ID={run_id[:80]!r}: not a run id the report "
+                         f"folder can be named after (letters, digits and _ . - only, at "
+                         f"most 64); pass --out")
+    # every rank of one torchrun job shares its folder; other runs never share one
+    out = (os.path.join(reports_dir(), f"exec-{run_id}-{device}") if run_id
+           else new_report_dir(f"exec-{device}"))
+    out = prepare_out(os.path.abspath(out), files, args.force)
+    point_latest(out)
+    return out
 
 
 def _clear_stale_ranks(out: str) -> None:

@@ -8,9 +8,10 @@ OUT/result.jsonl, so an interrupted run keeps what it finished (render it with
 `syncguard show OUT/result.jsonl`).
 
 When stderr is not a terminal (CI logs), a plain progress line goes to stderr when a scenario
-starts and at most once a minute within one (SYNCGUARD_PROGRESS_SECONDS, default 60). The
-whole run has a time budget (--budget, default 180 s), split across the scenarios; the
-expected total is printed at the start. Ctrl-C or SIGTERM stops the run: the reports are
+starts and at most once a minute within one (SYNCGUARD_PROGRESS_SECONDS, default 60). A short
+probe of the machine plans the timed rounds (at least 30 timed steps per path, then whole
+rounds and more rounds while the run fits --budget, default 120 s: syncguard.driving.plan)
+and gives the expected total, printed at the start. Ctrl-C or SIGTERM stops the run: the reports are
 still written from the finished steps, then the exit code is 130 (143 for SIGTERM). Report
 files are written atomically and never through a symbolic link already in OUT."""
 
@@ -20,7 +21,7 @@ import argparse
 import os
 import sys
 import time
-from typing import IO, Any, Callable, Optional, Sequence
+from typing import IO, Any, Callable, Sequence
 
 NAME = "run"
 HELP = "run scenarios and write reports (the main job)"
@@ -38,24 +39,32 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
     add_scenario_arguments(p)
     add_exhaustive_argument(p)
-    add_out_arguments(p, "reports/<time>-<device>")
+    add_out_arguments(p, "reports/<time>-<device>, reports/latest pointing at it")
     p.add_argument("--no-timed", action="store_true", help="skip the timed pass")
     p.add_argument("--ratio-base", default=None, metavar="PATH",
                    help="the path latency ratios are taken against (default: each "
                    "scenario's first path)")
     p.add_argument("--repeat", type=int, default=None, metavar="N",
-                   help="rounds of the timed pass (paths interleaved step by step, each round "
-                   "from fresh state; latency verdicts need at least 3); default: 8 to 10 "
-                   "as fit in --budget, rounds cut short when slow steps would not fit 8")
+                   help="whole rounds of the timed pass (paths interleaved step by step, each "
+                   "round from fresh state; latency verdicts need at least 3 rounds and 30 "
+                   "timed steps per path); default: planned from a probe of the machine, 8 "
+                   "to 10 rounds and at least 30 timed steps per path, whole rounds as fit "
+                   "in --budget")
     p.add_argument("--profile", default=None, metavar="NAME|FILE",
                    help="device profile of the modeled timeline on the simulated device: "
                    "a shipped one (910b, h200; default 910b), a profile JSON file, or none "
                    "(no modeled timeline: saves a few us per op of the counted pass)")
     p.add_argument("--budget", type=float, default=None, metavar="SECONDS",
-                   help="time budget of the whole run when --repeat is not given (default "
-                   "180), split across the scenarios: each gets an equal share of what is "
-                   "left, its counted pass first, its timed pass the rest (at least one "
-                   "round); the expected total is printed at the start")
+                   help="the time the run's plan aims at when --repeat is not given "
+                   "(default 120): after the counted passes and the minimum evidence (8 "
+                   "rounds, 30 timed steps per path), whole rounds and more rounds (up to "
+                   "10) as fit; the expected total, from a probe of the machine, is printed "
+                   "at the start")
+    p.add_argument("--threads", type=int, default=None, metavar="N",
+                   help="torch's intra-op threads for the run (default: 1 on the simulated "
+                   "device and the CPU, whose kernels run on the host: with more, any other "
+                   "job of a shared machine stalls every parallel op and step times vary "
+                   "tenfold; torch's own default elsewhere; 0: torch's own default)")
     add_width_argument(p)
     p.add_argument("--verbose", "-v", action="store_true",
                    help="also print every scenario's per-step table, the sync sites and the "
@@ -86,14 +95,23 @@ def crosscheck(scenarios: Sequence[Any], opts: Any, out: str) -> int:
 
 
 def out_dir(args: argparse.Namespace, device: str) -> str:
+    """``--out``, else a new ``reports/<time>-<device>`` with ``reports/latest`` pointing at it
+    (:mod:`syncguard._paths`)."""
+    from .._paths import new_report_dir, point_latest
     from ..renderers import run_files
     from .common import prepare_out
 
-    out = args.out or os.path.join("reports", time.strftime("%Y%m%d-%H%M%S") + f"-{device}")
-    return prepare_out(out, run_files(), args.force)
+    if args.out:
+        return prepare_out(args.out, run_files(), args.force)
+    out = prepare_out(new_report_dir(device), run_files(), args.force)
+    point_latest(out)
+    return out
 
 
 PROGRESS_ENV, PROGRESS_DEFAULT_S = "SYNCGUARD_PROGRESS_SECONDS", 60.0
+#: ``bar`` (a progress bar on stderr, even when it is not a terminal), ``lines`` (plain lines)
+#: or ``none``; unset: the bar when stderr is a terminal, else the lines
+PROGRESS_MODE_ENV, PROGRESS_MODES = "SYNCGUARD_PROGRESS", ("bar", "lines", "none")
 
 
 def progress_interval() -> float:
@@ -112,20 +130,36 @@ def progress_interval() -> float:
     return v
 
 
-class PlainProgress:
-    """Progress for logs: one plain line on ``stream`` when a scenario starts, and within one
-    at most every ``interval`` seconds (a CI log wants a line per scenario or per minute),
-    naming the scenario, path, pass and step, the steps done of ``total`` and the rate since
-    the previous line (steps per second). ``total`` None: not known in advance (the timed
-    pass runs as many rounds as fit its time budget)."""
+def progress_mode(is_terminal: bool) -> str:
+    """How progress is shown (``SYNCGUARD_PROGRESS``, else by whether stderr is a terminal)."""
+    from ..errors import UsageError
 
-    def __init__(self, total: Optional[int], interval: float, stream: IO[str],
+    raw = os.environ.get(PROGRESS_MODE_ENV, "").strip().lower()
+    if not raw:
+        return "bar" if is_terminal else "lines"
+    if raw not in PROGRESS_MODES:
+        raise UsageError(f"{PROGRESS_MODE_ENV}: one of {', '.join(PROGRESS_MODES)}, got "
+                         f"{raw[:40]!r}")
+    return raw
+
+
+class PlainProgress:
+    """Progress for logs: one plain line on ``stream`` when a scenario of ``plan`` (a
+    :class:`syncguard.driving.plan.Plan`) finishes, with the time it took and about how long
+    the run has left; within a scenario, at most one line every ``interval`` seconds (a CI
+    log wants a line per scenario or per minute) naming the scenario, path, pass and step,
+    the steps done of the plan's and the rate since the previous line (steps per second)."""
+
+    def __init__(self, plan: Any, interval: float, stream: IO[str],
                  clock: Callable[[], float] = time.monotonic) -> None:
-        self.total, self.interval, self.stream, self.clock = total, interval, stream, clock
+        from ..driving.plan import Eta
+
+        self.interval, self.stream, self.clock = interval, stream, clock
+        self.eta = Eta(plan, clock)
+        self.total, self.scenarios = plan.total_steps, len(plan.scenarios)
         self.done = 0
-        self._t = clock()
+        self._t = self._t_sc = clock()
         self._done_at_t = 0
-        self._scenario: Optional[str] = None
 
     def __call__(self, sc: str, path: str, pass_: str, step: int, n: int) -> None:
         from .._escape import terminal
@@ -133,18 +167,21 @@ class PlainProgress:
 
         self.done += 1
         now = self.clock()
-        first = sc != self._scenario
-        self._scenario = sc
-        if now - self._t < self.interval and not first:
+        if self.eta.step(sc) is not None:
+            text = (f"scenario {len(self.eta.finished)}/{self.scenarios} {terminal(sc)} done "
+                    f"({plural(self.eta.done[sc], 'step')} in {now - self._t_sc:.0f} s), "
+                    f"{self.done}/{self.total} steps done, about "
+                    f"{_duration(self.eta.left_s())} left")
+            self._t_sc = now
+        elif now - self._t >= self.interval:
+            rate = (self.done - self._done_at_t) / max(now - self._t, 1e-9)
+            text = (f"{terminal(sc)} {terminal(path)} {pass_} step {step}/{n}, {self.done}/"
+                    f"{self.total} steps done, {rate:.1f} steps/s")
+        else:
             return
-        dt = max(now - self._t, 1e-9)
-        rate = f", {(self.done - self._done_at_t) / dt:.1f} steps/s"
         self._t, self._done_at_t = now, self.done
         try:
-            done = (plural(self.done, "step") if self.total is None
-                    else f"{self.done}/{self.total} steps")
-            print(f"syncguard: progress: {terminal(sc)} {terminal(path)} {pass_} step "
-                  f"{step}/{n}, {done} done{rate}", file=self.stream, flush=True)
+            print(f"syncguard: progress: {text}", file=self.stream, flush=True)
         except (OSError, ValueError):  # a closed log must not stop the run
             pass
 
@@ -165,25 +202,35 @@ def _line_recorder(args: argparse.Namespace) -> Any:
     return LineRecorder(candidates(paths))
 
 
-def expectation(scenarios: Sequence[Any], opts: Any) -> str:
-    """The line printed at the start: what runs, and the expected total time."""
+def expectation(scenarios: Sequence[Any], opts: Any, plan: Any, elapsed_s: float = 0.0) -> str:
+    """The line printed at the start: what runs, and the expected total time: ``elapsed_s``
+    (the time so far, the probe included) plus what ``plan`` (a
+    :class:`syncguard.driving.plan.Plan`, from the probe of this machine) expects."""
     from .._words import plural
-    from ..driving.runner import DEFAULT_RUN_BUDGET_S, paths_for
+    from ..driving.runner import paths_for
+    from ..driving.timing import MAX_ROUNDS
 
     runs = sum(len(paths_for(s, opts)) for s in scenarios)
     head = f"syncguard: {plural(len(scenarios), 'scenario')}, {plural(runs, 'scenario path')}"
-    if not opts.timed:
-        return f"{head}: counted passes only (--no-timed), no time budget"
+    if not opts.timed:  # no probe: a quick look
+        return f"{head}: counted passes only (--no-timed)"
+    total = elapsed_s + plan.expected_s
+    said = (f"{head}: expect about {_duration(total)} in total (from a {plan.probe_s:.1f} s "
+            f"probe of this machine; a machine that gets busier takes longer)")
     if opts.repeat is not None:
-        return f"{head}: {opts.repeat} timed round(s) each (--repeat), no time budget"
-    total = DEFAULT_RUN_BUDGET_S if opts.budget_s is None else opts.budget_s
-    return (f"{head}: expect about {_duration(total)} in total (--budget {total:g} s for the "
-            f"whole run, split across the scenarios; a loaded machine may exceed it, as each "
-            f"scenario's counted pass and first timed round always run)")
+        return f"{said}: {opts.repeat} whole timed round(s) each (--repeat)"
+    rounds = sorted({s.rounds for s in plan.scenarios if s.rounds}) or [0]
+    span = f"{rounds[0]}" if rounds[0] == rounds[-1] else f"{rounds[0]} to {rounds[-1]}"
+    text = (f"{said}: {span} timed rounds per scenario (at most {MAX_ROUNDS}), at least "
+            f"{plural(plan.min_samples, 'timed step')} per path")
+    if total > (plan.budget_s or 0.0) * 1.05:
+        text += (f"; more than --budget {plan.budget_s:g} s, which on this machine does not "
+                 f"hold the minimum evidence")
+    return text
 
 
 def _duration(s: float) -> str:
-    return f"{s:.0f} s" if s < 120 else f"{s / 60:.1f} min"
+    return f"{max(s, 0.0):.0f} s" if s < 120 else f"{s / 60:.1f} min"
 
 
 def main(args: argparse.Namespace) -> int:
@@ -194,17 +241,19 @@ def main(args: argparse.Namespace) -> int:
     from ..console import stdout_console, wrote
     from ..core import signals as _signals
     from ..driving import runner, scenario
+    from ..driving.plan import Eta
     from ..errors import EXIT_INTERNAL, EXIT_OK, EXIT_OVER
     from ..renderers import RENDERERS, RESULT_STREAM, write_reports
     from ..results import format as results
     from .common import exhaustive_of, run_options
     from .common import target as cli_target
 
+    t_start = time.perf_counter()
     opts = run_options(args, timed=not args.no_timed)
     opts.exhaustive = exhaustive_of(args)
     lines = _line_recorder(args)
     scenarios = runner.prepare(scenario.resolve(args.scenarios), opts)
-    interval = progress_interval()
+    interval, mode = progress_interval(), progress_mode(sys.stderr.isatty())
     target = cli_target(opts.device, exhaustive=opts.exhaustive)  # fail early: no file yet
     opts.device = target.kind  # the kind resolved above, as the result header records it
     if opts.exhaustive and target.kind == "cpu":  # the flag is honoured, and finds nothing
@@ -213,30 +262,40 @@ def main(args: argparse.Namespace) -> int:
               file=sys.stderr)
     out = out_dir(args, target.kind)
     result_path = os.path.join(out, RESULT_STREAM)
-    err = Console(stderr=True, file=line_safe(lambda: sys.stderr))
-    # with --repeat the steps are known; otherwise the timed pass takes as many rounds as fit
-    # its budget, and the count is open-ended
-    total: Optional[int] = None
-    if opts.repeat is not None or not opts.timed:
-        total = sum(s.steps * len(runner.paths_for(s, opts))
-                    * (int(opts.counted) + int(opts.timed) * (opts.repeat or 0))
-                    for s in scenarios)
+    # SYNCGUARD_PROGRESS=bar draws the bar on any stderr (rich's terminal codes included)
+    err = Console(stderr=True, file=line_safe(lambda: sys.stderr),
+                  force_terminal=True if mode == "bar" else None)
     stop = _signals.Stop()
-    print(expectation(scenarios, opts), file=sys.stderr, flush=True)
-    plain = None if err.is_terminal else PlainProgress(total, interval, sys.stderr)
+    try:  # a short probe of this machine, then the rounds of each scenario
+        plan = runner.plan_for(scenarios, opts, target)
+    except KeyboardInterrupt as exc:  # Ctrl-C, or SIGTERM (_signals.Terminated)
+        stop.caught(exc)
+        print(f"syncguard: {stop.describe()} before the first step was written",
+              file=sys.stderr)
+        return stop.exit_code
+    print(expectation(scenarios, opts, plan, time.perf_counter() - t_start), file=sys.stderr,
+          flush=True)
+    plain = PlainProgress(plan, interval, sys.stderr) if mode == "lines" else None
+    eta = Eta(plan)
     with Progress(TextColumn("{task.description}", markup=False), BarColumn(),
-                  MofNCompleteColumn(), console=err, transient=True,
-                  disable=not err.is_terminal) as bar:
-        task = bar.add_task("running", total=total)
+                  MofNCompleteColumn(), TextColumn("steps, {task.fields[left]}"),
+                  console=err, transient=True, disable=mode != "bar") as bar:
+        task = bar.add_task("running", total=plan.total_steps,
+                            left=f"about {_duration(plan.expected_s)} left")
+        index = {s.name: i for i, s in enumerate(plan.scenarios, 1)}
 
         def progress(sc: str, path: str, pass_: str, step: int, n: int) -> None:
-            bar.update(task, advance=1, description=f"{sc} {path} {pass_}")
+            if mode == "bar":
+                eta.step(sc)
+                bar.update(task, advance=1, left=f"about {_duration(eta.left_s())} left",
+                           description=f"scenario {index.get(sc, 0)}/{len(index)} {sc} "
+                                       f"{path} {pass_}")
             if plain is not None:
                 plain(sc, path, pass_, step, n)
 
         try:
             runner.run(scenarios, opts, result_path, progress, argv=sys.argv[1:],
-                       lines=lines, target=target)
+                       lines=lines, plan=plan, target=target)
         except KeyboardInterrupt as exc:  # Ctrl-C, or SIGTERM (_signals.Terminated)
             stop.caught(exc)
     if stop.stopped and not os.path.exists(result_path):

@@ -8,7 +8,7 @@ import dataclasses
 import os
 import time
 import warnings
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, Iterator, List, Optional
 
 from ..core import signals as _signals
 from ..core.events import NoDeviceTensorsWarning, SyncEvent
@@ -18,6 +18,7 @@ from ..results.format import TIMED_PASS, ResultWriter, StepRecord, environment, 
 from ..results.machine import machine_state
 from .decode import DecodeLoop, DeviceTimer, Progress, _seed, label_fields
 from .devices import Target, resolve_target
+from .plan import Plan
 from .scenario import Scenario
 from .timing import PROFILED_KINDS
 
@@ -135,28 +136,17 @@ class RunOptions:
     #: the path ratios are taken against (None: each scenario's first path)
     baseline: Optional[str] = None
     profile: Optional[str] = None  # device profile of the modeled timeline (sim); None: 910b
-    repeat: Optional[int] = None  # timed rounds; None: as many as fit budget_s
-    #: time budget of the whole run (s; None: DEFAULT_RUN_BUDGET_S), split across the
-    #: scenarios: each gets an equal share of what is left, its counted pass first, its timed
-    #: pass the rest of the share (at least one round)
+    repeat: Optional[int] = None  # timed rounds; None: the plan's (syncguard.driving.plan)
+    #: the time the run's plan aims at (s; None: plan.DEFAULT_RUN_BUDGET_S): the minimum
+    #: evidence, then whole rounds and more rounds while the expected total fits
     budget_s: Optional[float] = None
     #: the user's ``--exhaustive`` (:func:`syncguard.driving.devices.exhaustive_for` decides)
     exhaustive: bool = False
     #: track the lineage of each read value in the counted passes (``--lineage``)
     lineage: bool = False
-
-
-#: the whole run's default time budget (s) when ``--repeat`` is not given
-DEFAULT_RUN_BUDGET_S = 180.0
-
-
-def timed_budget(total_s: float, elapsed_s: float, left: int, spent_s: float) -> float:
-    """The timed pass's budget (s) of the next scenario: its equal share of what is left of
-    the run's ``total_s`` after ``elapsed_s`` (``left`` scenarios to go, this one included),
-    less ``spent_s``, the time its counted pass took; 0 when nothing is left (the timed pass
-    still runs its one round)."""
-    share = (total_s - elapsed_s) / max(left, 1)
-    return max(0.0, share - spent_s)
+    #: torch's intra-op threads (``--threads``; None: :func:`threads_for` decides, 0: torch's
+    #: own default)
+    threads: Optional[int] = None
 
 
 def prepare(scenarios: List[Scenario], opts: RunOptions) -> List[Scenario]:
@@ -183,19 +173,75 @@ def path_label(path: str) -> str:
     return subjects.label(path, subjects.load(path))
 
 
+#: torch's intra-op threads of a run on a device whose kernels run on the host CPU (the
+#: simulated npu, the CPU): one. A second thread makes every parallel op wait for a core that
+#: any other job of a shared machine may hold: on a 2-core machine at load 2 to 6, steps took
+#: 2 to 30 times longer, varying from step to step, and paths' ratios moved with the load.
+HOST_KERNEL_THREADS = 1
+
+
+def threads_for(opts: RunOptions, target: Target) -> Optional[int]:
+    """torch's intra-op threads for the run: ``opts.threads`` (0: torch's own default,
+    None), else :data:`HOST_KERNEL_THREADS` on the simulated npu and the CPU, None elsewhere."""
+    if opts.threads is not None:
+        return opts.threads or None
+    return HOST_KERNEL_THREADS if target.kind in ("sim", "cpu") else None
+
+
+@contextlib.contextmanager
+def torch_threads(n: Optional[int]) -> Iterator[None]:
+    """torch's intra-op threads set to ``n`` (None: left alone) inside the block, restored
+    after."""
+    import torch
+
+    before = torch.get_num_threads()
+    if n is not None and n != before:
+        torch.set_num_threads(n)
+    try:
+        yield
+    finally:
+        if torch.get_num_threads() != before:
+            torch.set_num_threads(before)
+
+
+def plan_for(scenarios: List[Scenario], opts: RunOptions, target: Optional[Target] = None
+             ) -> Plan:
+    """Probe the machine and plan the run of ``scenarios`` (as :func:`prepare` made them)
+    (:func:`syncguard.driving.plan.plan_run`), on the run's torch threads
+    (:func:`threads_for`)."""
+    from .plan import plan_run
+
+    target = target or resolve_target(opts.device, exhaustive=opts.exhaustive)
+    with torch_threads(threads_for(opts, target)):
+        return plan_run(scenarios, lambda sc: paths_for(sc, opts), target,
+                        counted=opts.counted, timed=opts.timed, repeat=opts.repeat,
+                        budget_s=opts.budget_s)
+
+
 def run(scenarios: List[Scenario], opts: RunOptions, result_path: str,
         progress: Optional[Progress] = None, argv: Optional[List[str]] = None,
-        lines: Optional[Any] = None, target: Optional[Target] = None) -> str:
+        lines: Optional[Any] = None, plan: Optional[Plan] = None,
+        target: Optional[Target] = None) -> str:
     """Run every scenario x path of ``scenarios`` (as :func:`prepare` made them from
     ``opts``: the command prepares them once) on ``target`` (the device the command resolved
     once; resolved from ``opts.device`` when None): counted passes, then the interleaved timed
-    pass of all paths (see :mod:`syncguard.driving.timing`), streaming to ``result_path``.
-    On KeyboardInterrupt the file is closed as incomplete and the interrupt re-raised; every
-    finished step is already on disk. ``lines``: a
-    :class:`syncguard.lint.lines.LineRecorder` active during the counted passes only (never
-    the timed ones), its note written before the footer."""
+    pass of all paths (see :mod:`syncguard.driving.timing`), in the rounds of ``plan`` (see
+    :mod:`syncguard.driving.plan`; made here when not given), streaming to ``result_path``,
+    on the run's torch threads (:func:`threads_for`). On KeyboardInterrupt the file is closed
+    as incomplete and the interrupt re-raised; every finished step is already on disk.
+    ``lines``: a :class:`syncguard.lint.lines.LineRecorder` active during the counted passes
+    only (never the timed ones), its note written before the footer."""
     if target is None:
         target = resolve_target(opts.device, exhaustive=opts.exhaustive)
+    with torch_threads(threads_for(opts, target)):
+        if plan is None:
+            plan = plan_for(scenarios, opts, target)
+        return _run(scenarios, opts, target, result_path, plan, progress, argv, lines)
+
+
+def _run(scenarios: List[Scenario], opts: RunOptions, target: Target, result_path: str,
+         plan: Plan, progress: Optional[Progress], argv: Optional[List[str]],
+         lines: Optional[Any]) -> str:
     prof = None
     if target.kind == "sim" and opts.profile != "none":
         from ..model.timeline import load_profile
@@ -206,6 +252,7 @@ def run(scenarios: List[Scenario], opts: RunOptions, result_path: str,
         # whether absolute host times compare (syncguard.results.machine)
         "machine": machine_state(),
         "options": dataclasses.asdict(opts),
+        "plan": plan.record(),  # the probe's step times and the rounds they gave
         "scenarios": {s.name: {**scenario_record(s.file, s.text), "steps": s.steps,
                                "warmup": s.warmup, "max_syncs": s.max_syncs}
                       for s in scenarios},
@@ -213,22 +260,20 @@ def run(scenarios: List[Scenario], opts: RunOptions, result_path: str,
     }
     writer = ResultWriter(result_path, header)
     complete, reason = False, "interrupted"
-    total_s = DEFAULT_RUN_BUDGET_S if opts.budget_s is None else opts.budget_s
-    t_run = time.perf_counter()
     try:
-        for k, sc in enumerate(scenarios):
-            t_sc = time.perf_counter()
+        for sc in scenarios:
             for path in paths_for(sc, opts):
                 if opts.counted:
                     with lines if lines is not None else contextlib.nullcontext():
                         run_pass(sc, path, target, True, writer, progress, collect=False,
                                  profile=prof, lineage=opts.lineage)
-            if opts.timed:  # paths interleaved step by step, repeated (syncguard.driving.timing)
+            planned = plan.get(sc.name)
+            if opts.timed and planned is not None and planned.rounds:
                 from .timing import timed_pass
 
-                now = time.perf_counter()
-                timed_pass(sc, paths_for(sc, opts), target, writer, progress, opts.repeat,
-                           timed_budget(total_s, t_sc - t_run, len(scenarios) - k, now - t_sc))
+                # paths interleaved step by step, repeated (syncguard.driving.timing)
+                timed_pass(sc, paths_for(sc, opts), target, writer, progress,
+                           planned.rounds, round_steps=planned.round_steps)
             if opts.timed and target.kind in PROFILED_KINDS:  # syncguard.renderers.trace
                 from .timing import profiled_pass
 

@@ -129,10 +129,13 @@ class _RngSlot:
 
 def timed_pass(sc: Scenario, paths: List[str], target: Target,
                writer: Optional[ResultWriter] = None, progress: Optional[Progress] = None,
-               rounds: Optional[int] = None, budget_s: Optional[float] = None) -> int:
+               rounds: Optional[int] = None, budget_s: Optional[float] = None,
+               round_steps: Optional[int] = None) -> int:
     """The timed pass of ``sc`` over ``paths`` (no interceptors), interleaved and repeated
     (see :func:`interleaved`); one ``timed`` :class:`StepRecord` per (round, path, step),
-    with ``round`` set, streamed to ``writer``. Returns the rounds run."""
+    with ``round`` set, streamed to ``writer``. ``round_steps``: each round runs the first
+    that many steps (the run's plan, :mod:`syncguard.driving.plan`; default all of them).
+    Returns the rounds run."""
     import torch
 
     from ..results.format import TIMED_PASS, StepRecord
@@ -172,9 +175,10 @@ def timed_pass(sc: Scenario, paths: List[str], target: Target,
             progress(sc.name, s.path, "timed", s.step + 1, sc.steps)
         _signals.check()  # a Ctrl-C the sampler swallowed still ends the run here
 
+    steps = sc.steps if round_steps is None else max(0, min(round_steps, sc.steps))
     # a short round still has one measured step after the warm-up
-    return interleaved({p: factory(p) for p in paths}, sc.steps, rounds, budget_s, on_sample,
-                       min_steps=min(sc.steps, sc.warmup + 1))
+    return interleaved({p: factory(p) for p in paths}, steps, rounds, budget_s, on_sample,
+                       min_steps=min(steps, sc.warmup + 1))
 
 
 #: Steps after the warm-up that :func:`profiled_pass` records per path.

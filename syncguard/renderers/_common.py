@@ -406,14 +406,15 @@ def _where(mine: List[Dict[str, Any]], max_sites: int, code: str, base: Optional
 def _ratio_text(r: Dict[str, Any]) -> str:
     """The paired ratio's sentence (syncguard.results.stats): a difference only when its interval
     excludes 1.0, then with the median saving per token."""
-    from ..results.stats import Ratio, ratio_verdict
+    from ..results.stats import Ratio, ratio_verdict, too_thin
 
     rounds = r.get("rounds")
     need: Any = r.get("rounds_needed")
+    k = 0 if is_missing(rounds) else int(rounds or 0)
+    pairs = int(r.get("pairs") or 0)
     rt = Ratio(float(r["ratio_vs_baseline"]), float(r.get("ratio_lo", float("nan"))),
-               float(r.get("ratio_hi", float("nan"))), int(r.get("pairs") or 0),
-               rounds=0 if is_missing(rounds) else int(rounds or 0),
-               need=None if is_missing(need) else int(need))
+               float(r.get("ratio_hi", float("nan"))), pairs, rounds=k,
+               need=None if is_missing(need) else int(need), thin=too_thin(pairs, k))
     text = ratio_verdict(rt)
     saved: Any = r.get("saved_per_token_us")
     if rt.differs and not is_missing(saved):

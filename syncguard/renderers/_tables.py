@@ -174,10 +174,11 @@ _LATENCY = frozenset({"p50_ms", "p90_ms", "p99_ms", "ratio_vs_baseline"})
 
 
 def _ratio_of(r: Dict[str, Any]) -> Any:
-    from ..results.stats import Ratio
+    from ..results.stats import Ratio, too_thin
 
+    k, n = (0 if is_missing(r.get(c)) else int(r[c]) for c in ("rounds", "pairs"))
     return Ratio(float(_num(r.get("ratio_vs_baseline"))), float(_num(r.get("ratio_lo"))),
-                 float(_num(r.get("ratio_hi"))), 0)
+                 float(_num(r.get("ratio_hi"))), n, rounds=k, thin=too_thin(n, k))
 
 
 def _summary_text(r: Any, col: str, fmt: Any) -> str:

@@ -51,6 +51,10 @@ MIN_SAMPLES = 5
 MIN_ROUNDS = 3
 #: Decimals the ratio bounds are printed with, and decided on.
 DECIMALS = 2
+#: Fewer paired timed steps per path than this behind a ratio over rounds: the verdict says
+#: the evidence is too thin, never "faster" or "slower" (a handful of steps per path does
+#: not reproduce from one run to the next on a shared machine).
+MIN_CLAIM_SAMPLES = 30
 
 
 def _clean(x: Union[Sequence[float], np.ndarray]) -> np.ndarray:
@@ -87,6 +91,9 @@ class Ratio:
     #: rounds in all that would resolve a difference of this size (None: not estimable, or
     #: already resolved); see :func:`rounds_needed`
     need: Optional[int] = None
+    #: fewer than :data:`MIN_CLAIM_SAMPLES` paired steps behind a ratio over rounds: no
+    #: difference is claimed whatever the interval (see :func:`too_thin`)
+    thin: bool = False
 
     @property
     def known(self) -> bool:
@@ -101,11 +108,17 @@ class Ratio:
     @property
     def differs(self) -> bool:
         """True only when the interval *as printed* excludes 1.0 (a bound that reads 1.00
-        does not exclude it)."""
-        if not self.known:
+        does not exclude it) and the evidence is not :attr:`thin`."""
+        if not self.known or self.thin:
             return False
         lo, hi = self.shown
         return lo > 1.0 or hi < 1.0
+
+
+def too_thin(pairs: int, rounds: int) -> bool:
+    """Whether a ratio over ``rounds`` rounds (0: not a ratio over rounds) rests on fewer than
+    :data:`MIN_CLAIM_SAMPLES` paired steps per path: too thin to claim a difference."""
+    return rounds > 0 and pairs < MIN_CLAIM_SAMPLES
 
 
 def outlier_count(x: Union[Sequence[float], np.ndarray], k: float = 1.5) -> int:
@@ -378,7 +391,8 @@ def round_ratio(rounds_a: Sequence[Sequence[float]], rounds_b: Sequence[Sequence
     latencies in round ``r`` (paired steps of one interleaved round). One log-ratio per
     round; see :func:`ratio_from_logs`. ``a`` is the baseline."""
     n = sum(min(len(_clean(a)), len(_clean(b))) for a, b in zip(rounds_a, rounds_b))
-    return ratio_from_logs(round_logs(rounds_a, rounds_b), conf, n=n)
+    r = ratio_from_logs(round_logs(rounds_a, rounds_b), conf, n=n)
+    return dataclasses.replace(r, thin=too_thin(n, r.rounds))
 
 
 def ratio_change(logs_a: Union[Sequence[float], np.ndarray],
@@ -419,7 +433,9 @@ def ratio_verdict(r: Ratio, faster: str = "faster", slower: str = "slower") -> s
     """A difference only when the interval, as printed, excludes 1.0: ``"1.12x, slower (95%
     CI 1.05-1.20x, 8 rounds)"``; otherwise ``"no measurable difference (95% CI 0.97-1.04x, 8
     rounds)"``, adding how many rounds would resolve the observed ratio if it is real; with
-    too few rounds ``"too few rounds to tell (1 round, 1.12x): needs at least 3 rounds"``."""
+    too few rounds ``"too few rounds to tell (1 round, 1.12x): needs at least 3 rounds"``;
+    with too few paired steps (:attr:`Ratio.thin`) ``"evidence too thin to tell (0.95x, 95% CI
+    0.93-0.97x, 8 rounds): 8 timed steps per path, at least 30 needed"``."""
     if not math.isfinite(r.ratio):
         return f"no latency to compare (n={r.n})"
     if not r.known:
@@ -427,6 +443,10 @@ def ratio_verdict(r: Ratio, faster: str = "faster", slower: str = "slower") -> s
             return (f"too few rounds to tell ({r.rounds} round{'s' if r.rounds != 1 else ''}, "
                     f"{r.ratio:.2f}x): needs at least {r.need or MIN_ROUNDS} rounds")
         return f"too few samples to tell (n={r.n}, {r.ratio:.2f}x)"
+    if r.thin:
+        return (f"evidence too thin to tell ({r.ratio:.2f}x, {fmt_interval(r.lo, r.hi, r.conf)}"
+                f"{_rounds_text(r)}): {r.n} timed step{'s' if r.n != 1 else ''} per path, "
+                f"at least {MIN_CLAIM_SAMPLES} needed")
     ci = fmt_interval(r.lo, r.hi, r.conf) + _rounds_text(r)
     if not r.differs:
         text = f"no measurable difference ({ci})"

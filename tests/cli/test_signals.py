@@ -22,6 +22,7 @@ from syncguard.results import format as results
 
 DATA = TESTS / "data" / "scenarios"
 SMALL = str(DATA / "small.toml")
+SMALL2 = str(DATA / "small_budget.toml")
 LONG = str(DATA / "long.toml")
 REPORTS = ("result.jsonl", "result.json", "steps.csv", "events.csv", "report.md",
            "report.html")
@@ -184,63 +185,102 @@ def test_broken_pipe_is_quiet_and_not_exit_1(tmp_path: Path, command: str) -> No
 def test_progress_lines_on_stderr_when_not_a_terminal(tmp_path: Path,
                                                       capsys: pytest.CaptureFixture,
                                                       monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("SYNCGUARD_PROGRESS_SECONDS", "0")  # every step: no timing in tests
-    rc, out, err = cli(capsys, "run", SMALL, "--device", "sim", "--out", str(tmp_path / "o"),
+    monkeypatch.delenv("SYNCGUARD_PROGRESS", raising=False)
+    monkeypatch.setenv("SYNCGUARD_PROGRESS_SECONDS", "1e9")  # only the scenario lines
+    out_dir = tmp_path / "o"
+    rc, out, err = cli(capsys, "run", SMALL, SMALL2, "--device", "sim", "--out", str(out_dir),
                        "--steps", "3", "--warmup", "1", "--paths", "legacy,flag",
                        "--repeat", "1")
     assert rc == EXIT_OK, err
     lines = [ln for ln in err.splitlines() if ln.startswith("syncguard: progress: ")]
-    assert len(lines) == 3 * 2 * 2  # steps x paths x passes
-    assert lines[0].startswith("syncguard: progress: small legacy counted step 1/3, "
-                               "1/12 steps done, ")
-    assert lines[-1].startswith("syncguard: progress: small flag timed step 3/3, 12/12 ")
-    assert all(ln.endswith(" steps/s") for ln in lines)
+    # one line per scenario finished: (3 counted + 3 timed steps) x 2 paths each
+    assert len(lines) == 2, err
+    assert re.fullmatch(r"syncguard: progress: scenario 1/2 small done \(12 steps in \d+ s\), "
+                        r"12/24 steps done, about \d+ s left", lines[0]), lines
+    assert lines[1].startswith("syncguard: progress: scenario 2/2 small_budget done (12 steps ")
+    assert "\x1b" not in err  # no terminal codes in a log
     assert "progress" not in out
+    for f in out_dir.iterdir():  # nor in the report files
+        if f.is_file():
+            assert "syncguard: progress" not in f.read_text("utf-8", "replace"), f
 
 
-def test_plain_progress_prints_at_most_every_interval() -> None:
+def test_progress_bar_when_forced_and_never_on_stdout_or_in_the_files(
+        tmp_path: Path, capsys: pytest.CaptureFixture, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("SYNCGUARD_PROGRESS", "bar")  # as a terminal would get it
+    out_dir = tmp_path / "o"
+    rc, out, err = cli(capsys, "run", SMALL, "--device", "sim", "--out", str(out_dir),
+                       "--steps", "3", "--warmup", "1", "--paths", "legacy,flag",
+                       "--repeat", "1")
+    assert rc == EXIT_OK, err
+    assert "\x1b[" in err and "━" in err  # rich's bar, drawn with terminal codes
+    text = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", err)
+    assert "12/12 steps, about " in text and "scenario 1/1 small flag timed" in text
+    assert "syncguard: progress:" not in err  # the bar instead of the lines
+    assert "\x1b[" not in out and "steps, about" not in out
+    for f in out_dir.iterdir():
+        if f.is_file():
+            assert "steps, about" not in f.read_text("utf-8", "replace"), f
+    monkeypatch.setenv("SYNCGUARD_PROGRESS", "none")
+    rc, out, err = cli(capsys, "run", SMALL, "--device", "sim", "--out", str(tmp_path / "n"),
+                       "--steps", "3", "--warmup", "1", "--paths", "flag", "--repeat", "1")
+    assert rc == EXIT_OK and "━" not in err and "progress:" not in err
+    monkeypatch.setenv("SYNCGUARD_PROGRESS", "fancy")
+    rc, out, err = cli(capsys, "run", SMALL, "--device", "sim", "--out", str(tmp_path / "f"))
+    assert rc == 2 and "SYNCGUARD_PROGRESS: one of bar, lines, none, got 'fancy'" in err
+
+
+class _Plan:
+    """What PlainProgress reads of a plan: two scenarios of 4 and 6 steps, 1 s a step."""
+
+    def __init__(self) -> None:
+        from syncguard.driving.plan import Plan, Probe, ScenarioPlan
+
+        self.plan = Plan([ScenarioPlan("sc", 1, 4, 0, True, 0, 0, Probe(4, 0, (1.0,))),
+                          ScenarioPlan("sc2", 1, 6, 0, True, 0, 0, Probe(6, 0, (1.0,)))],
+                         0.0, None)
+
+
+def test_plain_progress_prints_a_line_per_scenario_and_at_most_every_interval() -> None:
     from syncguard.cli.run import PlainProgress
 
     now = [0.0]
     buf = io.StringIO()
-    p = PlainProgress(10, 5.0, buf, clock=lambda: now[0])
+    p = PlainProgress(_Plan().plan, 5.0, buf, clock=lambda: now[0])
     for i in range(10):
-        now[0] = i * 2.0 + 2.0  # a step every 2 s: a line at the start, 8 s, 14 s and 20 s
-        p("sc" if i < 9 else "sc2", "flag", "counted", i + 1, 10)
+        now[0] = i * 2.0 + 2.0  # a step every 2 s
+        p("sc" if i < 4 else "sc2", "flag", "counted", (i if i < 4 else i - 4) + 1,
+          4 if i < 4 else 6)
     lines = buf.getvalue().splitlines()
-    # one when a scenario starts, then at most one per interval
-    assert lines == ["syncguard: progress: sc flag counted step 1/10, 1/10 steps done, "
+    # within sc, a line 5 s or more after the start (6 s); sc ends at 8 s; within sc2, a line
+    # 5 s or more after the previous one (14 s); sc2 ends at 20 s. Time left: the plan's
+    # (counted steps 1.15 s each, the reports 3 s) scaled by the time the finished scenarios
+    # took over their plan's (2 s a step where it planned 1.15 s)
+    assert lines == ["syncguard: progress: sc flag counted step 3/4, 3/10 steps done, "
                      "0.5 steps/s",
-                     "syncguard: progress: sc flag counted step 4/10, 4/10 steps done, "
+                     "syncguard: progress: scenario 1/2 sc done (4 steps in 8 s), 4/10 steps "
+                     "done, about 17 s left",
+                     "syncguard: progress: sc2 flag counted step 3/6, 7/10 steps done, "
                      "0.5 steps/s",
-                     "syncguard: progress: sc flag counted step 7/10, 7/10 steps done, "
-                     "0.5 steps/s",
-                     "syncguard: progress: sc2 flag counted step 10/10, 10/10 steps done, "
-                     "0.5 steps/s"]
+                     "syncguard: progress: scenario 2/2 sc2 done (6 steps in 12 s), 10/10 "
+                     "steps done, about 5 s left"]
 
 
-def test_plain_progress_without_a_total_counts_in_the_singular_for_one() -> None:
-    from syncguard.cli.run import PlainProgress
-
-    buf = io.StringIO()
-    p = PlainProgress(None, 0.0, buf, clock=lambda: 1.0)
-    p("sc", "flag", "counted", 1, 4)
-    p("sc", "flag", "counted", 2, 4)
-    lines = buf.getvalue().splitlines()
-    assert ", 1 step done, " in lines[0] and ", 2 steps done, " in lines[1]
-
-
-def test_progress_without_repeat_does_not_claim_a_total(
+def test_progress_without_repeat_counts_to_the_plans_total(
         tmp_path: Path, capsys: pytest.CaptureFixture, monkeypatch: pytest.MonkeyPatch) -> None:
-    # without --repeat the timed pass runs as many rounds as fit its budget: a fixed total
-    # was soon overtaken ("1951/924 steps done")
+    # the plan fixes the rounds before the first step: the total is known and never overtaken
+    # (an open-ended timed pass once printed "1951/924 steps done")
+    monkeypatch.delenv("SYNCGUARD_PROGRESS", raising=False)
     monkeypatch.setenv("SYNCGUARD_PROGRESS_SECONDS", "0")
     rc, _, err = cli(capsys, "run", SMALL, "--device", "sim", "--out", str(tmp_path / "o"),
                      "--steps", "3", "--warmup", "1", "--paths", "legacy,flag", "--budget",
                      "0.5")
     assert rc == EXIT_OK, err
     lines = [ln for ln in err.splitlines() if ln.startswith("syncguard: progress: ")]
-    assert lines and all(re.search(r", \d+ steps? done, ", ln) for ln in lines), lines[-1]
+    done = [tuple(map(int, m.groups())) for m in
+            (re.search(r", (\d+)/(\d+) steps done", ln) for ln in lines) if m]
+    assert len(done) == len(lines) and done[-1][0] == done[-1][1]
+    assert all(d <= t for d, t in done) and len({t for _, t in done}) == 1
 
 
 def test_bad_progress_interval_is_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture,

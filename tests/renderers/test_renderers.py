@@ -27,7 +27,7 @@ from syncguard.renderers import (
     write,
     write_reports,
 )
-from syncguard.results import analysis
+from syncguard.results import analysis, stats
 from syncguard.results.format import ResultError, ResultWriter, RunResult, StepRecord, load
 
 GOLDEN_DIR = os.path.join(str(TESTS), "data", "golden")
@@ -127,6 +127,14 @@ def make_result(tmp_path: Any, name: str = "result.jsonl", complete: bool = True
     return res
 
 
+@pytest.fixture(autouse=True)
+def _claims_from_small_runs(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The synthetic runs here have 7 to 10 paired timed steps per path, fewer than a claim
+    needs (stats.MIN_CLAIM_SAMPLES); these tests check how a claimed difference is rendered,
+    so they lower the threshold (test_a_run_with_few_timed_steps_claims_nothing keeps it)."""
+    monkeypatch.setattr(stats, "MIN_CLAIM_SAMPLES", 5)
+
+
 @pytest.fixture(scope="module")
 def result(tmp_path_factory: pytest.TempPathFactory) -> RunResult:
     """The synthetic run (read-only: tests must not mutate it)."""
@@ -214,6 +222,19 @@ def test_summary_numbers(result: RunResult) -> None:
     assert mixed["syncs_total"] == 7
     assert row[("mixed", "flag")]["ratio_vs_baseline"] == pytest.approx(0.5)
     assert row[("mixed", "flag")]["saved_per_token_us"] == pytest.approx(1000.0)
+
+
+def test_a_run_with_few_timed_steps_claims_nothing(result: RunResult,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(stats, "MIN_CLAIM_SAMPLES", 30)
+    flag = analysis.summary(result).set_index(["scenario", "path"]).loc[("uniform", "flag")]
+    assert flag["pairs"] == 10 and flag["ratio_hi"] < 1.0  # the interval alone excludes 1
+    assert math.isnan(flag["saved_per_token_us"])  # no saving claimed
+    text = " ".join(terminal.render(result, width=200).split())
+    verdict = text[text.index("Verdict"):]
+    assert "flag vs legacy evidence too thin to tell (0.86x, 95% CI " in verdict, verdict
+    assert "10 timed steps per path, at least 30 needed" in verdict
+    assert "faster" not in verdict and "us of host time" not in verdict
 
 
 def test_summary_without_legacy_takes_the_first_path_as_baseline(result: RunResult) -> None:

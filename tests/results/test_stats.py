@@ -181,8 +181,8 @@ def test_too_few_rounds_say_how_many_are_needed() -> None:
     assert stats.ratio_verdict(one) == ("too few rounds to tell (1 round, 1.27x): needs at "
                                         "least 3 rounds")
     # a real 3% shift in 4 noisy rounds: not resolved yet, the verdict names the rounds needed
-    a = [[1.0], [1.0], [1.0], [1.0]]
-    b = [[1.03 * f] for f in (1.05, 0.97, 1.04, 0.99)]
+    a = [[1.0] * 8 for _ in range(4)]  # 32 steps per path: enough to claim a difference
+    b = [[1.03 * f] * 8 for f in (1.05, 0.97, 1.04, 0.99)]
     r = stats.round_ratio(a, b)
     assert r.known and not r.differs and r.need is not None and r.need > 4
     text = stats.ratio_verdict(r)
@@ -211,3 +211,20 @@ def test_ratio_change_between_two_runs() -> None:
 def test_a_ratio_that_prints_as_one_asks_for_no_more_rounds() -> None:
     r = stats.Ratio(1.002, 0.98, 1.03, 40, rounds=8, need=900)
     assert stats.ratio_verdict(r) == "no measurable difference (95% CI 0.98-1.03x, 8 rounds)"
+
+
+def test_fewer_than_30_steps_per_path_claim_no_difference() -> None:
+    # a clear 20% slowdown, 8 rounds of one paired step each: 8 steps per path, too thin
+    a = [[1.0 * f] for f in (1.0, 1.02, 0.98, 1.01, 0.99, 1.0, 1.03, 0.97)]
+    b = [[1.2 * x[0] * g] for x, g in zip(a, (1.0, 0.99, 1.01, 1.0, 1.02, 0.98, 1.0, 1.01))]
+    thin = stats.round_ratio(a, b)
+    assert thin.known and thin.lo > 1.0 and thin.thin and not thin.differs
+    assert stats.ratio_verdict(thin) == (
+        f"evidence too thin to tell (1.20x, {stats.fmt_interval(thin.lo, thin.hi)}, 8 "
+        f"rounds): 8 timed steps per path, at least {stats.MIN_CLAIM_SAMPLES} needed")
+    # the same rounds with 4 paired steps each (32 per path): the slowdown is claimed
+    r = stats.round_ratio([x * 4 for x in a], [y * 4 for y in b])
+    assert r.n == 32 and not r.thin and r.differs
+    assert stats.ratio_verdict(r).startswith("1.20x, slower (95% CI ")
+    assert stats.too_thin(29, 8) and not stats.too_thin(30, 8)
+    assert not stats.too_thin(5, 0)  # not a ratio over rounds (a step-level interval)
