@@ -54,6 +54,8 @@ CALIBRATE_DEVICES = ("sim", *HARDWARE)
 MARKER_DEVICES = ("cpu", *HARDWARE)
 #: the plugin's session-wide ``--syncguard-device`` / ``[tool.syncguard] device``
 SESSION_DEVICES = ("sim", "auto")
+#: kinds whose kernels run on the host's CPU (the simulated npu's are CPU ops)
+HOST_KERNEL_KINDS = ("sim", "cpu")
 
 #: torch's switch for loading the installed backends (torch_npu) at ``import torch``.
 AUTOLOAD_VAR = "TORCH_DEVICE_BACKEND_AUTOLOAD"

@@ -195,7 +195,7 @@ class Eta:
         planned = sum(s.counted_s + s.timed_s for s in self.finished)
         # the first scenario also pays the run's own start (imports, the guard's set-up): the
         # plan is corrected once a fifth of it is done, and never by more than 4x either way
-        if planned >= 0.2 * (self.plan.expected_s - REPORT_S):
+        if planned > 0 and planned >= 0.2 * (self.plan.expected_s - REPORT_S):
             self.factor = min(4.0, max(0.25, (self.clock() - self.start) / planned))
         return sp
 

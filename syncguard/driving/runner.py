@@ -17,7 +17,7 @@ from ..core.steps import is_warmup
 from ..results.format import TIMED_PASS, ResultWriter, StepRecord, environment, scenario_record
 from ..results.machine import machine_state
 from .decode import DecodeLoop, DeviceTimer, Progress, _seed, label_fields
-from .devices import Target, resolve_target
+from .devices import HOST_KERNEL_KINDS, Target, resolve_target
 from .plan import Plan
 from .scenario import Scenario
 from .timing import PROFILED_KINDS
@@ -185,7 +185,7 @@ def threads_for(opts: RunOptions, target: Target) -> Optional[int]:
     None), else :data:`HOST_KERNEL_THREADS` on the simulated npu and the CPU, None elsewhere."""
     if opts.threads is not None:
         return opts.threads or None
-    return HOST_KERNEL_THREADS if target.kind in ("sim", "cpu") else None
+    return HOST_KERNEL_THREADS if target.kind in HOST_KERNEL_KINDS else None
 
 
 @contextlib.contextmanager
