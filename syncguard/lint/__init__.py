@@ -11,10 +11,12 @@ Torch-free.
 from __future__ import annotations
 
 import ast
+import contextlib
 import dataclasses
+import gc
 import os
 import time
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple
 
 from .checker import CERTAIN, LIKELY, SEVERITIES, SILENT, Finding, check_source, check_tree
 from .project import Project
@@ -75,11 +77,32 @@ def lint_paths(paths: Sequence[str], exclude: Sequence[str] = (),
                exclude_root: Optional[str] = None, root: Optional[str] = None) -> LintReport:
     """Lint ``paths`` (files and folders, see :func:`.files.iter_files`); finding paths are
     shown relative to ``root`` (default: the current directory) when under it."""
+    t0 = time.perf_counter()
+    with _few_collections():
+        return _lint_paths(paths, exclude, exclude_root, root, t0)
+
+
+@contextlib.contextmanager
+def _few_collections() -> Iterator[None]:
+    """The garbage collector's young generation collected every 100,000 allocations instead
+    of every 700 while the lint runs (restored after): a parsed module is tens of thousands
+    of objects with no cycle among them, and the collections ``ast.parse`` triggers walk
+    them for nothing (a tenth of the lint's time)."""
+    old = gc.get_threshold()
+    if 0 < old[0] < 100_000:  # 0: collection is off, left so
+        gc.set_threshold(100_000, *old[1:])
+    try:
+        yield
+    finally:
+        gc.set_threshold(*old)
+
+
+def _lint_paths(paths: Sequence[str], exclude: Sequence[str], exclude_root: Optional[str],
+                root: Optional[str], t0: float) -> LintReport:
     from ..core.sites import display_path
     from ..core.untrusted import UntrustedError
     from .files import iter_files, read_source
 
-    t0 = time.perf_counter()
     findings: List[Finding] = []
     errors: List[str] = []
     items: List[Dict[str, Any]] = []

@@ -1,0 +1,192 @@
+"""What the lint's speed work must leave unchanged (no timing here: ``benchmarks/bench_lint.py``
+measures). Each shortcut is checked against the slower code it replaced, on this repository's
+own sources (about 250 files, some 450 candidate lines):
+
+- the dispatch tables of ``_Func.ev``/``_Func.stmt`` against their ``isinstance`` chains;
+- the join of branches that copies nothing for an empty body, against the join that copied
+  every state;
+- the answers ``by_name``/``by_annotation`` keep, against computing them each time, and the
+  hint text made without ``ast.unparse`` against ``ast.unparse``;
+- the garbage collector's settings, restored after a lint.
+"""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+import gc
+from typing import Any, Dict, List, Set
+
+import pytest
+from _paths import ROOT
+
+from syncguard.lint import checker, infer, lint_paths
+from syncguard.lint.files import iter_files, read_source
+
+CORPUS = [str(ROOT / d) for d in ("syncguard", "tests", "examples", "benchmarks",
+                                  "sglang_ascend_sampling")]
+
+
+def _findings() -> List[Dict[str, Any]]:
+    rep = lint_paths(CORPUS, root=str(ROOT))
+    assert rep.files > 100 and not rep.errors
+    return [dataclasses.asdict(f) for f in rep.findings]
+
+
+@pytest.fixture(scope="module")
+def reference() -> List[Dict[str, Any]]:
+    found = _findings()
+    assert len(found) > 300
+    return found
+
+
+def test_dispatch_tables_read_as_the_isinstance_chains(reference, monkeypatch):
+    monkeypatch.setattr(checker, "_EV", {})
+    monkeypatch.setattr(checker, "_STMT", {})
+    assert _findings() == reference
+
+
+def _branch_copying(self: Any, *bodies: Any) -> None:
+    """``_Func.branch`` as first written: each body from a copy of the start state."""
+    start = dict(self.env)
+    start_shapes = dict(self.shapes)
+    ends = []
+    end_shapes = []
+    for b in bodies:
+        self.env = dict(start)
+        self.shapes = dict(start_shapes)
+        self.body(b)
+        ends.append(self.env)
+        end_shapes.append(self.shapes)
+    self.shapes = {k: r for k, r in end_shapes[0].items()
+                   if all(e.get(k) == r for e in end_shapes[1:])}
+    changed: Set[str] = set()
+    get = start.get
+    start_items = start.items()
+    for e in ends:
+        changed.update(k for k, _ in e.items() - start_items)
+    merged = start
+    for k in changed:
+        vs = [e.get(k, get(k, infer.UNKNOWN)) for e in ends]
+        v = vs[0]
+        for w in vs[1:]:
+            v = infer.join(v, w)
+        merged[k] = v
+    self.env = merged
+
+
+def test_join_without_copies_equals_the_copying_join(reference, monkeypatch):
+    monkeypatch.setattr(checker._Func, "branch", _branch_copying)
+    assert _findings() == reference
+
+
+BRANCHY = """\
+import torch
+
+def f(x, flag, items, device):
+    y = torch.zeros(4, device=device)
+    h = torch.zeros(4)
+    if flag:
+        y = h
+    if y.sum():
+        pass
+    for i in items:
+        if i:
+            z = torch.ones(2, device=device)
+        else:
+            z = torch.ones(2)
+    else:
+        w = torch.ones(3, device=device)
+    if z.any():
+        pass
+    while flag:
+        pass
+    else:
+        v = y
+    if isinstance(x, float):
+        pass
+    else:
+        x = torch.ones(1, device=device)
+    if x:
+        pass
+    if w.item() and v.item():
+        pass
+    s = torch.zeros((2, 2), device=device)
+    if flag:
+        s = torch.zeros(4, device=device)
+    s[0] = 1
+"""
+
+
+def test_branchy_function_same_both_ways(monkeypatch):
+    fast = [dataclasses.asdict(f) for f in checker.check_source(BRANCHY, "b.py")]
+    monkeypatch.setattr(checker._Func, "branch", _branch_copying)
+    slow = [dataclasses.asdict(f) for f in checker.check_source(BRANCHY, "b.py")]
+    assert fast == slow
+    # joined: y host or device, z and w tensors, x a Python value or a device tensor
+    assert [(f["line"], f["severity"]) for f in fast] == [
+        (8, "likely"), (17, "likely"), (29, "likely"), (34, "likely")]
+
+
+def _corpus_trees() -> List[ast.Module]:
+    trees = []
+    for p in iter_files(CORPUS):
+        try:
+            trees.append(ast.parse(read_source(p)))
+        except (SyntaxError, ValueError):  # pragma: no cover - the corpus parses
+            continue
+    return trees
+
+
+def test_kept_answers_equal_computed_ones():
+    names: Set[str] = set()
+    hints: List[ast.expr] = []
+    for tree in _corpus_trees():
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Name):
+                names.add(node.id)
+            elif isinstance(node, ast.Attribute):
+                names.add(node.attr)
+            elif isinstance(node, ast.arg) and node.annotation is not None:
+                hints.append(node.annotation)
+            elif isinstance(node, ast.AnnAssign):
+                hints.append(node.annotation)
+    assert len(names) > 1000 and len(hints) > 500
+    for n in sorted(names):
+        assert infer.by_name(n) == infer._by_name(n) == infer.by_name(n), n
+    made = 0
+    for h in hints:
+        for sub in ast.walk(h):
+            if isinstance(sub, ast.expr):
+                text = infer.hint_text(sub)
+                if text is not None:
+                    made += 1
+                    assert text == ast.unparse(sub)
+        want = infer._by_hint_text(h.value if isinstance(h, ast.Constant) and isinstance(
+            h.value, str) else ast.unparse(h))
+        assert infer.by_annotation(h) == want == infer.by_annotation(h), ast.unparse(h)
+    assert made > 500
+
+
+@pytest.mark.parametrize("hint", ["a", "a.b.C", "None", "X[a]", "X[a,]", "X[a, b.c]",
+                                  "Optional[Dict[str, torch.Tensor]]", "Tuple[int, ...]",
+                                  "X[()]", "(1).real", "x[1:2]", "'a'", "a | None",
+                                  "Callable[[int], str]", "X[*ts]"])
+def test_hint_text_is_unparse_or_nothing(hint):
+    node = ast.parse(hint, mode="eval").body
+    text = infer.hint_text(node)
+    assert text is None or text == ast.unparse(node)
+
+
+def test_collector_settings_restored(tmp_path):
+    (tmp_path / "m.py").write_text("import torch\nx = torch.ones(2).cuda()\nif x:\n    pass\n")
+    old = gc.get_threshold()
+    try:
+        gc.set_threshold(700, 10, 10)
+        lint_paths([str(tmp_path)])
+        assert gc.get_threshold() == (700, 10, 10)
+        gc.set_threshold(0, 10, 10)  # collection off: left off
+        lint_paths([str(tmp_path)])
+        assert gc.get_threshold() == (0, 10, 10)
+    finally:
+        gc.set_threshold(*old)
