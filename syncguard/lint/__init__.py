@@ -68,9 +68,10 @@ def lint_file(path: str, display: Optional[str] = None,
 
         source = read_source(path)
     shown = display or path
-    if project is None:
-        return check_source(source, shown)
-    return check_tree(ast.parse(source, filename=shown), source, shown, project, path)
+    with _few_collections():
+        if project is None:
+            return check_source(source, shown)
+        return check_tree(ast.parse(source, filename=shown), source, shown, project, path)
 
 
 def lint_paths(paths: Sequence[str], exclude: Sequence[str] = (),
@@ -121,8 +122,9 @@ def _lint_paths(paths: Sequence[str], exclude: Sequence[str], exclude_root: Opti
     order = {p: i for i, p in enumerate(files)}
     by_file: Dict[str, List[Finding]] = {}
     file_errors: Dict[str, Tuple[int, str]] = {}
+    shown_of = {p: display_path(p, root) for p in files}
     for p in project.order(files, sources):
-        shown = display_path(p, root)
+        shown = shown_of[p]
         line, msg = 0, ""
         try:
             if p in read_errors:
@@ -141,7 +143,7 @@ def _lint_paths(paths: Sequence[str], exclude: Sequence[str], exclude_root: Opti
             msg = f"internal error of the lint: {type(exc).__name__}: {exc}"
         file_errors[p] = (line, msg)
     for p in sorted(files, key=order.__getitem__):
-        shown = display_path(p, root)
+        shown = shown_of[p]
         shown_paths.append(shown)
         findings += by_file.get(p, [])
         if p in file_errors:

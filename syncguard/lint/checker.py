@@ -228,15 +228,18 @@ class _Ctx:
         ``torch.nn.functional.one_hot``), or None."""
         if node.__class__ is ast.Name:
             return self.aliases.get(node.id)  # type: ignore[attr-defined]
+        root = node
+        while isinstance(root, ast.Attribute):
+            root = root.value
+        if not isinstance(root, ast.Name):
+            return None
+        base = self.aliases.get(root.id)
+        if base is None:  # most chains: self.x.y, a local's attribute
+            return None
         parts: List[str] = []
         while isinstance(node, ast.Attribute):
             parts.append(node.attr)
             node = node.value
-        if not isinstance(node, ast.Name):
-            return None
-        base = self.aliases.get(node.id)
-        if base is None:
-            return None
         return ".".join([base, *reversed(parts)])
 
 

@@ -141,11 +141,16 @@ def by_annotation(node: Optional[ast.expr]) -> Optional[str]:
 
 def hint_text(node: ast.expr) -> Optional[str]:
     """``ast.unparse(node)`` of the common shapes of a type hint (``a.b.C``, ``None``,
-    ``X[a, b.C]``), without the unparser; None for any other shape."""
+    ``X[a, b.C]``, ``a | None``), without the unparser; None for any other shape."""
     if type(node) is ast.Name:
         return node.id
     if type(node) is ast.Constant and node.value is None:
         return "None"
+    if type(node) is ast.BinOp and type(node.op) is ast.BitOr:  # a | b | None
+        if type(node.right) is ast.BinOp:
+            return None  # a | (b | c): the unparser adds parentheses
+        left, right = hint_text(node.left), hint_text(node.right)
+        return None if left is None or right is None else f"{left} | {right}"
     if type(node) is ast.Attribute or type(node) is ast.Subscript:
         if type(node.value) is not ast.Name and type(node.value) is not ast.Attribute:
             return None

@@ -171,6 +171,9 @@ def test_kept_answers_equal_computed_ones():
 @pytest.mark.parametrize("hint", ["a", "a.b.C", "None", "X[a]", "X[a,]", "X[a, b.c]",
                                   "Optional[Dict[str, torch.Tensor]]", "Tuple[int, ...]",
                                   "X[()]", "(1).real", "x[1:2]", "'a'", "a | None",
+                                  "a | b.c | None", "a | (b | c)", "(a | b) | c",
+                                  "X[a | None, Y[b] | c]", "(a | b).c", "a | b[c | d]",
+                                  "a | 1", "a or None",
                                   "Callable[[int], str]", "X[*ts]"])
 def test_hint_text_is_unparse_or_nothing(hint):
     node = ast.parse(hint, mode="eval").body
