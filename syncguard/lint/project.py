@@ -81,26 +81,13 @@ class Project:
             name = module or ""
         return name if name in self.modules else None
 
-    def order(self, files: List[str], sources: Dict[str, str]) -> List[str]:
+    def order(self, files: List[str], sources: Dict[str, str],
+              deps: Optional[Dict[str, List[str]]] = None) -> List[str]:
         """``files`` with each module after the in-project modules it imports (depth first,
-        in the given order otherwise; a cycle is broken where it is met)."""
-        deps: Dict[str, List[str]] = {}
-        for f in files:
-            a = os.path.abspath(f)
-            me = self.names.get(a, "")
-            out: List[str] = []
-            for m in _IMPORT.finditer(sources.get(f, "")):
-                if m.group(3) is not None:
-                    for part in m.group(3).split(","):
-                        name = part.strip().split(" ")[0].strip()
-                        target = self.modules.get(name)
-                        if target:
-                            out.append(target)
-                    continue
-                r = self.resolve(me, m.group(2) or None, len(m.group(1)))
-                if r is not None:
-                    out.append(self.modules[r])
-            deps[a] = out
+        in the given order otherwise; a cycle is broken where it is met); ``deps`` what
+        :meth:`deps` gave, when the caller has it."""
+        if deps is None:
+            deps = self.deps(files, sources)
         by_abs = {os.path.abspath(f): f for f in files}
         done: Set[str] = set()
         result: List[str] = []
@@ -124,6 +111,28 @@ class Project:
                 done.add(node)
                 result.append(by_abs[node])
         return result
+
+    def deps(self, files: List[str], sources: Dict[str, str]) -> Dict[str, List[str]]:
+        """The in-project modules each file imports, by absolute path (from the ``import``
+        lines of its source, found without parsing it)."""
+        deps: Dict[str, List[str]] = {}
+        for f in files:
+            a = os.path.abspath(f)
+            me = self.names.get(a, "")
+            out: List[str] = []
+            for m in _IMPORT.finditer(sources.get(f, "")):
+                if m.group(3) is not None:
+                    for part in m.group(3).split(","):
+                        name = part.strip().split(" ")[0].strip()
+                        target = self.modules.get(name)
+                        if target:
+                            out.append(target)
+                    continue
+                r = self.resolve(me, m.group(2) or None, len(m.group(1)))
+                if r is not None:
+                    out.append(self.modules[r])
+            deps[a] = out
+        return deps
 
 
 def _dotted(rel: str) -> str:

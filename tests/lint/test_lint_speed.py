@@ -193,3 +193,111 @@ def test_collector_settings_restored(tmp_path):
         assert gc.get_threshold() == (0, 10, 10)
     finally:
         gc.set_threshold(*old)
+
+
+# -- several processes (--jobs): the same findings --------------------------------------------
+@pytest.fixture()
+def stats(monkeypatch) -> List[Dict[str, int]]:
+    """Every tree forks workers, however small; the counts of each parallel lint."""
+    from syncguard.lint import parallel
+
+    seen: List[Dict[str, int]] = []
+    real = parallel.lint_ordered
+
+    def counted(*a: Any, **k: Any) -> Any:
+        out = real(*a, **k)
+        seen.append(out[1])
+        return out
+
+    monkeypatch.setattr(parallel, "MIN_CHARS", 0)
+    monkeypatch.setattr(parallel, "lint_ordered", counted)
+    return seen
+
+
+def _jobs_findings(paths: List[str], jobs: int) -> List[Dict[str, Any]]:
+    rep = lint_paths(paths, root=str(ROOT), jobs=jobs)
+    return [dataclasses.asdict(f) for f in rep.findings] + [{"errors": rep.errors}]
+
+
+def test_jobs_same_findings(reference, stats):
+    if not __import__("syncguard.lint.parallel", fromlist=["x"]).can_fork():
+        pytest.skip("no fork here: --jobs runs in one process")
+    for jobs in (2, 3):
+        assert _jobs_findings(CORPUS, jobs)[:-1] == reference
+    assert [s["workers"] for s in stats] == [2, 3]
+    assert all(s["kept"] > 0 and s["kept"] + s["again"] > 200 for s in stats)
+
+
+def test_jobs_a_stale_lookup_is_read_again(reference, stats, monkeypatch):
+    from syncguard.lint import parallel
+    from syncguard.lint.project import ModuleSummary
+
+    if not parallel.can_fork():
+        pytest.skip("no fork here")
+    real = parallel._run_workers
+
+    def stale(*a: Any, **k: Any) -> Any:
+        results = real(*a, **k)
+        for _, _, reads, _ in results.values():
+            if reads:  # the first file that looked anything up saw something else
+                key = next(iter(reads))
+                reads[key] = ModuleSummary(globals={"not": "what it read"})
+                break
+        return results
+
+    monkeypatch.setattr(parallel, "_run_workers", stale)
+    assert _jobs_findings(CORPUS, 2)[:-1] == reference
+    assert stats[0]["again"] >= 1
+
+
+def test_jobs_a_dead_worker_leaves_its_files_here(reference, stats, monkeypatch):
+    from syncguard.lint import parallel
+
+    if not parallel.can_fork():
+        pytest.skip("no fork here")
+
+    def dies(conn: Any, *a: Any) -> None:
+        conn.recv()
+        raise SystemExit(3)
+
+    monkeypatch.setattr(parallel, "_serve", dies)
+    assert _jobs_findings(CORPUS, 2)[:-1] == reference
+    assert stats[0]["kept"] == 0 and stats[0]["again"] > 200
+
+
+def test_jobs_imports_the_line_scan_misses(tmp_path, stats):
+    """``from pkg import (sub)`` and a module read before the module it imports: the one-process
+    lint does not know ``sub`` yet where a worker may; the findings follow the one-process
+    lint."""
+    pkg = tmp_path / "pkg"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    (pkg / "a_slow.py").write_text("import torch\n\n" + "".join(
+        f"def f{i}(x):\n    y = x.cuda()\n    if y.sum():\n        return y\n    return x\n\n"
+        for i in range(400)))
+    (pkg / "b.py").write_text("import torch\nimport pkg.a_slow\nfrom pkg import (\n"
+                              "    c_fast,\n)\n\ndef g():\n    t = c_fast.make()\n"
+                              "    if t:\n        pass\n    return t\n")
+    (pkg / "c_fast.py").write_text("import torch\n\ndef make():\n"
+                                   "    return torch.ones(2, device='cuda')\n")
+    one = _jobs_findings([str(tmp_path)], 1)
+    assert _jobs_findings([str(tmp_path)], 2) == one
+    # one process: b.py is read before c_fast.py, whose make() is not known there yet
+    assert not any(f.get("path", "").endswith("b.py") for f in one)
+    assert any(f.get("path", "").endswith("a_slow.py") for f in one)
+    assert stats[-1]["workers"] == 2
+
+
+def test_jobs_option(tmp_path, capsys):
+    from syncguard.cli import main
+
+    (tmp_path / "m.py").write_text("import torch\nx = torch.ones(2).cuda()\nif x:\n    pass\n")
+    assert main(["lint", str(tmp_path), "--jobs", "0"]) == 2
+    assert "--jobs: must be 1 or more" in capsys.readouterr().err
+    outs = []
+    for j in ("1", "2"):
+        assert main(["lint", str(tmp_path), "-j", j, "--format", "json"]) == 1
+        got = __import__("json").loads(capsys.readouterr().out)
+        got["summary"].pop("seconds", None)
+        outs.append(got)
+    assert outs[0] == outs[1]
