@@ -148,10 +148,11 @@ rand_like randn_like randint_like from_numpy frombuffer""".split())
 class _Ctx:
     """Per-file state: import aliases, module-level function results and the findings."""
 
-    def __init__(self, path: str, lines: List[str], project: Optional[Project] = None,
+    def __init__(self, path: str, source: str, project: Optional[Project] = None,
                  module: str = "") -> None:
         self.path = path
-        self.lines = lines
+        self.source = source
+        self._lines: Optional[List[str]] = None
         #: the linted tree (None for one file on its own) and this file's module name
         self.project = project
         self.module = module
@@ -184,6 +185,13 @@ class _Ctx:
         #: ``__main__`` block calls
         self.file_context = _context.file_context(path)
         self.script_funcs: Set[str] = set()
+
+    @property
+    def lines(self) -> List[str]:
+        """The file's lines, split when a finding first needs one (most files have few)."""
+        if self._lines is None:
+            self._lines = self.source.splitlines()
+        return self._lines
 
     def symbol(self, name: str) -> Optional[Tuple[ModuleSummary, str]]:
         """The summary of the project module ``name`` was imported from, and its name
@@ -1782,15 +1790,15 @@ def check_tree(tree: ast.Module, source: str, path: str, project: Optional[Proje
     """:func:`check_source` of a parsed ``tree``; with ``project``, names imported from the
     project's modules read already are known, and this module's summary is added to it
     (``real_path`` the file as the project knows it)."""
-    lines = source.splitlines()
     module = project.module_of(real_path or path) if project is not None else ""
-    ctx = _Ctx(path, lines, project, module)
+    ctx = _Ctx(path, source, project, module)
     for s in tree.body:
         if isinstance(s, (ast.Import, ast.ImportFrom)):
             _imports(ctx, s, {})
         elif isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef)):
             ctx.defs[s.name] = s
-    ctx.has_torch = _TORCH_WORD.search(source) is not None
+    # the substring first: a scan for the word is slow on a file that never says it
+    ctx.has_torch = "torch" in source and _TORCH_WORD.search(source) is not None
     ctx.other_arrays = not ctx.has_torch and any(
         v.split(".")[0] in _OTHER_ARRAY_LIBS for v in ctx.names.values())
     ctx.script_funcs = _context.script_functions(tree)
@@ -1801,10 +1809,10 @@ def check_tree(tree: ast.Module, source: str, path: str, project: Optional[Proje
             dict(ctx.returns), {n: k for n, k in ctx.local_classes.items()},
             {k: v for k, v in top.env.items() if "." not in k and v != UNKNOWN
              and k not in ctx.local_classes and k not in ctx.defs})
-    return _one_per_line(ctx.findings, lines)
+    return _one_per_line(ctx.findings, ctx)
 
 
-def _one_per_line(found: List[Finding], lines: List[str]) -> List[Finding]:
+def _one_per_line(found: List[Finding], ctx: _Ctx) -> List[Finding]:
     by_line: Dict[int, List[Finding]] = {}
     seen: Set[Tuple[int, int, str, str]] = set()
     for f in found:
@@ -1819,6 +1827,7 @@ def _one_per_line(found: List[Finding], lines: List[str]) -> List[Finding]:
         best = fs[0]
         best.also = [f"{f.rule} {f.api}" for f in fs[1:] if f.severity != SILENT]
         best.end_line = max(f.end_line for f in fs)
+        lines = ctx.lines
         m = _ALLOW.search(lines[line - 1]) if 0 < line <= len(lines) else None
         if m is not None:
             best.allowed = m.group(1).strip() or "allowed"

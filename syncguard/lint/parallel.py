@@ -5,13 +5,14 @@ analysis finds can depend on what the files before it exported (module summaries
 :mod:`.project`). Forked workers each take one file at a time, once the files it imports
 (:meth:`.project.Project.deps`) have been read by some worker, together with what every
 file read since the worker's last file wrote; each notes, for its file, every summary or class
-the analysis looked up (and what it found) and every one it wrote.
+the analysis looked up (and which file had written what it found) and every one it wrote.
 
 Then this process takes the files in order: a file's result is kept when every lookup it made
-found what the one-process lint has at that point (and what it wrote becomes that state);
-otherwise (an import the line scan does not see, two modules of one name, a file read before a
-module it imports without naming it) the file is read again here, against that state. Either
-way each file's findings are those of the one-process lint; only the time differs.
+found the value the one-process lint has at that point (the same writer, whose result was kept
+or was read again here to the same value); what the file wrote becomes that state. Otherwise
+(an import the line scan does not see, two modules of one name, a file read before a module it
+imports without naming it) the file is read again here, against that state. Either way each
+file's findings are those of the one-process lint; only the time differs.
 
 Workers are forked (POSIX): where ``fork`` is missing, or the tree is small, or a worker
 fails, the lint runs (or goes on) in this process.
@@ -29,14 +30,16 @@ from .project import Project
 if TYPE_CHECKING:
     from multiprocessing.connection import Connection
 
-#: below this many characters of source in all, one process (forking costs more than it saves)
-MIN_CHARS = 300_000
+#: below this many characters of source in all (about half a CPU second of lint), one process:
+#: forking and passing results cost more than they save
+MIN_CHARS = 1_500_000
 
 T = TypeVar("T")
 #: a looked-up or written key: ("s", module) for a summary, ("c", class key) for a class
 Key = Tuple[str, str]
-#: what a worker sends back for one file: its index, outcome, lookups, writes
-Result = Tuple[int, Any, Dict[Key, Any], Dict[Key, Any]]
+#: what a worker sends back for one file: its number, outcome, lookups (the number of the
+#: file whose write it found, -1 for none), writes
+Result = Tuple[int, Any, Dict[Key, int], Dict[Key, Any]]
 
 
 def default_jobs() -> int:
@@ -65,7 +68,7 @@ class _Noted(dict):  # type: ignore[type-arg]
         self.tag = tag
         self.at = 0
         self.history: Dict[str, List[Tuple[int, Any]]] = {}
-        self.reads: Optional[Dict[Key, Any]] = None
+        self.reads: Optional[Dict[Key, int]] = None
         self.writes: Set[str] = set()
 
     def put(self, at: int, key: str, value: Any) -> None:
@@ -82,7 +85,7 @@ class _Noted(dict):  # type: ignore[type-arg]
             if best < i <= self.at:
                 best, value = i, v
         if self.reads is not None and key not in self.writes:
-            self.reads.setdefault((self.tag, key), None if value is _MISSING else value)
+            self.reads.setdefault((self.tag, key), best)
         return value
 
     def get(self, key: str, default: Any = None) -> Any:  # type: ignore[override]
@@ -119,7 +122,7 @@ def _serve(conn: Connection, ordered: List[str], project: Project,
         at, updates = msg
         for i, (tag, key), value in updates:
             state[tag].put(i, key, value)
-        reads: Dict[Key, Any] = {}
+        reads: Dict[Key, int] = {}
         for d in state.values():
             d.at, d.reads, d.writes = at, reads, set()
         outcome = lint_one(ordered[at])
@@ -142,17 +145,38 @@ def lint_ordered(ordered: List[str], project: Project, deps: Dict[str, List[str]
     results = _run_workers(ordered, project, deps, jobs, lint_one, stats)
     outcomes: Dict[str, T] = {}
     state: Dict[str, Dict[str, Any]] = {"s": project.summaries, "c": project.classes}
+    writer: Dict[Key, int] = {}  # the file whose write each key holds in the state
+    again: Set[int] = set()
+
+    def same(key: Key, seen: int) -> bool:
+        """The worker found for ``key`` what the state holds now."""
+        have = writer.get(key, -1)
+        if have != seen:
+            return False
+        if have in again:  # read again here: did it write what the worker's copy wrote?
+            got = results.get(have)
+            return got is not None and key in got[3] and got[3][key] == state[key[0]].get(
+                key[1])
+        return True
+
     for i, p in enumerate(ordered):
         got = results.get(i)
-        if got is not None and all(state[tag].get(key) == seen
-                                   for (tag, key), seen in got[2].items()):
+        if got is not None and all(same(key, seen) for key, seen in got[2].items()):
             outcomes[p] = got[1]
-            for (tag, key), value in got[3].items():
-                state[tag][key] = value
+            for key, value in got[3].items():
+                state[key[0]][key[1]] = value
+                writer[key] = i
             stats["kept"] += 1
-        else:
-            outcomes[p] = lint_one(p)
-            stats["again"] += 1
+            continue
+        before = {tag: dict(d) for tag, d in state.items()}
+        outcomes[p] = lint_one(p)
+        again.add(i)
+        stats["again"] += 1
+        for tag, d in state.items():
+            old = before[tag]
+            for name, value in d.items():
+                if name not in old or old[name] is not value:
+                    writer[(tag, name)] = i
     return outcomes, stats
 
 
