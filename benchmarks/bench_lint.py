@@ -23,10 +23,11 @@ and with ``--before SRC`` (a folder holding an older ``syncguard`` package, e.g.
 REF syncguard | tar -x -C SRC``) that code with one process. Each run reports wall seconds and
 CPU seconds of the lint itself (interpreter start and imports left out), workers' CPU
 included: files per CPU second compares across machines and loads, files per wall second is
-what a user waits. Medians of the rounds. Then, in this process: the slowest single file
-(CPU seconds of its parse and analysis inside a one-process lint of its tree) and the
-``ast.parse``-only rate (every file parsed once, no analysis: the floor of any AST lint).
-The findings of every variant are compared (a digest): they must be the same.
+what a user waits. In the same rounds, also in fresh processes: the ``ast.parse``-only rate
+(every file parsed once, no analysis, under the collector setting the lint uses: the floor of
+any AST lint) and the slowest single file (CPU seconds of its parse and analysis inside a
+one-process lint of its tree; the file slowest in most rounds, its median). Medians of the
+rounds. The findings of every variant are compared (a digest): they must be the same.
 
 ``--install`` also times what the pre-commit hook does on first use: a fresh virtual
 environment and ``pip install`` of this checkout without torch, then ``syncguard lint --help``
@@ -226,15 +227,49 @@ def bench_recorder(repeats: int) -> Dict[str, Any]:
 
 # -- speed (--speed) ------------------------------------------------------------------------
 _CHILD = r"""
-import dataclasses, hashlib, json, resource, sys, time
-code, tree, jobs = sys.argv[1], sys.argv[2], int(sys.argv[3])
+import ast, dataclasses, gc, hashlib, json, os, resource, sys, time
+code, tree, mode = sys.argv[1], sys.argv[2], sys.argv[3]
 sys.path.insert(0, code)
-from syncguard.lint import lint_paths
+import syncguard.lint as lint
+if mode == "parse":  # ast.parse alone, under the collector setting the lint uses
+    from syncguard.lint.files import iter_files, read_source
+    sources = []
+    for p in iter_files([tree]):
+        try:
+            sources.append(read_source(p))
+        except (OSError, ValueError, UnicodeDecodeError):
+            pass
+    gc.set_threshold(100_000, *gc.get_threshold()[1:])
+    c = time.process_time()
+    for src in sources:
+        try:
+            ast.parse(src)
+        except (SyntaxError, ValueError, RecursionError):
+            pass
+    print(json.dumps({"files": len(sources), "cpu": time.process_time() - c,
+                      "lines": sum(src.count("\n") for src in sources)}))
+    sys.exit(0)
+if mode == "per-file":  # CPU s of each file's lint_file (parse and analysis) in a -j 1 lint
+    real, per_file = lint.lint_file, []
+    def timed(p, *a, **k):
+        c0 = time.process_time()
+        try:
+            return real(p, *a, **k)
+        finally:
+            per_file.append((time.process_time() - c0, p))
+    lint.lint_file = timed
+    lint.lint_paths([tree])
+    worst, path = max(per_file)
+    with open(path, "rb") as fh:
+        lines = fh.read().count(b"\n")
+    print(json.dumps({"cpu": worst, "path": os.path.relpath(path, tree), "lines": lines}))
+    sys.exit(0)
+jobs = int(mode)
 w, c = time.perf_counter(), time.process_time()
 try:
-    rep = lint_paths([tree], jobs=jobs)
+    rep = lint.lint_paths([tree], jobs=jobs)
 except TypeError:  # code from before --jobs
-    rep = lint_paths([tree])
+    rep = lint.lint_paths([tree])
 wall, cpu = time.perf_counter() - w, time.process_time() - c
 kids = resource.getrusage(resource.RUSAGE_CHILDREN)
 digest = hashlib.sha1(json.dumps([[dataclasses.asdict(f) for f in rep.findings], rep.errors],
@@ -245,25 +280,28 @@ print(json.dumps({"files": rep.files, "wall": wall, "cpu": cpu,
 """
 
 
-def _run_child(code: str, tree: str, jobs: int) -> Dict[str, Any]:
+def _run_child(code: str, tree: str, mode: str) -> Dict[str, Any]:
     import json
     import subprocess
 
-    out = subprocess.run([sys.executable, "-c", _CHILD, code, tree, str(jobs)],
+    out = subprocess.run([sys.executable, "-c", _CHILD, code, tree, mode],
                          capture_output=True, text=True, check=True)
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
 def speed_tree(path: str, before: str, jobs: List[int], rounds: int) -> Dict[str, Any]:
-    """Interleaved fresh-process lints of ``path`` by each variant; medians."""
-    variants: List[Tuple[str, str, int]] = [(f"now -j {j}", str(ROOT), j) for j in jobs]
+    """Interleaved fresh-process runs on ``path`` of each variant (the lint before and now,
+    the parse-only floor, the per-file timing); medians."""
+    variants: List[Tuple[str, str, str]] = [(f"now -j {j}", str(ROOT), str(j)) for j in jobs]
     if before:
-        variants.insert(0, ("before", before, 1))
+        variants.insert(0, ("before", before, "1"))
+    variants += [("parse", str(ROOT), "parse"), ("per-file", str(ROOT), "per-file")]
     runs: Dict[str, List[Dict[str, Any]]] = {v[0]: [] for v in variants}
     for r in range(rounds):
-        for name, code, j in variants[r % len(variants):] + variants[:r % len(variants)]:
-            runs[name].append(_run_child(code, path, j))
-    out: Dict[str, Any] = {"path": path, "variants": {}}
+        for name, code, mode in variants[r % len(variants):] + variants[:r % len(variants)]:
+            runs[name].append(_run_child(code, path, mode))
+    parse, per_file = runs.pop("parse"), runs.pop("per-file")
+    out: Dict[str, Any] = {"path": path, "variants": {}, "lines": parse[0]["lines"]}
     digests: set = set()
     for name, rs in runs.items():
         files = rs[0]["files"]
@@ -278,56 +316,15 @@ def speed_tree(path: str, before: str, jobs: List[int], rounds: int) -> Dict[str
             "rounds": [{k: (round(v, 4) if isinstance(v, float) else v) for k, v in x.items()}
                        for x in rs]}
     out["same_findings"] = len(digests) == 1
-    out.update(_slowest_and_floor(path))
+    parse_cpu = median([x["cpu"] for x in parse])
+    out["parse_only_files_per_cpu_s"] = round(parse[0]["files"] / parse_cpu, 1)
+    paths = [x["path"] for x in per_file]
+    slow = max(set(paths), key=paths.count)  # the file slowest in most rounds
+    out["slowest_file"] = {
+        "path": slow, "lines": next(x["lines"] for x in per_file if x["path"] == slow),
+        "cpu_s": round(median([x["cpu"] for x in per_file if x["path"] == slow]), 3),
+        "worst_round_cpu_s": round(max(x["cpu"] for x in per_file), 3)}
     return out
-
-
-def _slowest_and_floor(path: str) -> Dict[str, Any]:
-    """The slowest file inside a one-process lint of ``path`` (CPU s of ``lint_file``: its
-    parse and analysis) and the ``ast.parse``-only rate of the tree."""
-    import ast
-
-    import syncguard.lint as lint
-    from syncguard.lint.files import iter_files, read_source
-
-    real = lint.lint_file
-    per_file: List[Tuple[float, str]] = []
-
-    def timed(p: str, *a: Any, **k: Any) -> Any:
-        c0 = time.process_time()
-        try:
-            return real(p, *a, **k)
-        finally:
-            per_file.append((time.process_time() - c0, p))
-
-    lint.lint_file = timed  # type: ignore[assignment]
-    try:
-        lint.lint_paths([path])
-    finally:
-        lint.lint_file = real  # type: ignore[assignment]
-    worst, worst_path = max(per_file)
-    files = list(iter_files([path]))
-    sources = []
-    lines = 0
-    for p in files:
-        try:
-            sources.append(read_source(p))
-        except (OSError, ValueError, UnicodeDecodeError):
-            continue
-        lines += sources[-1].count("\n")
-    c0 = time.process_time()
-    for src in sources:
-        try:
-            ast.parse(src)
-        except (SyntaxError, ValueError, RecursionError):
-            pass
-    parse = time.process_time() - c0
-    with open(worst_path, "rb") as fh:
-        worst_lines = fh.read().count(b"\n")
-    return {"lines": lines,
-            "slowest_file": {"path": os.path.relpath(worst_path, path), "lines": worst_lines,
-                             "cpu_s": round(worst, 3)},
-            "parse_only_files_per_cpu_s": round(len(sources) / parse, 1) if parse else None}
 
 
 def bench_install() -> Dict[str, Any]:
@@ -412,7 +409,8 @@ def write_speed(result: Dict[str, Any], md: Path, argv: List[str]) -> None:
             x = v[f"now -j {j}"]
             row += [str(x["files_per_cpu_s"]), str(x["files_per_wall_s"])]
         sl = t["slowest_file"]
-        row += [f"{sl['path']} ({sl['cpu_s']}, {sl['lines']})",
+        row += [f"{sl['path']} ({sl['cpu_s']}, {sl['lines']}; worst round "
+                f"{sl['worst_round_cpu_s']})",
                 "yes" if t["same_findings"] else "**no**"]
         lines.append("| " + " | ".join(row) + " |")
     inst = result.get("install")

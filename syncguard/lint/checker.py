@@ -48,6 +48,21 @@ _OTHER_ARRAY_LIBS = frozenset({"numpy", "pandas", "jax", "tensorflow", "cupy", "
 _ALLOW = re.compile(r"#\s*syncguard:\s*allow\[([^\]]*)\]")
 
 _APIS = syncapis.by_name()
+#: the table's entries of a name that an owner (``Tensor``, ``torch``...) has, in table order
+_OWNED: Dict[Tuple[str, str], List[Any]] = {}
+
+
+def _owned(name: str, owner: str) -> List[Any]:
+    key = (name, owner)
+    got = _OWNED.get(key)
+    if got is None:
+        got = _OWNED[key] = [a for a in _APIS.get(name, ()) if owner in a.owners]
+    return got
+
+
+#: attributes whose value is a Python value whatever the tensor's place
+_PY_ATTRS = frozenset({"shape", "dtype", "device", "ndim", "is_cuda", "is_cpu", "layout",
+                       "requires_grad", "is_leaf", "itemsize", "nbytes"})
 
 
 @dataclasses.dataclass
@@ -706,8 +721,7 @@ class _Func:
             return PY  # torch.float32, np.int64, torch.cuda...
         base = self.ev(node.value)
         a = node.attr
-        if a in ("shape", "dtype", "device", "ndim", "is_cuda", "is_cpu", "layout",
-                 "requires_grad", "is_leaf", "itemsize", "nbytes"):
+        if a in _PY_ATTRS:
             return PY
         if a in ("T", "mT", "H", "data", "real", "imag", "grad"):
             return base
@@ -947,7 +961,7 @@ class _Func:
             return UNKNOWN  # torch.jit, torch.overrides, torch.distributed, helpers...
         if name[:1].isupper() and not name.endswith("Tensor"):
             return PY  # torch.Size, torch.device, torch.Generator: no tensor
-        kw = {k.arg: k.value for k in node.keywords if k.arg}
+        kw = {k.arg: k.value for k in node.keywords if k.arg} if node.keywords else {}
         first = vals[0] if vals else PY
         owner = "torch.nn.functional" if head == "torch.nn.functional" else "torch"
         if name in ("tensor", "as_tensor") and head == "torch":
@@ -982,7 +996,7 @@ class _Func:
             if _is_true(kw.get("pin_memory")):
                 return PINNED
             return self.place_of_device(kw.get("device"))[0]
-        apis = [a for a in _APIS.get(name, ()) if owner in a.owners]
+        apis = _owned(name, owner)
         if apis:
             a = apis[0]
             sev_v = combine(vals[:2]) if vals else UNKNOWN
@@ -1077,7 +1091,7 @@ class _Func:
             info = self.ctx.classes.get(cls)
             return info.methods.get(m, UNKNOWN) if info is not None else UNKNOWN
         vals = self.args(node)
-        kw = {k.arg: k.value for k in node.keywords if k.arg}
+        kw = {k.arg: k.value for k in node.keywords if k.arg} if node.keywords else {}
         tensor_recv = r in (DEVICE, TENSOR) or (
             r == UNKNOWN and m not in _GENERIC and not m.startswith("__"))
         if m == "synchronize":
@@ -1112,8 +1126,8 @@ class _Func:
                 finally:
                     self.ctx.collect = saved
             return self.copy_method(node, m, r, vals, kw)
-        if r in (HOST, PINNED) and m in _APIS and any("Tensor" in a.owners for a in _APIS[m]):
-            a = next(a for a in _APIS[m] if "Tensor" in a.owners)
+        if r in (HOST, PINNED) and _owned(m, "Tensor"):
+            a = _owned(m, "Tensor")[0]
             self.flag(node, a.rule, f"Tensor.{m}", a.why, SILENT, r)  # a candidate only
         if r == PY and isinstance(func.value, ast.Name) and func.value.id in ("self", "cls"):
             # a method of the class: it may return tensors (or tuples of them)
@@ -1125,7 +1139,7 @@ class _Func:
                 PY if m in _PY_METHODS or m in ("tolist", "item") else r)
         if m in _PY_METHODS:
             return PY
-        apis = [a for a in _APIS.get(m, ()) if "Tensor" in a.owners]
+        apis = _owned(m, "Tensor")
         if m in ("cpu", "tolist", "numpy") and self.is_empty(func.value):
             apis = []  # a copy of no element: nothing waits
         if apis and tensor_recv:
