@@ -379,7 +379,10 @@ def write_speed(result: Dict[str, Any], md: Path, argv: List[str]) -> None:
         f"- Machine: {env.get('processor')}, {env.get('cpu_count')} CPUs "
         f"({env.get('platform')}); load average (1 min) {result['load_before'][0]:.2f} "
         f"before, {result['load_after'][0]:.2f} after (1/5/15 min before: "
-        f"{', '.join(f'{x:.2f}' for x in result['load_before'])}).",
+        f"{', '.join(f'{x:.2f}' for x in result['load_before'])})"
+        + (f"; CPU pressure (share of time some task waited for a CPU, 10 s / 60 s / 300 s): "
+           f"{result['pressure_before']} before, {result['pressure_after']} after"
+           if result.get("pressure_before") else "") + ".",
         f"- Python {env.get('python')}, syncguard {env.get('syncguard')} at "
         f"`{(env.get('git_commit') or '')[:10]}`"
         + (f" (uncommitted: {', '.join(env['syncguard_uncommitted'])})"
@@ -428,17 +431,29 @@ def write_speed(result: Dict[str, Any], md: Path, argv: List[str]) -> None:
     md.write_text("\n".join(lines) + "\n")
 
 
+def _pressure() -> str:
+    """Linux's CPU pressure (``/proc/pressure/cpu``, "some" line) as ``a% / b% / c%``; the
+    load average counts waiting tasks, this says how much of the time one waited."""
+    try:
+        with open("/proc/pressure/cpu", encoding="ascii") as f:
+            some = dict(kv.split("=") for kv in f.readline().split()[1:4])
+    except (OSError, ValueError):
+        return ""
+    return " / ".join(f"{float(some[k]):.0f}%" for k in ("avg10", "avg60", "avg300"))
+
+
 def main_speed(a: Any, argv: List[str]) -> int:
     import json
 
     jobs = a.jobs or [1, os.cpu_count() or 1]
     result: Dict[str, Any] = {"env": environment(), "load_before": list(os.getloadavg()),
-                              "rounds": a.rounds, "jobs": jobs, "before": a.before,
-                              "note": a.note}
+                              "pressure_before": _pressure(), "rounds": a.rounds,
+                              "jobs": jobs, "before": a.before, "note": a.note}
     result["trees"] = [speed_tree(d, a.before, jobs, a.rounds) for d in a.dirs]
     if a.install:
         result["install"] = bench_install()
     result["load_after"] = list(os.getloadavg())
+    result["pressure_after"] = _pressure()
     md = Path(a.speed_md)
     Path(md.with_suffix(".json")).write_text(json.dumps(result, indent=2) + "\n")
     write_speed(result, md, argv)

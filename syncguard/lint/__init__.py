@@ -121,7 +121,7 @@ def _lint_paths(paths: Sequence[str], exclude: Sequence[str], exclude_root: Opti
             read_errors[p] = exc
     project = Project(files, paths)
     order = {p: i for i, p in enumerate(files)}
-    shown_of = {p: display_path(p, root) for p in files}
+    shown_of = _shown(files, root, display_path)
     deps = project.deps(files, sources)
     ordered = project.order(files, sources, deps)
 
@@ -150,6 +150,21 @@ def _lint_paths(paths: Sequence[str], exclude: Sequence[str], exclude_root: Opti
             errors.append(f"{shown}:{line}: {msg}" if line else f"{shown}: {msg}")
     return LintReport(findings, len(shown_paths), errors, time.perf_counter() - t0,
                       shown_paths, items)
+
+
+def _shown(files: List[str], root: Optional[str], display_path: Any) -> Dict[str, str]:
+    """``display_path(p, root)`` of each file; a file under the root without asking the
+    working folder for each (its normalised absolute path, less the root's)."""
+    cwd = os.getcwd()
+    base = os.path.abspath(root if root is not None else cwd)
+    out: Dict[str, str] = {}
+    for p in files:
+        path = os.path.normpath(os.path.join(cwd, p))  # os.path.abspath(p)
+        if not p.startswith("<") and base != os.sep and path.startswith(base + os.sep):
+            out[p] = path[len(base) + 1:].replace(os.sep, "/")
+        else:
+            out[p] = display_path(p, root)
+    return out
 
 
 def _lint_one(p: str, shown: str, project: Project, source: Optional[str],

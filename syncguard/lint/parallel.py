@@ -188,11 +188,11 @@ def _run_workers(ordered: List[str], project: Project, deps: Dict[str, List[str]
     from multiprocessing.connection import Connection, wait
 
     n = len(ordered)
-    index = {os.path.abspath(p): i for i, p in enumerate(ordered)}
+    index = {project.abspath(p): i for i, p in enumerate(ordered)}
     waiting = [0] * n  # files each file imports, before it in the order, not read yet
     users: List[List[int]] = [[] for _ in range(n)]
     for i, p in enumerate(ordered):
-        for d in set(deps.get(os.path.abspath(p), ())):
+        for d in set(deps.get(project.abspath(p), ())):
             j = index.get(d)
             if j is not None and j < i:
                 waiting[i] += 1

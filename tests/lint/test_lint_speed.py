@@ -299,3 +299,35 @@ def test_jobs_option(tmp_path, capsys):
         got["summary"].pop("seconds", None)
         outs.append(got)
     assert outs[0] == outs[1]
+
+
+def test_shown_paths_are_display_paths(tmp_path, monkeypatch):
+    """The display path of each file, computed once under the root, is ``display_path``."""
+    from syncguard.core.sites import display_path
+    from syncguard.lint import _shown
+
+    (tmp_path / "a" / "b").mkdir(parents=True)
+    monkeypatch.chdir(tmp_path / "a")
+    files = ["x.py", "./x.py", "b/../x.py", "b/y.py", str(tmp_path / "a" / "b" / "y.py"),
+             str(tmp_path / "z.py"), "../z.py", "<stdin>", "/x.py", "..x/y.py"]
+    for root in (None, str(tmp_path), "b", "/", "..", str(tmp_path / "a" / "b")):
+        assert _shown(files, root, display_path) == {p: display_path(p, root) for p in files}
+
+
+def test_project_paths_are_abspaths(tmp_path, monkeypatch):
+    from syncguard.lint.project import Project
+
+    (tmp_path / "pkg" / "sub").mkdir(parents=True)
+    for f in ("pkg/__init__.py", "pkg/sub/__init__.py", "pkg/sub/m.py", "loose.py"):
+        (tmp_path / f).write_text("")
+    monkeypatch.chdir(tmp_path / "pkg")
+    files = ["sub/m.py", "./sub/../sub/m.py", "__init__.py", "../loose.py",
+             str(tmp_path / "pkg" / "sub" / "__init__.py")]
+    project = Project(files, [".", str(tmp_path)])
+    import os
+
+    for f in files:
+        assert project.abspath(f) == os.path.abspath(f)
+    assert project.module_of("sub/m.py") == "pkg.sub.m"
+    assert project.modules["sub.m"] == project.modules["pkg.sub.m"]
+    assert project.module_of("../loose.py") == "loose"
