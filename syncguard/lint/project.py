@@ -13,7 +13,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import re
-from typing import Dict, Iterable, List, Optional, Set, Tuple
+from typing import Dict, Iterable, Iterator, List, Optional, Set, Tuple
 
 
 @dataclasses.dataclass
@@ -40,6 +40,21 @@ class ModuleSummary:
 # `from a.b import c` / `from . import c` / `import a.b` at the start of a line (any indent)
 _IMPORT = re.compile(r"^[ \t]*(?:from[ \t]+(\.*)([\w.]*)[ \t]+import\b|import[ \t]+([\w., \t]+))",
                      re.M)
+
+
+def _import_lines(source: str) -> Iterator[re.Match[str]]:
+    """``_IMPORT.finditer(source)``, trying the pattern only on lines that say ``import`` (a
+    match never crosses a line, so each is on its own line, at its start)."""
+    done = -1
+    pos = source.find("import")
+    while pos >= 0:
+        start = source.rfind("\n", 0, pos) + 1
+        if start > done:
+            done = start
+            m = _IMPORT.match(source, start)
+            if m is not None:
+                yield m
+        pos = source.find("import", pos + 6)
 
 
 class Project:
@@ -133,7 +148,7 @@ class Project:
             a = self.abspath(f)
             me = self.names.get(a, "")
             out: List[str] = []
-            for m in _IMPORT.finditer(sources.get(f, "")):
+            for m in _import_lines(sources.get(f, "")):
                 if m.group(3) is not None:
                     for part in m.group(3).split(","):
                         name = part.strip().split(" ")[0].strip()

@@ -331,3 +331,23 @@ def test_project_paths_are_abspaths(tmp_path, monkeypatch):
     assert project.module_of("sub/m.py") == "pkg.sub.m"
     assert project.modules["sub.m"] == project.modules["pkg.sub.m"]
     assert project.module_of("../loose.py") == "loose"
+
+
+@pytest.mark.parametrize("src", [
+    "", "import", "import a", "x\nimport a\nfrom . import b", "importx\n  from a import b",
+    "from a import (b,\n c)", "\nimport a.b as c, d", "x = 'import'\nimport os",
+    "from . import x\r\nimport y", "\t from ..a.b import c # import d\n", "s = 'a'; import b"])
+def test_import_lines_are_the_pattern_matches(src):
+    from syncguard.lint.project import _IMPORT, _import_lines
+
+    want = [(m.start(), m.end(), m.groups()) for m in _IMPORT.finditer(src)]
+    assert [(m.start(), m.end(), m.groups()) for m in _import_lines(src)] == want
+
+
+def test_import_lines_on_the_corpus():
+    from syncguard.lint.project import _IMPORT, _import_lines
+
+    for p in iter_files(CORPUS):
+        src = read_source(p)
+        assert [m.span() for m in _import_lines(src)] == [m.span() for m in
+                                                           _IMPORT.finditer(src)], p
