@@ -14,8 +14,8 @@ or was read again here to the same value); what the file wrote becomes that stat
 imports without naming it) the file is read again here, against that state. Either way each
 file's findings are those of the one-process lint; only the time differs.
 
-Workers are forked (POSIX): where ``fork`` is missing, or the tree is small, or a worker
-fails, the lint runs (or goes on) in this process.
+Workers are forked (POSIX but macOS): where ``fork`` is missing, or the tree is small, or a
+worker fails, the lint runs (or goes on) in this process.
 """
 
 from __future__ import annotations
@@ -51,9 +51,11 @@ def default_jobs() -> int:
 
 
 def can_fork() -> bool:
+    """Workers can be forked here: POSIX, but not macOS (where system libraries a process may
+    have loaded are not safe to fork)."""
     import multiprocessing
 
-    return "fork" in multiprocessing.get_all_start_methods()
+    return sys.platform != "darwin" and "fork" in multiprocessing.get_all_start_methods()
 
 
 class _Noted(dict):  # type: ignore[type-arg]
