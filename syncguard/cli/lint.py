@@ -15,8 +15,8 @@ Each finding says where it runs (context: serving, test, benchmark, script; devi
 such as @triton.jit are no host code and get none) and on which backends it syncs (both, cuda,
 npu: the op models the runtime guard counts with).
 
-A large tree is read in --jobs processes (default: the CPUs); the findings are the same for
-any number.
+A large tree is read in --jobs processes (default: the CPUs; forked workers, on Linux and
+other POSIX systems but macOS); the findings are the same for any number.
 
 Settings: [tool.syncguard.lint] in the nearest pyproject.toml: exclude (gitignore patterns),
 fail-on, baseline, format, backend, include-tests. Exit code: 1 when a finding at or above
