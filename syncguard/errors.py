@@ -25,3 +25,9 @@ class SyncguardError(Exception):
 
 class UsageError(SyncguardError):
     """Bad input: one line on stderr, exit code 2."""
+
+
+class ResultWarning(UserWarning):
+    """A result file that loads but may be read wrongly (written by a newer syncguard). Here
+    (and named in :mod:`syncguard.results.format`) so that the command line can show it
+    without importing the result format, which ``syncguard lint`` never reads."""

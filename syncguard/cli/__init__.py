@@ -66,7 +66,7 @@ def _selftest(args: argparse.Namespace) -> int:
 
 def _show_warning(message: Any, category: Any, filename: str, lineno: int,
                   file: Any = None, line: Optional[str] = None) -> None:
-    from ..results.format import ResultWarning
+    from ..errors import ResultWarning
 
     if isinstance(category, type) and issubclass(category, ResultWarning):
         warning(str(message))
@@ -101,7 +101,7 @@ def main(argv: Optional[List[str]] = None) -> int:
         return EXIT_USAGE
     from ..core import signals as _signals
     from ..driving import devices
-    from ..results.format import ResultWarning
+    from ..errors import ResultWarning
 
     try:
         # before anything imports torch: a broken torch_npu must not crash `import torch`

@@ -18,6 +18,9 @@ Each finding says where it runs (context: serving, test, benchmark, script; devi
 such as @triton.jit are no host code and get none) and on which backends it syncs (both, cuda,
 npu: the op models the runtime guard counts with).
 
+A large tree is read in --jobs processes (default: the CPUs; forked workers, on Linux and
+other POSIX systems but macOS); the findings are the same for any number.
+
 Settings: [tool.syncguard.lint] in the nearest pyproject.toml: exclude (gitignore patterns),
 fail-on, baseline, format, backend, include-tests. Exit code: 1 when a finding at or above
 --fail-on (default likely) remains after the inline allows, the baseline and --diff, in serving
@@ -67,6 +70,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="write today's findings to FILE as the baseline, exit 0")
     p.add_argument("--diff", default=None, metavar="REF",
                    help="only lines changed since this git ref (e.g. origin/main)")
+    p.add_argument("-j", "--jobs", type=int, default=None, metavar="N",
+                   help="processes to read a large tree in (default: the CPUs this process "
+                   "may run on; 1: this process only). The findings are the same for any N")
 
 
 def main(args: argparse.Namespace) -> int:
@@ -79,6 +85,7 @@ def main(args: argparse.Namespace) -> int:
     from ..lint.checker import CERTAIN, LIKELY
     from ..lint.context import SERVING
     from ..lint.files import find_pyproject, load_config
+    from ..lint.parallel import default_jobs
     from ..lint.render import RENDERERS
     from .common import output_path
 
@@ -110,8 +117,11 @@ def main(args: argparse.Namespace) -> int:
     if fail_on not in ("certain", "likely", "never"):
         raise UsageError(f"[tool.syncguard.lint] fail-on: {fail_on!r} is not certain, likely "
                          f"or never")
+    if args.jobs is not None and args.jobs < 1:
+        raise UsageError(f"--jobs: must be 1 or more, got {args.jobs}")
+    jobs = args.jobs if args.jobs is not None else default_jobs()
     root = os.path.dirname(pyproject) if pyproject else None
-    report = lint_paths(paths, [*cfg.exclude, *args.exclude], exclude_root=root)
+    report = lint_paths(paths, [*cfg.exclude, *args.exclude], exclude_root=root, jobs=jobs)
     for e in report.errors:  # a file not linted fails the lint, as a linter's syntax error
         error(e)
     findings = report.findings

@@ -14,7 +14,7 @@ from __future__ import annotations
 import ast
 import dataclasses
 import re
-from typing import Any, Dict, List, Optional, Sequence, Set, Tuple
+from typing import Any, Callable, Dict, List, Optional, Sequence, Set, Tuple
 
 from ..core import syncapis
 from . import context as _context
@@ -48,6 +48,21 @@ _OTHER_ARRAY_LIBS = frozenset({"numpy", "pandas", "jax", "tensorflow", "cupy", "
 _ALLOW = re.compile(r"#\s*syncguard:\s*allow\[([^\]]*)\]")
 
 _APIS = syncapis.by_name()
+#: the table's entries of a name that an owner (``Tensor``, ``torch``...) has, in table order
+_OWNED: Dict[Tuple[str, str], List[Any]] = {}
+
+
+def _owned(name: str, owner: str) -> List[Any]:
+    key = (name, owner)
+    got = _OWNED.get(key)
+    if got is None:
+        got = _OWNED[key] = [a for a in _APIS.get(name, ()) if owner in a.owners]
+    return got
+
+
+#: attributes whose value is a Python value whatever the tensor's place
+_PY_ATTRS = frozenset({"shape", "dtype", "device", "ndim", "is_cuda", "is_cpu", "layout",
+                       "requires_grad", "is_leaf", "itemsize", "nbytes"})
 
 
 @dataclasses.dataclass
@@ -148,10 +163,11 @@ rand_like randn_like randint_like from_numpy frombuffer""".split())
 class _Ctx:
     """Per-file state: import aliases, module-level function results and the findings."""
 
-    def __init__(self, path: str, lines: List[str], project: Optional[Project] = None,
+    def __init__(self, path: str, source: str, project: Optional[Project] = None,
                  module: str = "") -> None:
         self.path = path
-        self.lines = lines
+        self.source = source
+        self._lines: Optional[List[str]] = None
         #: the linted tree (None for one file on its own) and this file's module name
         self.project = project
         self.module = module
@@ -184,6 +200,13 @@ class _Ctx:
         #: ``__main__`` block calls
         self.file_context = _context.file_context(path)
         self.script_funcs: Set[str] = set()
+
+    @property
+    def lines(self) -> List[str]:
+        """The file's lines, split when a finding first needs one (most files have few)."""
+        if self._lines is None:
+            self._lines = self.source.splitlines()
+        return self._lines
 
     def symbol(self, name: str) -> Optional[Tuple[ModuleSummary, str]]:
         """The summary of the project module ``name`` was imported from, and its name
@@ -226,15 +249,20 @@ class _Ctx:
     def qual(self, node: ast.expr) -> Optional[str]:
         """Dotted name of ``node`` with import aliases resolved (``F.one_hot`` ->
         ``torch.nn.functional.one_hot``), or None."""
+        if node.__class__ is ast.Name:
+            return self.aliases.get(node.id)  # type: ignore[attr-defined]
+        root = node
+        while isinstance(root, ast.Attribute):
+            root = root.value
+        if not isinstance(root, ast.Name):
+            return None
+        base = self.aliases.get(root.id)
+        if base is None:  # most chains: self.x.y, a local's attribute
+            return None
         parts: List[str] = []
         while isinstance(node, ast.Attribute):
             parts.append(node.attr)
             node = node.value
-        if not isinstance(node, ast.Name):
-            return None
-        base = self.aliases.get(node.id)
-        if base is None:
-            return None
         return ".".join([base, *reversed(parts)])
 
 
@@ -539,9 +567,24 @@ class _Func:
         return self.rank_of(node)
 
     # -- expressions ------------------------------------------------------------------
-    def ev(self, node: Optional[ast.AST]) -> str:  # noqa: C901 - one dispatch on node type
+    def ev(self, node: Optional[ast.AST]) -> str:
+        """The place of the value ``node`` evaluates to; flags the syncs it makes on the
+        way. One dispatch on the node's class (:data:`_EV`); a class not in the table (a
+        subclass of a node class) goes through :meth:`ev_any`."""
         if node is None:
             return PY
+        cls = node.__class__
+        if cls is ast.Name:
+            return self.lookup(node.id)  # type: ignore[attr-defined]
+        if cls is ast.Constant:
+            return PY
+        handler = _EV.get(cls)
+        if handler is not None:
+            return handler(self, node)
+        return self.ev_any(node)
+
+    def ev_any(self, node: ast.AST) -> str:  # noqa: C901 - one dispatch on node type
+        """:meth:`ev` by ``isinstance``, for node classes :data:`_EV` does not list."""
         if isinstance(node, ast.Constant):
             return PY
         if isinstance(node, ast.Name):
@@ -553,70 +596,109 @@ class _Func:
         if isinstance(node, ast.Subscript):
             return self.subscript(node)
         if isinstance(node, ast.BinOp):
-            if isinstance(node.op, ast.Mod) and isinstance(node.left, ast.Constant) and (
-                    isinstance(node.left.value, str)):
-                self.ev(node.right)
-                self.format_args(node, node.right.elts if isinstance(node.right, ast.Tuple)
-                                 else [node.right], "%-formatting")
-                return PY
-            return combine([self.ev(node.left), self.ev(node.right)])
+            return self.binop(node)
         if isinstance(node, ast.UnaryOp):
-            v = self.ev(node.operand)
-            if isinstance(node.op, ast.Not):
-                self.condition(node.operand, v)
-                return PY
-            return v
+            return self.unaryop(node)
         if isinstance(node, ast.BoolOp):
-            vals = [self.ev(x) for x in node.values]
-            for x, v in zip(node.values[:-1], vals[:-1]):
-                self.condition(x, v)
-            return combine(vals)
+            return self.boolop(node)
         if isinstance(node, ast.Compare):
             return self.compare(node)
         if isinstance(node, ast.IfExp):
-            self.condition(node.test, self.ev(node.test))
-            return join(self.ev(node.body), self.ev(node.orelse))
+            return self.ifexp(node)
         if isinstance(node, (ast.Tuple, ast.List, ast.Set)):
-            return _container([self.ev(e) for e in node.elts])
+            return self.container(node)
         if isinstance(node, ast.Dict):
-            for k in node.keys:
-                self.ev(k)
-            return _container([self.ev(v) for v in node.values])
+            return self.dict_display(node)
         if isinstance(node, ast.JoinedStr):
-            for part in node.values:
-                if isinstance(part, ast.FormattedValue):
-                    v = self.ev(part.value)
-                    if syncs_on(v):
-                        self.flag(part.value, "SG501", "Tensor.__format__",
-                                  "an f-string formats the tensor on the host", _sev(v), v)
-                    if part.format_spec is not None:
-                        self.ev(part.format_spec)
-            return PY
+            return self.joinedstr(node)
         if isinstance(node, ast.FormattedValue):
-            self.ev(node.value)
-            return PY
+            return self.formattedvalue(node)
         if isinstance(node, ast.Starred):
             return self.ev(node.value)
         if isinstance(node, ast.NamedExpr):
-            v = self.ev(node.value)
-            self.bind(node.target, v)
-            return v
+            return self.namedexpr(node)
         if isinstance(node, ast.Lambda):
-            sub = _Func(self.ctx, f"{self.name}.<lambda>", self.env)
-            sub.params(node.args)
-            sub.ev(node.body)
-            return PY
+            return self.lambda_(node)
         if isinstance(node, (ast.ListComp, ast.SetComp, ast.GeneratorExp, ast.DictComp)):
             return self.comprehension(node)
         if isinstance(node, ast.Slice):
-            for b in (node.lower, node.upper, node.step):
-                self.ev(b)
-            return PY
+            return self.slice_(node)
+        return self.ev_other(node)
+
+    def ev_other(self, node: ast.AST) -> str:
         # await, yield, ...: look inside, know nothing of the result
         for child in ast.iter_child_nodes(node):
             if isinstance(child, ast.expr):
                 self.ev(child)
         return UNKNOWN
+
+    def binop(self, node: ast.BinOp) -> str:
+        if isinstance(node.op, ast.Mod) and isinstance(node.left, ast.Constant) and (
+                isinstance(node.left.value, str)):
+            self.ev(node.right)
+            self.format_args(node, node.right.elts if isinstance(node.right, ast.Tuple)
+                             else [node.right], "%-formatting")
+            return PY
+        return combine([self.ev(node.left), self.ev(node.right)])
+
+    def unaryop(self, node: ast.UnaryOp) -> str:
+        v = self.ev(node.operand)
+        if isinstance(node.op, ast.Not):
+            self.condition(node.operand, v)
+            return PY
+        return v
+
+    def boolop(self, node: ast.BoolOp) -> str:
+        vals = [self.ev(x) for x in node.values]
+        for x, v in zip(node.values[:-1], vals[:-1]):
+            self.condition(x, v)
+        return combine(vals)
+
+    def ifexp(self, node: ast.IfExp) -> str:
+        self.condition(node.test, self.ev(node.test))
+        return join(self.ev(node.body), self.ev(node.orelse))
+
+    def container(self, node: ast.expr) -> str:
+        return _container([self.ev(e) for e in node.elts])  # type: ignore[attr-defined]
+
+    def dict_display(self, node: ast.Dict) -> str:
+        for k in node.keys:
+            self.ev(k)
+        return _container([self.ev(v) for v in node.values])
+
+    def joinedstr(self, node: ast.JoinedStr) -> str:
+        for part in node.values:
+            if isinstance(part, ast.FormattedValue):
+                v = self.ev(part.value)
+                if syncs_on(v):
+                    self.flag(part.value, "SG501", "Tensor.__format__",
+                              "an f-string formats the tensor on the host", _sev(v), v)
+                if part.format_spec is not None:
+                    self.ev(part.format_spec)
+        return PY
+
+    def formattedvalue(self, node: ast.FormattedValue) -> str:
+        self.ev(node.value)
+        return PY
+
+    def starred(self, node: ast.Starred) -> str:
+        return self.ev(node.value)
+
+    def namedexpr(self, node: ast.NamedExpr) -> str:
+        v = self.ev(node.value)
+        self.bind(node.target, v)
+        return v
+
+    def lambda_(self, node: ast.Lambda) -> str:
+        sub = _Func(self.ctx, f"{self.name}.<lambda>", self.env)
+        sub.params(node.args)
+        sub.ev(node.body)
+        return PY
+
+    def slice_(self, node: ast.Slice) -> str:
+        for b in (node.lower, node.upper, node.step):
+            self.ev(b)
+        return PY
 
     def comprehension(self, node: ast.expr) -> str:
         saved = dict(self.env)
@@ -639,8 +721,7 @@ class _Func:
             return PY  # torch.float32, np.int64, torch.cuda...
         base = self.ev(node.value)
         a = node.attr
-        if a in ("shape", "dtype", "device", "ndim", "is_cuda", "is_cpu", "layout",
-                 "requires_grad", "is_leaf", "itemsize", "nbytes"):
+        if a in _PY_ATTRS:
             return PY
         if a in ("T", "mT", "H", "data", "real", "imag", "grad"):
             return base
@@ -880,7 +961,7 @@ class _Func:
             return UNKNOWN  # torch.jit, torch.overrides, torch.distributed, helpers...
         if name[:1].isupper() and not name.endswith("Tensor"):
             return PY  # torch.Size, torch.device, torch.Generator: no tensor
-        kw = {k.arg: k.value for k in node.keywords if k.arg}
+        kw = {k.arg: k.value for k in node.keywords if k.arg} if node.keywords else {}
         first = vals[0] if vals else PY
         owner = "torch.nn.functional" if head == "torch.nn.functional" else "torch"
         if name in ("tensor", "as_tensor") and head == "torch":
@@ -915,7 +996,7 @@ class _Func:
             if _is_true(kw.get("pin_memory")):
                 return PINNED
             return self.place_of_device(kw.get("device"))[0]
-        apis = [a for a in _APIS.get(name, ()) if owner in a.owners]
+        apis = _owned(name, owner)
         if apis:
             a = apis[0]
             sev_v = combine(vals[:2]) if vals else UNKNOWN
@@ -1010,7 +1091,7 @@ class _Func:
             info = self.ctx.classes.get(cls)
             return info.methods.get(m, UNKNOWN) if info is not None else UNKNOWN
         vals = self.args(node)
-        kw = {k.arg: k.value for k in node.keywords if k.arg}
+        kw = {k.arg: k.value for k in node.keywords if k.arg} if node.keywords else {}
         tensor_recv = r in (DEVICE, TENSOR) or (
             r == UNKNOWN and m not in _GENERIC and not m.startswith("__"))
         if m == "synchronize":
@@ -1045,8 +1126,8 @@ class _Func:
                 finally:
                     self.ctx.collect = saved
             return self.copy_method(node, m, r, vals, kw)
-        if r in (HOST, PINNED) and m in _APIS and any("Tensor" in a.owners for a in _APIS[m]):
-            a = next(a for a in _APIS[m] if "Tensor" in a.owners)
+        if r in (HOST, PINNED) and _owned(m, "Tensor"):
+            a = _owned(m, "Tensor")[0]
             self.flag(node, a.rule, f"Tensor.{m}", a.why, SILENT, r)  # a candidate only
         if r == PY and isinstance(func.value, ast.Name) and func.value.id in ("self", "cls"):
             # a method of the class: it may return tensors (or tuples of them)
@@ -1058,7 +1139,7 @@ class _Func:
                 PY if m in _PY_METHODS or m in ("tolist", "item") else r)
         if m in _PY_METHODS:
             return PY
-        apis = [a for a in _APIS.get(m, ()) if "Tensor" in a.owners]
+        apis = _owned(m, "Tensor")
         if m in ("cpu", "tolist", "numpy") and self.is_empty(func.value):
             apis = []  # a copy of no element: nothing waits
         if apis and tensor_recv:
@@ -1181,140 +1262,212 @@ class _Func:
             self.ev(d)
 
     def body(self, stmts: Sequence[ast.stmt]) -> None:
-        for s in stmts:
-            self.stmt(s)
+        get = _STMT.get
+        for s in stmts:  # :meth:`stmt`, inline
+            handler = get(s.__class__)
+            if handler is not None:
+                handler(self, s)
+            else:
+                self.stmt_any(s)
 
     def branch(self, *bodies: Sequence[ast.stmt]) -> None:
-        """Run each body from the current state and join the results."""
-        start = dict(self.env)
-        start_shapes = dict(self.shapes)
+        """Run each body from the current state and join the results. A body with no
+        statement ends in the state it starts from: it is not copied, and the start state
+        itself becomes the joined one."""
+        start = self.env
+        start_shapes = self.shapes
         ends: List[Dict[str, str]] = []
         end_shapes: List[Dict[str, _Shape]] = []
         for b in bodies:
+            if not b:
+                ends.append(start)
+                end_shapes.append(start_shapes)
+                continue
             self.env = dict(start)
             self.shapes = dict(start_shapes)
             self.body(b)
             ends.append(self.env)
             end_shapes.append(self.shapes)
-        self.shapes = {k: r for k, r in end_shapes[0].items()
-                       if all(e.get(k) == r for e in end_shapes[1:])}
+        # a name keeps a shape every branch agrees on (set operations on items views: C)
+        shapes = end_shapes[0]
+        for es in end_shapes[1:]:
+            if es is not shapes:
+                shapes = dict(shapes.items() & es.items())
+        self.shapes = shapes
         changed: Set[str] = set()
-        get = start.get
         start_items = start.items()
         for e in ends:
-            # the keys a branch bound or rebound (set operations on the items views run in C)
-            changed.update(k for k, _ in e.items() - start_items)
-        merged = start
-        for k in changed:
+            if e is not start:  # the keys a branch bound or rebound
+                changed.update(k for k, _ in e.items() - start_items)
+        get = start.get
+        for k in changed:  # each key read from every end before it is set in start
             vs = [e.get(k, get(k, UNKNOWN)) for e in ends]
             v = vs[0]
             for w in vs[1:]:
                 v = join(v, w)
-            merged[k] = v
-        self.env = merged
+            start[k] = v
+        self.env = start
 
-    def stmt(self, s: ast.stmt) -> None:  # noqa: C901
+    def stmt(self, s: ast.stmt) -> None:
+        """Run one statement: a dispatch on its class (:data:`_STMT`); a class not in the
+        table goes through :meth:`stmt_any`."""
+        handler = _STMT.get(s.__class__)
+        if handler is not None:
+            handler(self, s)
+        else:
+            self.stmt_any(s)
+
+    def stmt_any(self, s: ast.stmt) -> None:  # noqa: C901
+        """:meth:`stmt` by ``isinstance``, for statement classes :data:`_STMT` does not list."""
         if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef)):
-            f = self.function(s, f"{self.name}.{s.name}" if self.name != "<module>" else s.name)
-            if self.name == "<module>" and self.ctx.defs.get(s.name) is s:
-                _record_return(self.ctx, s.name, f)
-            self.env[s.name] = PY
+            self.def_stmt(s)
         elif isinstance(s, ast.ClassDef):
-            for d in s.decorator_list:
-                self.ev(d)
-            analyse_class(self.ctx, s, self.env, self.name, self.context)
-            self.env[s.name] = PY
+            self.class_stmt(s)
         elif isinstance(s, ast.Assign):
-            v = self.ev(s.value)
-            for t in s.targets:
-                self.bind(t, v, s.value)
-                if isinstance(t, ast.Name):
-                    if not isinstance(s.value, ast.Name) and self.is_mask(s.value, v):
-                        self.masks.add(t.id)
-                    else:
-                        self.masks.discard(t.id)
-                    if _is_list_expr(s.value) or (
-                            isinstance(s.value, ast.Name) and s.value.id in self.lists):
-                        self.lists.add(t.id)
-                    else:
-                        self.lists.discard(t.id)
+            self.assign(s)
         elif isinstance(s, ast.AnnAssign):
-            v = self.ev(s.value) if s.value is not None else UNKNOWN
-            hint = by_annotation(s.annotation)
-            if hint is not None and not (hint == TENSOR and v in (DEVICE, HOST, PINNED)):
-                v = hint
-            if s.value is not None or hint is not None:
-                self.bind(s.target, v, s.value)
+            self.annassign(s)
         elif isinstance(s, ast.AugAssign):
-            v = combine([self.ev(s.target), self.ev(s.value)])
-            if isinstance(s.target, (ast.Name, ast.Attribute)):
-                # x += y has the shape of x + y (broadcast)
-                self.bind(s.target, v, ast.BinOp(left=s.target, op=s.op, right=s.value))
-        elif isinstance(s, ast.If) and _context.is_main_guard(s.test):
+            self.augassign(s)
+        elif isinstance(s, ast.If):
+            self.if_stmt(s)
+        elif isinstance(s, ast.While):
+            self.while_stmt(s)
+        elif isinstance(s, (ast.For, ast.AsyncFor)):
+            self.for_stmt(s)
+        elif isinstance(s, ast.Assert):
+            self.assert_stmt(s)
+        elif isinstance(s, ast.Return):
+            self.return_stmt(s)
+        elif isinstance(s, ast.Expr):
+            self.ev(s.value)
+        elif isinstance(s, (ast.With, ast.AsyncWith)):
+            self.with_stmt(s)
+        elif isinstance(s, ast.Try) or type(s).__name__ == "TryStar":
+            self.try_stmt(s)
+        elif isinstance(s, (ast.Import, ast.ImportFrom)):
+            _imports(self.ctx, s, self.env)
+        else:
+            self.stmt_other(s)
+
+    def def_stmt(self, s: ast.stmt) -> None:
+        name: str = s.name  # type: ignore[attr-defined]
+        f = self.function(s, f"{self.name}.{name}" if self.name != "<module>" else name)
+        if self.name == "<module>" and self.ctx.defs.get(name) is s:
+            _record_return(self.ctx, name, f)
+        self.env[name] = PY
+
+    def class_stmt(self, s: ast.ClassDef) -> None:
+        for d in s.decorator_list:
+            self.ev(d)
+        analyse_class(self.ctx, s, self.env, self.name, self.context)
+        self.env[s.name] = PY
+
+    def assign(self, s: ast.Assign) -> None:
+        v = self.ev(s.value)
+        for t in s.targets:
+            self.bind(t, v, s.value)
+            if isinstance(t, ast.Name):
+                if not isinstance(s.value, ast.Name) and self.is_mask(s.value, v):
+                    self.masks.add(t.id)
+                else:
+                    self.masks.discard(t.id)
+                if _is_list_expr(s.value) or (
+                        isinstance(s.value, ast.Name) and s.value.id in self.lists):
+                    self.lists.add(t.id)
+                else:
+                    self.lists.discard(t.id)
+
+    def annassign(self, s: ast.AnnAssign) -> None:
+        v = self.ev(s.value) if s.value is not None else UNKNOWN
+        hint = by_annotation(s.annotation)
+        if hint is not None and not (hint == TENSOR and v in (DEVICE, HOST, PINNED)):
+            v = hint
+        if s.value is not None or hint is not None:
+            self.bind(s.target, v, s.value)
+
+    def augassign(self, s: ast.AugAssign) -> None:
+        v = combine([self.ev(s.target), self.ev(s.value)])
+        if isinstance(s.target, (ast.Name, ast.Attribute)):
+            # x += y has the shape of x + y (broadcast)
+            self.bind(s.target, v, ast.BinOp(left=s.target, op=s.op, right=s.value))
+
+    def if_stmt(self, s: ast.If) -> None:
+        if _context.is_main_guard(s.test):
             saved_context = self.context
             if self.context == _context.SERVING:
                 self.context = _context.SCRIPT
             self.branch(s.body, s.orelse)
             self.context = saved_context
-        elif isinstance(s, (ast.If, ast.While)):
-            self.condition(s.test, self.ev(s.test))
-            if isinstance(s, ast.While):
-                self.branch(s.body, [])
-                self.branch(s.orelse, [])
-            else:
-                narrowed = _isinstance_py(s.test)
-                if narrowed is not None:  # `if isinstance(x, float):` x is no tensor there
-                    saved = self.env.get(narrowed)
-                    self.env[narrowed] = PY
-                    self.body(s.body)
-                    if saved is None:
-                        self.env.pop(narrowed, None)
-                    else:
-                        self.env[narrowed] = saved
-                    self.branch(s.orelse, [])
-                else:
-                    self.branch(s.body, s.orelse)
-        elif isinstance(s, (ast.For, ast.AsyncFor)):
-            self.bind_iter(s.target, s.iter)
-            self.branch(s.body, [])
-            self.branch(s.orelse, [])
-        elif isinstance(s, ast.Assert):
-            self.condition(s.test, self.ev(s.test))
-            self.ev(s.msg)
-        elif isinstance(s, ast.Return):
-            v = self.ev(s.value) if s.value is not None else PY
-            self.ret = v if self.ret is None else join(self.ret, v)
-            self.ret_shapes.append(self.shape_of(s.value))
-        elif isinstance(s, ast.Expr):
-            self.ev(s.value)
-        elif isinstance(s, (ast.With, ast.AsyncWith)):
-            for item in s.items:
-                v = self.ev(item.context_expr)
-                if item.optional_vars is not None:
-                    self.bind(item.optional_vars, UNKNOWN if v == PY else v)
+            return
+        self.condition(s.test, self.ev(s.test))
+        narrowed = _isinstance_py(s.test)
+        if narrowed is not None:  # `if isinstance(x, float):` x is no tensor there
+            saved = self.env.get(narrowed)
+            self.env[narrowed] = PY
             self.body(s.body)
-        elif isinstance(s, ast.Try) or type(s).__name__ == "TryStar":
-            self.body(s.body)  # type: ignore[attr-defined]
-            for h in s.handlers:  # type: ignore[attr-defined]
-                if h.name:
-                    self.env[h.name] = PY
-                self.body(h.body)
-            self.body(s.orelse)  # type: ignore[attr-defined]
-            self.body(s.finalbody)  # type: ignore[attr-defined]
-        elif isinstance(s, (ast.Import, ast.ImportFrom)):
-            _imports(self.ctx, s, self.env)
-        else:  # delete, raise, global, match, ...
-            for child in ast.iter_child_nodes(s):
-                if isinstance(child, ast.expr):
-                    self.ev(child)
-                elif isinstance(child, ast.stmt):
-                    self.stmt(child)
-                else:
-                    for sub in ast.iter_child_nodes(child):
-                        if isinstance(sub, ast.stmt):
-                            self.stmt(sub)
-                        elif isinstance(sub, ast.expr):
-                            self.ev(sub)
+            if saved is None:
+                self.env.pop(narrowed, None)
+            else:
+                self.env[narrowed] = saved
+            self.branch(s.orelse, [])
+        else:
+            self.branch(s.body, s.orelse)
+
+    def while_stmt(self, s: ast.While) -> None:
+        self.condition(s.test, self.ev(s.test))
+        self.branch(s.body, [])
+        self.branch(s.orelse, [])
+
+    def for_stmt(self, s: ast.stmt) -> None:
+        self.bind_iter(s.target, s.iter)  # type: ignore[attr-defined]
+        self.branch(s.body, [])  # type: ignore[attr-defined]
+        self.branch(s.orelse, [])  # type: ignore[attr-defined]
+
+    def assert_stmt(self, s: ast.Assert) -> None:
+        self.condition(s.test, self.ev(s.test))
+        self.ev(s.msg)
+
+    def return_stmt(self, s: ast.Return) -> None:
+        v = self.ev(s.value) if s.value is not None else PY
+        self.ret = v if self.ret is None else join(self.ret, v)
+        self.ret_shapes.append(self.shape_of(s.value))
+
+    def expr_stmt(self, s: ast.Expr) -> None:
+        self.ev(s.value)
+
+    def with_stmt(self, s: ast.stmt) -> None:
+        for item in s.items:  # type: ignore[attr-defined]
+            v = self.ev(item.context_expr)
+            if item.optional_vars is not None:
+                self.bind(item.optional_vars, UNKNOWN if v == PY else v)
+        self.body(s.body)  # type: ignore[attr-defined]
+
+    def try_stmt(self, s: ast.stmt) -> None:
+        self.body(s.body)  # type: ignore[attr-defined]
+        for h in s.handlers:  # type: ignore[attr-defined]
+            if h.name:
+                self.env[h.name] = PY
+            self.body(h.body)
+        self.body(s.orelse)  # type: ignore[attr-defined]
+        self.body(s.finalbody)  # type: ignore[attr-defined]
+
+    def import_stmt(self, s: ast.stmt) -> None:
+        _imports(self.ctx, s, self.env)
+
+    def stmt_other(self, s: ast.stmt) -> None:
+        # delete, raise, global, match, ...
+        for child in ast.iter_child_nodes(s):
+            if isinstance(child, ast.expr):
+                self.ev(child)
+            elif isinstance(child, ast.stmt):
+                self.stmt(child)
+            else:
+                for sub in ast.iter_child_nodes(child):
+                    if isinstance(sub, ast.stmt):
+                        self.stmt(sub)
+                    elif isinstance(sub, ast.expr):
+                        self.ev(sub)
 
     def bind_iter(self, target: ast.expr, it: ast.expr) -> None:
         if isinstance(it, ast.Call) and isinstance(it.func, ast.Name) and isinstance(
@@ -1354,6 +1507,33 @@ class _Func:
         if hint == PY:
             f.ret = PY  # -> bool / int: what the caller gets is a Python value
         return f
+
+
+#: :meth:`_Func.ev` by node class (exact classes; a subclass goes through ``ev_any``)
+_EV: Dict[type, Callable[[_Func, Any], str]] = {
+    ast.Attribute: _Func.attribute, ast.Call: _Func.call, ast.Subscript: _Func.subscript,
+    ast.BinOp: _Func.binop, ast.UnaryOp: _Func.unaryop, ast.BoolOp: _Func.boolop,
+    ast.Compare: _Func.compare, ast.IfExp: _Func.ifexp, ast.Tuple: _Func.container,
+    ast.List: _Func.container, ast.Set: _Func.container, ast.Dict: _Func.dict_display,
+    ast.JoinedStr: _Func.joinedstr, ast.FormattedValue: _Func.formattedvalue,
+    ast.Starred: _Func.starred, ast.NamedExpr: _Func.namedexpr, ast.Lambda: _Func.lambda_,
+    ast.ListComp: _Func.comprehension, ast.SetComp: _Func.comprehension,
+    ast.GeneratorExp: _Func.comprehension, ast.DictComp: _Func.comprehension,
+    ast.Slice: _Func.slice_, ast.Constant: lambda self, node: PY,
+    ast.Name: lambda self, node: self.lookup(node.id),
+}
+#: :meth:`_Func.stmt` by statement class (exact classes; others go through ``stmt_any``)
+_STMT: Dict[type, Callable[[_Func, Any], None]] = {
+    ast.FunctionDef: _Func.def_stmt, ast.AsyncFunctionDef: _Func.def_stmt,
+    ast.ClassDef: _Func.class_stmt, ast.Assign: _Func.assign, ast.AnnAssign: _Func.annassign,
+    ast.AugAssign: _Func.augassign, ast.If: _Func.if_stmt, ast.While: _Func.while_stmt,
+    ast.For: _Func.for_stmt, ast.AsyncFor: _Func.for_stmt, ast.Assert: _Func.assert_stmt,
+    ast.Return: _Func.return_stmt, ast.Expr: _Func.expr_stmt, ast.With: _Func.with_stmt,
+    ast.AsyncWith: _Func.with_stmt, ast.Try: _Func.try_stmt, ast.Import: _Func.import_stmt,
+    ast.ImportFrom: _Func.import_stmt,
+}
+if hasattr(ast, "TryStar"):  # Python 3.11
+    _STMT[ast.TryStar] = _Func.try_stmt
 
 
 def _given(ret: str, vals: Sequence[str]) -> str:
@@ -1624,15 +1804,15 @@ def check_tree(tree: ast.Module, source: str, path: str, project: Optional[Proje
     """:func:`check_source` of a parsed ``tree``; with ``project``, names imported from the
     project's modules read already are known, and this module's summary is added to it
     (``real_path`` the file as the project knows it)."""
-    lines = source.splitlines()
     module = project.module_of(real_path or path) if project is not None else ""
-    ctx = _Ctx(path, lines, project, module)
+    ctx = _Ctx(path, source, project, module)
     for s in tree.body:
         if isinstance(s, (ast.Import, ast.ImportFrom)):
             _imports(ctx, s, {})
         elif isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef)):
             ctx.defs[s.name] = s
-    ctx.has_torch = _TORCH_WORD.search(source) is not None
+    # the substring first: a scan for the word is slow on a file that never says it
+    ctx.has_torch = "torch" in source and _TORCH_WORD.search(source) is not None
     ctx.other_arrays = not ctx.has_torch and any(
         v.split(".")[0] in _OTHER_ARRAY_LIBS for v in ctx.names.values())
     ctx.script_funcs = _context.script_functions(tree)
@@ -1643,10 +1823,10 @@ def check_tree(tree: ast.Module, source: str, path: str, project: Optional[Proje
             dict(ctx.returns), {n: k for n, k in ctx.local_classes.items()},
             {k: v for k, v in top.env.items() if "." not in k and v != UNKNOWN
              and k not in ctx.local_classes and k not in ctx.defs})
-    return _one_per_line(ctx.findings, lines)
+    return _one_per_line(ctx.findings, ctx)
 
 
-def _one_per_line(found: List[Finding], lines: List[str]) -> List[Finding]:
+def _one_per_line(found: List[Finding], ctx: _Ctx) -> List[Finding]:
     by_line: Dict[int, List[Finding]] = {}
     seen: Set[Tuple[int, int, str, str]] = set()
     for f in found:
@@ -1661,6 +1841,7 @@ def _one_per_line(found: List[Finding], lines: List[str]) -> List[Finding]:
         best = fs[0]
         best.also = [f"{f.rule} {f.api}" for f in fs[1:] if f.severity != SILENT]
         best.end_line = max(f.end_line for f in fs)
+        lines = ctx.lines
         m = _ALLOW.search(lines[line - 1]) if 0 < line <= len(lines) else None
         if m is not None:
             best.allowed = m.group(1).strip() or "allowed"

@@ -174,6 +174,8 @@ def iter_files(paths: Sequence[str], exclude: Sequence[str] = (),
 
 
 def _excluded(spec: pathspec.GitIgnoreSpec, root: str, path: str, is_dir: bool) -> bool:
+    if not len(spec):  # no pattern: nothing excluded
+        return False
     rel = os.path.relpath(os.path.abspath(path), root).replace(os.sep, "/")
     if rel.startswith("../"):
         rel = os.path.abspath(path).replace(os.sep, "/").lstrip("/")
@@ -183,6 +185,8 @@ def _excluded(spec: pathspec.GitIgnoreSpec, root: str, path: str, is_dir: bool) 
 def _match(spec: pathspec.GitIgnoreSpec, rel: str) -> bool:
     # a file name that is not UTF-8 (lone surrogates from the file system) as valid text:
     # its UTF-8 parts kept, each other byte U+FFFD (RE2 matches UTF-8 text only)
+    if not len(spec):
+        return False
     try:
         return spec.match_file(rel)
     except UnicodeEncodeError:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import ast
 import re
-from typing import Iterable, Optional
+from typing import Dict, Iterable, Optional
 
 #: a Python value that is not a tensor (int, str, list of them, a torch.device, a dtype)
 PY = "py"
@@ -66,7 +66,27 @@ FLAG_NAME = re.compile(r"^_*(?:is|has|use|uses|enable|enabled|disable|do|with|re
 
 
 def by_name(name: str) -> Optional[str]:
-    """The place a variable or attribute name marks, or None."""
+    """The place a variable or attribute name marks, or None (the same name is asked about
+    many times: the answers are kept, :data:`_BY_NAME`)."""
+    try:
+        return _BY_NAME[name]
+    except KeyError:
+        pass
+    v = _by_name(name)
+    if len(_BY_NAME) >= _CACHE_MAX:
+        _BY_NAME.clear()
+    _BY_NAME[name] = v
+    return v
+
+
+#: by_name's answers by name, and by_annotation's by the hint's text (pure functions of a
+#: string; cleared when full)
+_BY_NAME: Dict[str, Optional[str]] = {}
+_BY_HINT: Dict[str, Optional[str]] = {}
+_CACHE_MAX = 1 << 16
+
+
+def _by_name(name: str) -> Optional[str]:
     if FLAG_NAME.match(name):
         return PY  # a switch (clamp_hidden_states), whatever noun it ends with
     if DEVICE_OBJ_NAME.search(name) or (name.isupper() and len(name) > 1) or name in (
@@ -98,12 +118,60 @@ def by_annotation(node: Optional[ast.expr]) -> Optional[str]:
     if node is None:
         return None
     if isinstance(node, ast.Constant) and isinstance(node.value, str):
-        text = node.value
+        text: str = node.value
     else:
-        try:
-            text = ast.unparse(node)
-        except Exception:  # pragma: no cover - malformed hint
+        known = hint_text(node)
+        if known is not None:
+            text = known
+        else:
+            try:
+                text = ast.unparse(node)
+            except Exception:  # pragma: no cover - malformed hint
+                return None
+    try:
+        return _BY_HINT[text]
+    except KeyError:
+        pass
+    v = _by_hint_text(text)
+    if len(_BY_HINT) >= _CACHE_MAX:
+        _BY_HINT.clear()
+    _BY_HINT[text] = v
+    return v
+
+
+def hint_text(node: ast.expr) -> Optional[str]:
+    """``ast.unparse(node)`` of the common shapes of a type hint (``a.b.C``, ``None``,
+    ``X[a, b.C]``, ``a | None``), without the unparser; None for any other shape."""
+    if type(node) is ast.Name:
+        return node.id
+    if type(node) is ast.Constant and node.value is None:
+        return "None"
+    if type(node) is ast.BinOp and type(node.op) is ast.BitOr:  # a | b | None
+        if type(node.right) is ast.BinOp:
+            return None  # a | (b | c): the unparser adds parentheses
+        left, right = hint_text(node.left), hint_text(node.right)
+        return None if left is None or right is None else f"{left} | {right}"
+    if type(node) is ast.Attribute or type(node) is ast.Subscript:
+        if type(node.value) is not ast.Name and type(node.value) is not ast.Attribute:
             return None
+        base = hint_text(node.value)
+        if base is None:
+            return None
+        if isinstance(node, ast.Attribute):
+            return f"{base}.{node.attr}"
+        sl = node.slice
+        if type(sl) is ast.Tuple and sl.elts:
+            items = [hint_text(e) for e in sl.elts]
+            if None in items:
+                return None
+            inner = ", ".join(i for i in items if i is not None)
+            return f"{base}[{inner},]" if len(items) == 1 else f"{base}[{inner}]"
+        one = hint_text(sl)
+        return None if one is None else f"{base}[{one}]"
+    return None
+
+
+def _by_hint_text(text: str) -> Optional[str]:
     if "ndarray" in text or "NDArray" in text:
         return HOST
     if "Tensor" in text and _CONTAINER_HINT.search(text):

@@ -13,7 +13,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import re
-from typing import Dict, Iterable, List, Optional, Set, Tuple
+from typing import Dict, Iterable, Iterator, List, Optional, Set, Tuple
 
 
 @dataclasses.dataclass
@@ -42,6 +42,21 @@ _IMPORT = re.compile(r"^[ \t]*(?:from[ \t]+(\.*)([\w.]*)[ \t]+import\b|import[ \
                      re.M)
 
 
+def _import_lines(source: str) -> Iterator[re.Match[str]]:
+    """``_IMPORT.finditer(source)``, trying the pattern only on lines that say ``import`` (a
+    match never crosses a line, so each is on its own line, at its start)."""
+    done = -1
+    pos = source.find("import")
+    while pos >= 0:
+        start = source.rfind("\n", 0, pos) + 1
+        if start > done:
+            done = start
+            m = _IMPORT.match(source, start)
+            if m is not None:
+                yield m
+        pos = source.find("import", pos + 6)
+
+
 class Project:
     """The files of one lint and their module names."""
 
@@ -52,19 +67,32 @@ class Project:
         self.summaries: Dict[str, ModuleSummary] = {}
         #: every class read, by key (``module:Class``)
         self.classes: Dict[str, ClassInfo] = {}
+        #: each path's absolute form, made once (``os.path.abspath`` asks the working folder
+        #: every time)
+        self._abs: Dict[str, str] = {}
+        self._cwd = os.getcwd()
+        #: folder -> it holds an ``__init__.py``
+        packages: Dict[str, bool] = {}
         root_dirs = [os.path.abspath(r) for r in roots if os.path.isdir(r)]
         for f in files:
-            a = os.path.abspath(f)
-            names = [_package_name(a)]
+            a = self.abspath(f)
+            names = [_package_name(a, packages)]
             for r in root_dirs:
-                if a.startswith(r + os.sep):
-                    names.append(_dotted(os.path.relpath(a, r)))
+                if a.startswith(r + os.sep):  # normalised, under r: the rest is the relpath
+                    names.append(_dotted(a[len(r) + 1:]))
             self.names[a] = names[0]
             for n in names:
                 self.modules.setdefault(n, a)
 
+    def abspath(self, path: str) -> str:
+        """``os.path.abspath(path)``, kept."""
+        a = self._abs.get(path)
+        if a is None:
+            a = self._abs[path] = os.path.normpath(os.path.join(self._cwd, path))
+        return a
+
     def module_of(self, path: str) -> str:
-        return self.names.get(os.path.abspath(path), "")
+        return self.names.get(self.abspath(path), "")
 
     def resolve(self, importer: str, module: Optional[str], level: int) -> Optional[str]:
         """The module name ``from <level dots><module> import`` means in module ``importer``,
@@ -81,31 +109,18 @@ class Project:
             name = module or ""
         return name if name in self.modules else None
 
-    def order(self, files: List[str], sources: Dict[str, str]) -> List[str]:
+    def order(self, files: List[str], sources: Dict[str, str],
+              deps: Optional[Dict[str, List[str]]] = None) -> List[str]:
         """``files`` with each module after the in-project modules it imports (depth first,
-        in the given order otherwise; a cycle is broken where it is met)."""
-        deps: Dict[str, List[str]] = {}
-        for f in files:
-            a = os.path.abspath(f)
-            me = self.names.get(a, "")
-            out: List[str] = []
-            for m in _IMPORT.finditer(sources.get(f, "")):
-                if m.group(3) is not None:
-                    for part in m.group(3).split(","):
-                        name = part.strip().split(" ")[0].strip()
-                        target = self.modules.get(name)
-                        if target:
-                            out.append(target)
-                    continue
-                r = self.resolve(me, m.group(2) or None, len(m.group(1)))
-                if r is not None:
-                    out.append(self.modules[r])
-            deps[a] = out
-        by_abs = {os.path.abspath(f): f for f in files}
+        in the given order otherwise; a cycle is broken where it is met); ``deps`` what
+        :meth:`deps` gave, when the caller has it."""
+        if deps is None:
+            deps = self.deps(files, sources)
+        by_abs = {self.abspath(f): f for f in files}
         done: Set[str] = set()
         result: List[str] = []
         for f in files:
-            stack: List[Tuple[str, int]] = [(os.path.abspath(f), 0)]
+            stack: List[Tuple[str, int]] = [(self.abspath(f), 0)]
             on_stack: Set[str] = set()
             while stack:
                 node, i = stack.pop()
@@ -125,6 +140,28 @@ class Project:
                 result.append(by_abs[node])
         return result
 
+    def deps(self, files: List[str], sources: Dict[str, str]) -> Dict[str, List[str]]:
+        """The in-project modules each file imports, by absolute path (from the ``import``
+        lines of its source, found without parsing it)."""
+        deps: Dict[str, List[str]] = {}
+        for f in files:
+            a = self.abspath(f)
+            me = self.names.get(a, "")
+            out: List[str] = []
+            for m in _import_lines(sources.get(f, "")):
+                if m.group(3) is not None:
+                    for part in m.group(3).split(","):
+                        name = part.strip().split(" ")[0].strip()
+                        target = self.modules.get(name)
+                        if target:
+                            out.append(target)
+                    continue
+                r = self.resolve(me, m.group(2) or None, len(m.group(1)))
+                if r is not None:
+                    out.append(self.modules[r])
+            deps[a] = out
+        return deps
+
 
 def _dotted(rel: str) -> str:
     parts = rel[:-3].replace(os.sep, "/").split("/") if rel.endswith(".py") else rel.split("/")
@@ -133,14 +170,24 @@ def _dotted(rel: str) -> str:
     return ".".join(p for p in parts if p not in ("", "."))
 
 
-def _package_name(path: str) -> str:
+def _package_name(path: str, packages: Optional[Dict[str, bool]] = None) -> str:
     """``a.b.c`` for ``.../a/b/c.py`` where ``a/`` and ``b/`` hold an ``__init__.py``; the bare
-    name for a module outside any package (``stopping`` for ``examples/x/stopping.py``)."""
+    name for a module outside any package (``stopping`` for ``examples/x/stopping.py``).
+    ``packages``: what is known already of folders holding an ``__init__.py``."""
+    if packages is None:
+        packages = {}
     d, name = os.path.split(path)
     parts = [] if name == "__init__.py" else [name[:-3] if name.endswith(".py") else name]
-    while os.path.isfile(os.path.join(d, "__init__.py")):
+    while _is_package(d, packages):
         d, pkg = os.path.split(d)
         parts.append(pkg)
         if not pkg:
             break
     return ".".join(reversed(parts))
+
+
+def _is_package(d: str, packages: Dict[str, bool]) -> bool:
+    known = packages.get(d)
+    if known is None:
+        known = packages[d] = os.path.isfile(os.path.join(d, "__init__.py"))
+    return known

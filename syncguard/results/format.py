@@ -50,7 +50,7 @@ from typing import IO, TYPE_CHECKING, Any, Dict, Iterable, List, Optional, Seque
 
 from .._paths import PKG_DIR
 from ..core.events import SyncEvent
-from ..errors import SyncguardError
+from ..errors import ResultWarning, SyncguardError
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
@@ -64,10 +64,6 @@ TIMED_PASS = "timed"
 
 class ResultError(SyncguardError, ValueError):
     """A result file that cannot be read."""
-
-
-class ResultWarning(UserWarning):
-    """A result file that loads but may be read wrongly (written by a newer syncguard)."""
 
 
 @dataclasses.dataclass(frozen=True)
