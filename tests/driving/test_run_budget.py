@@ -67,6 +67,17 @@ def test_the_budget_left_buys_whole_rounds_then_more_rounds() -> None:
     assert plan.expected_s <= 220.0
 
 
+def test_past_the_budget_cheap_scenarios_still_get_whole_rounds() -> None:
+    # the slow scenario's minimum alone is 340 s, far over 10 s: the fast one's whole rounds
+    # (10 of them, 3 x 24 steps of 1 ms each) fit the 5% headroom; the slow one stays minimal
+    plan = _plan(10.0, slow=1.0, fast=0.001)
+    slow, fast = plan.get("slow"), plan.get("fast")
+    assert slow is not None and fast is not None
+    assert (slow.rounds, slow.round_steps) == (8, 7)
+    assert fast.whole and fast.rounds == 10
+    assert plan.expected_s <= 1.05 * (plan.expected_s - fast.timed_s + 8 * 3 * 6 * 0.001)
+
+
 def test_few_steps_after_the_warm_up_take_more_rounds() -> None:
     p = _plan(1.0, short=0.001).get("short")  # 2 steps after the warm-up: 15 whole rounds
     assert p is not None and (p.rounds, p.round_steps, p.samples) == (15, 3, 30)
