@@ -115,6 +115,29 @@ def test_the_probe_times_the_warm_up_then_steps_until_its_limit() -> None:
     assert broken.step_s == ()  # left for the counted pass to report
 
 
+def test_a_probed_step_is_between_the_busy_and_the_idle_machine(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    import itertools
+
+    import torch
+
+    sc = load_scenario(SMALL)
+    target = resolve_target("sim")
+    before = torch.get_num_threads()
+    try:
+        for threads, want in ((1, 0.2), (2, 0.4)):
+            torch.set_num_threads(threads)
+            wall = itertools.count(0.0, 0.4)  # every step: 0.4 s of wall time...
+            cpu = itertools.count(0.0, 0.1)  # ...and 0.1 s of this thread's CPU time
+            monkeypatch.setattr(planning.time, "thread_time", lambda: next(cpu))
+            p = planning.probe_scenario(sc, "flag", target, clock=lambda: next(wall),
+                                        limit_s=0.0)
+            # one torch thread: the kernels run on this thread alone, the geometric mean
+            assert p.step_s and all(x == pytest.approx(want) for x in p.step_s), threads
+    finally:
+        torch.set_num_threads(before)
+
+
 def test_run_prints_the_expected_total_and_gives_every_path_30_timed_steps(tmp_path, capsys):
     out = str(tmp_path / "o")
     rc = main(["run", SMALL, SMALL2, "--device", "sim", "--out", out, "--steps", "3",
