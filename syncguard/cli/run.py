@@ -10,7 +10,7 @@ OUT/result.jsonl, so an interrupted run keeps what it finished (render it with
 When stderr is not a terminal (CI logs), a plain progress line goes to stderr when a scenario
 starts and at most once a minute within one (SYNCGUARD_PROGRESS_SECONDS, default 60). A short
 probe of the machine plans the timed rounds (at least 30 timed steps per path, then whole
-rounds and more rounds while the run fits --budget, default 120 s: syncguard.driving.plan)
+rounds and more rounds while the run fits --budget, default 180 s: syncguard.driving.plan)
 and gives the expected total, printed at the start. Ctrl-C or SIGTERM stops the run: the reports are
 still written from the finished steps, then the exit code is 130 (143 for SIGTERM). Report
 files are written atomically and never through a symbolic link already in OUT."""
@@ -56,7 +56,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    "(no modeled timeline: saves a few us per op of the counted pass)")
     p.add_argument("--budget", type=float, default=None, metavar="SECONDS",
                    help="the time the run's plan aims at when --repeat is not given "
-                   "(default 120): after the counted passes and the minimum evidence (8 "
+                   "(default 180): after the counted passes and the minimum evidence (8 "
                    "rounds, 30 timed steps per path), whole rounds and more rounds (up to "
                    "10) as fit; the expected total, from a probe of the machine, is printed "
                    "at the start")

@@ -67,6 +67,17 @@ def test_the_budget_left_buys_whole_rounds_then_more_rounds() -> None:
     assert plan.expected_s <= 220.0
 
 
+def test_past_the_budget_cheap_scenarios_still_get_whole_rounds() -> None:
+    # the slow scenario's minimum alone is 340 s, far over 10 s: the fast one's whole rounds
+    # (10 of them, 3 x 24 steps of 1 ms each) fit the 5% headroom; the slow one stays minimal
+    plan = _plan(10.0, slow=1.0, fast=0.001)
+    slow, fast = plan.get("slow"), plan.get("fast")
+    assert slow is not None and fast is not None
+    assert (slow.rounds, slow.round_steps) == (8, 7)
+    assert fast.whole and fast.rounds == 10
+    assert plan.expected_s <= 1.05 * (plan.expected_s - fast.timed_s + 8 * 3 * 6 * 0.001)
+
+
 def test_few_steps_after_the_warm_up_take_more_rounds() -> None:
     p = _plan(1.0, short=0.001).get("short")  # 2 steps after the warm-up: 15 whole rounds
     assert p is not None and (p.rounds, p.round_steps, p.samples) == (15, 3, 30)
@@ -102,6 +113,29 @@ def test_the_probe_times_the_warm_up_then_steps_until_its_limit() -> None:
     assert len(whole.step_s) == sc.steps
     broken = planning.probe_scenario(sc, "no.such.module:Subject", target)
     assert broken.step_s == ()  # left for the counted pass to report
+
+
+def test_a_probed_step_is_between_the_busy_and_the_idle_machine(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    import itertools
+
+    import torch
+
+    sc = load_scenario(SMALL)
+    target = resolve_target("sim")
+    before = torch.get_num_threads()
+    try:
+        for threads, want in ((1, 0.2), (2, 0.4)):
+            torch.set_num_threads(threads)
+            wall = itertools.count(0.0, 0.4)  # every step: 0.4 s of wall time...
+            cpu = itertools.count(0.0, 0.1)  # ...and 0.1 s of this thread's CPU time
+            monkeypatch.setattr(planning.time, "thread_time", lambda: next(cpu))
+            p = planning.probe_scenario(sc, "flag", target, clock=lambda: next(wall),
+                                        limit_s=0.0)
+            # one torch thread: the kernels run on this thread alone, the geometric mean
+            assert p.step_s and all(x == pytest.approx(want) for x in p.step_s), threads
+    finally:
+        torch.set_num_threads(before)
 
 
 def test_run_prints_the_expected_total_and_gives_every_path_30_timed_steps(tmp_path, capsys):

@@ -7,7 +7,11 @@ own sources (about 250 files, some 450 candidate lines):
   every state;
 - the answers ``by_name``/``by_annotation`` keep, against computing them each time, and the
   hint text made without ``ast.unparse`` against ``ast.unparse``;
-- the garbage collector's settings, restored after a lint.
+- the garbage collector's settings, restored after a lint;
+- ``--jobs``: the findings of 2 and 3 workers against one process, a stale lookup read again,
+  a dead worker's files read here, an import the line scan misses;
+- absolute and display paths made once per file against ``os.path.abspath`` and
+  ``display_path``; the import scan by lines against the pattern over the whole source.
 """
 
 from __future__ import annotations
