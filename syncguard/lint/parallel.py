@@ -20,6 +20,7 @@ worker fails, the lint runs (or goes on) in this process.
 
 from __future__ import annotations
 
+import gc
 import heapq
 import os
 import sys
@@ -209,17 +210,28 @@ def _run_workers(ordered: List[str], project: Project, deps: Dict[str, List[str]
             pass
     conns: List[Connection] = []
     procs = []
-    for _ in range(jobs):
-        mine, theirs = ctx.Pipe()
-        proc = ctx.Process(target=_serve, args=(theirs, ordered, project, lint_one),
-                           daemon=True)
-        try:
-            proc.start()
-        except OSError:  # no more processes: those started do the work
-            break
-        theirs.close()
-        conns.append(mine)
-        procs.append(proc)
+    from ..core.opmodel import load_model
+    from .backends import BACKENDS
+
+    for b in BACKENDS:  # read once here, not by each worker
+        load_model(b)
+    # what exists now is never collected in the workers: a collection there would write to
+    # every object this process made, and each page written is copied (fork's copy on write)
+    gc.freeze()
+    try:
+        for _ in range(jobs):
+            mine, theirs = ctx.Pipe()
+            proc = ctx.Process(target=_serve, args=(theirs, ordered, project, lint_one),
+                               daemon=True)
+            try:
+                proc.start()
+            except OSError:  # no more processes: those started do the work
+                break
+            theirs.close()
+            conns.append(mine)
+            procs.append(proc)
+    finally:
+        gc.unfreeze()
     stats["workers"] = len(procs)
     results: Dict[int, Result] = {}
     log: List[Tuple[int, Key, Any]] = []  # every write with its file's number, as they came
