@@ -129,8 +129,8 @@ def test_a_probed_step_is_between_the_busy_and_the_idle_machine(
             torch.set_num_threads(threads)
             wall = itertools.count(0.0, 0.4)  # every step: 0.4 s of wall time...
             cpu = itertools.count(0.0, 0.1)  # ...and 0.1 s of this thread's CPU time
-            monkeypatch.setattr(planning.time, "thread_time", lambda: next(cpu))
-            p = planning.probe_scenario(sc, "flag", target, clock=lambda: next(wall),
+            monkeypatch.setattr(planning.time, "thread_time", cpu.__next__)
+            p = planning.probe_scenario(sc, "flag", target, clock=wall.__next__,
                                         limit_s=0.0)
             # one torch thread: the kernels run on this thread alone, the geometric mean
             assert p.step_s and all(x == pytest.approx(want) for x in p.step_s), threads
