@@ -54,6 +54,8 @@ CALIBRATE_DEVICES = ("sim", *HARDWARE)
 MARKER_DEVICES = ("cpu", *HARDWARE)
 #: the plugin's session-wide ``--syncguard-device`` / ``[tool.syncguard] device``
 SESSION_DEVICES = ("sim", "auto")
+#: the devices whose kernels run on the host CPU (the run's torch threads, its probe)
+HOST_KERNEL_DEVICES = ("sim", "cpu")
 
 #: torch's switch for loading the installed backends (torch_npu) at ``import torch``.
 AUTOLOAD_VAR = "TORCH_DEVICE_BACKEND_AUTOLOAD"

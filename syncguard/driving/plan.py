@@ -200,7 +200,7 @@ class Eta:
         planned = sum(s.counted_s + s.timed_s for s in self.finished)
         # the first scenario also pays the run's own start (imports, the guard's set-up): the
         # plan is corrected once a fifth of it is done, and never by more than 4x either way
-        if planned >= 0.2 * (self.plan.expected_s - REPORT_S):
+        if planned > 0 and planned >= 0.2 * (self.plan.expected_s - REPORT_S):
             self.factor = min(4.0, max(0.25, (self.clock() - self.start) / planned))
         return sp
 
@@ -224,8 +224,9 @@ def probe_scenario(sc: Scenario, path: str, target: Target,
     import torch
 
     from .decode import DecodeLoop
+    from .devices import HOST_KERNEL_DEVICES
 
-    own_cpu = target.kind in ("sim", "cpu") and torch.get_num_threads() == 1
+    own_cpu = target.kind in HOST_KERNEL_DEVICES and torch.get_num_threads() == 1
 
     times: List[float] = []
     t0 = clock()

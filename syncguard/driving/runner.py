@@ -185,7 +185,9 @@ def threads_for(opts: RunOptions, target: Target) -> Optional[int]:
     None), else :data:`HOST_KERNEL_THREADS` on the simulated npu and the CPU, None elsewhere."""
     if opts.threads is not None:
         return opts.threads or None
-    return HOST_KERNEL_THREADS if target.kind in ("sim", "cpu") else None
+    from .devices import HOST_KERNEL_DEVICES
+
+    return HOST_KERNEL_THREADS if target.kind in HOST_KERNEL_DEVICES else None
 
 
 @contextlib.contextmanager
