@@ -17,9 +17,11 @@ times into each scenario's timed pass (:mod:`syncguard.driving.timing`):
   as fit), then to more rounds, up to :data:`~syncguard.driving.timing.MAX_ROUNDS`. When the
   minimum alone overruns the budget, :data:`UPGRADE_HEADROOM` of it is spent that way.
 
-The plan is fixed before the first step: the same machine gives the same numbers of rounds and
-steps every run, so two runs' verdicts rest on the same evidence; a busier machine takes longer
-than announced rather than gathering less. ``--repeat N`` runs N whole rounds instead.
+The plan is fixed before the first step and recorded in the result header (``plan``): a
+machine that gets busier during the run takes longer than announced rather than gathering less
+evidence. Every scenario's minimum is the same on any machine; what the budget buys beyond it
+follows the probe, so it may differ between two runs. ``--repeat N`` runs N whole rounds
+instead.
 """
 
 from __future__ import annotations
