@@ -7,13 +7,16 @@ under the guard, then a timed pass without interceptors. Every finished step is 
 OUT/result.jsonl, so an interrupted run keeps what it finished (render it with
 `syncguard show OUT/result.jsonl`).
 
-When stderr is not a terminal (CI logs), a plain progress line goes to stderr when a scenario
-starts and at most once a minute within one (SYNCGUARD_PROGRESS_SECONDS, default 60). A short
+Progress goes to stderr: a bar on a terminal; when stderr is not a terminal (CI logs), a plain
+line when a scenario finishes and at most once a minute within one
+(SYNCGUARD_PROGRESS_SECONDS, default 60); SYNCGUARD_PROGRESS=bar|lines|none chooses. A short
 probe of the machine plans the timed rounds (at least 30 timed steps per path, then whole
 rounds and more rounds while the run fits --budget, default 180 s: syncguard.driving.plan)
-and gives the expected total, printed at the start. Ctrl-C or SIGTERM stops the run: the reports are
-still written from the finished steps, then the exit code is 130 (143 for SIGTERM). Report
-files are written atomically and never through a symbolic link already in OUT."""
+and gives the expected total, printed at the start. Without --out the reports go to
+reports/<time>-<device>/, with reports/latest pointing there (syncguard._paths). Ctrl-C or
+SIGTERM stops the run: the reports are still written from the finished steps, then the exit
+code is 130 (143 for SIGTERM). Report files are written atomically and never through a
+symbolic link already in OUT."""
 
 from __future__ import annotations
 

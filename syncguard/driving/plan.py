@@ -17,9 +17,11 @@ times into each scenario's timed pass (:mod:`syncguard.driving.timing`):
   as fit), then to more rounds, up to :data:`~syncguard.driving.timing.MAX_ROUNDS`. When the
   minimum alone overruns the budget, :data:`UPGRADE_HEADROOM` of it is spent that way.
 
-The plan is fixed before the first step: the same machine gives the same numbers of rounds and
-steps every run, so two runs' verdicts rest on the same evidence; a busier machine takes longer
-than announced rather than gathering less. ``--repeat N`` runs N whole rounds instead.
+The plan is fixed before the first step and recorded in the result header (``plan``): a
+machine that gets busier during the run takes longer than announced rather than gathering less
+evidence. Every scenario's minimum is the same on any machine; what the budget buys beyond it
+follows the probe, so it may differ between two runs. ``--repeat N`` runs N whole rounds
+instead.
 """
 
 from __future__ import annotations
@@ -224,8 +226,9 @@ def probe_scenario(sc: Scenario, path: str, target: Target,
     import torch
 
     from .decode import DecodeLoop
+    from .devices import HOST_KERNEL_KINDS
 
-    own_cpu = target.kind in ("sim", "cpu") and torch.get_num_threads() == 1
+    own_cpu = target.kind in HOST_KERNEL_KINDS and torch.get_num_threads() == 1
 
     times: List[float] = []
     t0 = clock()
