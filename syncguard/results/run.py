@@ -18,7 +18,8 @@ The tables are built on first use and kept. Their columns are the ones the repor
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Dict, List, Optional
+import functools
+from typing import TYPE_CHECKING, Any, Dict, List
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -34,10 +35,6 @@ class Run:
 
     def __init__(self, result: RunResult) -> None:
         self.result = result
-        self._steps: Optional[pd.DataFrame] = None
-        self._sites: Optional[pd.DataFrame] = None
-        self._events: Optional[pd.DataFrame] = None
-        self._summary: Optional[pd.DataFrame] = None
 
     @property
     def header(self) -> Dict[str, Any]:
@@ -68,39 +65,31 @@ class Run:
     def paths(self) -> List[str]:
         return self.result.paths
 
-    @property
+    @functools.cached_property
     def steps(self) -> pd.DataFrame:
         """One row per step record (scenario, path, pass, step, syncs, latency_ms...)."""
-        if self._steps is None:
-            self._steps = self.result.steps_df()
-        return self._steps
+        return self.result.steps_df()
 
-    @property
+    @functools.cached_property
     def sites(self) -> pd.DataFrame:
         """One row per sync site: where (``site``, ``function``), what (``api``, ``op``,
         ``kind``), how often (``count``, ``steps``, ``per_step``), hidden or ``allowed``."""
-        if self._sites is None:
-            from .analysis import sites
+        from .analysis import sites
 
-            self._sites = sites(self.result)
-        return self._sites
+        return sites(self.result)
 
-    @property
+    @functools.cached_property
     def events(self) -> pd.DataFrame:
         """One row per recorded sync event (with its step and stack)."""
-        if self._events is None:
-            self._events = self.result.events_df()
-        return self._events
+        return self.result.events_df()
 
-    @property
+    @functools.cached_property
     def summary(self) -> pd.DataFrame:
         """One row per scenario and path: syncs per step and latency, as the reports' first
         table."""
-        if self._summary is None:
-            from .analysis import summary
+        from .analysis import summary
 
-            self._summary = summary(self.result)
-        return self._summary
+        return summary(self.result)
 
     def __repr__(self) -> str:
         state = "complete" if self.complete else "interrupted"
