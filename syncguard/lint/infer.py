@@ -4,8 +4,9 @@ value on the host or the device before any dataflow (:mod:`syncguard.lint.checke
 from __future__ import annotations
 
 import ast
+import functools
 import re
-from typing import Dict, Iterable, Optional
+from typing import Iterable, Optional
 
 #: a Python value that is not a tensor (int, str, list of them, a torch.device, a dtype)
 PY = "py"
@@ -65,28 +66,14 @@ FLAG_NAME = re.compile(r"^_*(?:is|has|use|uses|enable|enabled|disable|do|with|re
                        r"clamp|apply|skip|need|needs|should|allow|keep|no|save|compute)_", re.I)
 
 
-def by_name(name: str) -> Optional[str]:
-    """The place a variable or attribute name marks, or None (the same name is asked about
-    many times: the answers are kept, :data:`_BY_NAME`)."""
-    try:
-        return _BY_NAME[name]
-    except KeyError:
-        pass
-    v = _by_name(name)
-    if len(_BY_NAME) >= _CACHE_MAX:
-        _BY_NAME.clear()
-    _BY_NAME[name] = v
-    return v
-
-
-#: by_name's answers by name, and by_annotation's by the hint's text (pure functions of a
-#: string; cleared when full)
-_BY_NAME: Dict[str, Optional[str]] = {}
-_BY_HINT: Dict[str, Optional[str]] = {}
+#: answers kept of by_name (by name) and by_annotation (by the hint's text): pure functions
+#: of a string, asked about the same strings many times
 _CACHE_MAX = 1 << 16
 
 
-def _by_name(name: str) -> Optional[str]:
+@functools.lru_cache(maxsize=_CACHE_MAX)
+def by_name(name: str) -> Optional[str]:
+    """The place a variable or attribute name marks, or None."""
     if FLAG_NAME.match(name):
         return PY  # a switch (clamp_hidden_states), whatever noun it ends with
     if DEVICE_OBJ_NAME.search(name) or (name.isupper() and len(name) > 1) or name in (
@@ -128,15 +115,7 @@ def by_annotation(node: Optional[ast.expr]) -> Optional[str]:
                 text = ast.unparse(node)
             except Exception:  # pragma: no cover - malformed hint
                 return None
-    try:
-        return _BY_HINT[text]
-    except KeyError:
-        pass
-    v = _by_hint_text(text)
-    if len(_BY_HINT) >= _CACHE_MAX:
-        _BY_HINT.clear()
-    _BY_HINT[text] = v
-    return v
+    return _by_hint_text(text)
 
 
 def hint_text(node: ast.expr) -> Optional[str]:
@@ -171,6 +150,7 @@ def hint_text(node: ast.expr) -> Optional[str]:
     return None
 
 
+@functools.lru_cache(maxsize=_CACHE_MAX)
 def _by_hint_text(text: str) -> Optional[str]:
     if "ndarray" in text or "NDArray" in text:
         return HOST
