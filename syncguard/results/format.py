@@ -243,9 +243,11 @@ def environment(device: str, device_name: str) -> Dict[str, Any]:
     from .._version import __version__
 
     here = PKG_DIR
+    from ..standin import is_standin
+
     tnpu = sys.modules.get("torch_npu")
     tnpu_v = None
-    if tnpu is not None and not getattr(tnpu, "__syncguard_standin__", False):
+    if tnpu is not None and not is_standin(tnpu):
         tnpu_v = getattr(tnpu, "__version__", "unknown")
     try:
         user = getpass.getuser()
