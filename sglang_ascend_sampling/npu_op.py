@@ -63,13 +63,22 @@ def top_k_top_p_reference(logits: torch.Tensor, p: Optional[torch.Tensor] = None
     sorted_vals, sorted_idx = torch.sort(logits, dim=-1, descending=False, stable=True)
     kk = k.to(torch.long).clamp(1, vocab)
     kth = sorted_vals.gather(-1, (vocab - kk).unsqueeze(-1))
+    sorted_vals = _filter_sorted(sorted_vals, kth, p, logits.dtype)
+    return torch.empty_like(logits).scatter_(-1, sorted_idx, sorted_vals)
+
+
+def _filter_sorted(sorted_vals: torch.Tensor, kth: torch.Tensor, p: torch.Tensor,
+                   dtype: torch.dtype) -> torch.Tensor:
+    """Top-k then top-p on rows sorted ascending: below the k-th largest value ``kth`` is
+    -inf; of the kept values' softmax (float32), the positions whose cumulative sum from the
+    smallest is <= ``1 - p`` become -inf too, the largest always kept."""
+    width = sorted_vals.size(-1)
     sorted_vals = sorted_vals.masked_fill(sorted_vals < kth, float("-inf"))
     probs = torch.softmax(sorted_vals.float(), dim=-1)
     cum = torch.cumsum(probs, dim=-1)
-    remove = cum <= _threshold(p, logits.dtype)
-    not_last = torch.arange(vocab, device=logits.device) < vocab - 1
-    sorted_vals = sorted_vals.masked_fill(remove & not_last, float("-inf"))
-    return torch.empty_like(logits).scatter_(-1, sorted_idx, sorted_vals)
+    remove = cum <= _threshold(p, dtype)
+    not_last = torch.arange(width, device=sorted_vals.device) < width - 1
+    return sorted_vals.masked_fill(remove & not_last, float("-inf"))
 
 
 #: Above this vocabulary the stand-in works on the top TOP_K_MAX values only (k <= 1024 by
@@ -98,12 +107,7 @@ def _top_k_top_p_topk(logits: torch.Tensor, p: torch.Tensor, k: torch.Tensor
     # The simulator's own decision, on the values in host memory (not a device read).
     if width < vocab and bool(_host(kth).eq(_host(sorted_vals[..., :1])).any()):
         return None
-    sorted_vals = sorted_vals.masked_fill(sorted_vals < kth, float("-inf"))
-    probs = torch.softmax(sorted_vals.float(), dim=-1)
-    cum = torch.cumsum(probs, dim=-1)
-    remove = cum <= _threshold(p, logits.dtype)
-    not_last = torch.arange(width, device=logits.device) < width - 1
-    sorted_vals = sorted_vals.masked_fill(remove & not_last, float("-inf"))
+    sorted_vals = _filter_sorted(sorted_vals, kth, p, logits.dtype)
     out = torch.full_like(logits, float("-inf"))
     return out.scatter_(-1, sorted_idx, sorted_vals)
 
