@@ -323,7 +323,7 @@ class ResultWriter:
         except ValueError:
             from ..core.untrusted import finite_json
 
-            return self._encoder.encode(finite_json(obj)) + "\n"
+            return self._encode(finite_json(obj)) + "\n"
 
     def _event_line(self, head: Dict[str, Any], ev: SyncEvent) -> str:
         """``head`` and ``ev``'s fields as one line, its ``stack`` last."""
@@ -979,37 +979,31 @@ def load(path: str) -> RunResult:
 _DOC_START = '{"header": '
 
 
+def _share_strings(obj: Dict[str, Any], strings: Dict[str, str]) -> Dict[str, Any]:
+    """``obj`` with its string values replaced by one shared copy per distinct string: a run's
+    lines repeat the same scenario, path, file names, functions, kinds and APIs, and a result
+    of 200,000 events would otherwise hold a copy of each per line."""
+    for k, v in obj.items():
+        if type(v) is str:
+            obj[k] = strings.setdefault(v, v)
+    return obj
+
+
 def _shared(event: Dict[str, Any], strings: Dict[str, str],
             stacks: Dict[Tuple[Any, ...], List[Dict[str, Any]]]) -> Dict[str, Any]:
-    """``event`` with its string values replaced by one shared copy per distinct string, and
-    its stack by one shared list per distinct stack: a run's events repeat the same file
-    names, functions, kinds, APIs and call paths, and a result of 200,000 events would
-    otherwise hold a copy of each per event. (A loaded result is read, never changed.)"""
-    for k, v in event.items():
-        if type(v) is str:
-            event[k] = strings.setdefault(v, v)
+    """``event`` with its strings shared (:func:`_share_strings`) and its stack one shared
+    list per distinct stack. (A loaded result is read, never changed.)"""
+    _share_strings(event, strings)
     stack = event.get("stack")
     if stack:
         key = tuple(tuple(fr.items()) for fr in stack)
         same = stacks.get(key)
         if same is None:
             for fr in stack:
-                for k, v in fr.items():
-                    if type(v) is str:
-                        fr[k] = strings.setdefault(v, v)
+                _share_strings(fr, strings)
             same = stacks[key] = stack
         event["stack"] = same
     return event
-
-
-def _shared_step(rec: StepRecord, strings: Dict[str, str]) -> StepRecord:
-    """``rec`` with its scenario, path and pass one shared string each (see :func:`_shared`)."""
-    d = rec.__dict__
-    for k in ("scenario", "path", "pass_"):
-        v = d[k]
-        if type(v) is str:
-            d[k] = strings.setdefault(v, v)
-    return rec
 
 
 def _load_lines(path: str, f: IO[str]) -> RunResult:
@@ -1038,7 +1032,7 @@ def _load_lines(path: str, f: IO[str]) -> RunResult:
         if t == "header":
             header = _check_header(f"{path}:{i}", {"type": "header", **obj})
         elif t == "step":
-            steps.append(_shared_step(_step(f"{path}:{i}", obj), strings))
+            steps.append(_step(f"{path}:{i}", _share_strings(obj, strings)))
         elif t == "event":
             events.append(_shared(_event(f"{path}:{i}", obj), strings, stacks))
         elif t == "footer":
