@@ -11,11 +11,14 @@ simulated device, device resolution and the result header all ask it).
 
 from __future__ import annotations
 
-from typing import Any, Callable, Dict
+import types
+from typing import Any, Callable, Dict, Mapping
 
 MARK = "__syncguard_standin__"
 
 _PROVIDED: Dict[str, Callable[..., Any]] = {}
+#: a read-only view of it (the stand-in looks an operator up on every attribute access)
+_VIEW: Mapping[str, Callable[..., Any]] = types.MappingProxyType(_PROVIDED)
 
 
 def is_standin(module: object) -> bool:
@@ -36,6 +39,6 @@ def provide(name: str, op: Callable[..., Any]) -> None:
     _PROVIDED[name] = op
 
 
-def provided() -> Dict[str, Callable[..., Any]]:
-    """The operators plug-ins provide, by name (a copy)."""
-    return dict(_PROVIDED)
+def provided() -> Mapping[str, Callable[..., Any]]:
+    """The operators plug-ins provide, by name (a read-only view)."""
+    return _VIEW
