@@ -60,10 +60,6 @@ from .report import (
     report_section,
     verdict_line,
 )
-
-if TYPE_CHECKING:  # pragma: no cover
-    from ..core.guard import SyncGuard
-
 from .settings import (
     _BASELINE_OPTIONS,
     _OPTIONS,
@@ -85,6 +81,9 @@ from .settings import (
     _session_device,
     _settings_for,
 )
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ..core.guard import SyncGuard
 
 
 @pytest.hookimpl(tryfirst=True)
