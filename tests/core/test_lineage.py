@@ -58,20 +58,23 @@ def _line(fn: Callable[..., Any], text: str) -> str:
     return f"{__file__.rsplit('/', 1)[-1]}:{start + n}"
 
 
+def _top_ks(dev: Any) -> torch.Tensor:
+    return torch.tensor([1, 20, 1024], dtype=torch.int32, device=dev)  # the upload
+
+
+def _range_check(step: int, top_ks: torch.Tensor) -> None:
+    """SGLang's legacy check: top_k in [1, 1024], read on the host every step."""
+    if torch.all((top_ks >= 1) & (top_ks <= 1024)):
+        pass
+
+
 def test_hoistable_from_one_upload(run: Run) -> None:
     """The SGLang pattern: a range check on top_k uploaded once at the batch build."""
-    def setup() -> torch.Tensor:
-        return torch.tensor([1, 20, 1024], dtype=torch.int32, device=run.dev)  # the upload
-
-    def body(step: int, top_ks: torch.Tensor) -> None:
-        if torch.all((top_ks >= 1) & (top_ks <= 1024)):
-            pass
-
-    lins = run.run(body, setup=setup)
+    lins = run.run(_range_check, setup=lambda: _top_ks(run.dev))
     assert len(lins) == 3
     v = site_verdict(lins)
     assert v is not None and v["verdict"] == "hoistable" and v["same"] == 1
-    assert v["uploads"].endswith(_line(setup, "the upload")), v
+    assert v["uploads"].endswith(_line(_top_ks, "the upload")), v
     text = verdict_text(v)
     assert text.startswith("hoistable: depends only on host data uploaded at ")
     assert "the same value every step" in text and "SGLang" in text
@@ -254,15 +257,8 @@ def _depth(nodes: List[Dict[str, Any]]) -> int:
 def test_the_tree_keeps_the_ops_between_the_read_and_its_roots(run: Run) -> None:
     """Each read carries the ops that made its value, down to the roots: the range check's
     all <- bitwise_and <- ge / le <- the upload, the same tree (and id) every step."""
-    def setup() -> torch.Tensor:
-        return torch.tensor([1, 20, 1024], dtype=torch.int32, device=run.dev)  # the upload
-
-    def body(step: int, top_ks: torch.Tensor) -> None:
-        if torch.all((top_ks >= 1) & (top_ks <= 1024)):
-            pass
-
-    lins = run.run(body, setup=setup)
-    site = _line(setup, "the upload")
+    lins = run.run(_range_check, setup=lambda: _top_ks(run.dev))
+    site = _line(_top_ks, "the upload")
     leaf = {"root": "upload", "label": "host data", "site": lins[0]["uploads"]}
     assert lins[0]["uploads"].endswith(site)
     (top,) = lins[0]["tree"]
