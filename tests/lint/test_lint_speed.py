@@ -166,8 +166,9 @@ def test_kept_answers_equal_computed_ones():
                 if text is not None:
                     made += 1
                     assert text == ast.unparse(sub)
-        want = infer._by_hint_text.__wrapped__(h.value if isinstance(h, ast.Constant) and isinstance(
-            h.value, str) else ast.unparse(h))
+        said = h.value if isinstance(h, ast.Constant) and isinstance(h.value, str) else (
+            ast.unparse(h))
+        want = infer._by_hint_text.__wrapped__(said)
         assert infer.by_annotation(h) == want == infer.by_annotation(h), ast.unparse(h)
     assert made > 500
 
