@@ -28,6 +28,7 @@ HELP = "run your own program under the guard (per-step syncs, reports, CI gate)"
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
+    from ..execute.engine import EVENTS_PER_SITE
     from .common import (
         add_allow_arguments,
         add_device_argument,
@@ -69,6 +70,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     add_width_argument(p)
     add_record_lines_argument(p, "(file or folder) ran")
     add_lineage_argument(p)
+    p.add_argument("--all-events", action="store_true",
+                   help="write every sync event to the result (default: the first "
+                   f"{EVENTS_PER_SITE} of each site, the later ones counted on their step's "
+                   "line: a long run's file and memory stay small; counts are exact either "
+                   "way)")
     p.add_argument("-m", dest="module", nargs=argparse.REMAINDER, default=None,
                    metavar="MODULE [ARGS]", help="run a module as `python -m MODULE ARGS`")
     p.add_argument("program", nargs=argparse.REMAINDER, metavar="-- python SCRIPT [ARGS]",
@@ -133,6 +139,7 @@ def main(args: argparse.Namespace) -> int:
     from ..console import report_width
     from ..errors import UsageError
     from ..execute import ExecOptions, execute, rank_from_env, result_name
+    from ..execute.engine import EVENTS_PER_SITE
     from ..execute.hooks import StepSpecError, parse_step
     from ..execute.program import ProgramError, parse_command
     from ..renderers import run_files
@@ -181,5 +188,6 @@ def main(args: argparse.Namespace) -> int:
                        fmt=args.format, output=args.output, width=report_width(args.width),
                        rank=rank, argv=sys.argv[1:],
                        record_lines=[os.path.abspath(p) for p in args.record_lines],
-                       force=args.force, lineage=args.lineage)
+                       force=args.force, lineage=args.lineage,
+                       events_per_site=None if args.all_events else EVENTS_PER_SITE)
     return execute(opts, target, out)

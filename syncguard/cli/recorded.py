@@ -48,17 +48,17 @@ def check_results(args: argparse.Namespace, paths: Sequence[str]) -> int:
                                   if s.pass_ in ("counted", "exec")))
         for sc, path in keys:
             evs = allowed_now([SyncEvent.from_dict({k: v for k, v in e.items() if k not in (
-                "scenario", "path", "pass", "rank")})
-                for e in res.events if e.get("scenario") == sc and e.get("path") == path
+                "scenario", "path", "pass", "rank", "ref")})
+                for e in res.iter_events() if e.get("scenario") == sc and e.get("path") == path
                 and e.get("pass") in ("counted", "exec")], allow_sites)
             verdicts += gate.verdicts(evs, sc, path)
         # the syncs it made outside every step: on --max-syncs-outside, or (a per-step site
         # among them) with the steps
         for sc in dict.fromkeys(s.scenario for s in res.steps):
-            raw = [e for e in res.events if e.get("scenario") == sc
+            raw = [e for e in res.iter_events() if e.get("scenario") == sc
                    and e.get("path") == OUTSIDE_PATH and e.get("step") is None]
             evs = allowed_now([SyncEvent.from_dict({k: v for k, v in e.items() if k not in (
-                "scenario", "path", "pass", "rank", "after_step")}) for e in raw], allow_sites)
+                "scenario", "path", "pass", "rank", "after_step", "ref")}) for e in raw], allow_sites)
             after = Tally()  # each counted at the step begun last before it
             for e, a in zip(evs, (r.get("after_step") for r in raw)):
                 if isinstance(a, int) and not isinstance(a, bool):

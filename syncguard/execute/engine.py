@@ -39,6 +39,14 @@ class ExecOptions:
     force: bool = True
     #: track where each read value came from (``--lineage``; syncguard.core.lineage)
     lineage: bool = False
+    #: events of a site written whole, the later ones counted (None: all, ``--all-events``)
+    events_per_site: Optional[int] = None
+
+
+#: ``exec``'s default :attr:`ExecOptions.events_per_site`: enough to show a site's steps and
+#: stacks in the event tables and the trace; a run of 100,000 steps then writes and loads
+#: counts, not 100,000 event lines
+EVENTS_PER_SITE = 16
 
 
 def rank_from_env(env: Optional[Mapping[str, str]] = None) -> Optional[int]:
@@ -148,7 +156,7 @@ def _run(opts: ExecOptions, target: Any, out: str, program: Any, path: str,
     from .program import run, show_exception
     from .session import PROGRAM_STEP, ExecSession
 
-    writer = ResultWriter(path, header, stream)
+    writer = ResultWriter(path, header, stream, events_per_site=opts.events_per_site)
     session = ExecSession(program.name, writer, target, warmup=opts.warmup,
                           allow_sites=opts.allow_sites, rank=opts.rank,
                           devices=("cpu",) if target.kind == "cpu" else ())

@@ -63,7 +63,7 @@ def apply_runs(findings: Sequence[Finding], runs: Sequence[Any],
             if not s.warmup and s.pass_ in ("counted", "exec"):
                 steps += 1
                 by_group[(i, s.scenario, s.path)] = by_group.get((i, s.scenario, s.path), 0) + 1
-        for e in res.events:
+        for e in res.iter_events():
             if e.get("warmup") or not e.get("filename") or e.get("lineno") is None:
                 continue
             events.setdefault((_real(str(e["filename"])), int(e["lineno"])), []).append(

@@ -211,7 +211,7 @@ def branch_counts(records: Iterable[StepRecord]) -> str:
 
 
 def _hidden_events(result: RunResult, include_warmup: bool = False) -> List[Dict[str, Any]]:
-    return [e for e in result.events
+    return [e for e in result.iter_events()
             if not e.get("allowed") and (include_warmup or not e.get("warmup"))]
 
 
@@ -483,7 +483,7 @@ def sites(result: RunResult, include_allowed: bool = True,
 
     groups: Dict[Tuple[Any, ...], Dict[str, Any]] = {}
     trees: Dict[str, Any] = {}  # tree_id -> tree: a result file writes each tree once
-    for e in result.events:
+    for e in result.iter_events():
         lin = e.get("lineage")
         if type(lin) is dict and "tree" in lin and type(lin.get("tree_id")) is str:
             trees.setdefault(lin["tree_id"], lin["tree"])

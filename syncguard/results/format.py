@@ -14,6 +14,12 @@ A result file (``result.jsonl``) is one JSON object per line:
   ``path`` = :data:`OUTSIDE_PATH`, ``step`` null and no step record; ``after_step`` is the
   index of the step begun last before each (null before the first). Results written before
   this kept only a ``note`` (total and ``file:line`` list): :func:`outside_sites` reads both.
+- A site's events past the writer's ``events_per_site`` (``exec`` writes 16 per site unless
+  ``--all-events``) are counted instead: a step line's ``reads`` lists them, and a
+  ``{"type": "reads", "reads": [...]}`` line those outside every step, each read as ``[ref,
+  step, count, wait_us, warmup]``, ``ref`` the ``ref`` field of the site's events written
+  above it, ``step`` the ``after_step`` of a read outside steps. :meth:`RunResult.iter_events`
+  gives every sync, counted or written.
 - ``{"type": "timeline", ...}``: the modeled device timeline of one counted step on the
   simulated device (:mod:`syncguard.model.timeline`).
 - ``{"type": "footer", "complete": true, ...}``: written only when the run finished.
@@ -30,6 +36,7 @@ else; a file written by a newer syncguard gives a :class:`ResultWarning`.
 
 from __future__ import annotations
 
+import array
 import copy
 import dataclasses
 import getpass
@@ -46,7 +53,8 @@ import sys
 import time
 import warnings
 from json.encoder import c_make_encoder as _c_make_encoder  # type: ignore[attr-defined]
-from typing import IO, TYPE_CHECKING, Any, Dict, Iterable, List, Optional, Sequence, Set, Tuple
+from typing import (IO, TYPE_CHECKING, Any, Dict, Iterable, Iterator, List, Optional, Sequence,
+                    Set, Tuple)
 
 from .._paths import PKG_DIR
 from ..core.events import SyncEvent
@@ -285,8 +293,15 @@ class ResultWriter:
     clock = staticmethod(time.monotonic)
 
     def __init__(self, path: str, header: Dict[str, Any],
-                 stream: Optional[IO[str]] = None) -> None:
+                 stream: Optional[IO[str]] = None,
+                 events_per_site: Optional[int] = None) -> None:
         self.path = path
+        #: how many of a site's events are written whole (None: all of them); the later ones
+        #: are counted on their step's line (``reads``), so a long run's file and its loaded
+        #: result grow by a few bytes per step, not by an event line
+        self.events_per_site = events_per_site
+        # site of an event -> [its ref, events of it written whole]
+        self._refs: Dict[Tuple[Any, ...], List[int]] = {}
         #: the first write error (a full disk, a file-size limit): writing stopped there,
         #: every line before it kept; the caller reports it (:meth:`raise_error`)
         self.error: Optional[OSError] = None
@@ -389,6 +404,27 @@ class ResultWriter:
         except OSError as exc:
             self._failed(exc)
 
+    def _read(self, head: Dict[str, Any], ev: SyncEvent, at: Optional[int],
+              lines: List[str], reads: List[List[Any]]) -> None:
+        """``ev`` as a whole event line (into ``lines``) while its site has had fewer than
+        :attr:`events_per_site` of them, else as a read of that site (into ``reads``:
+        ``[ref, at, count, wait_us, warmup]``, ``at`` the step, or ``after_step`` outside
+        steps). An event with its lineage is always written whole: each carries its own."""
+        if self.events_per_site is None or ev.lineage is not None:
+            lines.append(self._event_line(head, ev))
+            return
+        key = (head["scenario"], head["path"], head["pass"], head.get("rank"), ev.kind,
+               ev.api, ev.op, ev.filename, ev.lineno, ev.function, ev.stack, ev.thread,
+               ev.allowed, ev.reason, ev.device, ev.source)
+        ref = self._refs.get(key)
+        if ref is None:
+            ref = self._refs[key] = [len(self._refs), 0]
+        if ref[1] < self.events_per_site:
+            ref[1] += 1
+            lines.append(self._event_line({**head, "ref": ref[0]}, ev))
+        else:
+            reads.append([ref[0], at, ev.count, ev.wait_us, ev.warmup])
+
     def step(self, rec: StepRecord, events: List[SyncEvent]) -> None:
         """One finished step with its events: the events first, so a step line always has
         its events above it; written and flushed together."""
@@ -396,8 +432,14 @@ class ResultWriter:
         extra = {} if rec.rank is None else {"rank": rec.rank}
         head = {"type": "event", "scenario": rec.scenario, "path": rec.path,
                 "pass": rec.pass_, **extra}
-        lines = [self._event_line(head, ev) for ev in events]
-        lines.append(self._line({"type": "step", **rec.to_dict()}))
+        lines: List[str] = []
+        reads: List[List[Any]] = []
+        for ev in events:
+            self._read(head, ev, ev.step, lines, reads)
+        d = rec.to_dict()
+        if reads:
+            d["reads"] = reads
+        lines.append(self._line({"type": "step", **d}))
         self._put("".join(lines))
         if self.error is None and self.clock() - self._synced >= self.SYNC_INTERVAL_S:
             self.sync()
@@ -406,14 +448,19 @@ class ResultWriter:
                rank: Optional[int] = None,
                after: Optional[List[Optional[int]]] = None) -> None:
         """Events that belong to no step record (``exec``: syncs outside every step, each
-        with ``after_step``, the step begun last before it, from ``after``)."""
+        with ``after_step``, the step begun last before it, from ``after``); those of a site
+        past :attr:`events_per_site` on one ``reads`` line."""
         extra: Dict[str, Any] = {} if rank is None else {"rank": rank}
-        lines = []
+        lines: List[str] = []
+        reads: List[List[Any]] = []
         for i, ev in enumerate(events):
+            at = None if after is None else after[i]
             if after is not None:
-                extra["after_step"] = after[i]
-            lines.append(self._event_line({"type": "event", "scenario": scenario,
-                                           "path": path, "pass": pass_, **extra}, ev))
+                extra["after_step"] = at
+            self._read({"type": "event", "scenario": scenario, "path": path, "pass": pass_,
+                        **extra}, ev, at, lines, reads)
+        if reads:
+            lines.append(self._line({"type": "reads", "reads": reads}))
         self._put("".join(lines))
 
     def timeline(self, fields: Dict[str, Any]) -> None:
@@ -436,6 +483,47 @@ class ResultWriter:
         self._f = None
 
 
+class Reads:
+    """The syncs a result file counted on its step (and ``reads``) lines instead of writing
+    each as an event: per read, the index in :attr:`RunResult.events` of its site's first
+    event, its step (``after_step`` outside steps; -1 for none), count, wait (NaN for none)
+    and warm-up flag. Columns of machine numbers: a read costs about 25 bytes loaded."""
+
+    __slots__ = ("event", "at", "count", "wait", "warmup")
+
+    def __init__(self) -> None:
+        self.event = array.array("q")
+        self.at = array.array("q")
+        self.count = array.array("q")
+        self.wait = array.array("d")
+        self.warmup = array.array("b")
+
+    def __len__(self) -> int:
+        return len(self.event)
+
+    def add(self, event: int, at: Optional[int], count: int, wait: Optional[float],
+            warmup: bool) -> None:
+        self.event.append(event)
+        self.at.append(-1 if at is None else at)
+        self.count.append(count)
+        self.wait.append(math.nan if wait is None else wait)
+        self.warmup.append(1 if warmup else 0)
+
+    def extend(self, other: Reads, offset: int) -> None:
+        """``other``'s reads, their events ``offset`` further on (results merged)."""
+        self.event.extend(i + offset for i in other.event)
+        self.at.extend(other.at)
+        self.count.extend(other.count)
+        self.wait.extend(other.wait)
+        self.warmup.extend(other.warmup)
+
+    def rows(self) -> List[List[Any]]:
+        """The reads as a document writes them: ``[event, at, count, wait_us, warmup]``."""
+        return [[e, None if a < 0 else a, c, None if w != w else w, bool(u)]
+                for e, a, c, w, u in zip(self.event, self.at, self.count, self.wait,
+                                         self.warmup)]
+
+
 @dataclasses.dataclass
 class RunResult:
     """A loaded result: header, steps and events in file order."""
@@ -448,6 +536,36 @@ class RunResult:
     source: str = ""
     #: modeled device timeline per counted step (simulated device; syncguard.model.timeline)
     timelines: List[Dict[str, Any]] = dataclasses.field(default_factory=list)
+    #: the syncs written as counts, not as event lines (a site past the writer's
+    #: ``events_per_site``): ``events`` is then a sample, :meth:`iter_events` every sync
+    reads: Reads = dataclasses.field(default_factory=lambda: Reads())
+
+    def iter_events(self) -> Iterator[Dict[str, Any]]:
+        """Every sync event of the run: :attr:`events`, then one event per read counted on a
+        step line (:attr:`reads`), made as it is asked for: its site's first event with its
+        own step (or ``after_step``), count, wait and warm-up. The counts and sites of every
+        report come from here; the event tables (``events.csv``, the trace) show
+        :attr:`events`."""
+        events = self.events
+        yield from events
+        r = self.reads
+        for i in range(len(r.event)):
+            d = dict(events[r.event[i]])
+            d.pop("ref", None)
+            at: Optional[int] = r.at[i] if r.at[i] >= 0 else None
+            if d.get("step") is None:
+                d["after_step"] = at
+            else:
+                d["step"] = at
+            w = r.wait[i]
+            d["count"], d["wait_us"], d["warmup"] = r.count[i], (None if w != w else w), bool(
+                r.warmup[i])
+            yield d
+
+    @property
+    def sampled(self) -> bool:
+        """Whether :attr:`events` is a sample: some syncs were written as counts only."""
+        return len(self.reads.event) > 0
 
     @property
     def complete(self) -> bool:
@@ -521,7 +639,10 @@ class RunResult:
         f.write('{"header": ' + enc.encode(self.header) + ',\n"steps": [')
         seq(s.to_dict() for s in self.steps)
         f.write(',\n"events": [')
-        seq(self.events)
+        seq({k: v for k, v in e.items() if k != "ref"} for e in self.events)
+        if len(self.reads):  # [event index, at, count, wait_us, warmup]
+            f.write(',\n"reads": [')
+            seq(self.reads.rows())
         f.write(',\n"notes": [')
         seq(self.notes)
         f.write(',\n"timelines": [')
@@ -587,7 +708,7 @@ _STEP_FIELDS: Dict[str, Tuple[str, bool, bool]] = {
     "labels": ("dict", False, True), "rank": ("int", False, True),
     "round": ("int", False, True), "modeled_ms": ("num", False, True),
     "bubble_us": ("num", False, True), "sync_cost_us": ("num", False, True),
-    "sync_bubble_us": ("num", False, True),
+    "sync_bubble_us": ("num", False, True), "reads": ("list", False, False),
 }
 #: every field a reader of an event meets, as :class:`~syncguard.core.events.SyncEvent` has it:
 #: the fields it requires are required here (a crafted line without ``thread`` or ``lineno``
@@ -604,7 +725,7 @@ _EVENT_FIELDS: Dict[str, Tuple[str, bool, bool]] = {
     "count": ("int", False, False), "device": ("str", False, True),
     "source": ("str", False, True), "wait_us": ("num", False, True),
     "rank": ("int", False, True), "after_step": ("int", False, True),
-    "lineage": ("dict", False, True),
+    "lineage": ("dict", False, True), "ref": ("int", False, False),
 }
 #: the optional event fields a reader may rely on, with the value a missing one stands for
 _EVENT_DEFAULTS: Dict[str, Any] = {
@@ -671,6 +792,8 @@ def json_schema() -> Dict[str, Any]:
                 "type": {"enum": ["timeline"]},
                 "syncs": {"type": "array", "items": _json_object(_TIMELINE_SYNC_FIELDS)}},
                 "required": ["type"]}]),
+            {"type": "object", "required": ["type", "reads"],
+             "properties": {"type": {"enum": ["reads"]}, "reads": {"type": "array"}}},
             {"type": "object", "required": ["type"],
              "properties": {"type": {"enum": ["note", "footer"]}}},
         ],
@@ -724,6 +847,25 @@ def _event(where: str, obj: Any) -> Dict[str, Any]:
                               f"(a string), lineno (an integer >= 0), function (a string) "
                               f"and optionally qualname (a string)")
     return ev
+
+
+def _reads(where: str, what: str, rows: Any, refs: Dict[int, int], reads: Reads) -> None:
+    """Check the reads ``rows`` (``[ref, at, count, wait_us, warmup]`` each) and add them to
+    ``reads``; ``refs`` maps a ref to its site's first event (index in the events)."""
+    if type(rows) is not list:
+        raise ResultError(f"{where}: {what}: must be a list")
+    for i, row in enumerate(rows):
+        if not (type(row) is list and len(row) == 5 and _is_int(row[0])
+                and (row[1] is None or _is_int(row[1])) and _is_int(row[2])
+                and (row[3] is None or _is_num(row[3])) and type(row[4]) is bool):
+            raise ResultError(f"{where}: {what}[{i}]: must be [ref, step, count, wait_us, "
+                              f"warmup] (an integer >= 0, an integer >= 0 or null, an "
+                              f"integer >= 0, a number or null, true or false)")
+        event = refs.get(row[0])
+        if event is None:
+            raise ResultError(f"{where}: {what}[{i}]: ref {row[0]} names no event written "
+                              f"above it")
+        reads.add(event, row[1], row[2], row[3], row[4])
 
 
 def _step(where: str, obj: Any) -> StepRecord:
@@ -792,7 +934,11 @@ def _load_document(path: str, f: IO[str]) -> RunResult:
     if not isinstance(timelines, list):
         raise ResultError(f"{path}: timelines: must be a JSON array")
     tls = [_timeline(t, f"{path}: timelines[{i}]") for i, t in enumerate(timelines)]
-    return RunResult(header, steps, events, footer, list(parts["notes"]), path, tls)
+    reads = Reads()
+    rows = doc.get("reads")
+    if rows is not None:  # a read names its site's first event by its index in events
+        _reads(path, "reads", rows, {i: i for i in range(len(events))}, reads)
+    return RunResult(header, steps, events, footer, list(parts["notes"]), path, tls, reads)
 
 
 _RANK_NAME = re.compile(r"result\.rank(.*)\.jsonl", re.DOTALL)
@@ -868,9 +1014,11 @@ def merge_ranks(parts: List[Tuple[int, RunResult]], source: str) -> RunResult:
     steps: List[StepRecord] = []
     events: List[Dict[str, Any]] = []
     notes: List[Dict[str, Any]] = []
+    reads = Reads()
     for rank, res in parts:
         steps += [dataclasses.replace(s, scenario=f"{s.scenario} [rank {rank}]", rank=rank)
                   for s in res.steps]
+        reads.extend(res.reads, len(events))
         events += [{**e, "scenario": f"{e.get('scenario')} [rank {rank}]", "rank": rank}
                    for e in res.events]
         notes += [{**n, "rank": rank} for n in res.notes]
@@ -880,7 +1028,7 @@ def merge_ranks(parts: List[Tuple[int, RunResult]], source: str) -> RunResult:
     footer = {"type": "footer", "complete": complete}
     timelines = [{**t, "scenario": f"{t.get('scenario')} [rank {rank}]", "rank": rank}
                  for rank, res in parts for t in res.timelines]
-    return RunResult(header, steps, events, footer, notes, source, timelines)
+    return RunResult(header, steps, events, footer, notes, source, timelines, reads)
 
 
 def _is_span(x: Any) -> bool:
@@ -1015,6 +1163,8 @@ def _load_lines(path: str, f: IO[str]) -> RunResult:
     strings: Dict[str, str] = {}
     stacks: Dict[Tuple[Any, ...], List[Dict[str, Any]]] = {}
     footer = None
+    reads = Reads()
+    refs: Dict[int, int] = {}  # a site's ref -> its first event's index in events
     torn: Optional[int] = None  # a line that did not parse: fine only if it is the last one
     for i, line in enumerate(f, 1):
         if not line.strip():
@@ -1032,9 +1182,17 @@ def _load_lines(path: str, f: IO[str]) -> RunResult:
         if t == "header":
             header = _check_header(f"{path}:{i}", {"type": "header", **obj})
         elif t == "step":
+            rows = obj.pop("reads", None)
             steps.append(_step(f"{path}:{i}", _share_strings(obj, strings)))
+            if rows is not None:
+                _reads(f"{path}:{i}", "step.reads", rows, refs, reads)
         elif t == "event":
-            events.append(_shared(_event(f"{path}:{i}", obj), strings, stacks))
+            ev = _shared(_event(f"{path}:{i}", obj), strings, stacks)
+            if "ref" in ev:
+                refs.setdefault(ev["ref"], len(events))
+            events.append(ev)
+        elif t == "reads":
+            _reads(f"{path}:{i}", "reads", obj.get("reads"), refs, reads)
         elif t == "footer":
             footer = {"type": "footer", **obj}
         elif t == "note":
@@ -1043,7 +1201,7 @@ def _load_lines(path: str, f: IO[str]) -> RunResult:
             timelines.append(_timeline(obj, f"{path}:{i}"))
     if header is None:
         raise ResultError(f"{path}: no header line: not a syncguard result")
-    return RunResult(header, steps, events, footer, notes, path, timelines)
+    return RunResult(header, steps, events, footer, notes, path, timelines, reads)
 
 
 def outside_sites(result: RunResult) -> List[Dict[str, Any]]:
@@ -1052,7 +1210,7 @@ def outside_sites(result: RunResult) -> List[Dict[str, Any]]:
     ``count``), most syncs first. A result from before these were events gives its note's
     ``file:line`` list, with ``count`` None (only the total was kept)."""
     out: Dict[Tuple[Any, ...], Dict[str, Any]] = {}
-    for e in result.events:
+    for e in result.iter_events():
         # an outside sync has no step; an event of a step someone named "(outside steps)"
         # has one and is that step's
         if e.get("path") != OUTSIDE_PATH or e.get("step") is not None or e.get("allowed"):

@@ -80,8 +80,15 @@ class Run:
 
     @functools.cached_property
     def events(self) -> pd.DataFrame:
-        """One row per recorded sync event (with its step and stack)."""
+        """One row per sync event written whole (with its step and stack). An ``exec`` run
+        writes the first 16 of each site unless ``--all-events`` (:attr:`sampled`); the
+        counts of :attr:`sites`, :attr:`steps` and :attr:`summary` include every sync."""
         return self.result.events_df()
+
+    @property
+    def sampled(self) -> bool:
+        """Whether :attr:`events` is a sample: some syncs were written as counts only."""
+        return self.result.sampled
 
     @functools.cached_property
     def summary(self) -> pd.DataFrame:
@@ -94,7 +101,8 @@ class Run:
     def __repr__(self) -> str:
         state = "complete" if self.complete else "interrupted"
         return (f"<syncguard.Run {self.source!r}: {len(self.result.steps)} step records, "
-                f"{len(self.result.events)} events, {state}>")
+                f"{len(self.result.events)} events"
+                f"{' (a sample per site)' if self.result.sampled else ''}, {state}>")
 
 
 def load(path: str) -> Run:
