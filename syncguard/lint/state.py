@@ -1,0 +1,322 @@
+"""The state the lint's function dataflow works on: per file, :class:`_Ctx` (import aliases,
+what module-level functions and classes return, the findings), and per function,
+:class:`_FuncState` (the place and shape each name is bound to) with the recording of a
+finding and the binding and lookup of names.
+
+:class:`_FuncState` is the base of each part :class:`syncguard.lint.checker._Func` is built from
+(:mod:`.shapes`, :mod:`.indexing`, :mod:`.calls`, :mod:`.statements`, the expressions in
+:mod:`.checker`), and declares for the type checker what one part calls of another.
+"""
+
+from __future__ import annotations
+
+import ast
+from typing import TYPE_CHECKING, Dict, List, Optional, Sequence, Set, Tuple
+
+from ..core import syncapis
+from . import context as _context
+from .backends import BOTH, backends_of
+from .findings import Finding, _sev
+from .infer import HOST, PINNED, PY, UNKNOWN, by_name, is_tensorish
+from .project import ClassInfo, ModuleSummary, Project
+from .syntax import _attr_key, _dotted
+
+_APIS = syncapis.by_name()
+#: the op-model condition an in-kernel read flagged by the lint has been proved to meet (the
+#: cases that meet none are silenced before flagging)
+_IN_KERNEL_WHEN = {"multinomial": "no_replacement_or_one_sample",
+                   "masked_fill": "value_on_device", "masked_fill_": "value_on_device",
+                   "normal": "std_on_device"}
+#: (rank or None, known to have no element): what the code says of a tensor's shape
+_Shape = Tuple[Optional[int], bool]
+_NO_SHAPE: _Shape = (None, False)
+
+
+class _Ctx:
+    """Per-file state: import aliases, module-level function results and the findings."""
+
+    def __init__(self, path: str, source: str, project: Optional[Project] = None,
+                 module: str = "") -> None:
+        self.path = path
+        self.source = source
+        self._lines: Optional[List[str]] = None
+        #: the linted tree (None for one file on its own) and this file's module name
+        self.project = project
+        self.module = module
+        #: names imported from modules of the project: local name -> (module, name there)
+        self.imported: Dict[str, Tuple[str, str]] = {}
+        #: names bound to modules of the project (``import pkg.mod as m``)
+        self.modules: Dict[str, str] = {}
+        #: classes read, by key, and this module's own classes, by name
+        self.classes: Dict[str, ClassInfo] = project.classes if project is not None else {}
+        self.local_classes: Dict[str, str] = {}
+        self.aliases: Dict[str, str] = {}
+        self.returns: Dict[str, str] = {}
+        #: what module-level functions' returns say of the shape, where every return agrees
+        self.shape_returns: Dict[str, _Shape] = {}
+        #: module-level functions, by name; those whose return is known; those being read
+        self.defs: Dict[str, ast.AST] = {}
+        self.returns_known: Set[str] = set()
+        self.in_progress: Set[str] = set()
+        self.findings: List[Finding] = []
+        self.collect = True
+        #: the file imports torch: without it an unknown value is not taken for a tensor
+        #: because of a tensor-like method (numpy and pandas share .any(), .tolist()...)
+        self.has_torch = True
+        #: the file uses another array library (numpy, pandas, jax...) and never says torch:
+        #: there ``.item()``/``.tolist()`` of an unknown value read host arrays mostly
+        self.other_arrays = False
+        #: every imported name -> what it imports (``jit`` -> ``triton.jit``)
+        self.names: Dict[str, str] = {}
+        #: the context of the whole file (test files, benchmarks) and the functions the
+        #: ``__main__`` block calls
+        self.file_context = _context.file_context(path)
+        self.script_funcs: Set[str] = set()
+
+    @property
+    def lines(self) -> List[str]:
+        """The file's lines, split when a finding first needs one (most files have few)."""
+        if self._lines is None:
+            self._lines = self.source.splitlines()
+        return self._lines
+
+    def symbol(self, name: str) -> Optional[Tuple[ModuleSummary, str]]:
+        """The summary of the project module ``name`` was imported from, and its name
+        there."""
+        hit = self.imported.get(name)
+        if hit is None or self.project is None:
+            return None
+        summary = self.project.summaries.get(hit[0])
+        return (summary, hit[1]) if summary is not None else None
+
+    def class_key(self, name: str) -> Optional[str]:
+        """The key of the class a name means here (a class of this file or imported)."""
+        if name in self.local_classes:
+            return self.local_classes[name]
+        sym = self.symbol(name)
+        if sym is not None:
+            return sym[0].classes.get(sym[1])
+        return None
+
+    def annotation_class(self, node: Optional[ast.expr]) -> Optional[str]:
+        """The class key a type hint names: ``Batch``, ``"Batch"``, ``Optional[Batch]``."""
+        if node is None:
+            return None
+        if isinstance(node, ast.Constant) and isinstance(node.value, str):
+            try:
+                node = ast.parse(node.value, mode="eval").body
+            except SyntaxError:
+                return None
+        if isinstance(node, ast.Subscript) and _dotted(node.value) in (
+                "Optional", "typing.Optional"):
+            node = node.slice
+        if isinstance(node, ast.BinOp) and isinstance(node.op, ast.BitOr):  # Batch | None
+            for side in (node.left, node.right):
+                if not (isinstance(side, ast.Constant) and side.value is None):
+                    return self.annotation_class(side)
+        if isinstance(node, ast.Name):
+            return self.class_key(node.id)
+        return None
+
+    def qual(self, node: ast.expr) -> Optional[str]:
+        """Dotted name of ``node`` with import aliases resolved (``F.one_hot`` ->
+        ``torch.nn.functional.one_hot``), or None."""
+        if node.__class__ is ast.Name:
+            return self.aliases.get(node.id)  # type: ignore[attr-defined]
+        root = node
+        while isinstance(root, ast.Attribute):
+            root = root.value
+        if not isinstance(root, ast.Name):
+            return None
+        base = self.aliases.get(root.id)
+        if base is None:  # most chains: self.x.y, a local's attribute
+            return None
+        parts: List[str] = []
+        while isinstance(node, ast.Attribute):
+            parts.append(node.attr)
+            node = node.value
+        return ".".join([base, *reversed(parts)])
+
+
+def _imports(ctx: _Ctx, s: ast.stmt, env: Dict[str, str]) -> None:
+    if isinstance(s, ast.Import):
+        for a in s.names:
+            if a.asname:
+                ctx.aliases[a.asname] = a.name
+                ctx.names[a.asname] = a.name
+            else:
+                top = a.name.split(".")[0]
+                ctx.aliases[top] = top
+                ctx.names[top] = top
+    if ctx.project is not None:
+        _project_imports(ctx, s)
+    if isinstance(s, ast.ImportFrom) and s.module and not s.level:
+        for a in s.names:
+            ctx.names[a.asname or a.name] = f"{s.module}.{a.name}"
+            if s.module.split(".")[0] in ("torch", "numpy"):
+                ctx.aliases[a.asname or a.name] = f"{s.module}.{a.name}"
+
+
+def _project_imports(ctx: _Ctx, s: ast.stmt) -> None:
+    """Imports of modules of the linted tree: their names are read from those modules'
+    summaries (:mod:`.project`)."""
+    project = ctx.project
+    assert project is not None
+    if isinstance(s, ast.Import):
+        for a in s.names:
+            if a.asname and a.name in project.modules:
+                ctx.modules[a.asname] = a.name
+        return
+    if not isinstance(s, ast.ImportFrom):
+        return
+    mod = project.resolve(ctx.module, s.module, s.level)
+    for a in s.names:
+        local = a.asname or a.name
+        sub = f"{mod}.{a.name}" if mod else project.resolve(ctx.module, a.name, s.level)
+        if sub is not None and sub in project.modules:
+            ctx.modules[local] = sub  # from pkg import mod
+        elif mod is not None:
+            ctx.imported[local] = (mod, a.name)
+
+
+class _FuncState:
+    """One function's (or the module body's) state in the dataflow: what each name is bound
+    to, what its returns give; the findings it records and the binding and lookup of names."""
+
+    def __init__(self, ctx: _Ctx, name: str, env: Optional[Dict[str, str]] = None,
+                 context: Optional[str] = None) -> None:
+        self.ctx = ctx
+        self.name = name
+        self.context = context or ctx.file_context
+        self.env: Dict[str, str] = dict(env or {})
+        self.ret: Optional[str] = None
+        #: names bound to boolean tensors (comparisons, ~ & | of them)
+        self.masks: Set[str] = set()
+        #: names bound to Python lists (``sorted(...)``, ``[...]``): as an index they copy
+        self.lists: Set[str] = set()
+        #: names (and ``self.x`` keys) bound to tensors of a known rank or known empty
+        self.shapes: Dict[str, _Shape] = {}
+        #: the shape of each return statement's value (:meth:`shape_of`)
+        self.ret_shapes: List[_Shape] = []
+
+    # -- findings ---------------------------------------------------------------------
+    def flag(self, node: ast.AST, rule: str, api: str, why: str, severity: str,
+             value: str, model: Optional[Tuple[str, str]] = None) -> None:
+        """Record a finding; ``model``: (op or entry point, condition) of an op-model entry
+        that decides the backends it syncs on (none: every backend)."""
+        if not self.ctx.collect:
+            return
+        backend = BOTH
+        if model is not None:
+            found = backends_of(*model)
+            if found is None:
+                return  # no op model counts a read here: no sync on any backend
+            backend = found
+        line = getattr(node, "lineno", 1)
+        text = self.ctx.lines[line - 1].strip() if 0 < line <= len(self.ctx.lines) else ""
+        self.ctx.findings.append(Finding(
+            self.ctx.path, line, getattr(node, "col_offset", 0),
+            getattr(node, "end_lineno", None) or line, rule, api, why, severity, value,
+            self.name, text, context=self.context, backend=backend))
+
+    def api_flag(self, node: ast.AST, name: str, owner: str, severity: str, value: str,
+                 why: Optional[str] = None) -> None:
+        for a in _APIS.get(name, ()):
+            if owner in a.owners:
+                when = _IN_KERNEL_WHEN.get(name)
+                model = (a.op, when) if a.rule == "SG701" and a.op and when else None
+                self.flag(node, a.rule, f"{owner}.{name}" if owner != "Tensor" else
+                          f"Tensor.{name}", why or a.why, severity, value, model)
+                return
+
+    def condition(self, node: ast.expr, v: str) -> None:
+        """``node`` (in place ``v``) is read as a Python bool."""
+        if is_tensorish(v):
+            self.api_flag(node, "__bool__", "Tensor", _sev(v), v,
+                          "a tensor read as a truth value")
+
+    # -- places of names --------------------------------------------------------------
+    def lookup(self, name: str) -> str:
+        if name in self.env:
+            return self.env[name]
+        if name in self.ctx.aliases or name in ("self", "cls"):
+            return PY
+        sym = self.ctx.symbol(name)
+        if sym is not None:
+            summary, there = sym
+            if there in summary.globals:
+                return summary.globals[there]
+            if there in summary.returns or there in summary.classes:
+                return PY  # a function or a class
+        return by_name(name.rsplit(".", 1)[-1]) or UNKNOWN
+
+    def bind(self, target: ast.expr, v: str, value: Optional[ast.expr] = None) -> None:
+        """Bind ``target`` to place ``v`` (``value`` the expression, None for an element
+        of an unpacked tuple)."""
+        if isinstance(target, ast.Name):
+            self.env[target.id] = _named(target.id, v, value)
+            self.bind_shape(target.id, value)
+        elif isinstance(target, ast.Attribute):
+            key = _attr_key(target)
+            self.ev(target.value)
+            if key is not None:
+                self.env[key] = _named(target.attr, v, value)
+                self.bind_shape(key, value)
+        elif isinstance(target, (ast.Tuple, ast.List)):
+            vals = value.elts if isinstance(value, (ast.Tuple, ast.List)) and len(
+                value.elts) == len(target.elts) else None
+            for i, t in enumerate(target.elts):
+                self.bind(t, self.ev_quiet(vals[i]) if vals is not None else v)
+        elif isinstance(target, ast.Starred):
+            self.bind(target.value, v)
+        elif isinstance(target, ast.Subscript):
+            self.store_subscript(target, v, value)
+
+    def module_summary(self, alias: str) -> Optional[ModuleSummary]:
+        if self.ctx.project is None:
+            return None
+        return self.ctx.project.summaries.get(self.ctx.modules[alias])
+
+    if TYPE_CHECKING:  # pragma: no cover
+        # what the parts call of each other: each is defined once, in the part that owns it
+        # (:class:`syncguard.lint.checker._Func` inherits them all)
+        def ev(self, node: Optional[ast.AST]) -> str: ...
+
+        def ev_quiet(self, node: ast.expr) -> str: ...
+
+        def body(self, stmts: Sequence[ast.stmt]) -> None: ...
+
+        def stmt(self, s: ast.stmt) -> None: ...
+
+        def args(self, node: ast.Call) -> List[str]: ...
+
+        def lazy_return(self, name: str) -> None: ...
+
+        def bind_shape(self, key: str, value: Optional[ast.expr]) -> None: ...
+
+        def rank_of(self, node: Optional[ast.expr]) -> Optional[int]: ...
+
+        def is_empty(self, node: Optional[ast.expr]) -> bool: ...
+
+        def shape_of(self, node: Optional[ast.expr]) -> _Shape: ...
+
+        def index_kind(self, it: ast.expr) -> str: ...
+
+        def is_mask(self, idx_node: ast.expr, idx: str) -> bool: ...
+
+        def store_subscript(self, target: ast.Subscript, v: str,
+                            value: Optional[ast.expr] = None) -> None: ...
+
+        def setitem(self, node: ast.AST, recv: ast.expr, base: str, idx_node: ast.expr,
+                    idx: str, value: Optional[ast.expr], v: str) -> None: ...
+
+
+def _named(name: str, v: str, value: Optional[ast.expr]) -> str:
+    """The place of ``name`` bound to a value in place ``v``: a call's result (or an element
+    unpacked from one) of unknown place takes a host place its name marks (``x_cpu``,
+    ``n_list``: ``a, x_cpu = self.build()``); an alias of a known value keeps what the dataflow
+    says, and a name never makes an unknown value a device tensor."""
+    if v != UNKNOWN or not (value is None or isinstance(value, ast.Call)):
+        return v
+    hint = by_name(name)
+    return hint if hint in (HOST, PINNED, PY) else v

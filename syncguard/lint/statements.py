@@ -1,0 +1,368 @@
+"""Statements: assignments bind names to places and shapes, the bodies of branches and loops
+run from the same state and are joined, ``def`` and ``class`` read nested functions and methods
+(a module-level function's return is recorded for its callers), imports fill the file's
+state."""
+
+from __future__ import annotations
+
+import ast
+from typing import Dict, List, Optional, Sequence, Set
+
+from . import context as _context
+from .infer import (
+    DEVICE,
+    HOST,
+    OBJ,
+    PINNED,
+    PY,
+    TENSOR,
+    UNKNOWN,
+    by_annotation,
+    by_name,
+    combine,
+    join,
+)
+from .project import ClassInfo
+from .state import _NO_SHAPE, _Ctx, _FuncState, _imports, _Shape
+from .syntax import _dotted, _is_list_expr
+
+
+class _Statements(_FuncState):
+    """The statements part of the function dataflow: each statement run on the state, and the
+    functions and classes it defines read."""
+
+    def params(self, args: ast.arguments) -> None:
+        every = [*args.posonlyargs, *args.args, *args.kwonlyargs]
+        if args.vararg:
+            every.append(args.vararg)
+        if args.kwarg:
+            every.append(args.kwarg)
+        for a in every:
+            v = by_annotation(a.annotation) or by_name(a.arg)
+            if v == TENSOR and by_name(a.arg) in (HOST, PINNED, DEVICE):
+                v = by_name(a.arg)  # cu_seqlens_cpu: torch.Tensor: the name says where
+            if v is None:
+                cls = self.ctx.annotation_class(a.annotation)
+                v = OBJ + cls if cls is not None else None
+            if a.arg in ("self", "cls"):
+                v = PY
+            self.env[a.arg] = v or UNKNOWN
+        for d in [*args.defaults, *[d for d in args.kw_defaults if d is not None]]:
+            self.ev(d)
+
+    def branch(self, *bodies: Sequence[ast.stmt]) -> None:
+        """Run each body from the current state and join the results. A body with no
+        statement ends in the state it starts from: it is not copied, and the start state
+        itself becomes the joined one."""
+        start = self.env
+        start_shapes = self.shapes
+        ends: List[Dict[str, str]] = []
+        end_shapes: List[Dict[str, _Shape]] = []
+        for b in bodies:
+            if not b:
+                ends.append(start)
+                end_shapes.append(start_shapes)
+                continue
+            self.env = dict(start)
+            self.shapes = dict(start_shapes)
+            self.body(b)
+            ends.append(self.env)
+            end_shapes.append(self.shapes)
+        # a name keeps a shape every branch agrees on (set operations on items views: C)
+        shapes = end_shapes[0]
+        for es in end_shapes[1:]:
+            if es is not shapes:
+                shapes = dict(shapes.items() & es.items())
+        self.shapes = shapes
+        changed: Set[str] = set()
+        start_items = start.items()
+        for e in ends:
+            if e is not start:  # the keys a branch bound or rebound
+                changed.update(k for k, _ in e.items() - start_items)
+        get = start.get
+        for k in changed:  # each key read from every end before it is set in start
+            vs = [e.get(k, get(k, UNKNOWN)) for e in ends]
+            v = vs[0]
+            for w in vs[1:]:
+                v = join(v, w)
+            start[k] = v
+        self.env = start
+
+    def stmt_any(self, s: ast.stmt) -> None:  # noqa: C901
+        """:meth:`stmt` by ``isinstance``, for statement classes :data:`_STMT` does not list."""
+        if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            self.def_stmt(s)
+        elif isinstance(s, ast.ClassDef):
+            self.class_stmt(s)
+        elif isinstance(s, ast.Assign):
+            self.assign(s)
+        elif isinstance(s, ast.AnnAssign):
+            self.annassign(s)
+        elif isinstance(s, ast.AugAssign):
+            self.augassign(s)
+        elif isinstance(s, ast.If):
+            self.if_stmt(s)
+        elif isinstance(s, ast.While):
+            self.while_stmt(s)
+        elif isinstance(s, (ast.For, ast.AsyncFor)):
+            self.for_stmt(s)
+        elif isinstance(s, ast.Assert):
+            self.assert_stmt(s)
+        elif isinstance(s, ast.Return):
+            self.return_stmt(s)
+        elif isinstance(s, ast.Expr):
+            self.ev(s.value)
+        elif isinstance(s, (ast.With, ast.AsyncWith)):
+            self.with_stmt(s)
+        elif isinstance(s, ast.Try) or type(s).__name__ == "TryStar":
+            self.try_stmt(s)
+        elif isinstance(s, (ast.Import, ast.ImportFrom)):
+            _imports(self.ctx, s, self.env)
+        else:
+            self.stmt_other(s)
+
+    def def_stmt(self, s: ast.stmt) -> None:
+        name: str = s.name  # type: ignore[attr-defined]
+        f = self.function(s, f"{self.name}.{name}" if self.name != "<module>" else name)
+        if self.name == "<module>" and self.ctx.defs.get(name) is s:
+            _record_return(self.ctx, name, f)
+        self.env[name] = PY
+
+    def class_stmt(self, s: ast.ClassDef) -> None:
+        for d in s.decorator_list:
+            self.ev(d)
+        self.analyse_class(s)
+        self.env[s.name] = PY
+
+    def assign(self, s: ast.Assign) -> None:
+        v = self.ev(s.value)
+        for t in s.targets:
+            self.bind(t, v, s.value)
+            if isinstance(t, ast.Name):
+                if not isinstance(s.value, ast.Name) and self.is_mask(s.value, v):
+                    self.masks.add(t.id)
+                else:
+                    self.masks.discard(t.id)
+                if _is_list_expr(s.value) or (
+                        isinstance(s.value, ast.Name) and s.value.id in self.lists):
+                    self.lists.add(t.id)
+                else:
+                    self.lists.discard(t.id)
+
+    def annassign(self, s: ast.AnnAssign) -> None:
+        v = self.ev(s.value) if s.value is not None else UNKNOWN
+        hint = by_annotation(s.annotation)
+        if hint is not None and not (hint == TENSOR and v in (DEVICE, HOST, PINNED)):
+            v = hint
+        if s.value is not None or hint is not None:
+            self.bind(s.target, v, s.value)
+
+    def augassign(self, s: ast.AugAssign) -> None:
+        v = combine([self.ev(s.target), self.ev(s.value)])
+        if isinstance(s.target, (ast.Name, ast.Attribute)):
+            # x += y has the shape of x + y (broadcast)
+            self.bind(s.target, v, ast.BinOp(left=s.target, op=s.op, right=s.value))
+
+    def if_stmt(self, s: ast.If) -> None:
+        if _context.is_main_guard(s.test):
+            saved_context = self.context
+            if self.context == _context.SERVING:
+                self.context = _context.SCRIPT
+            self.branch(s.body, s.orelse)
+            self.context = saved_context
+            return
+        self.condition(s.test, self.ev(s.test))
+        narrowed = _isinstance_py(s.test)
+        if narrowed is not None:  # `if isinstance(x, float):` x is no tensor there
+            saved = self.env.get(narrowed)
+            self.env[narrowed] = PY
+            self.body(s.body)
+            if saved is None:
+                self.env.pop(narrowed, None)
+            else:
+                self.env[narrowed] = saved
+            self.branch(s.orelse, [])
+        else:
+            self.branch(s.body, s.orelse)
+
+    def while_stmt(self, s: ast.While) -> None:
+        self.condition(s.test, self.ev(s.test))
+        self.branch(s.body, [])
+        self.branch(s.orelse, [])
+
+    def for_stmt(self, s: ast.stmt) -> None:
+        self.bind_iter(s.target, s.iter)  # type: ignore[attr-defined]
+        self.branch(s.body, [])  # type: ignore[attr-defined]
+        self.branch(s.orelse, [])  # type: ignore[attr-defined]
+
+    def assert_stmt(self, s: ast.Assert) -> None:
+        self.condition(s.test, self.ev(s.test))
+        self.ev(s.msg)
+
+    def return_stmt(self, s: ast.Return) -> None:
+        v = self.ev(s.value) if s.value is not None else PY
+        self.ret = v if self.ret is None else join(self.ret, v)
+        self.ret_shapes.append(self.shape_of(s.value))
+
+    def expr_stmt(self, s: ast.Expr) -> None:
+        self.ev(s.value)
+
+    def with_stmt(self, s: ast.stmt) -> None:
+        for item in s.items:  # type: ignore[attr-defined]
+            v = self.ev(item.context_expr)
+            if item.optional_vars is not None:
+                self.bind(item.optional_vars, UNKNOWN if v == PY else v)
+        self.body(s.body)  # type: ignore[attr-defined]
+
+    def try_stmt(self, s: ast.stmt) -> None:
+        self.body(s.body)  # type: ignore[attr-defined]
+        for h in s.handlers:  # type: ignore[attr-defined]
+            if h.name:
+                self.env[h.name] = PY
+            self.body(h.body)
+        self.body(s.orelse)  # type: ignore[attr-defined]
+        self.body(s.finalbody)  # type: ignore[attr-defined]
+
+    def import_stmt(self, s: ast.stmt) -> None:
+        _imports(self.ctx, s, self.env)
+
+    def stmt_other(self, s: ast.stmt) -> None:
+        # delete, raise, global, match, ...
+        for child in ast.iter_child_nodes(s):
+            if isinstance(child, ast.expr):
+                self.ev(child)
+            elif isinstance(child, ast.stmt):
+                self.stmt(child)
+            else:
+                for sub in ast.iter_child_nodes(child):
+                    if isinstance(sub, ast.stmt):
+                        self.stmt(sub)
+                    elif isinstance(sub, ast.expr):
+                        self.ev(sub)
+
+    def bind_iter(self, target: ast.expr, it: ast.expr) -> None:
+        if isinstance(it, ast.Call) and isinstance(it.func, ast.Name) and isinstance(
+                target, ast.Tuple):
+            vals = self.args(it)
+            if it.func.id == "enumerate" and vals and len(target.elts) == 2:
+                self.bind(target.elts[0], PY)
+                self.bind(target.elts[1], _element(vals[0]))
+                return
+            if it.func.id == "zip" and len(vals) == len(target.elts):
+                for t, v in zip(target.elts, vals):
+                    self.bind(t, _element(v))
+                return
+            self.bind(target, UNKNOWN)
+            return
+        self.bind(target, _element(self.ev(it)))
+
+    def function(self, s: ast.AST, qualname: str, seed: Optional[Dict[str, str]] = None
+                 ) -> _Statements:
+        name = getattr(s, "name", "")
+        context = _context.function_context(name, self.context)
+        if (context == _context.SERVING and self.name == "<module>"
+                and name in self.ctx.script_funcs):
+            context = _context.SCRIPT  # main(), called from the __main__ block
+        f = type(self)(self.ctx, qualname, seed if seed is not None else self.env, context)
+        decorators = getattr(s, "decorator_list", ())
+        if any(_context.is_kernel_decorator(d, self.ctx.names) for d in decorators):
+            # a device kernel (Triton, CuTe, TileLang...): traced for the device, its
+            # branches and reads are no host code
+            f.ret = UNKNOWN
+            return f
+        for d in decorators:
+            self.ev(d)
+        f.params(s.args)  # type: ignore[attr-defined]
+        f.body(s.body)  # type: ignore[attr-defined]
+        hint = by_annotation(getattr(s, "returns", None))
+        if hint == PY:
+            f.ret = PY  # -> bool / int: what the caller gets is a Python value
+        return f
+
+    def analyse_class(self, cls: ast.ClassDef) -> None:
+        """Methods of ``cls``, ``__init__`` first: what it puts in ``self.x`` seeds the others."""
+        ctx, env, outer = self.ctx, self.env, self.name
+        prefix = cls.name if outer == "<module>" else f"{outer}.{cls.name}"
+        methods = [s for s in cls.body if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef))]
+        methods.sort(key=lambda m: m.name != "__init__")
+        seed = dict(env)
+        cf = type(self)(ctx, prefix, env,
+                        _context.class_context(cls.name, self.context))
+        info = ClassInfo(prefix)
+        key = f"{ctx.module or ctx.path}:{prefix}"
+        ctx.classes[key] = info
+        if outer == "<module>":
+            ctx.local_classes[cls.name] = key
+        for s in cls.body:
+            if not isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                cf.stmt(s)
+                if isinstance(s, ast.AnnAssign) and isinstance(s.target, ast.Name):
+                    # a dataclass field (or a class attribute): what instances hold
+                    v = cf.env.get(s.target.id, UNKNOWN)
+                    info.attrs[s.target.id] = v
+                    seed[f"self.{s.target.id}"] = v
+        for m in methods:
+            f = cf.function(m, f"{prefix}.{m.name}", seed)
+            if f.ret is not None and f.ret != UNKNOWN:
+                info.methods[m.name] = f.ret
+            if m.name in ("__init__", "__post_init__", "setup"):
+                for k, v in f.env.items():
+                    if k.startswith("self."):
+                        seed[k] = v
+                        if "." not in k[5:] and v != UNKNOWN:
+                            info.attrs[k[5:]] = v
+
+    def lazy_return(self, name: str) -> None:
+        """What module-level function ``name`` returns, when a call is read before its ``def``
+        ran: a quiet pass over that one function (once; each function is otherwise read once,
+        when its ``def`` is reached, and records its return then)."""
+        ctx = self.ctx
+        node = ctx.defs.get(name)
+        if node is None or name in ctx.returns_known or name in ctx.in_progress:
+            return
+        ctx.in_progress.add(name)
+        saved = ctx.collect
+        ctx.collect = False
+        try:
+            f = type(self)(ctx, "<module>").function(node, name)
+        finally:
+            ctx.collect = saved
+            ctx.in_progress.discard(name)
+        _record_return(ctx, name, f)
+
+
+def _element(v: str) -> str:
+    """The place of an element when iterating a value in place ``v``."""
+    if v == PINNED:
+        return HOST
+    return v if v in (DEVICE, TENSOR, HOST) else (PY if v == PY else UNKNOWN)
+
+
+_PY_TYPES = frozenset({"int", "float", "bool", "str", "bytes", "complex", "list", "tuple",
+                       "dict", "set", "Number", "numbers.Number"})
+
+
+def _isinstance_py(test: ast.expr) -> Optional[str]:
+    """The name ``test`` proves a Python value: ``isinstance(x, (int, float))``."""
+    if not (isinstance(test, ast.Call) and isinstance(test.func, ast.Name)
+            and test.func.id == "isinstance" and len(test.args) == 2
+            and isinstance(test.args[0], ast.Name)):
+        return None
+    t = test.args[1]
+    names = t.elts if isinstance(t, ast.Tuple) else [t]
+    if names and all(_dotted(n) in _PY_TYPES for n in names):
+        return test.args[0].id
+    return None
+
+
+def _record_return(ctx: _Ctx, name: str, f: _FuncState) -> None:
+    ctx.returns_known.add(name)
+    if f.ret is not None and f.ret != UNKNOWN:
+        ctx.returns[name] = f.ret
+    else:
+        ctx.returns.pop(name, None)
+    shapes = set(f.ret_shapes)
+    if len(shapes) == 1 and _NO_SHAPE not in shapes:
+        ctx.shape_returns[name] = shapes.pop()
+    else:
+        ctx.shape_returns.pop(name, None)
