@@ -4,9 +4,10 @@ Runs the main job (``syncguard run``, its defaults, on the simulated npu) ``--ru
 after the other on this machine, each as its own process timed from outside, with the load
 average before and after, and writes ``reports/bench/run_repro.md`` (and ``.json``): each
 run's announced time against its wall time, and each scenario path's latency verdict (faster,
-slower, no measurable difference, too thin) side by side, marked where the runs disagree. The
-run folders go to a temporary folder (``--keep DIR`` keeps them). No thresholds are asserted:
-this is a measurement.
+slower, no difference beyond the margin, no measurable difference, too thin) side by side,
+marked where the runs disagree in words and where in what they claim (faster, slower or
+nothing). The run folders go to a temporary folder (``--keep DIR`` keeps them). No thresholds
+are asserted: this is a measurement.
 
     python benchmarks/bench_run_repro.py [--runs 2] [--keep DIR] [-- RUN_ARGS...]
 """
@@ -26,8 +27,8 @@ from typing import Any, Dict, List
 
 from _common import REPORTS, environment, write_report
 
-WORDS = ("faster", "slower", "no measurable difference", "evidence too thin",
-         "too few rounds", "too few samples", "no latency")
+WORDS = ("faster", "slower", "no difference beyond", "no measurable difference",
+         "evidence too thin", "too few rounds", "too few samples", "no latency")
 
 
 def _load() -> str:
@@ -51,6 +52,8 @@ def verdicts(result: Path) -> Dict[str, Dict[str, Any]]:
             continue
         text = _ratio_text(r)
         word = next((w for w in WORDS if w in text), text)
+        if word == "no difference beyond":  # with the margin: "no difference beyond 5%"
+            word = text.split(" (", 1)[0]
         out[f"{r['scenario']} {r['path']}"] = {
             "ratio": float(r["ratio_vs_baseline"]),
             "lo": float(r["ratio_lo"]), "hi": float(r["ratio_hi"]),
@@ -102,18 +105,31 @@ def markdown(runs: List[Dict[str, Any]], env: Dict[str, Any], args: List[str]) -
     lines += ["", "Latency verdicts (ratio to the scenario's first path, legacy; 95% CI over "
               "rounds; paired timed steps per path):", "",
               "| scenario path | " + " | ".join(f"run {i}" for i in range(1, len(runs) + 1))
-              + " | same |", "|---|" + "---|" * len(runs) + "---|"]
-    same_all = True
+              + " | same words | same claim |", "|---|" + "---|" * len(runs) + "---|---|"]
+    same_words = same_claims = 0
     for k in keys:
         vs = [r["verdicts"].get(k) for r in runs]
         cells = [f"{v['verdict']}: {v['ratio']:.2f}x ({fmt_interval(v['lo'], v['hi'])}, "
                  f"{v['rounds']} rounds, {v['pairs']} steps)" if v else "-" for v in vs]
         same = len({v["verdict"] if v else None for v in vs}) == 1
-        same_all &= same
-        lines.append(f"| {k} | " + " | ".join(cells) + f" | {'yes' if same else '**no**'} |")
-    lines += ["", "Every verdict the same in every run." if same_all else
-              "Some verdicts differ between the runs (marked **no**).", ""]
+        claim = len({_claim(v) for v in vs}) == 1
+        same_words += same
+        same_claims += claim
+        lines.append(f"| {k} | " + " | ".join(cells) + f" | {'yes' if same else '**no**'} | "
+                     f"{'yes' if claim else '**no**'} |")
+    lines += ["", f"Verdicts in the same words in every run: {same_words} of {len(keys)}; the "
+              f"same claim (faster, slower, or none): {same_claims} of {len(keys)}. A claim "
+              "needs the interval beyond the 5% margin; without one, an interval within it "
+              "reads no difference beyond 5% and a wider one no measurable difference, which "
+              "differ only in how tight that run's interval was.", ""]
     return "\n".join(lines)
+
+
+def _claim(v: Any) -> Any:
+    """What a verdict claims: ``"faster"``, ``"slower"``, ``""`` (no claim), None (no row)."""
+    if not v:
+        return None
+    return v["verdict"] if v["verdict"] in ("faster", "slower") else ""
 
 
 def main(argv: List[str]) -> int:

@@ -21,9 +21,11 @@ LEGEND: Tuple[Tuple[str, str], ...] = (
                          "without interceptors, warm-up steps excluded)"),
     ("ratio", "latency / the baseline path's, one log-ratio of medians per round of the "
               "interleaved timed pass, with its 95% t interval over the rounds (at least 3); "
-              "a difference is claimed only when the interval, as printed, excludes 1.00x"),
-    ("saved", "(baseline p50 - this path's p50) latency in us per token, shown only when the "
-              "ratio's interval excludes 1.00x"),
+              "a difference is claimed only when the interval, as printed, lies wholly beyond "
+              "5% of 1.00x (below 0.95x or above 1.05x); wholly within 0.95-1.05x it reads "
+              "no difference beyond 5%, else no measurable difference"),
+    ("saved", "(baseline p50 - this path's p50) latency in us per token, shown only when a "
+              "difference is claimed"),
     ("out", "timed steps beyond Tukey's fences (1.5 IQR): counted, never dropped"),
     ("modeled", "modeled step latency (ms) and device idle (us) on the named device profile "
                 "(simulated device only): deterministic, from the recorded op stream, not "
@@ -404,8 +406,9 @@ def _where(mine: List[Dict[str, Any]], max_sites: int, code: str, base: Optional
 
 
 def _ratio_text(r: Dict[str, Any]) -> str:
-    """The paired ratio's sentence (syncguard.results.stats): a difference only when its interval
-    excludes 1.0, then with the median saving per token."""
+    """The paired ratio's sentence (:func:`syncguard.results.stats.ratio_verdict`): a
+    difference only when its interval lies wholly beyond the margin, then with the median
+    saving per token."""
     from ..results.stats import Ratio, ratio_verdict, too_thin
 
     rounds = r.get("rounds")

@@ -37,8 +37,8 @@ if TYPE_CHECKING:  # pragma: no cover
 STYLE_LEGEND: Dict[str, str] = {
     "best": "best (lowest) value of the column within its scenario",
     "worst": "worst (highest) value of the column within its scenario; hidden-sync counts",
-    "improved": "fewer hidden syncs, or faster by more than the threshold",
-    "regressed": "more hidden syncs, or slower by more than the threshold",
+    "improved": "fewer hidden syncs, or faster beyond the 5% margin",
+    "regressed": "more hidden syncs, or slower beyond the 5% margin",
     "changed": "changed without a direction (a row on one side only)",
     "note": "notable step: branches differ between paths, or the step differs from the usual",
     "dim": "warm-up step (not counted)",
@@ -219,7 +219,8 @@ def summary_tbl(sm: pd.DataFrame, *, branches: bool = True) -> Table:
     for scenario in dict.fromkeys(sm["scenario"]):
         recs = sm[sm["scenario"] == scenario].to_dict("records")
         # host latency is coloured only where a ratio is measurable (its interval, as
-        # printed, excludes 1.0); counts and the modeled values are exact
+        # printed, lies wholly beyond the margin: Ratio.differs); counts and the modeled
+        # values are exact
         measurable = any(_ratio_of(r).differs for r in recs)
         marks = {k: _best_worst([r[k] for r in recs])
                  if colour and (measurable or k not in _LATENCY) else [""] * len(recs)
@@ -361,9 +362,10 @@ def per_step_tbl(result: RunResult, scenario: str, max_steps: int = 200, head: i
 
 def compare_styles(r: Dict[str, Any]) -> Tuple[str, str, str]:
     """Styles of a compare row's syncs delta, latency ratio and change cells: fewer syncs is
-    ``improved``, more ``regressed``; the ratio only when its 95% interval excludes 1.0
-    (``latency_changed``); the row is ``regressed`` when either is, else ``improved`` when
-    either is, else ``changed`` when it changed at all (a modeled latency that moved)."""
+    ``improved``, more ``regressed``; the ratio only when its 95% interval lies wholly beyond
+    the margin (``latency_changed``, :attr:`syncguard.results.stats.Ratio.differs`); the row is
+    ``regressed`` when either is, else ``improved`` when either is, else ``changed`` when it
+    changed at all (a modeled latency that moved)."""
     d = r["syncs_delta"]
     sync = "" if is_missing(d) or d == 0 else ("regressed" if d > 0 else "improved")
     ratio = r["latency_ratio"]
@@ -384,7 +386,7 @@ _CHANGE_TEXT = {"regressed": "worse", "improved": "better", "changed": "changed"
 
 def _host_cell(r: Dict[str, Any]) -> Cell:
     """Absolute host time across two runs: a ratio only on the same machine (coloured only
-    when its interval excludes 1.0), else why not."""
+    when its interval lies wholly beyond the margin, ``host_changed``), else why not."""
     why = str(r.get("machine") or "")
     if why and why != "same":
         return Cell("machine differs" if why.startswith("machine differs") else
@@ -449,16 +451,20 @@ def compare_tbl(df: pd.DataFrame, label_a: str = "A", label_b: str = "B",
                            value=_num(r["b_modeled_ms"]))]
         cells.append(Cell(_CHANGE_TEXT[row], style=row))
         rows.append(cells)
+    from ..results.stats import margin_text
+
     n = int(df["changed"].sum()) if len(df) else 0
+    margin = margin_text()
     if runs:
         footer = (f"{n} of {len(df)} rows changed (hidden syncs differ, a path's ratio to its "
-                  f"run's baseline path moved beyond its interval, or the modeled latency "
-                  f"moved; intervals over rounds, family-wise 95%); host time is compared "
-                  f"only on the same machine and never marks a row changed")
+                  f"run's baseline path moved by more than {margin}, its interval wholly "
+                  f"beyond, or the modeled latency moved; intervals over rounds, family-wise "
+                  f"95%); host time is compared only on the same machine and never marks a "
+                  f"row changed")
     else:
         footer = (f"{n} of {len(df)} rows changed (hidden syncs differ, the latency ratio's "
-                  f"95% interval over rounds excludes 1.0, or the modeled latency moved; "
-                  f"ratio = {label_b} / {label_a}, medians)")
+                  f"95% interval over rounds lies wholly beyond {margin} of 1.0, or the "
+                  f"modeled latency moved; ratio = {label_b} / {label_a}, medians)")
     return Table(title or f"Compare: {label_a} -> {label_b}", cols, [rows], footer,
                  "regressed" if any(compare_styles(r)[2] == "regressed"
                                     for r in df.to_dict("records")) else "")

@@ -51,8 +51,9 @@ SUMMARY_COLUMNS: Dict[str, str] = {
                          "exp(mean over rounds of log(median(this) / median(baseline))), the "
                          "round's timed steps paired (round, step)",
     "saved_per_token_us": "(baseline p50_ms - p50_ms) in microseconds per token (step), only "
-                          "where the ratio's 95% interval excludes 1.0 (else NaN: not "
-                          "measurable)",
+                          "where the ratio's 95% interval, as printed, lies wholly beyond the "
+                          "5% margin (syncguard.results.stats.MARGIN; else NaN: no measurable "
+                          "difference)",
     "p50_lo_ms": "95% confidence interval of p50_ms, lower bound (order statistics)",
     "p50_hi_ms": "same, upper bound (ms)",
     "ratio_lo": "95% interval of ratio_vs_baseline, lower bound (Student t over rounds, "
@@ -70,8 +71,9 @@ SUMMARY_COLUMNS: Dict[str, str] = {
     "profile": "device profile of the modeled columns ('' when not modeled)",
     "baseline": "the path ratios are taken against (default: the scenario's first path; '' "
                 "for exec runs, whose paths are different step functions: no ratio)",
-    "rounds_needed": "rounds in all that would resolve the observed ratio when these do not "
-                     "(NaN: resolved, or no difference to resolve)",
+    "rounds_needed": "rounds in all that would show the observed ratio beyond the 5% margin "
+                     "when these do not (NaN: resolved, or the ratio itself within the "
+                     "margin)",
 }
 
 SITES_COLUMNS: Dict[str, str] = {
@@ -128,15 +130,17 @@ COMPARE_COLUMNS: Dict[str, str] = {
     "ratio_lo": "interval of latency_ratio, lower bound (t over rounds; two runs: Welch, "
                 "family-wise 95% over the compared rows)",
     "ratio_hi": "same, upper bound",
-    "latency_changed": "True when the latency_ratio interval, as printed, excludes 1.0",
+    "latency_changed": "True when the latency_ratio interval, as printed, lies wholly beyond "
+                       "the 5% margin (below 0.95 or above 1.05; "
+                       "syncguard.results.stats.Ratio.differs)",
     "a_ratio": "compare: this path / the baseline path within run A (rounds)",
     "b_ratio": "same, run B",
     "host_ratio": "compare: b / a of this path's absolute host time per step over rounds "
                   "(Welch t on per-round log medians); NaN unless both runs record the same "
                   "machine (see machine)",
     "host_lo": "95% interval of host_ratio, lower bound", "host_hi": "same, upper bound",
-    "host_changed": "True when host_ratio's interval excludes 1.0 on the same machine (never "
-                    "a code change by itself: see changed)",
+    "host_changed": "True when host_ratio's interval, as printed, lies wholly beyond the 5% "
+                    "margin on the same machine (never a code change by itself: see changed)",
     "machine": "'same', or why absolute host times are not comparable ('machine differs: "
                "...', 'machine not recorded')",
     "a_outliers": "timed steps beyond Tukey's fences, side A (count)",
@@ -146,7 +150,8 @@ COMPARE_COLUMNS: Dict[str, str] = {
     "modeled_changed": "True when both sides are modeled on the same profile and the modeled "
                        "latency differs (it is deterministic: the launched ops changed)",
     "changed": "True where the code changed something measurable: hidden syncs differ, the "
-               "latency_ratio interval excludes 1.0, the modeled latency moved, or a row "
+               "latency_ratio interval lies beyond the 5% margin (latency_changed), the "
+               "modeled latency moved, or a row "
                "exists on one side only (absolute host time never decides it)",
 }
 

@@ -27,6 +27,12 @@ Methods (why these):
   (:func:`ratio_change`).
 - Decisions use the interval *as printed* (bounds rounded to 2 decimals): a sentence never
   says "faster" beside a bound that reads 1.00x.
+- Practical equivalence (:data:`MARGIN`): a difference is claimed only when the printed
+  interval lies wholly beyond ``1 - MARGIN`` or ``1 + MARGIN``, not merely beyond 1.0. On a
+  shared machine intervals a few percent wide come and go with the load, so an interval that
+  only just excludes 1.0 says "faster" on a quiet run and nothing on a loaded one. The margin
+  moves that flip away from the 2-4% differences common between sampling paths to differences
+  near the margin itself: one well beyond it is claimed run after run, one within it never.
 """
 
 from __future__ import annotations
@@ -34,7 +40,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import math
-from typing import Optional, Sequence, Union
+from typing import Optional, Sequence, Tuple, Union
 
 import numpy as np
 
@@ -51,6 +57,19 @@ MIN_SAMPLES = 5
 MIN_ROUNDS = 3
 #: Decimals the ratio bounds are printed with, and decided on.
 DECIMALS = 2
+#: Practical-equivalence margin of every latency verdict (ratios within a run, and moves
+#: between two runs): "faster" only when the interval, as printed, lies wholly below
+#: ``1 - MARGIN``, "slower" only when it lies wholly above ``1 + MARGIN``, and "no difference
+#: beyond the margin" when it lies wholly within ``[1 - MARGIN, 1 + MARGIN]`` (see
+#: :func:`ratio_verdict` for every sentence). The bounds are
+#: ``1 -/+ MARGIN`` rather than the ratio-symmetric ``1 / (1 + MARGIN)``: decisions are made on
+#: bounds printed to :data:`DECIMALS` decimals, and the reader checks them against the margin
+#: named in the sentence (5%: 0.95 and 1.05); 1 / 1.05 = 0.952 is no printable bound, and a
+#: printed 0.95 would then count as beyond a 5% margin. The asymmetry in log terms
+#: (ln 0.95 = -0.0513 against ln 1.05 = 0.0488) is about 0.25% of the ratio, half the printing
+#: resolution, so taking the other path as the baseline changes a verdict only where a bound
+#: sits within rounding of the margin anyway.
+MARGIN = 0.05
 #: Fewer paired timed steps per path than this behind a ratio over rounds: the verdict says
 #: the evidence is too thin, never "faster" or "slower" (a handful of steps per path does
 #: not reproduce from one run to the next on a shared machine).
@@ -88,8 +107,9 @@ class Ratio:
     method: str = "paired bootstrap of median(B)/median(A)"
     #: rounds (or runs) behind a round-level interval; 0 for a step-level one
     rounds: int = 0
-    #: rounds in all that would resolve a difference of this size (None: not estimable, or
-    #: already resolved); see :func:`rounds_needed`
+    #: rounds in all that would resolve a difference of this size beyond the margin (None:
+    #: not estimable, already resolved, or the ratio itself within the margin); see
+    #: :func:`rounds_needed`
     need: Optional[int] = None
     #: fewer than :data:`MIN_CLAIM_SAMPLES` paired steps behind a ratio over rounds: no
     #: difference is claimed whatever the interval (see :func:`too_thin`)
@@ -107,12 +127,41 @@ class Ratio:
 
     @property
     def differs(self) -> bool:
-        """True only when the interval *as printed* excludes 1.0 (a bound that reads 1.00
-        does not exclude it) and the evidence is not :attr:`thin`."""
+        """True only when the interval *as printed* lies wholly beyond the margin (printed
+        ``hi < 1 - MARGIN``: faster; printed ``lo > 1 + MARGIN``: slower; a bound that reads
+        exactly 0.95 or 1.05 is not beyond a 5% margin) and the evidence is not :attr:`thin`.
+        Every "faster"/"slower" and every ``*_changed`` column is this decision."""
+        if not self.known or self.thin:
+            return False
+        return _beyond(*self.shown)
+
+    @property
+    def within(self) -> bool:
+        """True when the interval *as printed* lies wholly within ``[1 - MARGIN, 1 + MARGIN]``
+        (bounds included) and the evidence is not :attr:`thin`: whatever the difference is, it
+        is no bigger than the margin."""
         if not self.known or self.thin:
             return False
         lo, hi = self.shown
-        return lo > 1.0 or hi < 1.0
+        low, high = margin_bounds()
+        return low <= lo and hi <= high
+
+
+def margin_bounds() -> Tuple[float, float]:
+    """``(1 - MARGIN, 1 + MARGIN)``, each the double nearest its decimal value (so 0.95
+    compares equal to a bound printed as 0.95)."""
+    return round(1.0 - MARGIN, 9), round(1.0 + MARGIN, 9)
+
+
+def margin_text() -> str:
+    """The margin as the sentences name it: ``"5%"``."""
+    return f"{100.0 * MARGIN:g}%"
+
+
+def _beyond(lo: float, hi: float) -> bool:
+    """Whether ``[lo, hi]`` (printed bounds) lies wholly beyond the margin."""
+    low, high = margin_bounds()
+    return hi < low or lo > high
 
 
 def too_thin(pairs: int, rounds: int) -> bool:
@@ -345,17 +394,20 @@ def round_logs(rounds_a: Sequence[Sequence[float]], rounds_b: Sequence[Sequence[
 def rounds_needed(mean: float, sd: float, conf: float = CONFIDENCE, cap: int = 1000
                   ) -> Optional[int]:
     """The fewest rounds ``n`` whose t interval (``conf``) around a mean log-ratio ``mean``
-    with per-round spread ``sd`` would exclude 0 (the ratio 1.0): what a verdict asks for
-    when the rounds it has do not resolve the difference. None when no number up to ``cap``
-    would (a mean of ~0: there may be no difference to find)."""
-    if not (math.isfinite(mean) and math.isfinite(sd)) or mean == 0.0:
+    with per-round spread ``sd`` would lie wholly beyond the margin as printed
+    (:attr:`Ratio.differs`): what a verdict asks for when the rounds it has do not resolve the
+    difference. None when the ratio ``exp(mean)`` itself, as printed, is not beyond the margin
+    (no number of rounds would claim it), or when no number up to ``cap`` would."""
+    if not (math.isfinite(mean) and math.isfinite(sd)):
         return None
-    if sd == 0.0:
-        return MIN_ROUNDS
+    est = math.exp(mean)
+    if not Ratio(est, est, est, 0, conf).differs:
+        return None
     q = 0.5 + conf / 2.0
     n = MIN_ROUNDS
     while n <= cap:
-        if t_quantile(q, n - 1) * sd / math.sqrt(n) < abs(mean):
+        half = t_quantile(q, n - 1) * sd / math.sqrt(n)
+        if Ratio(est, math.exp(mean - half), math.exp(mean + half), 0, conf).differs:
             return n
         n += 1 if n < 64 else max(1, n // 16)
     return None
@@ -367,7 +419,8 @@ def ratio_from_logs(logs: Union[Sequence[float], np.ndarray], conf: float = CONF
     """A :class:`Ratio` from per-round log-ratios: ``exp(mean)`` and the Student t
     ``conf`` interval on the mean (k - 1 degrees of freedom); no interval below
     :data:`MIN_ROUNDS` rounds. ``need`` says how many rounds would resolve the observed
-    difference when this many do not. ``n`` (steps behind the rounds) is only reported."""
+    difference (beyond the margin) when this many do not. ``n`` (steps behind the rounds) is
+    only reported."""
     x = _clean(logs)
     k = int(x.size)
     if k == 0:
@@ -430,12 +483,26 @@ def _rounds_text(r: Ratio) -> str:
 
 
 def ratio_verdict(r: Ratio, faster: str = "faster", slower: str = "slower") -> str:
-    """A difference only when the interval, as printed, excludes 1.0: ``"1.12x, slower (95%
-    CI 1.05-1.20x, 8 rounds)"``; otherwise ``"no measurable difference (95% CI 0.97-1.04x, 8
-    rounds)"``, adding how many rounds would resolve the observed ratio if it is real; with
-    too few rounds ``"too few rounds to tell (1 round, 1.12x): needs at least 3 rounds"``;
-    with too few paired steps (:attr:`Ratio.thin`) ``"evidence too thin to tell (0.95x, 95% CI
-    0.93-0.97x, 8 rounds): 8 timed steps per path, at least 30 needed"``."""
+    """The sentence for a ratio B/A. Each class is decided on the interval *as printed*
+    (:attr:`Ratio.shown`) against the margin (:data:`MARGIN`, 5%: the bounds 0.95 and 1.05):
+
+    - beyond the margin (:attr:`Ratio.differs`), a difference: ``"0.88x, faster (95% CI
+      0.86-0.89x, 8 rounds)"`` when hi < 0.95, ``"1.08x, slower (95% CI 1.06-1.10x, 8
+      rounds)"`` when lo > 1.05;
+    - wholly within the margin, bounds included (:attr:`Ratio.within`): ``"no difference
+      beyond 5% (95% CI 0.95-0.99x, 8 rounds)"``, whether or not the interval excludes 1.0:
+      a real 2% difference reads 0.95-0.99x on a quiet run and 0.97-1.02x on a loaded one, and
+      both say this;
+    - otherwise the interval reaches past the margin on at least one side without lying
+      beyond it: it neither shows a difference beyond the margin nor rules one out, and reads
+      ``"no measurable difference (95% CI 0.93-1.08x, 8 rounds)"``, again whether or not it
+      excludes 1.0; when the observed ratio itself, as printed, lies beyond the margin, it adds
+      how many rounds would resolve it if it is real (``"; 0.90x, if real, would need about
+      14 rounds (6 more)"``, :attr:`Ratio.need`);
+    - with too few rounds for an interval ``"too few rounds to tell (1 round, 1.12x): needs at
+      least 3 rounds"``; with too few paired steps (:attr:`Ratio.thin`) ``"evidence too thin
+      to tell (0.95x, 95% CI 0.93-0.97x, 8 rounds): 8 timed steps per path, at least 30
+      needed"``, whatever the interval."""
     if not math.isfinite(r.ratio):
         return f"no latency to compare (n={r.n})"
     if not r.known:
@@ -448,9 +515,12 @@ def ratio_verdict(r: Ratio, faster: str = "faster", slower: str = "slower") -> s
                 f"{_rounds_text(r)}): {r.n} timed step{'s' if r.n != 1 else ''} per path, "
                 f"at least {MIN_CLAIM_SAMPLES} needed")
     ci = fmt_interval(r.lo, r.hi, r.conf) + _rounds_text(r)
+    if r.within:
+        return f"no difference beyond {margin_text()} ({ci})"
     if not r.differs:
         text = f"no measurable difference ({ci})"
-        if r.rounds and r.need is not None and f"{r.ratio:.2f}" != "1.00":
+        shown = round(r.ratio, DECIMALS)
+        if r.rounds and r.need is not None and _beyond(shown, shown):
             text += (f"; {r.ratio:.2f}x, if real, would need about {r.need} rounds "
                      f"({r.need - r.rounds} more)")
         return text

@@ -117,6 +117,31 @@ def test_a_path_whose_ratio_to_its_baseline_moved_is_a_code_change() -> None:
     assert row["a_ratio"] == pytest.approx(0.8, rel=1e-3)
 
 
+def test_a_three_percent_move_is_no_change_on_any_machine() -> None:
+    # flag's ratio to legacy moves 0.80 -> 0.824 (3%) between two runs on one machine, its
+    # interval tight (about 1.02-1.04x): within the 5% margin, so no run-to-run noise of
+    # that size turns into "worse"; the same for flag's 3% more host time on the same machine
+    a = _result(_rounds(1.0, 0.8), MACHINE)
+    b = _result(_rounds(1.0, 0.8 * 1.03), MACHINE)
+    df = analysis.compare(a, b).set_index("path")
+    flag = df.loc["flag"]
+    assert flag["latency_ratio"] == pytest.approx(1.03, rel=1e-3)
+    assert 1.0 < flag["ratio_lo"] and flag["ratio_hi"] < 1.05  # excludes 1.0, within 5%
+    assert not flag["latency_changed"] and not flag["changed"]
+    assert df["host_ratio"].tolist() == pytest.approx([1.0, 1.03], rel=1e-3)
+    assert not df["host_changed"].any()
+    text = terminal.render_compare(analysis.compare(a, b), title="t", width=200)
+    assert "0 of 2 rows changed" in text and "worse" not in text
+    # one run's two paths 3% apart: compare --paths marks no change either
+    paths = analysis.compare_paths(_result(_rounds(1.0, 1.03), MACHINE), "legacy",
+                                   "flag").iloc[0]
+    assert paths["latency_ratio"] == pytest.approx(1.03, rel=1e-3) and paths["ratio_lo"] > 1.0
+    assert not paths["latency_changed"] and not paths["changed"]
+    # 10% apart, the same spread: a change
+    moved = analysis.compare(a, _result(_rounds(1.0, 0.8 * 1.10), MACHINE)).set_index("path")
+    assert moved.loc["flag", "latency_changed"] and moved.loc["flag", "changed"]
+
+
 def test_the_reference_loop_is_time_boxed(monkeypatch: pytest.MonkeyPatch) -> None:
     from syncguard.results import machine
 
