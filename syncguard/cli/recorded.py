@@ -58,7 +58,8 @@ def check_results(args: argparse.Namespace, paths: Sequence[str]) -> int:
             raw = [e for e in res.iter_events() if e.get("scenario") == sc
                    and e.get("path") == OUTSIDE_PATH and e.get("step") is None]
             evs = allowed_now([SyncEvent.from_dict({k: v for k, v in e.items() if k not in (
-                "scenario", "path", "pass", "rank", "after_step", "ref")}) for e in raw], allow_sites)
+                "scenario", "path", "pass", "rank", "after_step", "ref")}) for e in raw],
+                allow_sites)
             after = Tally()  # each counted at the step begun last before it
             for e, a in zip(evs, (r.get("after_step") for r in raw)):
                 if isinstance(a, int) and not isinstance(a, bool):

@@ -53,8 +53,19 @@ import sys
 import time
 import warnings
 from json.encoder import c_make_encoder as _c_make_encoder  # type: ignore[attr-defined]
-from typing import (IO, TYPE_CHECKING, Any, Dict, Iterable, Iterator, List, Optional, Sequence,
-                    Set, Tuple)
+from typing import (
+    IO,
+    TYPE_CHECKING,
+    Any,
+    Dict,
+    Iterable,
+    Iterator,
+    List,
+    Optional,
+    Sequence,
+    Set,
+    Tuple,
+)
 
 from .._paths import PKG_DIR
 from ..core.events import SyncEvent
