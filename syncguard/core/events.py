@@ -61,6 +61,15 @@ class Frame:
     def __str__(self) -> str:
         return f"{self.filename}:{self.lineno} in {self.function}"
 
+    def __hash__(self) -> int:
+        # worked out once: a call site's Frame is one shared object (the hub keeps it), and
+        # each read hashes its stack of them where sites are counted and written
+        h: Optional[int] = self.__dict__.get("_hash")
+        if h is None:
+            h = hash((self.filename, self.lineno, self.function, self.qualname))
+            object.__setattr__(self, "_hash", h)
+        return h
+
 
 @dataclasses.dataclass(frozen=True)
 class SyncEvent:
@@ -97,6 +106,22 @@ class SyncEvent:
     source: Optional[str] = None
     wait_us: Optional[float] = None
     lineage: Optional[Dict[str, Any]] = None
+
+    @classmethod
+    def make(cls, kind: str, api: str, op: Optional[str], filename: str, lineno: int,
+             function: str, stack: Tuple[Frame, ...], step: Optional[int], thread: str,
+             allowed: bool, reason: Optional[str], warmup: bool, count: int,
+             device: Optional[str], source: Optional[str], wait_us: Optional[float],
+             lineage: Optional[Dict[str, Any]]) -> SyncEvent:
+        """An event from every field, as ``SyncEvent(...)`` makes it but without the frozen
+        ``__init__``'s one ``object.__setattr__`` per field: the hub makes one per read, on
+        the program's clock."""
+        new = object.__new__(cls)
+        new.__dict__.update(kind=kind, api=api, op=op, filename=filename, lineno=lineno,
+                            function=function, stack=stack, step=step, thread=thread,
+                            allowed=allowed, reason=reason, warmup=warmup, count=count,
+                            device=device, source=source, wait_us=wait_us, lineage=lineage)
+        return new
 
     def evolve(self, **changes: Any) -> SyncEvent:
         """A copy with ``changes`` (fields by name), as ``dataclasses.replace`` makes it but

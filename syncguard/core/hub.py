@@ -457,7 +457,7 @@ class Hub:
                 n, src = per
             allowed_reason = reason or g.site_allowed(stack)
             step, warm = g.current_step()
-            ev = SyncEvent(
+            ev = SyncEvent.make(
                 kind=kind, api=api, op=op, filename=top.filename, lineno=top.lineno,
                 function=top.function, stack=stack[: g.stack_depth], step=step, thread=thread,
                 allowed=allowed_reason is not None, reason=allowed_reason, warmup=warm,

@@ -172,15 +172,26 @@ class StepRecord:
         timeline's fields...); ``batch_size`` defaults to 0."""
         from ..core.steps import is_warmup
 
-        hidden = [e for e in events if not e.allowed]
-        fields.setdefault("batch_size", 0)
-        return cls(scenario=scenario, path=path, pass_=pass_, step=step,
-                   warmup=is_warmup(step, warmup_steps),
-                   syncs=sum(e.count for e in hidden),
-                   allowed=sum(e.count for e in events if e.allowed), latency_ms=latency_ms,
-                   sync_wait_us=(None if pass_ == TIMED_PASS
-                                 else sum(e.wait_us or 0.0 for e in hidden)),
-                   **fields)
+        syncs = allowed = 0
+        wait = 0.0
+        for e in events:
+            if e.allowed:
+                allowed += e.count
+            else:
+                syncs += e.count
+                wait += e.wait_us or 0.0
+        d = {**_STEP_DEFAULTS, "batch_size": 0, **fields}
+        if len(d) != len(_STEP_DEFAULTS):  # a key beyond the fields
+            raise TypeError(f"StepRecord has no field "
+                            f"{sorted(d.keys() - _STEP_DEFAULTS.keys())[0]}")
+        d.update(scenario=scenario, path=path, pass_=pass_, step=step,
+                 warmup=is_warmup(step, warmup_steps), syncs=syncs, allowed=allowed,
+                 latency_ms=latency_ms, sync_wait_us=None if pass_ == TIMED_PASS else wait)
+        # the fields set as the frozen __init__ would, without its object.__setattr__ per
+        # field (exec builds one record per step, on the program's clock)
+        new = object.__new__(cls)
+        new.__dict__.update(d)
+        return new
 
 
 #: step fields of results written before the subject's labels held them: moved into labels
@@ -188,6 +199,10 @@ _OLD_LABELS = ("branch", "eligible")
 #: distinct call stacks a writer keeps encoded (then it starts afresh)
 _STACKS_KEPT = 4096
 _FIELD_NAMES = frozenset(f.name for f in dataclasses.fields(StepRecord))
+#: every field in order, with its default (None for the fields :meth:`from_events` sets)
+_STEP_DEFAULTS: Dict[str, Any] = {
+    f.name: None if f.default is dataclasses.MISSING else f.default
+    for f in dataclasses.fields(StepRecord)}
 
 STEP_COLUMNS = {
     "scenario": "scenario name",
