@@ -100,7 +100,7 @@ REGISTRY: Tuple[Renderer, ...] = (
     Renderer("terminal", ".terminal:render", extensions=(".txt",),
              compare=".terminal:render_compare", compare_file=False),
     Renderer("csv-steps", ".csv:render_steps", file_name="steps.csv", extensions=(".csv",),
-             compare=".csv:render_compare"),
+             compare=".csv:render_compare", stream=".csv:write_steps"),
     Renderer("csv-events", ".csv:render_events", file_name="events.csv",
              compare=".csv:render_compare"),
     Renderer("markdown", ".markdown:render", file_name="report.md",
@@ -109,7 +109,7 @@ REGISTRY: Tuple[Renderer, ...] = (
              compare=".html:render_compare"),
     Renderer("json", ".json:render", file_name="result.json", extensions=(".json",),
              stream=".json:write"),
-    Renderer("trace", ".trace:render", file_name="trace.json"),
+    Renderer("trace", ".trace:render", file_name="trace.json", stream=".trace:write"),
     # the gate's formats (syncguard check/exec --format); sarif and junit have a file of
     # their own under an exec run's folder
     Renderer("text", ".ci:render_text", kind=GATE),

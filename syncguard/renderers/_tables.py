@@ -316,6 +316,11 @@ def per_phrase(r: Dict[str, Any]) -> str:
     return f"{float(r['rate']):.2f}/step"
 
 
+def _plain(v: Any) -> Any:
+    """A numpy scalar as the Python value it holds (anything else as it is)."""
+    return v.item() if hasattr(v, "item") else v
+
+
 def per_step_tbl(result: RunResult, scenario: str, max_steps: int = 200, head: int = 10,
                  tail: int = 10) -> Table:
     """Steps of one scenario, paths side by side: all of them when there are at most
@@ -323,11 +328,16 @@ def per_step_tbl(result: RunResult, scenario: str, max_steps: int = 200, head: i
     Notable steps are marked ``note``, warm-up steps ``dim``."""
     df = analysis.per_step(result, scenario)
     paths = analysis.ordered_paths(s.path for s in result.steps if s.scenario == scenario)
-    recs = df.to_dict("records")
+    n = len(df)
+
+    def record(i: int) -> Dict[str, Any]:
+        # only the rows shown become Python values (a long run's steps stay columns)
+        return {k: _plain(df[k].iat[i]) for k in df.columns}
+
     # columns that never apply are left out (exec: no batch size); a path's branch column
     # where its subject reports a branch label (an exec loop: a phase)
-    batch = not analysis.is_exec(result) or any(not is_missing(r["batch_size"]) for r in recs)
-    branch = {p: any(r[f"{p}.branch"] for r in recs) for p in paths}
+    batch = not analysis.is_exec(result) or bool(df["batch_size"].notna().any())
+    branch = {p: bool((df[f"{p}.branch"] != "").any()) for p in paths}
     cols = [Column("step", "step", "r")] + ([Column("batch", "batch", "r")] if batch else [])
     for p in paths:
         name = "phase" if analysis.is_exec(result) else "branch"
@@ -335,16 +345,16 @@ def per_step_tbl(result: RunResult, scenario: str, max_steps: int = 200, head: i
         cols += [Column(f"{p}.syncs", f"{p} syncs", "r", f"{p}\nsyncs" if not branch[p]
                         else "syncs"),
                  Column(f"{p}.latency_ms", f"{p} ms", "r", "ms")]
-    if len(recs) <= max_steps:
-        plan = [("row", i) for i in range(len(recs))]
+    if n <= max_steps:
+        plan = [("row", i) for i in range(n)]
     else:
-        plan = analysis.elide(len(recs), [r["notable"] for r in recs], head, tail)
+        plan = analysis.elide(n, df["notable"].tolist(), head, tail)
     rows: List[Row] = []
     for kind, val in plan:
         if kind == "gap":
             rows.append(Gap(f"... {val} steps hidden", val))
             continue
-        r = recs[val]
+        r = record(val)
         mark = "dim" if r["warmup"] else "note" if r["notable"] else ""
         row = [Cell(step_label(r["step"], r["warmup"]), style=mark, value=int(r["step"]))]
         if batch:

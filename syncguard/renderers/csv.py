@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import csv as _csv
 import io
-from typing import TYPE_CHECKING
+from typing import IO, TYPE_CHECKING
 
 from .._escape import csv_cell
 from ..results.analysis import is_missing
@@ -36,6 +36,11 @@ def _safe_df(df: pd.DataFrame) -> pd.DataFrame:
 def render_steps(result: RunResult) -> str:
     """One row per step record (warm-up steps included, flagged in ``warmup``)."""
     return _safe_df(result.steps_df()).to_csv(index=False, lineterminator="\n")
+
+
+def write_steps(result: RunResult, f: IO[str]) -> None:
+    """:func:`render_steps` written to ``f`` as pandas makes it (no copy of the whole text)."""
+    _safe_df(result.steps_df()).to_csv(f, index=False, lineterminator="\n")
 
 
 def render_events(result: RunResult) -> str:

@@ -9,7 +9,8 @@ text from the result is escaped with :func:`html.escape`.
 from __future__ import annotations
 
 import io
-from typing import TYPE_CHECKING, Any, Dict, List, Optional, Tuple
+import statistics
+from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Tuple
 
 from .._escape import html_text, plot_text
 from ..results import analysis
@@ -237,6 +238,8 @@ def plot_figure(result: RunResult, scenario: str) -> Any:
         if s.pass_ in ("counted", "exec"):
             syn[s.path].append((s.step, s.syncs))
     n = max(len(paths), 1)
+    k = _bin_size(max([len(v) for p in paths for v in lat[p].values()]
+                      + [len(v) for v in syn.values()] + [0]))
     with matplotlib.rc_context({"font.size": 9}):
         fig = Figure(figsize=(12.0, 3.2 + 1.1 * n), layout="constrained")
         axes = fig.subplots(1 + n, 1, sharex=True,
@@ -250,17 +253,19 @@ def plot_figure(result: RunResult, scenario: str) -> Any:
             size = max(7.0 - 1.5 * i, 3.0)
             rounds = sorted(lat[p])
             for j, rnd in enumerate(rounds):
-                xs, ys = zip(*sorted(lat[p][rnd]))
+                xs, ys = zip(*_binned(sorted(lat[p][rnd]), k, statistics.median))
                 label = plot_text(p) + (f" ({len(rounds)} rounds)" if len(rounds) > 1 else "")
-                ax1.plot(xs, ys, marker=marker, markersize=size, linestyle=ls,
+                ax1.plot(xs, ys, marker=marker if k == 1 else None, markersize=size,
+                         linestyle=ls,
                          linewidth=max(2.0 - 0.4 * i, 1.0), color=color,
                          alpha=1.0 if len(rounds) == 1 else 0.6,
                          label=label if j == 0 else None)
             ax = sync_axes[i] if i < len(sync_axes) else sync_axes[-1]
             if syn[p]:
-                xs, ys = zip(*sorted(syn[p]))
+                xs, ys = zip(*_binned(sorted(syn[p]), k, max))
                 ax.step(xs, ys, where="mid", color=color, linewidth=1.6)
-                ax.plot(xs, ys, linestyle="none", marker=marker, markersize=4, color=color)
+                if k == 1:
+                    ax.plot(xs, ys, linestyle="none", marker=marker, markersize=4, color=color)
             ax.set_ylim(-0.1 * top, top * 1.25)
             ax.yaxis.set_major_locator(MaxNLocator(integer=True, nbins=3))
             ax.set_ylabel(plot_text(p), rotation=0, ha="right", va="center", color=color)
@@ -269,9 +274,13 @@ def plot_figure(result: RunResult, scenario: str) -> Any:
             timed, counted, each = "measured under the guard", "", "step name"
         else:
             timed, counted, each = "timed pass, one line per round", ", counted pass", "path"
-        ax1.set_title(f"{plot_text(scenario)}: latency, {timed} (warm-up excluded)", loc="left")
+        binned = "" if k == 1 else f"; each point {k} steps: their median"
+        ax1.set_title(f"{plot_text(scenario)}: latency, {timed} (warm-up excluded{binned})",
+                      loc="left")
         sync_axes[0].set_title(f"{plot_text(scenario)}: hidden syncs per step{counted}, "
-                               f"one panel per {each} (warm-up excluded)", loc="left")
+                               f"one panel per {each} (warm-up excluded"
+                               f"{'' if k == 1 else f'; each point {k} steps: their most'})",
+                               loc="left")
         sync_axes[-1].set_xlabel("step")
         sync_axes[-1].xaxis.set_major_locator(MaxNLocator(integer=True))
         ax1.set_ylim(bottom=0)
@@ -280,6 +289,26 @@ def plot_figure(result: RunResult, scenario: str) -> Any:
         if ax1.get_legend_handles_labels()[0]:
             ax1.legend(loc="best", fontsize=8)
     return fig
+
+
+#: the most points one line of a plot draws: a longer run's steps are drawn in bins of
+#: consecutive steps (latency: the bin's median; syncs: its most), so a 100,000-step run's
+#: plot stays a few hundred kB of SVG and still shows every step's syncs in its bin
+MAX_POINTS = 600
+
+
+def _bin_size(n: int) -> int:
+    """Steps per plotted point for a line of ``n`` steps (1: every step drawn)."""
+    return max(1, -(-n // MAX_POINTS))
+
+
+def _binned(points: List[tuple], k: int, how: Callable[[List[Any]], Any]) -> List[tuple]:
+    """``points`` (``(step, value)``, sorted) in bins of ``k``: each the bin's first step
+    and ``how`` of its values."""
+    if k == 1:
+        return points
+    return [(points[i][0], how([y for _, y in points[i:i + k]]))
+            for i in range(0, len(points), k)]
 
 
 #: the most paths (step names) one plot draws, each a panel, and the most scenarios plotted:

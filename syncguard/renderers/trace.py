@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import json
 import os
-from typing import TYPE_CHECKING, Any, Dict, List, Tuple
+from typing import IO, TYPE_CHECKING, Any, Dict, Iterator, List, Tuple
 
 from ..core.sites import shown_site
 
@@ -65,15 +65,14 @@ def _groups(result: RunResult) -> List[Tuple[str, str]]:
 
 
 def _modeled(result: RunResult, pid: int, scenario: str, path: str,
-             profile: str) -> List[Dict[str, Any]]:
-    ev: List[Dict[str, Any]] = []
+             profile: str) -> Iterator[Dict[str, Any]]:
     off = 0.0
     for t in result.timelines:
         if t.get("scenario") != scenario or t.get("path") != path:
             continue
         lat = float(t["latency_us"])
         step = int(t["step"])
-        ev.append(_slice(f"step {step}", "step", pid, HOST, off, lat,
+        yield (_slice(f"step {step}", "step", pid, HOST, off, lat,
                          {"warmup": bool(t.get("warmup")), "modeled_us": lat,
                           "device_idle_us": t.get("bubble_us"),
                           "hidden_sync_cost_us": t.get("hidden_cost_us")}))
@@ -81,9 +80,9 @@ def _modeled(result: RunResult, pid: int, scenario: str, path: str,
         for i, (name, h0, h1, d0, d1) in enumerate(t.get("spans") or []):
             args = {"inputs": shapes[i]} if i < len(shapes) else {}
             if h1 > h0:
-                ev.append(_slice(name, "launch", pid, HOST, off + h0, h1 - h0, args))
+                yield (_slice(name, "launch", pid, HOST, off + h0, h1 - h0, args))
             if d0 is not None and d1 is not None:
-                ev.append(_slice(name, "kernel", pid, DEVICE, off + d0, d1 - d0, args))
+                yield (_slice(name, "kernel", pid, DEVICE, off + d0, d1 - d0, args))
         for s in t.get("syncs") or []:
             hidden = s.get("allowed") is False
             kind = "hidden sync" if hidden else (
@@ -92,11 +91,11 @@ def _modeled(result: RunResult, pid: int, scenario: str, path: str,
             # only in steps whose op slices were kept)
             wait = float(s["resume_us"]) - float(s["host_us"])
             if wait > 0 and t.get("spans"):
-                ev.append(_slice(f"wait: {s.get('op')}", "wait", pid, HOST,
+                yield (_slice(f"wait: {s.get('op')}", "wait", pid, HOST,
                                  off + float(s["host_us"]), wait,
                                  {"site": s.get("site"), "api": s.get("api"),
                                   "host_stall_us": s.get("stall_us")}))
-            ev.append(_slice(f"{kind}: {shown_site(s.get('site'))}", "sync", pid, SYNCS,
+            yield (_slice(f"{kind}: {shown_site(s.get('site'))}", "sync", pid, SYNCS,
                              off + float(s["host_us"]),
                              max(0.0, float(s["drain_us"]) - float(s["host_us"])),
                              {"site": s.get("site"), "api": s.get("api"), "op": s.get("op"),
@@ -105,11 +104,9 @@ def _modeled(result: RunResult, pid: int, scenario: str, path: str,
                               "device_bubble_us": s.get("bubble_us"),
                               "profile": profile}))
         off += lat
-    return ev
 
 
-def _measured(result: RunResult, pid: int, scenario: str, path: str) -> List[Dict[str, Any]]:
-    ev: List[Dict[str, Any]] = []
+def _measured(result: RunResult, pid: int, scenario: str, path: str) -> Iterator[Dict[str, Any]]:
     events: Dict[int, List[Dict[str, Any]]] = {}
     for e in result.events:
         if (e.get("scenario") == scenario and e.get("path") == path
@@ -120,7 +117,7 @@ def _measured(result: RunResult, pid: int, scenario: str, path: str) -> List[Dic
         if s.scenario != scenario or s.path != path or s.pass_ not in _GUARDED:
             continue
         dur = float(s.latency_ms or 0.0) * 1000.0
-        ev.append(_slice(f"step {s.step}", "step", pid, HOST, off, dur,
+        yield (_slice(f"step {s.step}", "step", pid, HOST, off, dur,
                          {"warmup": s.warmup, "latency_ms": s.latency_ms,
                           "device_ms": s.device_ms, "hidden_syncs": s.syncs}))
         at = off
@@ -128,14 +125,13 @@ def _measured(result: RunResult, pid: int, scenario: str, path: str) -> List[Dic
             wait = float(e.get("wait_us") or 0.0)
             hidden = not e.get("allowed")
             site = f"{e.get('filename')}:{e.get('lineno')}"
-            ev.append(_slice(f"{'hidden' if hidden else 'allowed'} sync: {shown_site(site)}",
+            yield (_slice(f"{'hidden' if hidden else 'allowed'} sync: {shown_site(site)}",
                              "sync", pid, SYNCS, at, wait,
                              {"site": site, "api": e.get("api"), "hidden": hidden,
                               "step": s.step, "wait_us": e.get("wait_us"),
                               "position": "unknown within the step (no profiler trace)"}))
             at += wait
         off += dur
-    return ev
 
 
 def _profiler(file: str, first_pid: int, label: str) -> List[Dict[str, Any]]:
@@ -168,23 +164,26 @@ def _profiler(file: str, first_pid: int, label: str) -> List[Dict[str, Any]]:
     return out
 
 
-def build(result: RunResult) -> Dict[str, Any]:
-    """The trace as a JSON-ready dict (``traceEvents``, ``displayTimeUnit``, ``otherData``)."""
+def _profile(result: RunResult) -> Tuple[str, bool]:
+    """The header's device profile, and whether the trace is the modeled timeline."""
     tl = result.header.get("timeline")
     profile = str(tl.get("profile")) if isinstance(tl, dict) else ""
-    modeled = bool(profile) and bool(result.timelines)
-    events: List[Dict[str, Any]] = []
-    profiled: List[str] = []
+    return profile, bool(profile) and bool(result.timelines)
+
+
+def _events(result: RunResult, profiled: List[str]) -> Iterator[Dict[str, Any]]:
+    """The trace events, one at a time (a long run's trace is written as they come, never
+    held whole); the profiler traces merged in are added to ``profiled``."""
+    profile, modeled = _profile(result)
     for i, (scenario, path) in enumerate(_groups(result)):
         pid = i + 1
-        events.append(_meta(pid, 0, "process_name", f"{scenario} / {path}"))
-        events.append(_meta(pid, HOST, "thread_name", "host thread"))
-        events.append(_meta(pid, DEVICE, "thread_name",
-                            f"device stream (modeled, {profile})" if modeled
-                            else "device stream"))
-        events.append(_meta(pid, SYNCS, "thread_name", "syncs (host read -> device drain)"))
-        events += (_modeled(result, pid, scenario, path, profile) if modeled
-                   else _measured(result, pid, scenario, path))
+        yield _meta(pid, 0, "process_name", f"{scenario} / {path}")
+        yield _meta(pid, HOST, "thread_name", "host thread")
+        yield _meta(pid, DEVICE, "thread_name",
+                    f"device stream (modeled, {profile})" if modeled else "device stream")
+        yield _meta(pid, SYNCS, "thread_name", "syncs (host read -> device drain)")
+        yield from (_modeled(result, pid, scenario, path, profile) if modeled
+                    else _measured(result, pid, scenario, path))
         if result.source and not modeled:
             from ..driving.timing import profiler_file
 
@@ -195,7 +194,12 @@ def build(result: RunResult) -> Dict[str, Any]:
                 if got:
                     profiled.append(os.path.relpath(file, os.path.dirname(
                         os.path.abspath(result.source))))
-                    events += got
+                    yield from got
+
+
+def _other(result: RunResult, profiled: List[str]) -> Dict[str, Any]:
+    """``otherData``: where the trace's times come from."""
+    profile, modeled = _profile(result)
     source = (f"modeled timeline on device profile {profile} (syncguard.model.timeline): derived "
               f"from the recorded op stream, not measured" if modeled else
               "measured step latencies of the counted pass, laid end to end; sync positions "
@@ -204,12 +208,36 @@ def build(result: RunResult) -> Dict[str, Any]:
         source += ("; plus torch.profiler traces of a few steps per path (a separate pass "
                    "after the timed one), their processes named '<scenario> / <path>: "
                    "torch.profiler ...': " + ", ".join(profiled))
+    if result.sampled and not modeled:
+        source += ("; the syncs drawn are the events the result holds (the first of each "
+                   "site; exec --all-events holds every one), each step's hidden_syncs its "
+                   "full count")
+    return {"source": source, "profile": profile or None, "profiler_traces": profiled,
+            "syncguard": result.header.get("env", {}).get("syncguard")}
+
+
+def build(result: RunResult) -> Dict[str, Any]:
+    """The trace as a JSON-ready dict (``traceEvents``, ``displayTimeUnit``, ``otherData``)."""
+    profiled: List[str] = []
+    events = list(_events(result, profiled))
     return {"traceEvents": events, "displayTimeUnit": "ms",
-            "otherData": {"source": source, "profile": profile or None,
-                          "profiler_traces": profiled,
-                          "syncguard": result.header.get("env", {}).get("syncguard")}}
+            "otherData": _other(result, profiled)}
 
 
 def render(result: RunResult, **_: Any) -> str:
     """``trace.json`` text (see :func:`build`)."""
     return json.dumps(build(result), separators=(",", ":")) + "\n"
+
+
+def write(result: RunResult, f: IO[str]) -> None:
+    """``trace.json`` written to ``f`` event by event: the same document as :func:`render`,
+    without holding a long run's events at once."""
+    enc = json.JSONEncoder(separators=(",", ":"))
+    profiled: List[str] = []
+    f.write('{"traceEvents":[')
+    for i, e in enumerate(_events(result, profiled)):
+        if i:
+            f.write(",")
+        f.write(enc.encode(e))
+    f.write('],"displayTimeUnit":"ms","otherData":' + enc.encode(_other(result, profiled))
+            + "}\n")

@@ -393,53 +393,63 @@ def per_step(result: RunResult, scenario: str) -> pd.DataFrame:
 
     recs = [s for s in result.steps if s.scenario == scenario]
     paths = ordered_paths(s.path for s in recs)
-    # the first round's record stands for the step; its latency is the median over rounds
-    by: Dict[Tuple[int, str, str], StepRecord] = {(s.step, s.path, s.pass_): s
-                                                  for s in reversed(recs)}
-    lat_rounds: Dict[Tuple[int, str], List[float]] = {}
+    # built column by column (a 100,000-step exec run makes no dict per step): per path and
+    # pass, the first round's record stands for the step; its latency is the median over
+    # rounds (a list only where a step has more than one)
+    first: Dict[Tuple[str, str], Dict[int, StepRecord]] = {}
+    lat: Dict[str, Dict[int, Any]] = {p: {} for p in paths}
     for s in recs:
+        first.setdefault((s.path, s.pass_), {}).setdefault(s.step, s)
         if s.pass_ in ("timed", "exec") and s.latency_ms is not None and not is_missing(
                 s.latency_ms):  # exec: one pass, timed under the guard
-            lat_rounds.setdefault((s.step, s.path), []).append(float(s.latency_ms))
+            had = lat[s.path].get(s.step)
+            lat[s.path][s.step] = s.latency_ms if had is None else (
+                had + [s.latency_ms] if type(had) is list else [had, s.latency_ms])
     steps = sorted({s.step for s in recs})
-    rows: List[Dict[str, Any]] = []
+    none: Dict[int, StepRecord] = {}
+    counted = {p: first.get((p, "counted")) or first.get((p, "exec")) or none for p in paths}
+    timed = {p: first.get((p, "timed")) or first.get((p, "exec")) or none for p in paths}
+    cols: Dict[str, List[Any]] = {"step": steps, "batch_size": [], "warmup": []}
+    for p in paths:
+        cols[f"{p}.branch"], cols[f"{p}.syncs"], cols[f"{p}.latency_ms"] = [], [], []
+    nan = _nan()
     for step in steps:
-        row: Dict[str, Any] = {"step": step}
-        batch: Any = _nan()
+        batch: Any = nan
         warm = False
-        for path in paths:
-            c = by.get((step, path, "counted")) or by.get((step, path, "exec"))
-            t = by.get((step, path, "timed")) or by.get((step, path, "exec"))
+        for p in paths:
+            c, t = counted[p].get(step), timed[p].get(step)
             any_rec = c or t
             if any_rec is not None:
-                if is_missing(batch) and any_rec.pass_ != "exec":  # exec: batch not known
+                if batch is nan and any_rec.pass_ != "exec":  # exec: batch not known
                     batch = any_rec.batch_size
                 warm = warm or bool(any_rec.warmup)
-            row[f"{path}.branch"] = "" if any_rec is None else (
-                branch_label(any_rec) or str((any_rec.labels or {}).get("phase", "")))
-            row[f"{path}.syncs"] = c.syncs if c is not None else _nan()
-            row[f"{path}.latency_ms"] = _percentile(lat_rounds.get((step, path), []), 50)
-        row["batch_size"] = batch
-        row["warmup"] = warm
-        rows.append(row)
+            cols[f"{p}.branch"].append("" if any_rec is None else (
+                branch_label(any_rec) or str((any_rec.labels or {}).get("phase", ""))))
+            cols[f"{p}.syncs"].append(c.syncs if c is not None else nan)
+            v = lat[p].get(step)
+            cols[f"{p}.latency_ms"].append(
+                nan if v is None else _percentile(v, 50) if type(v) is list else float(v))
+        cols["batch_size"].append(batch)
+        cols["warmup"].append(warm)
 
-    def pattern(r: Dict[str, Any]) -> Tuple[Any, ...]:
+    def pattern(i: int) -> Tuple[Any, ...]:
         out: List[Any] = []
         for p in paths:
-            s = r[f"{p}.syncs"]
-            out += [r[f"{p}.branch"], None if is_missing(s) else s]
+            s = cols[f"{p}.syncs"][i]
+            out += [cols[f"{p}.branch"][i], None if is_missing(s) else s]
         return tuple(out)
 
-    common = Counter(pattern(r) for r in rows if not r["warmup"]).most_common(1)
+    common = Counter(pattern(i) for i in range(len(steps))
+                     if not cols["warmup"][i]).most_common(1)
     mode = common[0][0] if common else None
-    for r in rows:
-        branches = {r[f"{p}.branch"] for p in paths if r[f"{p}.branch"]}
-        r["notable"] = len(branches) > 1 or (not r["warmup"] and pattern(r) != mode)
-    cols = ["step", "batch_size", "warmup"]
+    cols["notable"] = [
+        len({cols[f"{p}.branch"][i] for p in paths if cols[f"{p}.branch"][i]}) > 1
+        or (not cols["warmup"][i] and pattern(i) != mode) for i in range(len(steps))]
+    order = ["step", "batch_size", "warmup"]
     for p in paths:
-        cols += [f"{p}.branch", f"{p}.syncs", f"{p}.latency_ms"]
-    cols.append("notable")
-    return pd.DataFrame(rows, columns=cols)
+        order += [f"{p}.branch", f"{p}.syncs", f"{p}.latency_ms"]
+    order.append("notable")
+    return pd.DataFrame({k: cols[k] for k in order}, columns=order)
 
 
 def elide(n_rows: int, notable: Sequence[bool], head: int = 5,

@@ -609,14 +609,17 @@ class RunResult:
         """One row per step record; columns and units in :data:`STEP_COLUMNS`."""
         import pandas as pd
 
-        cols = list(STEP_COLUMNS)
-        rows = []
-        for r in self.steps:
-            d = r.to_dict()
-            d["labels"] = None if r.labels is None else json.dumps(r.labels, sort_keys=True,
-                                                                   default=str)
-            rows.append({k: d[k] for k in cols})
-        return pd.DataFrame(rows, columns=cols)
+        # column by column, each list freed once it is a column: a long run's steps are not
+        # made into a dict each
+        df = pd.DataFrame(index=pd.RangeIndex(len(self.steps)))
+        for col in STEP_COLUMNS:
+            attr = "pass_" if col == "pass" else col
+            values = [getattr(r, attr) for r in self.steps]
+            if col == "labels":
+                values = [None if v is None else json.dumps(v, sort_keys=True, default=str)
+                          for v in values]
+            df[col] = pd.Series(values, index=df.index, dtype=None if values else object)
+        return df
 
     def events_df(self) -> pd.DataFrame:
         """One row per sync event; columns in :data:`EVENT_COLUMNS` (plus ``lineno`` and

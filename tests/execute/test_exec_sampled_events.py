@@ -152,3 +152,26 @@ def test_reads_keep_their_own_step_count_wait_and_warmup(tmp_path: Any) -> None:
     assert [(e["step"], e["count"], e["wait_us"], e["warmup"]) for e in read] == [
         (5, 2, 7.5, True), (6, 1, None, False)]
     assert all("ref" not in e and e["lineno"] == 3 for e in read)
+
+
+def test_a_long_runs_reports_are_written_as_the_whole_documents_would_be(
+        budgets: None, tmp_path: Any, capsys: pytest.CaptureFixture) -> None:
+    """trace.json and steps.csv are streamed into their files; they are the documents
+    render() makes, and the trace says its sync slices are the events the result holds."""
+    import io
+
+    from syncguard import renderers
+    from syncguard.renderers import trace
+
+    out = str(tmp_path / "o")
+    _exec(capsys, out)
+    res = results.load(out)
+    for name, fmt in (("trace.json", "trace"), ("steps.csv", "csv-steps")):
+        with open(os.path.join(out, name), encoding="utf-8", newline="") as f:
+            assert f.read() == renderers.RENDERERS[fmt].render(res), name
+    buf = io.StringIO()
+    trace.write(res, buf)
+    doc = json.loads(buf.getvalue())
+    assert "the syncs drawn are the events the result holds" in doc["otherData"]["source"]
+    steps = [e for e in doc["traceEvents"] if e.get("cat") == "step"]
+    assert len(steps) == STEPS and steps[-1]["args"]["hidden_syncs"] == 2  # `item`, and `allowed` (no --allow)
