@@ -174,4 +174,4 @@ def test_a_long_runs_reports_are_written_as_the_whole_documents_would_be(
     doc = json.loads(buf.getvalue())
     assert "the syncs drawn are the events the result holds" in doc["otherData"]["source"]
     steps = [e for e in doc["traceEvents"] if e.get("cat") == "step"]
-    assert len(steps) == STEPS and steps[-1]["args"]["hidden_syncs"] == 2  # `item`, and `allowed` (no --allow)
+    assert len(steps) == STEPS and steps[-1]["args"]["hidden_syncs"] == 2  # item, allowed
