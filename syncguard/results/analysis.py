@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from typing import TYPE_CHECKING, Any, Dict, Iterable, List, Optional, Sequence, Tuple
+from typing import TYPE_CHECKING, Any, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple
 
 from .._words import step_ranges
 
@@ -215,9 +215,11 @@ def branch_counts(records: Iterable[StepRecord]) -> str:
     return ", ".join(f"{b} {n}" for b, n in sorted(c.items(), key=lambda kv: (-kv[1], kv[0])))
 
 
-def _hidden_events(result: RunResult, include_warmup: bool = False) -> List[Dict[str, Any]]:
-    return [e for e in result.iter_events()
-            if not e.get("allowed") and (include_warmup or not e.get("warmup"))]
+def _hidden_events(result: RunResult, include_warmup: bool = False
+                   ) -> Iterator[Dict[str, Any]]:
+    """The hidden sync events, one at a time (a long run's are never all held)."""
+    return (e for e in result.iter_events()
+            if not e.get("allowed") and (include_warmup or not e.get("warmup")))
 
 
 def summary(result: RunResult, baseline: Optional[str] = None) -> pd.DataFrame:
@@ -513,20 +515,23 @@ def sites(result: RunResult, include_allowed: bool = True,
         g = groups.get(key)
         if g is None:
             g = groups[key] = {
-                "count": 0, "steps": [], "reasons": [], "waits": [], "callers": Counter(),
-                "after": set(), "lineages": [],
+                "count": 0, "steps": [], "reasons": [], "wait": 0.0, "waits": 0,
+                "callers": Counter(), "lineages": [],
                 "function": function_name(e.get("function") or "", e.get("stack"))}
         lin = e.get("lineage")
         if lin is not None and len(g["lineages"]) < 1000:  # enough to tell "the same value"
             g["lineages"].append(lin)
         g["callers"][caller_of(e.get("filename"), e.get("stack")) or ("", 0, "")] += 1
-        g["after"].add(e.get("after_step") if e.get("path") == OUTSIDE_PATH else e.get("step"))
+        # the step of a read, or the step begun last before one outside every step: one
+        # int per read (a long run's site holds no set or dict per read)
+        g["steps"].append(e.get("after_step") if e.get("path") == OUTSIDE_PATH
+                          else e.get("step"))
         w = e.get("wait_us")
         if w is not None and not is_missing(w):
-            g["waits"].append(float(w))
+            g["wait"] += float(w)
+            g["waits"] += 1
         cnt = e.get("count")
         g["count"] += int(cnt) if cnt is not None and not is_missing(cnt) else 1
-        g["steps"].append(e.get("step"))
         reason = e.get("reason")
         if reason and reason not in g["reasons"]:
             g["reasons"].append(str(reason))
@@ -545,7 +550,7 @@ def sites(result: RunResult, include_allowed: bool = True,
         scenario, path, filename, lineno, api, op, kind, allowed = key
         function = g["function"]
         n = longest[scenario] if path == OUTSIDE_PATH else counted[(scenario, path)]
-        seen = len(g["after"] - {None})
+        seen = len(set(g["steps"]) - {None})
         caller = g["callers"].most_common(1)[0][0]
         hoist = site_verdict(g["lineages"])
         rows.append({
@@ -553,8 +558,8 @@ def sites(result: RunResult, include_allowed: bool = True,
             "filename": filename, "lineno": lineno, "function": function, "api": api,
             "op": op, "kind": kind, "allowed": allowed, "reason": "; ".join(g["reasons"]),
             "count": g["count"], "steps": step_ranges(g["steps"], max_parts) if path != (
-                OUTSIDE_PATH) else _after(g["after"], max_parts),
-            "wait_us_mean": (sum(g["waits"]) / len(g["waits"])) if g["waits"] else float("nan"),
+                OUTSIDE_PATH) else _after(g["steps"], max_parts),
+            "wait_us_mean": g["wait"] / g["waits"] if g["waits"] else float("nan"),
             "caller_filename": caller[0], "caller_lineno": caller[1],
             "caller_function": caller[2],
             "per_step": grows_with_steps(seen, n),
