@@ -38,9 +38,17 @@ def render_steps(result: RunResult) -> str:
     return _safe_df(result.steps_df()).to_csv(index=False, lineterminator="\n")
 
 
+#: rows of steps.csv made safe and written at a time (a long run's table is not copied whole)
+_CHUNK = 1000
+
+
 def write_steps(result: RunResult, f: IO[str]) -> None:
-    """:func:`render_steps` written to ``f`` as pandas makes it (no copy of the whole text)."""
-    _safe_df(result.steps_df()).to_csv(f, index=False, lineterminator="\n")
+    """:func:`render_steps` written to ``f`` a slice of rows at a time: the same text (each
+    column keeps the whole table's type), without a safe copy of every cell at once."""
+    df = result.steps_df()
+    for start in range(0, max(len(df), 1), _CHUNK):
+        _safe_df(df.iloc[start:start + _CHUNK].copy()).to_csv(f, index=False, header=start == 0,
+                                                       lineterminator="\n")
 
 
 def render_events(result: RunResult) -> str:

@@ -31,7 +31,7 @@ from ._common import (
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
 
-    from ..results.format import RunResult
+    from ..results.format import RunResult, StepRecord
 
 PLOT_HINT = "pip install matplotlib"
 
@@ -227,16 +227,17 @@ def plot_figure(result: RunResult, scenario: str) -> Any:
     paths = plotted_paths(result, scenario)[0]
     # one line per (path, round): each round runs the steps again from fresh state, so a
     # line through every round's points would zig-zag back to step 0
-    lat: Dict[str, Dict[int, List[tuple]]] = {p: {} for p in paths}
-    syn: Dict[str, List[tuple]] = {p: [] for p in paths}
+    # the records themselves, not a (step, value) pair each: a long run's plot holds one
+    # pointer per step and line
+    lat: Dict[str, Dict[int, List[StepRecord]]] = {p: {} for p in paths}
+    syn: Dict[str, List[StepRecord]] = {p: [] for p in paths}
     for s in result.steps:
         if s.scenario != scenario or s.warmup or s.path not in syn:
             continue
         if s.pass_ in ("timed", "exec") and not is_missing(s.latency_ms):
-            lat[s.path].setdefault(int(s.round or 0), []).append(
-                (s.step, float(s.latency_ms)))  # type: ignore[arg-type]
+            lat[s.path].setdefault(int(s.round or 0), []).append(s)
         if s.pass_ in ("counted", "exec"):
-            syn[s.path].append((s.step, s.syncs))
+            syn[s.path].append(s)
     n = max(len(paths), 1)
     k = _bin_size(max([len(v) for p in paths for v in lat[p].values()]
                       + [len(v) for v in syn.values()] + [0]))
@@ -246,14 +247,14 @@ def plot_figure(result: RunResult, scenario: str) -> Any:
                             gridspec_kw={"height_ratios": [3.0] + [1.0] * n})
         ax1, sync_axes = axes[0], list(axes[1:])
         colors = matplotlib.rcParams["axes.prop_cycle"].by_key()["color"]
-        top = max([y for p in paths for _, y in syn[p]] + [1])
+        top = max([s.syncs for p in paths for s in syn[p]] + [1])
         for i, p in enumerate(paths):
             color = colors[i % len(colors)]
             marker, ls = _MARKERS[i % len(_MARKERS)], _LINES[i % len(_LINES)]
             size = max(7.0 - 1.5 * i, 3.0)
             rounds = sorted(lat[p])
             for j, rnd in enumerate(rounds):
-                xs, ys = zip(*_binned(sorted(lat[p][rnd]), k, statistics.median))
+                xs, ys = _binned(lat[p][rnd], "latency_ms", k, statistics.median)
                 label = plot_text(p) + (f" ({len(rounds)} rounds)" if len(rounds) > 1 else "")
                 ax1.plot(xs, ys, marker=marker if k == 1 else None, markersize=size,
                          linestyle=ls,
@@ -262,7 +263,7 @@ def plot_figure(result: RunResult, scenario: str) -> Any:
                          label=label if j == 0 else None)
             ax = sync_axes[i] if i < len(sync_axes) else sync_axes[-1]
             if syn[p]:
-                xs, ys = zip(*_binned(sorted(syn[p]), k, max))
+                xs, ys = _binned(syn[p], "syncs", k, max)
                 ax.step(xs, ys, where="mid", color=color, linewidth=1.6)
                 if k == 1:
                     ax.plot(xs, ys, linestyle="none", marker=marker, markersize=4, color=color)
@@ -302,13 +303,22 @@ def _bin_size(n: int) -> int:
     return max(1, -(-n // MAX_POINTS))
 
 
-def _binned(points: List[tuple], k: int, how: Callable[[List[Any]], Any]) -> List[tuple]:
-    """``points`` (``(step, value)``, sorted) in bins of ``k``: each the bin's first step
-    and ``how`` of its values."""
+def _binned(records: List[StepRecord], field: str, k: int,
+            how: Callable[[List[Any]], Any]) -> Tuple[List[int], List[Any]]:
+    """The steps and ``field`` values of ``records`` in step order, in bins of ``k``: each
+    bin's first step and ``how`` of its values (``k`` 1: every step)."""
+    recs = sorted(records, key=_step_of)
     if k == 1:
-        return points
-    return [(points[i][0], how([y for _, y in points[i:i + k]]))
-            for i in range(0, len(points), k)]
+        return [r.step for r in recs], [getattr(r, field) for r in recs]
+    xs, ys = [], []
+    for i in range(0, len(recs), k):
+        xs.append(recs[i].step)
+        ys.append(how([getattr(r, field) for r in recs[i:i + k]]))
+    return xs, ys
+
+
+def _step_of(record: StepRecord) -> int:
+    return record.step
 
 
 #: the most paths (step names) one plot draws, each a panel, and the most scenarios plotted:

@@ -378,6 +378,15 @@ def _modeled_sync(result: RunResult, scenario: str, path: str, n_steps: int
             _mean([float(x.sync_bubble_us or 0.0) for x in counted]))
 
 
+def _step_of(record: StepRecord) -> int:
+    return record.step
+
+
+def _first(records: List[StepRecord], pass_: str) -> Optional[StepRecord]:
+    """The first of ``records`` of pass ``pass_`` (None when there is none)."""
+    return next((r for r in records if r.pass_ == pass_), None)
+
+
 def per_step(result: RunResult, scenario: str) -> pd.DataFrame:
     """Steps of one scenario side by side, one row per step index.
 
@@ -395,31 +404,28 @@ def per_step(result: RunResult, scenario: str) -> pd.DataFrame:
 
     recs = [s for s in result.steps if s.scenario == scenario]
     paths = ordered_paths(s.path for s in recs)
-    # built column by column (a 100,000-step exec run makes no dict per step): per path and
-    # pass, the first round's record stands for the step; its latency is the median over
-    # rounds (a list only where a step has more than one)
-    first: Dict[Tuple[str, str], Dict[int, StepRecord]] = {}
-    lat: Dict[str, Dict[int, Any]] = {p: {} for p in paths}
-    for s in recs:
-        first.setdefault((s.path, s.pass_), {}).setdefault(s.step, s)
-        if s.pass_ in ("timed", "exec") and s.latency_ms is not None and not is_missing(
-                s.latency_ms):  # exec: one pass, timed under the guard
-            had = lat[s.path].get(s.step)
-            lat[s.path][s.step] = s.latency_ms if had is None else (
-                had + [s.latency_ms] if type(had) is list else [had, s.latency_ms])
-    steps = sorted({s.step for s in recs})
-    none: Dict[int, StepRecord] = {}
-    counted = {p: first.get((p, "counted")) or first.get((p, "exec")) or none for p in paths}
-    timed = {p: first.get((p, "timed")) or first.get((p, "exec")) or none for p in paths}
-    cols: Dict[str, List[Any]] = {"step": steps, "batch_size": [], "warmup": []}
+    # built column by column from the records sorted by step (stable: file order within a
+    # step), so a 100,000-step exec run makes no dict per step: per path, the first counted
+    # (else exec) and timed (else exec) record of the step stands for it; its latency is the
+    # median over the step's rounds
+    recs.sort(key=_step_of)
+    cols: Dict[str, List[Any]] = {"step": [], "batch_size": [], "warmup": []}
     for p in paths:
         cols[f"{p}.branch"], cols[f"{p}.syncs"], cols[f"{p}.latency_ms"] = [], [], []
     nan = _nan()
-    for step in steps:
+    i, n = 0, len(recs)
+    while i < n:
+        step, j = recs[i].step, i
+        while j < n and recs[j].step == step:
+            j += 1
+        group = recs[i:j]
+        i = j
         batch: Any = nan
         warm = False
         for p in paths:
-            c, t = counted[p].get(step), timed[p].get(step)
+            mine = [s for s in group if s.path == p]
+            c = _first(mine, "counted") or _first(mine, "exec")
+            t = _first(mine, "timed") or _first(mine, "exec")
             any_rec = c or t
             if any_rec is not None:
                 if batch is nan and any_rec.pass_ != "exec":  # exec: batch not known
@@ -428,11 +434,14 @@ def per_step(result: RunResult, scenario: str) -> pd.DataFrame:
             cols[f"{p}.branch"].append("" if any_rec is None else (
                 branch_label(any_rec) or str((any_rec.labels or {}).get("phase", ""))))
             cols[f"{p}.syncs"].append(c.syncs if c is not None else nan)
-            v = lat[p].get(step)
-            cols[f"{p}.latency_ms"].append(
-                nan if v is None else _percentile(v, 50) if type(v) is list else float(v))
+            lat = [float(s.latency_ms) for s in mine  # exec: one pass, timed under the guard
+                   if s.pass_ in ("timed", "exec") and s.latency_ms is not None
+                   and not is_missing(s.latency_ms)]
+            cols[f"{p}.latency_ms"].append(lat[0] if len(lat) == 1 else _percentile(lat, 50))
+        cols["step"].append(step)
         cols["batch_size"].append(batch)
         cols["warmup"].append(warm)
+    steps = cols["step"]
 
     def pattern(i: int) -> Tuple[Any, ...]:
         out: List[Any] = []

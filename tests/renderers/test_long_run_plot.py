@@ -19,10 +19,14 @@ def _run(n: int) -> RunResult:
 
 def test_bins_keep_the_median_latency_and_the_most_syncs() -> None:
     assert [html._bin_size(n) for n in (0, 600, 601, 8000)] == [1, 1, 2, 14]
-    pts = [(0, 1.0), (1, 3.0), (2, 2.0), (3, 5.0), (4, 4.0)]
-    assert html._binned(pts, 1, max) is pts
-    assert html._binned(pts, 2, max) == [(0, 3.0), (2, 5.0), (4, 4.0)]
-    assert html._binned(pts, 3, sorted) == [(0, [1.0, 2.0, 3.0]), (3, [4.0, 5.0])]
+    recs = [StepRecord("p", "s", "exec", i, False, 0, i % 2, 0, ms)
+            for i, ms in reversed(list(enumerate([1.0, 3.0, 2.0, 5.0, 4.0])))]
+    assert html._binned(recs, "latency_ms", 1, max) == ([0, 1, 2, 3, 4],
+                                                        [1.0, 3.0, 2.0, 5.0, 4.0])
+    assert html._binned(recs, "latency_ms", 2, max) == ([0, 2, 4], [3.0, 5.0, 4.0])
+    assert html._binned(recs, "latency_ms", 3, sorted) == ([0, 3], [[1.0, 2.0, 3.0],
+                                                                    [4.0, 5.0]])
+    assert html._binned(recs, "syncs", 2, max) == ([0, 2, 4], [1, 1, 0])
 
 
 def test_a_long_runs_plot_is_binned_and_says_so() -> None:
