@@ -495,8 +495,9 @@ def ratio_verdict(r: Ratio, faster: str = "faster", slower: str = "slower") -> s
       both say this;
     - otherwise the interval reaches past the margin on at least one side without lying
       beyond it: it neither shows a difference beyond the margin nor rules one out, and reads
-      ``"no measurable difference (95% CI 0.93-1.08x, 8 rounds)"``, again whether or not it
-      excludes 1.0; when the observed ratio itself, as printed, lies beyond the margin, it adds
+      ``"no measurable difference (95% CI 0.93-1.08x, 8 rounds)"``, or, when it excludes 1.0,
+      ``"0.94x, a difference not shown beyond 5% (95% CI 0.93-0.96x, 8 rounds)"``; when the
+      observed ratio itself, as printed, lies beyond the margin, it adds
       how many rounds would resolve it if it is real (``"; 0.90x, if real, would need about
       14 rounds (6 more)"``, :attr:`Ratio.need`);
     - with too few rounds for an interval ``"too few rounds to tell (1 round, 1.12x): needs at
@@ -518,7 +519,10 @@ def ratio_verdict(r: Ratio, faster: str = "faster", slower: str = "slower") -> s
     if r.within:
         return f"no difference beyond {margin_text()} ({ci})"
     if not r.differs:
-        text = f"no measurable difference ({ci})"
+        lo, hi = r.shown
+        # an interval that excludes 1.0 measured a difference, but not one beyond the margin
+        text = (f"{r.ratio:.2f}x, a difference not shown beyond {margin_text()} ({ci})"
+                if lo > 1.0 or hi < 1.0 else f"no measurable difference ({ci})")
         shown = round(r.ratio, DECIMALS)
         if r.rounds and r.need is not None and _beyond(shown, shown):
             text += (f"; {r.ratio:.2f}x, if real, would need about {r.need} rounds "

@@ -217,7 +217,8 @@ def test_too_few_rounds_say_how_many_are_needed() -> None:
     r = stats.round_ratio(a, b)
     assert r.known and not r.differs and r.need is not None and r.need > 4
     text = stats.ratio_verdict(r)
-    assert text.startswith("no measurable difference (95% CI ") and ", 4 rounds)" in text
+    assert text.startswith("1.11x, a difference not shown beyond 5% (95% CI ") and (
+        ", 4 rounds)" in text)
     assert f"1.11x, if real, would need about {r.need} rounds ({r.need - 4} more)" in text
     # that many rounds of the same spread take the interval past 1.05
     more = stats.round_ratio([[1.0] * 8] * r.need,
@@ -237,7 +238,7 @@ def test_decision_and_print_use_the_same_rounded_interval() -> None:
     # 0.82-0.9496 prints as 0.82-0.95x: it cannot be "faster" beside a bound reading 0.95
     r = stats.Ratio(0.88, 0.82, 0.9496, 40)
     assert not r.differs and not r.within
-    assert stats.ratio_verdict(r) == "no measurable difference (95% CI 0.82-0.95x)"
+    assert stats.ratio_verdict(r) == "0.88x, a difference not shown beyond 5% (95% CI 0.82-0.95x)"
     assert stats.Ratio(0.88, 0.82, 0.9449, 40).differs  # prints 0.94
     # the same at the upper bound: 1.0549 prints 1.05, not beyond; 1.0551 prints 1.06
     assert not stats.Ratio(1.10, 1.0549, 1.15, 40).differs
@@ -294,12 +295,15 @@ def test_fewer_than_30_steps_per_path_claim_no_difference() -> None:
     (0.86, 0.89, True, False, "0.87x, faster (95% CI 0.86-0.89x, 8 rounds)"),
     (1.06, 1.10, True, False, "1.08x, slower (95% CI 1.06-1.10x, 8 rounds)"),
     # bounds printed exactly at the margin are not beyond it
-    (0.90, 0.95, False, False, "no measurable difference (95% CI 0.90-0.95x, 8 rounds)"),
-    (1.05, 1.12, False, False, "no measurable difference (95% CI 1.05-1.12x, 8 rounds)"),
-    # reaching past the margin without lying beyond it: neither shown nor ruled out,
-    # whether or not the interval excludes 1.0
+    (0.90, 0.95, False, False,
+     "0.92x, a difference not shown beyond 5% (95% CI 0.90-0.95x, 8 rounds)"),
+    (1.05, 1.12, False, False,
+     "1.08x, a difference not shown beyond 5% (95% CI 1.05-1.12x, 8 rounds)"),
+    # reaching past the margin without lying beyond it: neither shown nor ruled out; an
+    # interval that excludes 1.0 says it measured a difference, not one beyond the margin
     (0.93, 1.08, False, False, "no measurable difference (95% CI 0.93-1.08x, 8 rounds)"),
-    (0.92, 0.97, False, False, "no measurable difference (95% CI 0.92-0.97x, 8 rounds)"),
+    (0.92, 0.97, False, False,
+     "0.94x, a difference not shown beyond 5% (95% CI 0.92-0.97x, 8 rounds)"),
 ])
 def test_the_margin_decides_every_verdict(lo: float, hi: float, differs: bool, within: bool,
                                           verdict: str) -> None:
