@@ -214,6 +214,8 @@ _STEP_DEFAULTS: Dict[str, Any] = {
     f.name: None if f.default is dataclasses.MISSING else f.default
     for f in dataclasses.fields(StepRecord)}
 _STEP_NAMES = tuple(_STEP_DEFAULTS)
+#: the fields' keys in a result line (``pass_`` is written ``pass``)
+_STEP_KEYS = tuple("pass" if n == "pass_" else n for n in _STEP_NAMES)
 #: a record's field values, in order, in one call
 _step_values = operator.attrgetter(*_STEP_NAMES)
 #: each slot's setter, in field order (slotted records: what the frozen __init__ sets)
@@ -477,10 +479,15 @@ class ResultWriter:
         reads: List[List[Any]] = []
         for ev in events:
             self._read(head, ev, ev.step, lines, reads)
-        d = rec.to_dict()
+        # the fields that hold a value (a missing optional field reads as null): an exec
+        # step leaves nine of them empty, and each step line is encoded on the program's clock
+        d: Dict[str, Any] = {"type": "step"}
+        for k, v in zip(_STEP_KEYS, _step_values(rec)):
+            if v is not None or k == "latency_ms":
+                d[k] = v
         if reads:
             d["reads"] = reads
-        lines.append(self._line({"type": "step", **d}))
+        lines.append(self._line(d))
         self._put("".join(lines))
         if self.error is None and self.clock() - self._synced >= self.SYNC_INTERVAL_S:
             self.sync()
