@@ -291,7 +291,9 @@ def markdown(r: Dict[str, Any]) -> str:
           if m.get("base") else []),
         "The aim is at most 0.5 kB per step. The run keeps counts, not events; the whole "
         "process's peak comes after the program, when exec loads the result back to write its "
-        "reports (every step and event of the file in memory at once).",
+        "reports: a record per step and the first 16 events of each site (the later ones are "
+        "counts on their step's line), each report built from them a column or a slice at a "
+        "time.",
         "",
     ]
     return "\n".join(lines)
