@@ -27,7 +27,8 @@ from typing import Any, Dict, List
 
 from _common import REPORTS, environment, write_report
 
-WORDS = ("faster", "slower", "no difference beyond", "no measurable difference",
+WORDS = ("faster", "slower", "no difference beyond", "a difference not shown beyond",
+         "no measurable difference",
          "evidence too thin", "too few rounds", "too few samples", "no latency")
 
 
@@ -36,6 +37,14 @@ def _load() -> str:
         return " ".join(f"{x:.2f}" for x in os.getloadavg())
     except OSError:
         return "n/a"
+
+
+def verdict_word(text: str) -> str:
+    """The verdict's class in its words (``"faster"``, ``"no difference beyond 5%"``...)."""
+    word = next((w for w in WORDS if w in text), text)
+    if word in ("no difference beyond", "a difference not shown beyond"):
+        word = f"{word} {text.split(word, 1)[1].split()[0]}"  # with the margin: "... 5%"
+    return word
 
 
 def verdicts(result: Path) -> Dict[str, Dict[str, Any]]:
@@ -51,9 +60,7 @@ def verdicts(result: Path) -> Dict[str, Dict[str, Any]]:
         if not r["baseline"] or r["path"] == r["baseline"]:
             continue
         text = _ratio_text(r)
-        word = next((w for w in WORDS if w in text), text)
-        if word == "no difference beyond":  # with the margin: "no difference beyond 5%"
-            word = text.split(" (", 1)[0]
+        word = verdict_word(text)
         out[f"{r['scenario']} {r['path']}"] = {
             "ratio": float(r["ratio_vs_baseline"]),
             "lo": float(r["ratio_lo"]), "hi": float(r["ratio_hi"]),
@@ -120,8 +127,9 @@ def markdown(runs: List[Dict[str, Any]], env: Dict[str, Any], args: List[str]) -
     lines += ["", f"Verdicts in the same words in every run: {same_words} of {len(keys)}; the "
               f"same claim (faster, slower, or none): {same_claims} of {len(keys)}. A claim "
               "needs the interval beyond the 5% margin; without one, an interval within it "
-              "reads no difference beyond 5% and a wider one no measurable difference, which "
-              "differ only in how tight that run's interval was.", ""]
+              "reads no difference beyond 5%, one reaching past the margin a difference not "
+              "shown beyond 5% (when it excludes 1.00x) or no measurable difference: none of "
+              "them a claim, they differ in how tight that run's interval was.", ""]
     return "\n".join(lines)
 
 
@@ -138,8 +146,19 @@ def main(argv: List[str]) -> int:
     p.add_argument("--keep", default=None, metavar="DIR", help="keep the run folders here")
     p.add_argument("--name", default="run_repro",
                    help="report name: reports/bench/NAME.md and NAME.json")
+    p.add_argument("--render", action="store_true",
+                   help="write NAME.md again from NAME.json (no run), the verdict classes "
+                   "read from the verdicts' own texts")
     p.add_argument("run_args", nargs="*", help="passed to syncguard run (after --)")
     a = p.parse_args(argv)
+    if a.render:
+        d = json.loads((REPORTS / f"{a.name}.json").read_text(encoding="utf-8"))
+        for r in d["runs"]:
+            for v in r["verdicts"].values():
+                v["verdict"] = verdict_word(v["text"])
+        (REPORTS / f"{a.name}.md").write_text(markdown(d["runs"], d["env"], d["args"]),
+                                              encoding="utf-8")
+        return 0
     env = environment()
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(a.keep) if a.keep else Path(tmp)
