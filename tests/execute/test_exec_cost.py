@@ -6,8 +6,7 @@ was kept."""
 from __future__ import annotations
 
 import os
-import sys
-from typing import Any, Dict, Iterator, List, Optional, Tuple
+from typing import Any, Dict, List, Optional, Tuple
 
 import pytest
 from _paths import TESTS
@@ -18,17 +17,6 @@ from syncguard.results import format as results
 from syncguard.results.format import ResultWriter, StepRecord
 
 HERE = os.path.join(str(TESTS), "data", "exec")
-
-
-@pytest.fixture
-def budgets(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    monkeypatch.chdir(HERE)
-    monkeypatch.setattr(sys, "path", sys.path[:])
-    monkeypatch.delenv("RANK", raising=False)
-    monkeypatch.delenv("WORLD_SIZE", raising=False)
-    yield
-    for m in ("budgets", "budgets_helper"):
-        sys.modules.pop(m, None)
 
 
 def _run(tmp_path: Any, *opts: str, steps: int = 10) -> Tuple[int, str]:

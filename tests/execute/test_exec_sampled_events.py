@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 import os
 import sys
-from typing import Any, Dict, Iterator, List, Tuple
+from typing import Any, Dict, List, Tuple
 
 import pytest
 from _cli import cli, one_error_line
@@ -20,17 +20,6 @@ from syncguard.results import format as results
 
 HERE = os.path.join(str(TESTS), "data", "exec")
 STEPS = 60  # budgets.py: its `item` site syncs once a step, `between` every other step
-
-
-@pytest.fixture
-def budgets(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    monkeypatch.chdir(HERE)
-    monkeypatch.setattr(sys, "path", sys.path[:])
-    monkeypatch.delenv("RANK", raising=False)
-    monkeypatch.delenv("WORLD_SIZE", raising=False)
-    yield
-    for m in ("budgets", "budgets_helper"):
-        sys.modules.pop(m, None)
 
 
 def _exec(capsys: pytest.CaptureFixture, out: str, *opts: str) -> Tuple[int, str]:
