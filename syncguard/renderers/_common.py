@@ -23,7 +23,8 @@ LEGEND: Tuple[Tuple[str, str], ...] = (
               "interleaved timed pass, with its 95% t interval over the rounds (at least 3); "
               "a difference is claimed only when the interval, as printed, lies wholly beyond "
               "5% of 1.00x (below 0.95x or above 1.05x); wholly within 0.95-1.05x it reads "
-              "no difference beyond 5%, else no measurable difference"),
+              "no difference beyond 5%, else a difference not shown beyond 5% (an interval "
+              "that excludes 1.00x) or no measurable difference"),
     ("saved", "(baseline p50 - this path's p50) latency in us per token, shown only when a "
               "difference is claimed"),
     ("out", "timed steps beyond Tukey's fences (1.5 IQR): counted, never dropped"),
