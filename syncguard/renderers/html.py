@@ -9,6 +9,7 @@ text from the result is escaped with :func:`html.escape`.
 from __future__ import annotations
 
 import io
+import operator
 import statistics
 from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Tuple
 
@@ -307,7 +308,7 @@ def _binned(records: List[StepRecord], field: str, k: int,
             how: Callable[[List[Any]], Any]) -> Tuple[List[int], List[Any]]:
     """The steps and ``field`` values of ``records`` in step order, in bins of ``k``: each
     bin's first step and ``how`` of its values (``k`` 1: every step)."""
-    recs = sorted(records, key=_step_of)
+    recs = sorted(records, key=operator.attrgetter("step"))
     if k == 1:
         return [r.step for r in recs], [getattr(r, field) for r in recs]
     xs, ys = [], []
@@ -315,10 +316,6 @@ def _binned(records: List[StepRecord], field: str, k: int,
         xs.append(recs[i].step)
         ys.append(how([getattr(r, field) for r in recs[i:i + k]]))
     return xs, ys
-
-
-def _step_of(record: StepRecord) -> int:
-    return record.step
 
 
 #: the most paths (step names) one plot draws, each a panel, and the most scenarios plotted:

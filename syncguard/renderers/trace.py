@@ -72,17 +72,17 @@ def _modeled(result: RunResult, pid: int, scenario: str, path: str,
             continue
         lat = float(t["latency_us"])
         step = int(t["step"])
-        yield (_slice(f"step {step}", "step", pid, HOST, off, lat,
-                         {"warmup": bool(t.get("warmup")), "modeled_us": lat,
-                          "device_idle_us": t.get("bubble_us"),
-                          "hidden_sync_cost_us": t.get("hidden_cost_us")}))
+        yield _slice(f"step {step}", "step", pid, HOST, off, lat,
+                     {"warmup": bool(t.get("warmup")), "modeled_us": lat,
+                      "device_idle_us": t.get("bubble_us"),
+                      "hidden_sync_cost_us": t.get("hidden_cost_us")})
         shapes = t.get("shapes") or []
         for i, (name, h0, h1, d0, d1) in enumerate(t.get("spans") or []):
             args = {"inputs": shapes[i]} if i < len(shapes) else {}
             if h1 > h0:
-                yield (_slice(name, "launch", pid, HOST, off + h0, h1 - h0, args))
+                yield _slice(name, "launch", pid, HOST, off + h0, h1 - h0, args)
             if d0 is not None and d1 is not None:
-                yield (_slice(name, "kernel", pid, DEVICE, off + d0, d1 - d0, args))
+                yield _slice(name, "kernel", pid, DEVICE, off + d0, d1 - d0, args)
         for s in t.get("syncs") or []:
             hidden = s.get("allowed") is False
             kind = "hidden sync" if hidden else (
@@ -91,18 +91,18 @@ def _modeled(result: RunResult, pid: int, scenario: str, path: str,
             # only in steps whose op slices were kept)
             wait = float(s["resume_us"]) - float(s["host_us"])
             if wait > 0 and t.get("spans"):
-                yield (_slice(f"wait: {s.get('op')}", "wait", pid, HOST,
-                                 off + float(s["host_us"]), wait,
-                                 {"site": s.get("site"), "api": s.get("api"),
-                                  "host_stall_us": s.get("stall_us")}))
-            yield (_slice(f"{kind}: {shown_site(s.get('site'))}", "sync", pid, SYNCS,
-                             off + float(s["host_us"]),
-                             max(0.0, float(s["drain_us"]) - float(s["host_us"])),
-                             {"site": s.get("site"), "api": s.get("api"), "op": s.get("op"),
-                              "hidden": hidden, "step": step,
-                              "host_stall_us": s.get("stall_us"),
-                              "device_bubble_us": s.get("bubble_us"),
-                              "profile": profile}))
+                yield _slice(f"wait: {s.get('op')}", "wait", pid, HOST,
+                             off + float(s["host_us"]), wait,
+                             {"site": s.get("site"), "api": s.get("api"),
+                              "host_stall_us": s.get("stall_us")})
+            yield _slice(f"{kind}: {shown_site(s.get('site'))}", "sync", pid, SYNCS,
+                         off + float(s["host_us"]),
+                         max(0.0, float(s["drain_us"]) - float(s["host_us"])),
+                         {"site": s.get("site"), "api": s.get("api"), "op": s.get("op"),
+                          "hidden": hidden, "step": step,
+                          "host_stall_us": s.get("stall_us"),
+                          "device_bubble_us": s.get("bubble_us"),
+                          "profile": profile})
         off += lat
 
 
@@ -117,19 +117,19 @@ def _measured(result: RunResult, pid: int, scenario: str, path: str) -> Iterator
         if s.scenario != scenario or s.path != path or s.pass_ not in _GUARDED:
             continue
         dur = float(s.latency_ms or 0.0) * 1000.0
-        yield (_slice(f"step {s.step}", "step", pid, HOST, off, dur,
-                         {"warmup": s.warmup, "latency_ms": s.latency_ms,
-                          "device_ms": s.device_ms, "hidden_syncs": s.syncs}))
+        yield _slice(f"step {s.step}", "step", pid, HOST, off, dur,
+                     {"warmup": s.warmup, "latency_ms": s.latency_ms,
+                      "device_ms": s.device_ms, "hidden_syncs": s.syncs})
         at = off
         for e in events.get(s.step, []):
             wait = float(e.get("wait_us") or 0.0)
             hidden = not e.get("allowed")
             site = f"{e.get('filename')}:{e.get('lineno')}"
-            yield (_slice(f"{'hidden' if hidden else 'allowed'} sync: {shown_site(site)}",
-                             "sync", pid, SYNCS, at, wait,
-                             {"site": site, "api": e.get("api"), "hidden": hidden,
-                              "step": s.step, "wait_us": e.get("wait_us"),
-                              "position": "unknown within the step (no profiler trace)"}))
+            yield _slice(f"{'hidden' if hidden else 'allowed'} sync: {shown_site(site)}",
+                         "sync", pid, SYNCS, at, wait,
+                         {"site": site, "api": e.get("api"), "hidden": hidden,
+                          "step": s.step, "wait_us": e.get("wait_us"),
+                          "position": "unknown within the step (no profiler trace)"})
             at += wait
         off += dur
 

@@ -18,6 +18,7 @@ All functions take a :class:`syncguard.results.format.RunResult` and return a ne
 from __future__ import annotations
 
 import math
+import operator
 from collections import Counter
 from typing import TYPE_CHECKING, Any, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple
 
@@ -378,10 +379,6 @@ def _modeled_sync(result: RunResult, scenario: str, path: str, n_steps: int
             _mean([float(x.sync_bubble_us or 0.0) for x in counted]))
 
 
-def _step_of(record: StepRecord) -> int:
-    return record.step
-
-
 def _first(records: List[StepRecord], pass_: str) -> Optional[StepRecord]:
     """The first of ``records`` of pass ``pass_`` (None when there is none)."""
     return next((r for r in records if r.pass_ == pass_), None)
@@ -408,7 +405,7 @@ def per_step(result: RunResult, scenario: str) -> pd.DataFrame:
     # step), so a 100,000-step exec run makes no dict per step: per path, the first counted
     # (else exec) and timed (else exec) record of the step stands for it; its latency is the
     # median over the step's rounds
-    recs.sort(key=_step_of)
+    recs.sort(key=operator.attrgetter("step"))
     cols: Dict[str, List[Any]] = {"step": [], "batch_size": [], "warmup": []}
     for p in paths:
         cols[f"{p}.branch"], cols[f"{p}.syncs"], cols[f"{p}.latency_ms"] = [], [], []
@@ -437,7 +434,7 @@ def per_step(result: RunResult, scenario: str) -> pd.DataFrame:
             lat = [float(s.latency_ms) for s in mine  # exec: one pass, timed under the guard
                    if s.pass_ in ("timed", "exec") and s.latency_ms is not None
                    and not is_missing(s.latency_ms)]
-            cols[f"{p}.latency_ms"].append(lat[0] if len(lat) == 1 else _percentile(lat, 50))
+            cols[f"{p}.latency_ms"].append(_percentile(lat, 50))
         cols["step"].append(step)
         cols["batch_size"].append(batch)
         cols["warmup"].append(warm)

@@ -598,7 +598,7 @@ class RunResult:
         events = self.events
         yield from events
         r = self.reads
-        for i in range(len(r.event)):
+        for i in range(len(r)):
             d = dict(events[r.event[i]])
             d.pop("ref", None)
             at: Optional[int] = r.at[i] if r.at[i] >= 0 else None
@@ -614,7 +614,7 @@ class RunResult:
     @property
     def sampled(self) -> bool:
         """Whether :attr:`events` is a sample: some syncs were written as counts only."""
-        return len(self.reads.event) > 0
+        return len(self.reads) > 0
 
     @property
     def complete(self) -> bool:
