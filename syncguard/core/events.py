@@ -71,6 +71,24 @@ class Frame:
         return h
 
 
+class Stack(Tuple[Frame, ...]):
+    """A user stack as the hub reports it: :class:`Frame` objects, innermost first, a tuple
+    whose hash is worked out once (a tuple asks each frame again on every hash, and a read's
+    stack is hashed wherever its site is counted or written, on the program's clock). Equal,
+    and hashing equal, to the plain tuple of the same frames."""
+
+    def __new__(cls, frames: Iterable[Frame]) -> Stack:
+        new = super().__new__(cls, frames)
+        new._hash = tuple.__hash__(new)
+        return new
+
+    def __hash__(self) -> int:
+        return self._hash
+
+    def __reduce__(self) -> Any:  # pickled and copied as the plain tuple it equals
+        return (tuple, (tuple(self),))
+
+
 @dataclasses.dataclass(frozen=True)
 class SyncEvent:
     """One host read of device data.
@@ -117,10 +135,11 @@ class SyncEvent:
         ``__init__``'s one ``object.__setattr__`` per field: the hub makes one per read, on
         the program's clock."""
         new = object.__new__(cls)
-        new.__dict__.update(kind=kind, api=api, op=op, filename=filename, lineno=lineno,
-                            function=function, stack=stack, step=step, thread=thread,
-                            allowed=allowed, reason=reason, warmup=warmup, count=count,
-                            device=device, source=source, wait_us=wait_us, lineage=lineage)
+        new.__dict__.update({
+            "kind": kind, "api": api, "op": op, "filename": filename, "lineno": lineno,
+            "function": function, "stack": stack, "step": step, "thread": thread,
+            "allowed": allowed, "reason": reason, "warmup": warmup, "count": count,
+            "device": device, "source": source, "wait_us": wait_us, "lineage": lineage})
         return new
 
     def evolve(self, **changes: Any) -> SyncEvent:

@@ -33,7 +33,7 @@ from typing import (
 
 from .._paths import pkg_path
 from ..standin import is_standin
-from .events import Frame, HostSyncError, SyncEvent
+from .events import Frame, HostSyncError, Stack, SyncEvent
 
 log = logging.getLogger("syncguard")
 
@@ -44,6 +44,8 @@ class SyncGuard(Protocol):
 
     on_sync: str
     devices: FrozenSet[str]
+    #: ``(pattern, reason)`` of the call sites it allows
+    allow_sites_of: List[Tuple[str, str]]
     model: Optional[str]
     stack_depth: int
     #: the guard's raised errors that the code under it caught (each guard learns of them)
@@ -76,6 +78,8 @@ _SITE = tuple(sorted({os.path.abspath(p) + os.sep for k, p in sysconfig.get_path
                       if k in ("purelib", "platlib")} | {os.path.abspath(p) + os.sep
                                                          for p in site.getsitepackages()}))
 
+_current_thread = threading.current_thread
+
 _allow_reason: contextvars.ContextVar[Optional[str]] = contextvars.ContextVar(
     "syncguard_allow", default=None
 )
@@ -107,6 +111,9 @@ class Backend(NamedTuple):
 #: (``devices=("cpu",)`` with ``model=``): model name -> (reads, source).
 ByModel = Dict[str, Tuple[int, str]]
 
+
+#: the deepest calling stack :meth:`Hub.user_stack` keeps its answer for (deeper: walked)
+_CHAIN_MAX = 96
 
 # -- compiled code -------------------------------------------------------------------------
 # torch.compile runs generated code: FX graph modules (``<eval_with_key>.N``: Dynamo's graph
@@ -210,6 +217,10 @@ class Hub:
         #: (id of code, last instruction) -> (code, the Frame it reports): a call site's
         #: frame, the same every step
         self._frame_cache: Dict[Tuple[int, int], Tuple[Any, Frame]] = {}
+        #: a whole calling stack (each frame's code and last instruction) -> (its codes, the
+        #: user stack it gives): a loop's read comes from the same stack every step
+        self._chain_cache: Dict[Tuple[Any, ...], Tuple[Tuple[Any, ...],
+                                                       Tuple[Frame, ...]]] = {}
         self._skip_prefixes: Tuple[str, ...] = self._compute_skip_prefixes()
         self._reporting: Tuple[str, ...] = ()
         # Classification state, recomputed from the active guards as they enter and leave:
@@ -249,7 +260,7 @@ class Hub:
     def push(self, guard: SyncGuard) -> None:
         with self.lock:
             if guard not in self.guards:  # listed once, whatever the caller does
-                self.guards.append(guard)
+                self.guards = [*self.guards, guard]
             self._refresh()
 
     def heal(self) -> List[SyncGuard]:
@@ -270,7 +281,7 @@ class Hub:
     def remove(self, guard: SyncGuard) -> None:
         with self.lock:
             if guard in self.guards:
-                self.guards.remove(guard)
+                self.guards = [g for g in self.guards if g is not guard]
             self._refresh()
 
     def _refresh(self) -> None:
@@ -288,6 +299,7 @@ class Hub:
         self._skip_cache.clear()
         self._info_cache.clear()  # built on _skip
         self._frame_cache.clear()
+        self._chain_cache.clear()
 
     def register_backend(self, backend: Backend) -> None:
         with self.lock:
@@ -357,12 +369,40 @@ class Hub:
     def user_stack(self, depth: int = 8, skip: int = 0) -> Tuple[Frame, ...]:
         """The user's frames of the calling stack, innermost first, at most ``depth``.
 
-        Called on every read, so each frame costs one lookup: the code object's facts
-        (:meth:`_code_info`) and the :class:`Frame` of an instruction are worked out once
-        (a frame's line is a function of its code and its last instruction) and kept."""
+        Called on every read. The answer is a function of the stack's code objects and
+        their last instructions (a frame's line follows from them), so it is kept per such
+        stack (:data:`_CHAIN_MAX` frames at most): a read repeated from the same stack, as a
+        loop's is every step, costs one walk reading two attributes a frame and one lookup.
+        A stack with a frame of code torch.compile generated is worked out each time."""
+        f = sys._getframe(1 + skip)
+        codes: List[Any] = []
+        lastis: List[int] = [depth]
+        g: Optional[FrameType] = f
+        while g is not None and len(codes) < _CHAIN_MAX:
+            codes.append(g.f_code)
+            lastis.append(g.f_lasti)
+            g = g.f_back
+        if g is None:
+            key = (*map(id, codes), *lastis)
+            hit = self._chain_cache.get(key)
+            if hit is not None:  # its codes are held: their ids are theirs
+                return hit[1]
+        stack, cacheable = self._walk(f, depth)
+        if g is None and cacheable:
+            if len(self._chain_cache) >= 4096:
+                self._chain_cache.clear()
+            self._chain_cache[key] = (tuple(codes), stack)
+        return stack
+
+    def _walk(self, f: Optional[FrameType], depth: int) -> Tuple[Tuple[Frame, ...], bool]:
+        """:meth:`user_stack` from frame ``f`` outwards, and whether the answer may be kept
+        for the same stack (not when a frame's code may be torch.compile's: its lines map
+        through the compiler's registries). Each frame costs one lookup: the code object's
+        facts (:meth:`_code_info`) and the :class:`Frame` of an instruction are worked out
+        once and kept."""
+        cacheable = True
         frames: List[Frame] = []
         soft: List[bool] = []
-        f = sys._getframe(1 + skip)
         root: Optional[Frame] = None  # a compiled region's own function, mapped already
         info_of, frame_at = self._info_cache.get, self._frame_cache.get
         limit = depth + 8
@@ -374,6 +414,7 @@ class Hub:
                 f = f.f_back  # type: ignore[assignment]
                 continue
             if info[1]:  # maybe generated by torch.compile
+                cacheable = False
                 mapped = compiled_source(f)
                 if mapped is not None:  # generated code: the user's lines it was made from
                     mapped = tuple(fr for fr in mapped if not self.skip(fr.filename))
@@ -403,7 +444,7 @@ class Hub:
             f = f.f_back  # type: ignore[assignment]
         if not all(soft):  # blame user code; keep the soft frames only when there is none
             frames = [fr for fr, sf in zip(frames, soft) if not sf]
-        return tuple(frames[:depth])
+        return Stack(frames[:depth]), cacheable
 
     # -- delivery ---------------------------------------------------------------------
     @property
@@ -431,8 +472,8 @@ class Hub:
         host reads, or (an op sync model's in-kernel reads on a device type without a model
         of its own) a :data:`ByModel` mapping: each guard takes its own model's entry.
         ``read``: the call's arguments (the tensors read), for the lineage tracker if on."""
-        guards = list(self.guards)
-        if not guards or self._in_reporting():
+        guards = self.guards  # replaced, never changed in place, as guards come and go
+        if not guards or (self._reporting and self._in_reporting()):
             return
         lineage = None
         if read is not None and self.lineage is not None and kind not in _NO_LINEAGE:
@@ -442,7 +483,7 @@ class Hub:
                 log.debug("syncguard: lineage of a read failed", exc_info=True)
         stack = self.user_stack(max(g.stack_depth for g in guards), skip=1)
         top = stack[0] if stack else Frame("<unknown>", 0, "<unknown>")
-        thread = threading.current_thread().name
+        thread = _current_thread().name
         reason = _allow_reason.get()
         raise_for: Optional[SyncEvent] = None
         raisers: List[SyncGuard] = []
@@ -455,14 +496,13 @@ class Hub:
                 if per is None:
                     continue  # this guard's model (or none) says the op reads nothing
                 n, src = per
-            allowed_reason = reason or g.site_allowed(stack)
+            allowed_reason = reason or (g.site_allowed(stack) if g.allow_sites_of else None)
             step, warm = g.current_step()
             ev = SyncEvent.make(
-                kind=kind, api=api, op=op, filename=top.filename, lineno=top.lineno,
-                function=top.function, stack=stack[: g.stack_depth], step=step, thread=thread,
-                allowed=allowed_reason is not None, reason=allowed_reason, warmup=warm,
-                count=n, device=device, source=src, wait_us=wait_us, lineage=lineage,
-            )
+                kind, api, op, top.filename, top.lineno, top.function,
+                stack if len(stack) <= g.stack_depth else stack[: g.stack_depth], step,
+                thread, allowed_reason is not None, allowed_reason, warm, n, device, src,
+                wait_us, lineage)
             g._record(ev)
             if g.on_sync == "log":
                 log.warning("host sync: %s", ev.describe())

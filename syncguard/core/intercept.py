@@ -220,18 +220,21 @@ def _call_reporting(hit: Hits, api: str, call: Callable[..., Any], args: Tuple[A
     try:
         if hit is QUIET:
             return call(*args, **kwargs)
-        hits = hit if isinstance(hit, list) else [hit]
-        if HUB.raising:  # report first: "raise" stops the call before it syncs
-            for kind, op, device, count, source in hits:
-                HUB.deliver(kind, api, op, device, count, source, read=args)
+        if HUB._raising:  # report first: "raise" stops the call before it syncs
+            for kind, op, device, count, source in (hit if isinstance(hit, list) else [hit]):
+                HUB.deliver(kind, api, op, device, count, source, None, args)
             return call(*args, **kwargs)
         # Time the call: on a real device, how long the host waited in this sync.
         t0 = _perf()
         out = call(*args, **kwargs)
         wait = (_perf() - t0) * 1e6
-        for i, (kind, op, device, count, source) in enumerate(hits):
-            HUB.deliver(kind, api, op, device, count, source,
-                        wait if i == len(hits) - 1 else None, read=args)
+        if isinstance(hit, list):
+            for i, (kind, op, device, count, source) in enumerate(hit):
+                HUB.deliver(kind, api, op, device, count, source,
+                            wait if i == len(hit) - 1 else None, args)
+        else:
+            kind, op, device, count, source = hit
+            HUB.deliver(kind, api, op, device, count, source, wait, args)
         return out
     finally:
         tls.busy -= 1

@@ -14,8 +14,9 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 from ..core import signals as _signals
 from ..core.events import SyncEvent
 from ..core.guard import SyncGuard
+from ..core.steps import is_warmup
 from ..gate.verdicts import Tally
-from ..results.format import OUTSIDE_PATH, ResultWriter, StepRecord
+from ..results.format import OUTSIDE_PATH, ResultWriter
 
 #: ``pass`` of exec step records: the program ran once, under the guard, so each record is
 #: both the counted and the timed pass (host latency includes the interceptors' cost).
@@ -188,8 +189,11 @@ class ExecSession:
 
     def _on_event(self, ev: SyncEvent) -> None:
         st = _OPEN.get()
-        if self._mine(st):
-            st.events.append(ev)  # type: ignore[union-attr]
+        if st is not None and st.session is self and not st.closed:
+            # the hub made this event for this session's guard alone, a moment ago, and
+            # nothing else holds it yet: its step is set in place (no copy per read)
+            ev.__dict__["step"] = st.index
+            st.events.append(ev)
             return
         lp = _LOOP.get()
         with self._lock:
@@ -336,8 +340,7 @@ class ExecSession:
         with self._lock:
             st.closed = True
             self._steps.pop(id(st), None)
-            evs = [e.evolve(step=st.index) for e in st.events]
-            self._close(st.name, st.index, st.t0, st.dev, evs,
+            self._close(st.name, st.index, st.t0, st.dev, st.events,
                         None if raised is None else {"raised": raised})
 
     def _flush(self) -> None:
@@ -361,26 +364,36 @@ class ExecSession:
             self._timer.stop(st.dev)
 
     def _record(self, name: str, i: int, warmup_steps: int, evs: List[SyncEvent],
-                latency_ms: Optional[float], device_ms: Optional[float],
+                latency_ms: float, device_ms: Optional[float],
                 labels: Optional[Dict[str, str]] = None) -> None:
         """Write step ``i`` of ``name``: a warm-up step when it is one of the first
         ``warmup_steps`` of its name (its events then marked warm-up: the guard counts every
-        step of an ``exec`` run, since steps are numbered per name)."""
-        rec = StepRecord.from_events(self.program, name, EXEC_PASS, i, warmup_steps, evs,
-                                     latency_ms, device_ms=device_ms, rank=self.rank,
-                                     labels=labels)
+        step of an ``exec`` run, since steps are numbered per name). The record is the one
+        ``StepRecord.from_events`` makes of the same events, written by
+        :meth:`ResultWriter.exec_step` without building it (once per step, on the program's
+        clock)."""
+        warm = is_warmup(i, warmup_steps)
+        syncs = allowed = 0
+        wait = 0.0
+        for e in evs:
+            if e.allowed:
+                allowed += e.count
+            else:
+                syncs += e.count
+                wait += e.wait_us or 0.0
         tot = self.totals.get(name)
         if tot is None:
             tot = self.totals[name] = StepTotals(name, tally=Tally(
                 keep_events=self.keep_events))
         tot.steps += 1
-        if rec.warmup:
+        if warm:
             evs = [e.evolve(warmup=True) for e in evs]
         else:
-            tot.syncs += rec.syncs
+            tot.syncs += syncs
             tot.tally.extend(evs)  # the hidden ones, counted
         self.write_outside()  # made before this step ended: above its lines in the file
-        self.writer.step(rec, evs)
+        self.writer.exec_step(self.program, name, EXEC_PASS, i, warm, syncs, allowed,
+                              latency_ms, device_ms, wait, labels, self.rank, evs)
 
     def write_outside(self) -> None:
         """Write the outside events not written yet (path ``OUTSIDE_PATH``, each with

@@ -355,6 +355,13 @@ class ResultWriter:
             # second run writing the same file is refused instead of interleaving its lines
             stream = os.fdopen(claim(path, force=True), "w", encoding="utf-8")
         self._f: Optional[IO[str]] = stream
+        # each line goes to the file descriptor in one write (no text layer, nothing held in
+        # a buffer between steps); a stream without one (a StringIO) is written and flushed
+        self._fd: Optional[int] = _fileno(stream)
+        # (scenario, path, pass, rank) -> the start of its step lines, encoded once
+        # and of its event lines
+        self._step_heads: Dict[Tuple[str, str, str, Optional[int]],
+                               Tuple[str, Dict[str, Any]]] = {}
         # each distinct call stack encoded once: most of an event line, the same every step
         self._stacks: Dict[Tuple[Any, ...], str] = {}
         # the lineage trees written (by tree_id): each one once per file
@@ -417,8 +424,16 @@ class ResultWriter:
         if self.error is not None:
             return
         try:
-            self._f.write(text)
-            self._f.flush()
+            fd = self._fd
+            if fd is None:
+                self._f.write(text)
+                self._f.flush()
+                return
+            data = text.encode("utf-8")
+            n = os.write(fd, data)
+            while n < len(data):  # a short write (a signal, a nearly full disk): the rest
+                data = data[n:]
+                n = os.write(fd, data)
         except OSError as exc:  # never raised into the program being recorded
             self._failed(exc)
 
@@ -448,7 +463,7 @@ class ResultWriter:
             self._failed(exc)
 
     def _read(self, head: Dict[str, Any], ev: SyncEvent, at: Optional[int],
-              lines: List[str], reads: List[List[Any]]) -> None:
+              lines: List[str], reads: List[str]) -> None:
         """``ev`` as a whole event line (into ``lines``) while its site has had fewer than
         :attr:`events_per_site` of them, else as a read of that site (into ``reads``:
         ``[ref, at, count, wait_us, warmup]``, ``at`` the step, or ``after_step`` outside
@@ -456,17 +471,17 @@ class ResultWriter:
         if self.events_per_site is None or ev.lineage is not None:
             lines.append(self._event_line(head, ev))
             return
-        key = (head["scenario"], head["path"], head["pass"], head.get("rank"), ev.kind,
-               ev.api, ev.op, ev.filename, ev.lineno, ev.function, ev.stack, ev.thread,
-               ev.allowed, ev.reason, ev.device, ev.source)
+        key = (head["scenario"], head["path"], head["pass"], head.get("rank"), *_site_of(ev))
         ref = self._refs.get(key)
         if ref is None:
             ref = self._refs[key] = [len(self._refs), 0]
         if ref[1] < self.events_per_site:
             ref[1] += 1
             lines.append(self._event_line({**head, "ref": ref[0]}, ev))
-        else:
-            reads.append([ref[0], at, ev.count, ev.wait_us, ev.warmup])
+        else:  # as JSON text: a step line's reads are written with it, as they come
+            w = ev.wait_us
+            reads.append(f'[{ref[0]:d},{"null" if at is None else int(at)},{int(ev.count)},'
+                         f'{_ns(w, _US)},{"true" if ev.warmup else "false"}]')
 
     def step(self, rec: StepRecord, events: List[SyncEvent]) -> None:
         """One finished step with its events: the events first, so a step line always has
@@ -476,7 +491,7 @@ class ResultWriter:
         head = {"type": "event", "scenario": rec.scenario, "path": rec.path,
                 "pass": rec.pass_, **extra}
         lines: List[str] = []
-        reads: List[List[Any]] = []
+        reads: List[str] = []
         for ev in events:
             self._read(head, ev, ev.step, lines, reads)
         # the fields that hold a value (a missing optional field reads as null): an exec
@@ -485,9 +500,50 @@ class ResultWriter:
         for k, v in zip(_STEP_KEYS, _step_values(rec)):
             if v is not None or k == "latency_ms":
                 d[k] = v
+        text = self._line(d)
         if reads:
-            d["reads"] = reads
-        lines.append(self._line(d))
+            text = text[:-2] + ',"reads":[' + ",".join(reads) + "]}\n"
+        lines.append(text)
+        self._put("".join(lines))
+        if self.error is None and self.clock() - self._synced >= self.SYNC_INTERVAL_S:
+            self.sync()
+
+    def exec_step(self, scenario: str, path: str, pass_: str, step: int, warmup: bool,
+                  syncs: int, allowed: int, latency_ms: float, device_ms: Optional[float],
+                  wait_us: float, labels: Optional[Dict[str, Any]], rank: Optional[int],
+                  events: Sequence[SyncEvent]) -> None:
+        """One finished ``exec`` step, as :meth:`step` writes the record
+        ``StepRecord.from_events`` makes of these values (``batch_size`` 0, no tokens, round
+        or modeled fields) but formatted straight into its line: this runs once per step on
+        the program's clock. Times are written to the nanosecond (``latency_ms`` and
+        ``device_ms`` with 6 decimals, ``wait_us`` and each read's wait with 3), the
+        resolution of the clock that took them."""
+        assert self._f is not None, "result writer is closed"
+        lines: List[str] = []
+        reads: List[str] = []
+        key = (scenario, path, pass_, rank)
+        heads = self._step_heads.get(key)
+        if heads is None:
+            heads = self._step_heads[key] = (self._line(
+                {"type": "step", "scenario": scenario, "path": path, "pass": pass_})[:-2],
+                {"type": "event", "scenario": scenario, "path": path, "pass": pass_,
+                 **({} if rank is None else {"rank": rank})})
+        start = heads[0]
+        for ev in events:
+            self._read(heads[1], ev, step, lines, reads)
+        text = (f'{start},"step":{step:d},"warmup":{"true" if warmup else "false"},'
+                f'"batch_size":0,"syncs":{syncs:d},"allowed":{allowed:d},'
+                f'"latency_ms":{_ns(latency_ms, _MS)}')
+        if device_ms is not None:
+            text += f',"device_ms":{_ns(device_ms, _MS)}'
+        text += f',"sync_wait_us":{_ns(wait_us, _US)}'
+        if labels is not None:
+            text += f',"labels":{self._line(labels)[:-1]}'
+        if rank is not None:
+            text += f',"rank":{rank:d}'
+        if reads:
+            text += ',"reads":[' + ",".join(reads) + "]"
+        lines.append(text + "}\n")
         self._put("".join(lines))
         if self.error is None and self.clock() - self._synced >= self.SYNC_INTERVAL_S:
             self.sync()
@@ -500,7 +556,7 @@ class ResultWriter:
         past :attr:`events_per_site` on one ``reads`` line."""
         extra: Dict[str, Any] = {} if rank is None else {"rank": rank}
         lines: List[str] = []
-        reads: List[List[Any]] = []
+        reads: List[str] = []
         for i, ev in enumerate(events):
             at = None if after is None else after[i]
             if after is not None:
@@ -508,7 +564,7 @@ class ResultWriter:
             self._read({"type": "event", "scenario": scenario, "path": path, "pass": pass_,
                         **extra}, ev, at, lines, reads)
         if reads:
-            lines.append(self._line({"type": "reads", "reads": reads}))
+            lines.append('{"type":"reads","reads":[' + ",".join(reads) + "]}\n")
         self._put("".join(lines))
 
     def timeline(self, fields: Dict[str, Any]) -> None:
@@ -529,6 +585,32 @@ class ResultWriter:
             if self.error is None:
                 self._failed(exc)
         self._f = None
+
+
+#: what tells one site's events apart in a result file, besides scenario, path, pass and rank
+_site_of = operator.attrgetter("kind", "api", "op", "filename", "lineno", "function", "stack",
+                               "thread", "allowed", "reason", "device", "source")
+
+
+def _fileno(stream: Any) -> Optional[int]:
+    """The file descriptor under ``stream``, when it has one (None for a StringIO)."""
+    try:
+        fd = stream.fileno()
+    except (AttributeError, OSError, ValueError):
+        return None
+    return fd if isinstance(fd, int) else None
+
+
+#: times in milliseconds and in microseconds, each to the nanosecond
+_MS, _US = "%.6f", "%.3f"
+
+
+def _ns(v: Optional[float], fmt: str) -> str:
+    """A time as a JSON number in format ``fmt`` (:data:`_MS`, :data:`_US`); ``null`` for
+    None, NaN or an infinity, which JSON cannot hold."""
+    if v is None or not math.isfinite(v):
+        return "null"
+    return fmt % v
 
 
 class Reads:
