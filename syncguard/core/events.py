@@ -77,6 +77,8 @@ class Stack(Tuple[Frame, ...]):
     stack is hashed wherever its site is counted or written, on the program's clock). Equal,
     and hashing equal, to the plain tuple of the same frames."""
 
+    _hash: int
+
     def __new__(cls, frames: Iterable[Frame]) -> Stack:
         new = super().__new__(cls, frames)
         new._hash = tuple.__hash__(new)
