@@ -221,6 +221,9 @@ class Hub:
         #: user stack it gives): a loop's read comes from the same stack every step
         self._chain_cache: Dict[Tuple[Any, ...], Tuple[Tuple[Any, ...],
                                                        Tuple[Frame, ...]]] = {}
+        #: the frame that runs the program (``exec``'s runner), while it runs: the frames
+        #: outside it are syncguard's launcher, never the user's, and a stack walk ends there
+        self.root: Optional[FrameType] = None
         self._skip_prefixes: Tuple[str, ...] = self._compute_skip_prefixes()
         self._reporting: Tuple[str, ...] = ()
         # Classification state, recomputed from the active guards as they enter and leave:
@@ -378,17 +381,19 @@ class Hub:
         codes: List[Any] = []
         lastis: List[int] = [depth]
         g: Optional[FrameType] = f
-        while g is not None and len(codes) < _CHAIN_MAX:
+        root = self.root
+        while g is not None and g is not root and len(codes) < _CHAIN_MAX:
             codes.append(g.f_code)
             lastis.append(g.f_lasti)
             g = g.f_back
-        if g is None:
+        whole = g is None or g is root
+        if whole:
             key = (*map(id, codes), *lastis)
             hit = self._chain_cache.get(key)
             if hit is not None:  # its codes are held: their ids are theirs
                 return hit[1]
         stack, cacheable = self._walk(f, depth)
-        if g is None and cacheable:
+        if whole and cacheable:
             if len(self._chain_cache) >= 4096:
                 self._chain_cache.clear()
             self._chain_cache[key] = (tuple(codes), stack)
@@ -406,7 +411,8 @@ class Hub:
         root: Optional[Frame] = None  # a compiled region's own function, mapped already
         info_of, frame_at = self._info_cache.get, self._frame_cache.get
         limit = depth + 8
-        while f is not None and len(frames) < limit:
+        end = self.root
+        while f is not None and f is not end and len(frames) < limit:
             code = f.f_code
             hit = info_of(id(code))
             info = hit[1] if hit is not None and hit[0] is code else self._code_info(code)
@@ -445,6 +451,17 @@ class Hub:
         if not all(soft):  # blame user code; keep the soft frames only when there is none
             frames = [fr for fr, sf in zip(frames, soft) if not sf]
         return Stack(frames[:depth]), cacheable
+
+    @contextlib.contextmanager
+    def program_root(self, frame: FrameType) -> Iterator[None]:
+        """While inside, ``frame`` runs the program (:attr:`root`): user stacks end there."""
+        prev, self.root = self.root, frame
+        self._chain_cache.clear()
+        try:
+            yield
+        finally:
+            self.root = prev
+            self._chain_cache.clear()
 
     # -- delivery ---------------------------------------------------------------------
     @property

@@ -128,11 +128,14 @@ def run(program: Program, main_names: Sequence[str] = (),
     and ``sys.path`` are restored afterwards. With ``main_names``, the program's own code is
     compiled so that ``on_main_bind(__main__)`` runs after each of those names is bound
     (:mod:`.mainhook`)."""
+    from ..core.hub import HUB
     from .mainhook import run_bound
 
     saved_argv, saved_path = sys.argv[:], sys.path[:]
     unbuffered = _unbuffered(program.unbuffered)
     unbuffered.__enter__()
+    root = HUB.program_root(sys._getframe())  # the frames outside are exec's, not the user's
+    root.__enter__()
     try:
         if main_names and on_main_bind is not None:
             sys.argv = [program.target, *program.args]
@@ -148,6 +151,7 @@ def run(program: Program, main_names: Sequence[str] = (),
             sys.path.insert(0, path0(program))
             runpy.run_path(path, run_name="__main__")
     finally:
+        root.__exit__(None, None, None)
         sys.argv[:] = saved_argv
         sys.path[:] = saved_path
         unbuffered.__exit__(None, None, None)

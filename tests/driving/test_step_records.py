@@ -4,7 +4,7 @@ which steps are warm-up and on what a step's record counts."""
 
 from __future__ import annotations
 
-from typing import Any, List, Tuple
+from typing import Any, List, Optional, Tuple
 
 import pytest
 from _paths import TESTS
@@ -27,6 +27,14 @@ class _Writer:
 
     def step(self, rec: StepRecord, evs: List[SyncEvent]) -> None:
         self.steps.append((rec, evs))
+
+    def exec_step(self, scenario: str, path: str, pass_: str, step: int, warmup: bool,
+                  syncs: int, allowed: int, latency_ms: float, device_ms: Optional[float],
+                  wait_us: float, labels: Any, rank: Optional[int],
+                  evs: List[SyncEvent]) -> None:
+        self.steps.append((StepRecord(scenario, path, pass_, step, warmup, 0, syncs, allowed,
+                                      latency_ms, device_ms, None, wait_us, labels, rank),
+                           list(evs)))
 
 
 def test_is_warmup() -> None:
