@@ -66,6 +66,8 @@ _REEXEC_AUTOLOAD_VAR = "SYNCGUARD_USER_AUTOLOAD"
 
 #: The name of ``--device cpu`` in headers: no device tensors, so no sync is counted.
 CPU_NAME = "host CPU: no device tensors, no syncs counted (use --device sim to count them)"
+#: ... and under ``exec --device cpu``, which counts the host reads of CPU tensors
+EXEC_CPU_NAME = "host CPU: reads of CPU tensors counted as a device's would be"
 SIM_NAME = "simulated npu (syncguard, CPU)"
 
 #: The usual fix when CANN is missing or not sourced.

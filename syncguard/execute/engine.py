@@ -89,6 +89,7 @@ def execute(opts: ExecOptions, target: Any, out: str) -> int:
     """Run the program under the guard, write the results into ``out`` and return the exit
     code (see :mod:`syncguard.cli.exec`)."""
     from ..core.selftest import selftest
+    from ..driving.devices import EXEC_CPU_NAME
     from ..errors import UsageError
     from ..results.format import environment
     from .hooks import findable, static_missing
@@ -123,7 +124,8 @@ def execute(opts: ExecOptions, target: Any, out: str) -> int:
 
     path = os.path.join(out, result_name(opts.rank))
     header = {
-        "env": environment(target.kind, target.name), "argv": opts.argv,
+        "env": environment(target.kind, EXEC_CPU_NAME if target.kind == "cpu" else target.name),
+        "argv": opts.argv,
         "options": {"steps": [t.spec for t in opts.steps if not t.loop],
                     "loops": [t.spec for t in opts.steps if t.loop], "warmup": opts.warmup,
                     "max_syncs": opts.max_syncs,

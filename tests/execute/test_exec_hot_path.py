@@ -134,7 +134,8 @@ def test_a_stack_hashes_and_equals_as_its_tuple() -> None:
 def test_an_exec_stack_ends_at_the_program(capsys: pytest.CaptureFixture, tmp_path: Any,
                                            budgets: None) -> None:
     """Every frame of every event is the program's: the CLI and runpy frames that run it
-    (``syncguard/cli/exec.py``, ``__main__.py``) were listed as the user's callers."""
+    (``syncguard/cli/exec.py``, ``__main__.py``) were listed as the user's callers. And the
+    header names the device as what it was: CPU tensors, their reads counted."""
     out = str(tmp_path / "o")
     cli(capsys, "exec", "--device", "cpu", "--step", "budgets:step", "--out", out, "--force",
         "--", "python", "budgets.py", "--steps", "3")
@@ -143,3 +144,5 @@ def test_an_exec_stack_ends_at_the_program(capsys: pytest.CaptureFixture, tmp_pa
     assert events
     files = {os.path.basename(f["filename"]) for e in events for f in e["stack"]}
     assert files <= {"budgets.py", "budgets_helper.py"}, files
+    # the header says what cpu mode counted (it said "no syncs counted", over a count of them)
+    assert "reads of CPU tensors counted" in res.header["env"]["device_name"]
