@@ -16,7 +16,7 @@ from ..core.events import SyncEvent
 from ..core.guard import SyncGuard
 from ..core.steps import is_warmup
 from ..gate.verdicts import Tally
-from ..results.format import OUTSIDE_PATH, ResultWriter
+from ..results.format import OUTSIDE_PATH, ResultWriter, step_counts
 
 #: ``pass`` of exec step records: the program ran once, under the guard, so each record is
 #: both the counted and the timed pass (host latency includes the interceptors' cost).
@@ -373,14 +373,7 @@ class ExecSession:
         :meth:`ResultWriter.exec_step` without building it (once per step, on the program's
         clock)."""
         warm = is_warmup(i, warmup_steps)
-        syncs = allowed = 0
-        wait = 0.0
-        for e in evs:
-            if e.allowed:
-                allowed += e.count
-            else:
-                syncs += e.count
-                wait += e.wait_us or 0.0
+        syncs, allowed, wait = step_counts(evs)
         tot = self.totals.get(name)
         if tot is None:
             tot = self.totals[name] = StepTotals(name, tally=Tally(

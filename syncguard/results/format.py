@@ -178,14 +178,7 @@ class StepRecord:
         timeline's fields...); ``batch_size`` defaults to 0."""
         from ..core.steps import is_warmup
 
-        syncs = allowed = 0
-        wait = 0.0
-        for e in events:
-            if e.allowed:
-                allowed += e.count
-            else:
-                syncs += e.count
-                wait += e.wait_us or 0.0
+        syncs, allowed, wait = step_counts(events)
         d = {**_STEP_DEFAULTS, "batch_size": 0, **fields}
         if len(d) != len(_STEP_DEFAULTS):  # a key beyond the fields
             raise TypeError(f"StepRecord has no field "
@@ -202,6 +195,20 @@ class StepRecord:
         else:
             new.__dict__.update(d)
         return new
+
+
+def step_counts(events: Sequence[SyncEvent]) -> Tuple[int, int, float]:
+    """A step's ``(syncs, allowed, sync_wait_us)`` from its events: the hidden and allowed
+    reads' counts and the host's time inside the hidden ones (us)."""
+    syncs = allowed = 0
+    wait = 0.0
+    for e in events:
+        if e.allowed:
+            allowed += e.count
+        else:
+            syncs += e.count
+            wait += e.wait_us or 0.0
+    return syncs, allowed, wait
 
 
 #: step fields of results written before the subject's labels held them: moved into labels
