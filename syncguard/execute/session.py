@@ -189,7 +189,8 @@ class ExecSession:
 
     def _on_event(self, ev: SyncEvent) -> None:
         st = _OPEN.get()
-        if st is not None and st.session is self and not st.closed:
+        if self._mine(st):
+            assert st is not None
             # the hub made this event for this session's guard alone, a moment ago, and
             # nothing else holds it yet: its step is set in place (no copy per read)
             ev.__dict__["step"] = st.index

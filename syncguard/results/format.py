@@ -511,9 +511,7 @@ class ResultWriter:
         if reads:
             text = text[:-2] + ',"reads":[' + ",".join(reads) + "]}\n"
         lines.append(text)
-        self._put("".join(lines))
-        if self.error is None and self.clock() - self._synced >= self.SYNC_INTERVAL_S:
-            self.sync()
+        self._put_step(lines)
 
     def exec_step(self, scenario: str, path: str, pass_: str, step: int, warmup: bool,
                   syncs: int, allowed: int, latency_ms: float, device_ms: Optional[float],
@@ -551,6 +549,11 @@ class ResultWriter:
         if reads:
             text += ',"reads":[' + ",".join(reads) + "]"
         lines.append(text + "}\n")
+        self._put_step(lines)
+
+    def _put_step(self, lines: List[str]) -> None:
+        """A finished step's lines, written together; fsync'ed when the last fsync is
+        :attr:`SYNC_INTERVAL_S` or more ago."""
         self._put("".join(lines))
         if self.error is None and self.clock() - self._synced >= self.SYNC_INTERVAL_S:
             self.sync()
