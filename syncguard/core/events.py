@@ -137,7 +137,7 @@ class SyncEvent:
         ``__init__``'s one ``object.__setattr__`` per field: the hub makes one per read, on
         the program's clock."""
         new = object.__new__(cls)
-        new.__dict__.update({
+        object.__setattr__(new, "__dict__", {
             "kind": kind, "api": api, "op": op, "filename": filename, "lineno": lineno,
             "function": function, "stack": stack, "step": step, "thread": thread,
             "allowed": allowed, "reason": reason, "warmup": warmup, "count": count,

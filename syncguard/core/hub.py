@@ -209,6 +209,7 @@ class Hub:
         self.lock = threading.RLock()
         self.guards: List[SyncGuard] = []
         self._raising = False  # whether a guard raises: worked out when the guards change
+        self._depth = 8  # the deepest stack an active guard keeps: likewise
         self.tls = _ThreadState()
         self._skip_cache: Dict[str, bool] = {}
         self._soft_cache: Dict[str, bool] = {}
@@ -298,6 +299,8 @@ class Hub:
         self.models = frozenset(models)
         self._skip_prefixes = self._compute_skip_prefixes()
         self._raising = any(g.on_sync == "raise" for g in self.guards)  # asked on every read
+        # the deepest stack a guard keeps (a guard's stack_depth is fixed when it is made)
+        self._depth = max((g.stack_depth for g in self.guards), default=8)
         self._reporting = _reporting_prefixes()
         self._skip_cache.clear()
         self._info_cache.clear()  # built on _skip
@@ -484,11 +487,13 @@ class Hub:
 
     def deliver(self, kind: str, api: str, op: Optional[str], device: Optional[str],
                 count: Union[int, ByModel] = 1, source: Optional[str] = None,
-                wait_us: Optional[float] = None, read: Any = None) -> None:
+                wait_us: Optional[float] = None, read: Any = None, up: int = 0) -> None:
         """Record one sync on every active guard that accepts it. ``count`` is a number of
         host reads, or (an op sync model's in-kernel reads on a device type without a model
         of its own) a :data:`ByModel` mapping: each guard takes its own model's entry.
-        ``read``: the call's arguments (the tensors read), for the lineage tracker if on."""
+        ``read``: the call's arguments (the tensors read), for the lineage tracker if on.
+        ``up``: frames above the caller that are syncguard's own (an interceptor's), passed
+        over without a look."""
         guards = self.guards  # replaced, never changed in place, as guards come and go
         if not guards or (self._reporting and self._in_reporting()):
             return
@@ -498,12 +503,12 @@ class Hub:
                 lineage = self.lineage(read)
             except Exception:  # lineage is a diagnosis: never lose the count over it
                 log.debug("syncguard: lineage of a read failed", exc_info=True)
-        stack = self.user_stack(max(g.stack_depth for g in guards), skip=1)
+        stack = self.user_stack(self._depth, skip=1 + up)
         top = stack[0] if stack else Frame("<unknown>", 0, "<unknown>")
         thread = _current_thread().name
         reason = _allow_reason.get()
         raise_for: Optional[SyncEvent] = None
-        raisers: List[SyncGuard] = []
+        raisers: Optional[List[SyncGuard]] = None
         for g in guards:
             if not g.accepts(device):
                 continue
@@ -524,10 +529,10 @@ class Hub:
             if g.on_sync == "log":
                 log.warning("host sync: %s", ev.describe())
             elif g.on_sync == "raise" and not ev.allowed and not warm:
+                if raisers is None:
+                    raisers, raise_for = [], ev
                 raisers.append(g)
-                if raise_for is None:
-                    raise_for = ev
-        if raise_for is not None:
+        if raisers is not None and raise_for is not None:
             err = HostSyncError(format_error(raise_for))
             for g in raisers:  # kept: the guard fails at exit if the code swallows it
                 g._raised_error(raise_for, err)

@@ -215,14 +215,16 @@ def _call_reporting(hit: Hits, api: str, call: Callable[..., Any], args: Tuple[A
     nothing nested inside reports again, and report ``hit`` (unless it is :data:`QUIET`; a
     list: each in order): before the call when a guard raises, else after it with the time
     the call took (given to the last)."""
+    # the two frames above this one's are syncguard's: the interceptor that called it and
+    # this call itself; HUB.deliver's ``up`` passes over the interceptor
     tls = HUB.tls
     tls.busy += 1
     try:
         if hit is QUIET:
             return call(*args, **kwargs)
-        if HUB.raising:  # report first: "raise" stops the call before it syncs
+        if HUB._raising:  # HUB.raising: report first, "raise" stops the call before it syncs
             for kind, op, device, count, source in (hit if isinstance(hit, list) else [hit]):
-                HUB.deliver(kind, api, op, device, count, source, None, args)
+                HUB.deliver(kind, api, op, device, count, source, None, args, 2)
             return call(*args, **kwargs)
         # Time the call: on a real device, how long the host waited in this sync.
         t0 = _perf()
@@ -231,10 +233,10 @@ def _call_reporting(hit: Hits, api: str, call: Callable[..., Any], args: Tuple[A
         if isinstance(hit, list):
             for i, (kind, op, device, count, source) in enumerate(hit):
                 HUB.deliver(kind, api, op, device, count, source,
-                            wait if i == len(hit) - 1 else None, args)
+                            wait if i == len(hit) - 1 else None, args, 2)
         else:
             kind, op, device, count, source = hit
-            HUB.deliver(kind, api, op, device, count, source, wait, args)
+            HUB.deliver(kind, api, op, device, count, source, wait, args, 2)
         return out
     finally:
         tls.busy -= 1

@@ -21,6 +21,20 @@ from ..results.format import OUTSIDE_PATH, ResultWriter, step_counts
 #: ``pass`` of exec step records: the program ran once, under the guard, so each record is
 #: both the counted and the timed pass (host latency includes the interceptors' cost).
 EXEC_PASS = "exec"
+#: this process's id, kept up to date in a forked child (os.getpid is a system call, and
+#: ``begin``/``end`` ask it on every step)
+_PID = os.getpid()
+
+
+def _forked_child() -> None:
+    global _PID
+    _PID = os.getpid()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forked_child)
+
+
 #: the step name when the program marks no step: the whole program is one step
 PROGRAM_STEP = "program"
 #: ``labels["phase"]`` of a loop's first step when its input shape differs from the next
@@ -129,7 +143,7 @@ class ExecSession:
         self.program, self.writer, self.target = program, writer, target
         self.warmup, self.rank = warmup, rank
         self._lock = threading.RLock()
-        self.pid = os.getpid()  # the process that started the run: the only one to record
+        self.pid = _PID  # the process that started the run: the only one to record
         self._next: Dict[str, int] = {}
         # every step open now, in any context: closed at the end of the run
         self._steps: Dict[int, _Open] = {}
@@ -250,7 +264,7 @@ class ExecSession:
         """A call of a ``--loop`` function (:func:`syncguard.core.steps.wrap_loop`): ends the
         open loop step of this context, begins step ``name``. ``caller``: the frame that made
         the call."""
-        if os.getpid() != self.pid:
+        if _PID != self.pid:
             return
         _signals.check()
         stack = _user_stack(caller)
@@ -300,7 +314,8 @@ class ExecSession:
                labels: Optional[Dict[str, str]], t_end: Optional[float] = None) -> None:
         self._timer.stop(dev)
         latency_ms = ((t_end or time.perf_counter()) - t0) * 1e3
-        self._flush()
+        if self._pending is not None:
+            self._flush()
         if dev is None:
             self._record(name, i, self.warmup, evs, latency_ms, None, labels)
         else:
@@ -310,13 +325,13 @@ class ExecSession:
             self._pending = (name, i, evs, latency_ms, dev, labels)
 
     def begin(self, name: str) -> None:
-        if os.getpid() != self.pid:  # a forked child: the result file is the parent's
+        if _PID != self.pid:  # a forked child: the result file is the parent's
             return
         _signals.check()  # a Ctrl-C/SIGTERM the program swallowed still stops it here
         with self._lock:
             lp = _LOOP.get()
-            if self._mine(lp) and self._loop_where(lp) is None:  # type: ignore[arg-type]
-                self._end_loop(lp)  # type: ignore[arg-type]  # its loop is over
+            if lp is not None and self._mine(lp) and self._loop_where(lp) is None:
+                self._end_loop(lp)  # its loop is over
             i = self._next.get(name, 0)
             self._next[name] = i + 1
             self._last = i
@@ -331,12 +346,11 @@ class ExecSession:
         self.end(name, raised=exc)
 
     def end(self, name: str, raised: Optional[str] = None) -> None:
-        if os.getpid() != self.pid:
+        if _PID != self.pid:
             return
         st = _OPEN.get()
-        if not self._mine(st):
+        if st is None or st.session is not self or st.closed:  # not self._mine(st)
             return
-        assert st is not None
         _OPEN.set(None)
         with self._lock:
             st.closed = True
@@ -384,8 +398,11 @@ class ExecSession:
             evs = [e.evolve(warmup=True) for e in evs]
         else:
             tot.syncs += syncs
-            tot.tally.extend(evs)  # the hidden ones, counted
-        self.write_outside()  # made before this step ended: above its lines in the file
+            add = tot.tally.add
+            for e in evs:  # the hidden ones, counted
+                add(e)
+        if self._unwritten:  # made before this step ended: above its lines in the file
+            self.write_outside()
         self.writer.exec_step(self.program, name, EXEC_PASS, i, warm, syncs, allowed,
                               latency_ms, device_ms, wait, labels, self.rank, evs)
 

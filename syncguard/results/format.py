@@ -470,15 +470,19 @@ class ResultWriter:
             self._failed(exc)
 
     def _read(self, head: Dict[str, Any], ev: SyncEvent, at: Optional[int],
-              lines: List[str], reads: List[str]) -> None:
+              lines: List[str], reads: List[str],
+              prefix: Optional[Tuple[Any, ...]] = None) -> None:
         """``ev`` as a whole event line (into ``lines``) while its site has had fewer than
         :attr:`events_per_site` of them, else as a read of that site (into ``reads``:
         ``[ref, at, count, wait_us, warmup]``, ``at`` the step, or ``after_step`` outside
-        steps). An event with its lineage is always written whole: each carries its own."""
+        steps). An event with its lineage is always written whole: each carries its own.
+        ``prefix``: ``head``'s scenario, path, pass and rank, when the caller has them."""
         if self.events_per_site is None or ev.lineage is not None:
             lines.append(self._event_line(head, ev))
             return
-        key = (head["scenario"], head["path"], head["pass"], head.get("rank"), *_site_of(ev))
+        if prefix is None:
+            prefix = (head["scenario"], head["path"], head["pass"], head.get("rank"))
+        key = prefix + _site_of(ev)
         ref = self._refs.get(key)
         if ref is None:
             ref = self._refs[key] = [len(self._refs), 0]
@@ -535,7 +539,7 @@ class ResultWriter:
                  **({} if rank is None else {"rank": rank})})
         start = heads[0]
         for ev in events:
-            self._read(heads[1], ev, step, lines, reads)
+            self._read(heads[1], ev, step, lines, reads, key)
         text = (f'{start},"step":{step:d},"warmup":{"true" if warmup else "false"},'
                 f'"batch_size":0,"syncs":{syncs:d},"allowed":{allowed:d},'
                 f'"latency_ms":{_ns(latency_ms, _MS)}')
@@ -618,7 +622,7 @@ _MS, _US = "%.6f", "%.3f"
 def _ns(v: Optional[float], fmt: str) -> str:
     """A time as a JSON number in format ``fmt`` (:data:`_MS`, :data:`_US`); ``null`` for
     None, NaN or an infinity, which JSON cannot hold."""
-    if v is None or not math.isfinite(v):
+    if v is None or v - v != 0:  # None, NaN or an infinity (inf - inf is NaN)
         return "null"
     return fmt % v
 
