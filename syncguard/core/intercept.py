@@ -215,8 +215,8 @@ def _call_reporting(hit: Hits, api: str, call: Callable[..., Any], args: Tuple[A
     nothing nested inside reports again, and report ``hit`` (unless it is :data:`QUIET`; a
     list: each in order): before the call when a guard raises, else after it with the time
     the call took (given to the last)."""
-    # the two frames above this one's are syncguard's: the interceptor that called it and
-    # this call itself; HUB.deliver's ``up`` passes over the interceptor
+    # HUB.deliver(..., up=2): this frame and the interceptor's that called it are
+    # syncguard's, so the stack walk starts at the interceptor's caller
     tls = HUB.tls
     tls.busy += 1
     try:

@@ -146,3 +146,22 @@ def test_an_exec_stack_ends_at_the_program(capsys: pytest.CaptureFixture, tmp_pa
     assert files <= {"budgets.py", "budgets_helper.py"}, files
     # the header says what cpu mode counted (it said "no syncs counted", over a count of them)
     assert "reads of CPU tensors counted" in res.header["env"]["device_name"]
+
+
+@pytest.mark.parametrize("bad", [float("nan"), float("inf"), -float("inf")])
+def test_a_time_json_cannot_hold_is_written_as_null(tmp_path: Any, bad: float) -> None:
+    """A read's wait or a device time that is NaN or infinite (a broken device timer) goes
+    into the step line as ``null``: the line stays JSON and the step loads."""
+    path = str(tmp_path / "r.jsonl")
+    w = results.ResultWriter(path, {"scenarios": {}}, events_per_site=1)
+    for i in range(3):  # the first read is an event line, the later ones reads of the site
+        w.exec_step("prog.py", "decode", "exec", i, False, 1, 0, 1.5, bad, 0.0, None, None,
+                    [_event(i, bad)])
+    w.close(True)
+    with open(path, encoding="utf-8") as f:
+        text = f.read()
+    assert "NaN" not in text and "Infinity" not in text
+    res = results.load(path)
+    assert [s.device_ms for s in res.steps] == [None, None, None]
+    assert [s.latency_ms for s in res.steps] == [1.5, 1.5, 1.5]
+    assert [e.get("wait_us") for e in res.iter_events()] == [None, None, None]
