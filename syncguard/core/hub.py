@@ -508,7 +508,7 @@ class Hub:
         thread = _current_thread().name
         reason = _allow_reason.get()
         raise_for: Optional[SyncEvent] = None
-        raisers: Optional[List[SyncGuard]] = None
+        raisers: List[SyncGuard] = []
         for g in guards:
             if not g.accepts(device):
                 continue
@@ -529,10 +529,10 @@ class Hub:
             if g.on_sync == "log":
                 log.warning("host sync: %s", ev.describe())
             elif g.on_sync == "raise" and not ev.allowed and not warm:
-                if raisers is None:
-                    raisers, raise_for = [], ev
                 raisers.append(g)
-        if raisers is not None and raise_for is not None:
+                if raise_for is None:
+                    raise_for = ev
+        if raise_for is not None:
             err = HostSyncError(format_error(raise_for))
             for g in raisers:  # kept: the guard fails at exit if the code swallows it
                 g._raised_error(raise_for, err)

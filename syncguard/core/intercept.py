@@ -222,7 +222,7 @@ def _call_reporting(hit: Hits, api: str, call: Callable[..., Any], args: Tuple[A
     try:
         if hit is QUIET:
             return call(*args, **kwargs)
-        if HUB._raising:  # HUB.raising: report first, "raise" stops the call before it syncs
+        if HUB.raising:  # report first: "raise" stops the call before it syncs
             for kind, op, device, count, source in (hit if isinstance(hit, list) else [hit]):
                 HUB.deliver(kind, api, op, device, count, source, None, args, 2)
             return call(*args, **kwargs)

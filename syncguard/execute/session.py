@@ -314,8 +314,7 @@ class ExecSession:
                labels: Optional[Dict[str, str]], t_end: Optional[float] = None) -> None:
         self._timer.stop(dev)
         latency_ms = ((t_end or time.perf_counter()) - t0) * 1e3
-        if self._pending is not None:
-            self._flush()
+        self._flush()
         if dev is None:
             self._record(name, i, self.warmup, evs, latency_ms, None, labels)
         else:
@@ -349,8 +348,9 @@ class ExecSession:
         if _PID != self.pid:
             return
         st = _OPEN.get()
-        if st is None or st.session is not self or st.closed:  # not self._mine(st)
+        if not self._mine(st):
             return
+        assert st is not None
         _OPEN.set(None)
         with self._lock:
             st.closed = True
@@ -398,11 +398,8 @@ class ExecSession:
             evs = [e.evolve(warmup=True) for e in evs]
         else:
             tot.syncs += syncs
-            add = tot.tally.add
-            for e in evs:  # the hidden ones, counted
-                add(e)
-        if self._unwritten:  # made before this step ended: above its lines in the file
-            self.write_outside()
+            tot.tally.extend(evs)  # the hidden ones, counted
+        self.write_outside()  # made before this step ended: above its lines in the file
         self.writer.exec_step(self.program, name, EXEC_PASS, i, warm, syncs, allowed,
                               latency_ms, device_ms, wait, labels, self.rank, evs)
 

@@ -622,7 +622,7 @@ _MS, _US = "%.6f", "%.3f"
 def _ns(v: Optional[float], fmt: str) -> str:
     """A time as a JSON number in format ``fmt`` (:data:`_MS`, :data:`_US`); ``null`` for
     None, NaN or an infinity, which JSON cannot hold."""
-    if v is None or v - v != 0:  # None, NaN or an infinity (inf - inf is NaN)
+    if v is None or not math.isfinite(v):
         return "null"
     return fmt % v
 
