@@ -99,16 +99,45 @@ _LOOP: contextvars.ContextVar[Optional[_LoopStep]] = contextvars.ContextVar(
     "syncguard_exec_loop", default=None)
 
 
-@dataclasses.dataclass
 class StepTotals:
     """Hidden syncs per step name (warm-up excluded), counted per site and step for the gate
-    (:class:`~syncguard.gate.verdicts.Tally`: counts and a bounded sample of events, not every
-    event, so a long run's memory stays flat; the events are in the result file)."""
+    (:attr:`tally`, a :class:`~syncguard.gate.verdicts.Tally`: counts and a bounded sample of
+    events, not every event, so a long run's memory stays flat; the events are in the result
+    file).
 
-    name: str
-    steps: int = 0
-    syncs: int = 0
-    tally: Tally = dataclasses.field(default_factory=Tally)
+    A finished step's events are counted in batches of :attr:`BATCH`: on a decode step the
+    program's own work (the model) leaves the tally's code and data out of the caches, and
+    counting one step's read there costs several times what counting a batch's costs per
+    read (``benchmarks/bench_exec_cost.py``). :attr:`tally` counts what is held first."""
+
+    #: events held before they are counted (at most this many are held: flat memory)
+    BATCH = 128
+
+    __slots__ = ("name", "steps", "syncs", "_tally", "_held")
+
+    def __init__(self, name: str, keep_events: bool = False) -> None:
+        self.name = name
+        self.steps = 0
+        self.syncs = 0
+        self._tally = Tally(keep_events=keep_events)
+        self._held: List[SyncEvent] = []
+
+    def count(self, events: List[SyncEvent]) -> None:
+        """Count a finished step's hidden ``events`` (the allowed ones are kept apart by the
+        tally): now, or with the next batch."""
+        held = self._held
+        held += events
+        if len(held) >= self.BATCH:
+            self._tally.extend(held)
+            held.clear()
+
+    @property
+    def tally(self) -> Tally:
+        """Every event counted so far, per site and step."""
+        if self._held:
+            self._tally.extend(self._held)
+            self._held.clear()
+        return self._tally
 
 
 class ExecSession:
@@ -391,14 +420,13 @@ class ExecSession:
         syncs, allowed, wait = step_counts(evs)
         tot = self.totals.get(name)
         if tot is None:
-            tot = self.totals[name] = StepTotals(name, tally=Tally(
-                keep_events=self.keep_events))
+            tot = self.totals[name] = StepTotals(name, self.keep_events)
         tot.steps += 1
         if warm:
             evs = [e.evolve(warmup=True) for e in evs]
         else:
             tot.syncs += syncs
-            tot.tally.extend(evs)  # the hidden ones, counted
+            tot.count(evs)  # the hidden ones
         self.write_outside()  # made before this step ended: above its lines in the file
         self.writer.exec_step(self.program, name, EXEC_PASS, i, warm, syncs, allowed,
                               latency_ms, device_ms, wait, labels, self.rank, evs)

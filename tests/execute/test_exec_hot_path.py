@@ -165,3 +165,27 @@ def test_a_time_json_cannot_hold_is_written_as_null(tmp_path: Any, bad: float) -
     assert [s.device_ms for s in res.steps] == [None, None, None]
     assert [s.latency_ms for s in res.steps] == [1.5, 1.5, 1.5]
     assert [e.get("wait_us") for e in res.iter_events()] == [None, None, None]
+
+
+def test_a_step_name_counts_its_reads_in_batches_and_loses_none() -> None:
+    """The session's per-name totals hold at most a batch of events between countings, and
+    the tally they give counts every hidden read of every step, per site and step, as the
+    tally fed each event at once does; allowed reads are not counted."""
+    from syncguard.execute.session import StepTotals
+    from syncguard.gate.verdicts import Tally
+
+    tot, direct = StepTotals("decode"), Tally()
+    steps = 3 * StepTotals.BATCH + 5
+    for i in range(steps):
+        evs = [_event(i, 1.0), _event(i, 2.0, line=13)]
+        if i % 7 == 0:
+            evs.append(_event(i, 0.5, line=14).evolve(allowed=True, reason="ok"))
+        tot.count(evs)
+        direct.extend(evs)
+        assert len(tot._held) < StepTotals.BATCH + 3  # flat: never more than a batch
+    t = tot.tally
+    assert t.hidden == direct.hidden == 2 * steps
+    assert [(s.count, s.steps) for s in t.sites()] == [
+        (s.count, s.steps) for s in direct.sites()]
+    assert t.per_step.runs() == direct.per_step.runs() == [(0, steps - 1, 2)]
+    assert tot.tally is t and not tot._held  # asked again: nothing more to count
