@@ -35,11 +35,12 @@ PROGRAM = ROOT / "benchmarks" / "paired_program.py"
 SKIP = 40  # first steps left out (caches, allocator, each site's first event lines)
 
 
-def one_run(base: Path, steps: int, tmp: Path) -> Dict[str, Any]:
+def one_run(base: Path, steps: int, tmp: Path, swaps: List[str]) -> Dict[str, Any]:
     times = tmp / "times.json"
     cmd = [sys.executable, "-m", "syncguard", "exec", "--device", "cpu", "--step",
            "paired_program:decode_step", "--out", str(tmp / "out"), "--force", "--", "python",
-           str(PROGRAM), "--steps", str(steps), "--base", str(base), "--times", str(times)]
+           str(PROGRAM), "--steps", str(steps), "--base", str(base), "--times", str(times),
+           *[f"--swap={s}" for s in swaps]]
     env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT)}
     proc = subprocess.run(cmd, cwd=str(PROGRAM.parent), env=env, stdout=subprocess.DEVNULL,
                           stderr=subprocess.PIPE, text=True)
@@ -60,13 +61,15 @@ def one_run(base: Path, steps: int, tmp: Path) -> Dict[str, Any]:
 
 def markdown(r: Dict[str, Any]) -> str:
     env = r["environment"]
+    steps = r["steps"]
+    swaps = "".join(f" --swap {x}" for x in r["swapped"]) if isinstance(r["swapped"], list) else ""
     rows = "\n".join(f"| {i + 1} | {x['pairs']} | {x['step_ms']:.3f} | {x['saved_us']:+.1f} | "
                      f"{x['iqr_us'][0]:+.1f} .. {x['iqr_us'][1]:+.1f} |"
                      for i, x in enumerate(r["runs"]))
     return f"""# What a change to exec's step recording saves, paired per step
 
-`python benchmarks/bench_exec_paired.py --base DIR --runs {len(r['runs'])} --steps {r['steps']}`
-(`DIR`: {r['base_label']}). Machine: {env.get('processor', '?')},
+`python benchmarks/bench_exec_paired.py --base DIR --runs {len(r['runs'])} --steps {steps}{swaps}`
+(`DIR`: {r['base_label']}; swapped: {r['swapped']}). Machine: {env.get('processor', '?')},
 {env.get('cpu_count', '?')} CPUs, load {r['load']};
 Python {env.get('python', '?')}, torch {env.get('torch', '?')}.
 
@@ -91,6 +94,9 @@ def main(argv: Optional[List[str]] = None) -> int:
     ap.add_argument("--steps", type=int, default=3000)
     ap.add_argument("--label", default=None, help="what --base is, for the report")
     ap.add_argument("--out", type=Path, default=None)
+    ap.add_argument("--swap", action="append", default=[],
+                    help="module:Class.attribute (under syncguard.) to swap instead of the "
+                         "step's recording code; repeat for several")
     a = ap.parse_args(argv)
     if not (a.base / "syncguard" / "__init__.py").is_file():
         print(f"bench_exec_paired: --base {a.base}: no syncguard checkout there",
@@ -99,11 +105,12 @@ def main(argv: Optional[List[str]] = None) -> int:
     runs = []
     with tempfile.TemporaryDirectory() as t:
         for i in range(a.runs):
-            runs.append(one_run(a.base, a.steps, Path(t)))
+            runs.append(one_run(a.base, a.steps, Path(t), a.swap))
             print(f"run {i + 1}: saved {runs[-1]['saved_us']:+.1f} us per step", flush=True)
     saved = [x["saved_us"] for x in runs]
     r = {"steps": a.steps, "runs": runs, "saved_us_median": statistics.median(saved),
          "saved_us_range": [min(saved), max(saved)],
+         "swapped": a.swap or "the step's recording code (paired_program.SWAPPED)",
          "base_label": a.label or str(a.base), "environment": environment(),
          "load": " ".join(f"{x:.2f}" for x in os.getloadavg())}
     path = write_report("exec_paired", r, a.out)

@@ -6,8 +6,9 @@ step by step, in random order within each pair of steps.
     python -m syncguard exec --device cpu --step paired_program:decode_step --out OUT -- \\
         python paired_program.py --steps 3000 --base DIR --times OUT.json
 
-What is swapped (:data:`SWAPPED`): ``ExecSession._record`` and ``ResultWriter.exec_step`` /
-``_put_step``, the code a finished step runs from its counts to its line in the file. The
+What is swapped (:data:`SWAPPED`, or each ``--swap module:Class.attribute``):
+``ExecSession._record`` and ``ResultWriter.exec_step`` / ``_put_step``, the code a finished
+step runs from its counts to its line in the file. The
 other checkout is imported under another package name (``syncguard_base``), so both are
 loaded at once; its methods run on this checkout's objects. The times are written as a list
 of ``[variant, seconds]`` in step order (variant 0: this checkout, 1: the base).
@@ -30,10 +31,10 @@ import torch
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import decode_program  # noqa: E402  (its model and step)
 
-#: (module, class, attribute) of the methods swapped per step
-SWAPPED = (("execute.session", "ExecSession", "_record"),
-           ("results.format", "ResultWriter", "exec_step"),
-           ("results.format", "ResultWriter", "_put_step"))
+#: the methods swapped per step unless ``--swap`` names others (``module:Class.attribute``,
+#: the module under ``syncguard.``)
+SWAPPED = ("execute.session:ExecSession._record", "results.format:ResultWriter.exec_step",
+           "results.format:ResultWriter._put_step")
 VARIANT = [0]
 
 
@@ -48,10 +49,12 @@ def _base_package(base: Path) -> str:
     return "syncguard_base"
 
 
-def swap(base: Path) -> None:
-    """Make each swapped method run this checkout's or the base's by :data:`VARIANT`."""
+def swap(base: Path, names: Tuple[str, ...] = SWAPPED) -> None:
+    """Make each method of ``names`` run this checkout's or the base's by :data:`VARIANT`."""
     pkg = _base_package(base)
-    for mod, cls, attr in SWAPPED:
+    for name in names:
+        mod, _, rest = name.partition(":")
+        cls, _, attr = rest.partition(".")
         ours = getattr(getattr(importlib.import_module(f"syncguard.{mod}"), cls), attr)
         theirs = getattr(getattr(importlib.import_module(f"{pkg}.{mod}"), cls), attr)
         fns: Tuple[Callable[..., Any], ...] = (ours, theirs)
@@ -72,8 +75,10 @@ def main() -> None:
     ap.add_argument("--hidden", type=int, default=800)
     ap.add_argument("--base", type=Path, required=True)
     ap.add_argument("--times", required=True)
+    ap.add_argument("--swap", action="append", default=None,
+                    help="module:Class.attribute to swap (repeat); default: SWAPPED")
     a = ap.parse_args()
-    swap(a.base)
+    swap(a.base, tuple(a.swap) if a.swap else SWAPPED)
     torch.set_num_threads(1)
     torch.manual_seed(0)
     decode_program.MODEL = decode_program.Model(a.hidden).eval()
