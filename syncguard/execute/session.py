@@ -106,9 +106,10 @@ class StepTotals:
     file).
 
     A finished step's events are counted in batches of :attr:`BATCH`: on a decode step the
-    program's own work (the model) leaves the tally's code and data out of the caches, and
-    counting one step's read there costs several times what counting a batch's costs per
-    read (``benchmarks/bench_exec_cost.py``). :attr:`tally` counts what is held first."""
+    program's own work (the model) leaves the tally's code and data out of the caches, so
+    counting each step's reads as it ends costs the step several times what counting them
+    a batch at a time does (``benchmarks/bench_exec_paired.py`` measures such changes).
+    :attr:`tally` counts what is held first."""
 
     #: events held before they are counted (at most this many are held: flat memory)
     BATCH = 128

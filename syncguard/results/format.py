@@ -539,8 +539,9 @@ class ResultWriter:
                  **({} if rank is None else {"rank": rank})})
         for ev in events:
             self._read(heads[1], ev, step, lines, reads, key)
-        # one f-string: each piece formatted on its own costs the program's step more than
-        # its instructions say (the model's work between two steps leaves it all uncached)
+        # built in one piece: this runs after the model's work has left it uncached, where
+        # every extra step of building costs the program's step several times its own
+        # instructions (benchmarks/bench_exec_paired.py)
         dev = "" if device_ms is None else ',"device_ms":' + _ns(device_ms, _MS)
         lab = "" if labels is None else ',"labels":' + self._line(labels)[:-1]
         rk = "" if rank is None else f',"rank":{rank:d}'
