@@ -22,8 +22,11 @@ pages (``RssAnon``) beside it. The growth per step against plain is the differen
 exec-minus-plain figures between the two step counts, per step.
 
     python benchmarks/bench_exec_cost.py [--rounds 9] [--steps 2000] [--mem-steps 1000,8000]
+        [--flag step|loop] [--base DIR]
 
-Results: ``reports/bench/exec_cost.json`` and ``.md``. Aims (the issue's): per-step ratio at
+``--flag loop`` runs ``exec --loop decode_program:decode_step`` instead (how an engine's
+model call is named), reported in ``exec_cost_loop``. Results: ``reports/bench/exec_cost.json``
+and ``.md``. Aims (the issue's): per-step ratio at
 most 1.10x, peak growth at most 0.5 kB per step. Nothing is asserted.
 """
 
@@ -51,6 +54,10 @@ SKIP = 20  # first steps of each run left out of its median (allocator and cache
 
 #: ``--base``: another syncguard checkout, run as mode ``exec_base`` beside ``exec``
 BASE: Optional[Path] = None
+#: ``--flag``: how ``exec`` is told the step (``--step``: each call one step; ``--loop``: the
+#: step is begun by each call of the function and ends at the next, as an engine's loop is
+#: measured, with the driver of the loop looked for on each call)
+FLAG = "--step"
 
 
 def _env(mode: str = "exec") -> Dict[str, str]:
@@ -74,7 +81,7 @@ def run_once(mode: str, steps: int, hidden: int, tmp: Path, trace: bool = False
         cmd = [sys.executable, *prog]
     else:
         out = tmp / "out"
-        cmd = [sys.executable, "-m", "syncguard", "exec", "--device", "cpu", "--step",
+        cmd = [sys.executable, "-m", "syncguard", "exec", "--device", "cpu", FLAG,
                "decode_program:decode_step", "--out", str(out), "--force", "--", "python",
                *prog]
     t0 = time.perf_counter()
@@ -251,7 +258,8 @@ def markdown(r: Dict[str, Any]) -> str:
         "## Time per step (plain and exec interleaved, child processes, alternating order)",
         "",
         f"A decode step of {t['plain_step_ms_median']:.3f} ms (median) with one `.item()` per "
-        f"step: under `exec` {t['exec_step_ms_median']:.3f} ms, "
+        f"step: under `{r['params']['exec'].split(' --out')[0].replace('python -m ', '')}` "
+        f"{t['exec_step_ms_median']:.3f} ms, "
         f"{t['added_us_per_step']:.0f} us added per step.",
         "",
         "| | ratio exec/plain (median of per-step medians) |",
@@ -313,12 +321,17 @@ def main(argv: Optional[List[str]] = None) -> int:
                     help="layer width (800: about 1 ms a step on a 2-CPU EPYC at idle)")
     ap.add_argument("--mem-steps", default="1000,8000")
     ap.add_argument("--out", type=Path, default=None)
+    ap.add_argument("--flag", choices=("step", "loop"), default="step",
+                    help="exec --step (the default) or --loop decode_program:decode_step; "
+                         "loop's report is exec_cost_loop.json and .md")
     ap.add_argument("--base", type=Path, default=None,
                     help="another syncguard checkout (e.g. a `git archive` of an older commit) "
                          "run under exec too, interleaved, as `exec_base`")
     a = ap.parse_args(argv)
-    global BASE
+    global BASE, FLAG
     BASE = a.base.resolve() if a.base else None
+    FLAG = f"--{a.flag}"
+    name = "exec_cost" if a.flag == "step" else "exec_cost_loop"
     counts = sorted(int(x) for x in a.mem_steps.split(","))
     tmp = Path(tempfile.mkdtemp(prefix="syncguard-exec-cost-"))
     load_before = machine_load()
@@ -336,14 +349,14 @@ def main(argv: Optional[List[str]] = None) -> int:
         "params": {"rounds": a.rounds, "steps": a.steps, "hidden": a.hidden,
                    "mem_steps": counts, "skip_first_steps": SKIP, "device": "cpu",
                    "program": "benchmarks/decode_program.py (one .item() per step)",
-                   "exec": "python -m syncguard exec --device cpu --step "
+                   "exec": f"python -m syncguard exec --device cpu {FLAG} "
                            "decode_program:decode_step --out TMP --force -- python "
                            "decode_program.py"},
         "aims": {"ratio": AIM_RATIO, "kb_per_step": AIM_KB_PER_STEP},
         "timing": t, "memory": m,
     }
-    path = write_report("exec_cost", result, a.out)
-    md = (a.out.with_suffix(".md") if a.out else REPORTS / "exec_cost.md")
+    path = write_report(name, result, a.out)
+    md = (a.out.with_suffix(".md") if a.out else REPORTS / f"{name}.md")
     md.write_text(markdown(result))
     print(f"ratio {t['ratio_median']}x (range {t['ratio_range']}, 95% CI {t['ratio_ci95']}); "
           f"+{t['added_us_per_step']} us/step; traced heap vs plain: loop growth "
