@@ -258,7 +258,8 @@ def markdown(r: Dict[str, Any]) -> str:
         "## Time per step (plain and exec interleaved, child processes, alternating order)",
         "",
         f"A decode step of {t['plain_step_ms_median']:.3f} ms (median) with one `.item()` per "
-        f"step: under `{r['params']['exec'].split(' --out')[0].replace('python -m ', '')}` "
+        f"step: under `syncguard exec --device cpu {r['params'].get('flag', '--step')} "
+        f"decode_program:decode_step` "
         f"{t['exec_step_ms_median']:.3f} ms, "
         f"{t['added_us_per_step']:.0f} us added per step.",
         "",
@@ -348,6 +349,7 @@ def main(argv: Optional[List[str]] = None) -> int:
         "argv": list(argv if argv is not None else sys.argv[1:]),
         "params": {"rounds": a.rounds, "steps": a.steps, "hidden": a.hidden,
                    "mem_steps": counts, "skip_first_steps": SKIP, "device": "cpu",
+                   "flag": FLAG,
                    "program": "benchmarks/decode_program.py (one .item() per step)",
                    "exec": f"python -m syncguard exec --device cpu {FLAG} "
                            "decode_program:decode_step --out TMP --force -- python "

@@ -17,11 +17,14 @@ of ``[variant, seconds]`` in step order (variant 0: this checkout, 1: the base).
 from __future__ import annotations
 
 import argparse
+import atexit
 import importlib
 import json
 import os
 import random
+import shutil
 import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Any, Callable, List, Tuple
@@ -40,12 +43,11 @@ VARIANT = [0]
 
 def _base_package(base: Path) -> str:
     """Import checkout ``base``'s syncguard as ``syncguard_base`` (a folder of links)."""
-    link_dir = Path(os.environ.get("TMPDIR", "/tmp")) / f"syncguard_base_{os.getpid()}"
-    link_dir.mkdir(exist_ok=True)
-    link = link_dir / "syncguard_base"
-    if not link.exists():
-        link.symlink_to((base / "syncguard").resolve(), target_is_directory=True)
-    sys.path.insert(0, str(link_dir))
+    link_dir = tempfile.mkdtemp(prefix="syncguard-base-")
+    atexit.register(shutil.rmtree, link_dir, True)
+    (Path(link_dir) / "syncguard_base").symlink_to((base / "syncguard").resolve(),
+                                                  target_is_directory=True)
+    sys.path.insert(0, link_dir)
     return "syncguard_base"
 
 
@@ -55,14 +57,15 @@ def swap(base: Path, names: Tuple[str, ...] = SWAPPED) -> None:
     for name in names:
         mod, _, rest = name.partition(":")
         cls, _, attr = rest.partition(".")
-        ours = getattr(getattr(importlib.import_module(f"syncguard.{mod}"), cls), attr)
+        owner = getattr(importlib.import_module(f"syncguard.{mod}"), cls)
+        ours = getattr(owner, attr)
         theirs = getattr(getattr(importlib.import_module(f"{pkg}.{mod}"), cls), attr)
         fns: Tuple[Callable[..., Any], ...] = (ours, theirs)
 
         def pick(*a: Any, _fns: Tuple[Callable[..., Any], ...] = fns, **kw: Any) -> Any:
             return _fns[VARIANT[0]](*a, **kw)
 
-        setattr(getattr(importlib.import_module(f"syncguard.{mod}"), cls), attr, pick)
+        setattr(owner, attr, pick)
 
 
 def decode_step(x: torch.Tensor) -> int:

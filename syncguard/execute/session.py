@@ -126,18 +126,19 @@ class StepTotals:
     def count(self, events: List[SyncEvent]) -> None:
         """Count a finished step's hidden ``events`` (the allowed ones are kept apart by the
         tally): now, or with the next batch."""
-        held = self._held
-        held += events
-        if len(held) >= self.BATCH:
-            self._tally.extend(held)
-            held.clear()
+        self._held += events
+        if len(self._held) >= self.BATCH:
+            self._count_held()
+
+    def _count_held(self) -> None:
+        self._tally.extend(self._held)
+        self._held.clear()
 
     @property
     def tally(self) -> Tally:
         """Every event counted so far, per site and step."""
         if self._held:
-            self._tally.extend(self._held)
-            self._held.clear()
+            self._count_held()
         return self._tally
 
 

@@ -551,7 +551,7 @@ class ResultWriter:
             f'"batch_size":0,"syncs":{syncs:d},"allowed":{allowed:d},'
             f'"latency_ms":{_ns(latency_ms, _MS)}{dev},"sync_wait_us":{_ns(wait_us, _US)}'
             f'{lab}{rk}{rd}}}\n')
-        self._put_step(lines[0] if len(lines) == 1 else "".join(lines))
+        self._put_step("".join(lines))
 
     def _put_step(self, text: str) -> None:
         """A finished step's lines, written together; fsync'ed when the last fsync is
