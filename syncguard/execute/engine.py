@@ -137,28 +137,35 @@ def execute(opts: ExecOptions, target: Any, out: str) -> int:
         "scenarios": {program.name: {"file": program.target, "steps": None,
                                      "warmup": opts.warmup, "max_syncs": {}}},
     }
-    from ..core.atomic import claim, stream_of
+    from ..core.atomic import claim
 
     # the result file is this run's alone until its reports are written (a second run into
     # the same --out is refused in one line); released when the process closes it
     claimed = claim(path, opts.force)
     try:
-        return _run(opts, target, out, program, path, header, stream_of(claimed))
+        return _run(opts, target, out, program, path, header, claimed)
     finally:
         os.close(claimed)
 
 
 def _run(opts: ExecOptions, target: Any, out: str, program: Any, path: str,
-         header: Dict[str, Any], stream: Any) -> int:
+         header: Dict[str, Any], claimed: int) -> int:
     from ..core import signals as _signals
     from ..core import steps as markers
+    from ..core.atomic import stream_of
     from ..errors import EXIT_BROKEN_PIPE, EXIT_OK, EXIT_OVER, EXIT_USAGE
+    from ..results import drain
     from ..results.format import ResultWriter
     from .hooks import StepHooks
     from .program import run, show_exception
     from .session import PROGRAM_STEP, ExecSession
 
-    writer = ResultWriter(path, header, stream, events_per_site=opts.events_per_site)
+    # the file is written by a drain process (syncguard.results.drain: a finished step costs
+    # the program one pipe write), or here where none can be started
+    writer: Any = drain.start(path, claimed, header, opts.events_per_site)
+    if writer is None:
+        writer = ResultWriter(path, header, stream_of(claimed),
+                              events_per_site=opts.events_per_site)
     session = ExecSession(program.name, writer, target, warmup=opts.warmup,
                           allow_sites=opts.allow_sites, rank=opts.rank,
                           devices=("cpu",) if target.kind == "cpu" else ())

@@ -330,11 +330,28 @@ while True:
 """
 
 
+def _wait_unlocked(path: Path, timeout: float = 60.0) -> None:
+    """Wait until no process holds ``path``'s run lock (the drain, done writing)."""
+    import fcntl
+    import time
+
+    deadline = time.monotonic() + timeout
+    with open(path, "rb") as f:
+        while True:
+            try:
+                fcntl.flock(f.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+                return
+            except BlockingIOError:
+                assert time.monotonic() < deadline, "the result file stayed locked"
+                time.sleep(0.02)
+
+
 @posix
 def test_sigkill_keeps_every_finished_step(tmp_path: Path) -> None:
     """``exec`` killed with SIGKILL (no handler runs, no footer, no fsync): every step the
-    program saw finish is in result.jsonl, with its sync, since each finished step is written
-    and flushed as it ends (the bytes are the operating system's, not the process's)."""
+    program saw finish is in result.jsonl, with its sync, since each finished step is handed
+    to the drain's pipe as it ends (the bytes are the operating system's, not the process's),
+    and the drain writes all of them once the pipe's writer is gone."""
     import time
 
     (tmp_path / "endless.py").write_text(_ENDLESS)
@@ -362,6 +379,7 @@ def test_sigkill_keeps_every_finished_step(tmp_path: Path) -> None:
             proc.wait()
     done += [int(ln.split()[1]) for ln in rest.splitlines() if ln.startswith("done ")]
     assert proc.returncode == -signal.SIGKILL and len(done) >= 30
+    _wait_unlocked(out / "result.jsonl")  # the drain writes what the pipe holds, then lets go
     res = results.load(str(out / "result.jsonl"))
     assert not res.complete
     kept = {s.step: s.syncs for s in res.steps}

@@ -13,6 +13,7 @@ from _paths import TESTS
 
 from syncguard.cli import main
 from syncguard.core.events import SyncEvent
+from syncguard.results import drain
 from syncguard.results import format as results
 from syncguard.results.format import ResultWriter, StepRecord
 
@@ -88,6 +89,7 @@ def test_no_fsync_per_step(budgets: None, tmp_path: Any, monkeypatch: pytest.Mon
     monkeypatch.setattr(os, "fsync", fsync)
     monkeypatch.setattr(ResultWriter, "clock", staticmethod(_FakeClock(0.01)),
                         raising=False)
+    monkeypatch.setattr(drain, "ENABLED", False)  # the writer's schedule, seen in-process
     rc, out = _run(tmp_path, steps=300)
     assert rc == 0
     path = os.path.join(out, "result.jsonl")
@@ -199,6 +201,7 @@ def test_a_stop_signal_fsyncs_the_finished_steps_before_the_reports(
 
     monkeypatch.setattr(os, "fsync", fsync)
     monkeypatch.setattr(ResultWriter, "clock", staticmethod(lambda: 0.0), raising=False)
+    monkeypatch.setattr(drain, "ENABLED", False)  # the writer's schedule, seen in-process
     out = str(tmp_path / "o")
     assert main(["exec", "--device", "cpu", "--out", out, "--", "python", "term.py"]) == 143
     path = os.path.join(out, "result.jsonl")

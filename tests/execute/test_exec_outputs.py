@@ -18,6 +18,7 @@ from _subprocess import env
 
 from syncguard.cli import main
 from syncguard.core import atomic as _atomic
+from syncguard.results import drain
 from syncguard.results import format as results
 
 posix = pytest.mark.skipif(os.name == "nt", reason="flock and tmpfs need POSIX")
@@ -136,6 +137,7 @@ def test_enospc_under_exec_never_reaches_the_program(
     if not os.path.exists("/proc/self/fd"):
         pytest.skip("needs /proc")
     monkeypatch.setattr(os, "fsync", fsync)
+    monkeypatch.setattr(drain, "ENABLED", False)  # os.fsync patched here: write in-process
     rc, _, err = _exec(tmp_path, capsys, STEPS.format(n=3))
     assert (tmp_path / "finished").exists(), err
     assert rc == 2 and "No space left on device" in err and "Traceback" not in err

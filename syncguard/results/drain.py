@@ -1,0 +1,372 @@
+"""``exec``'s result file written by a second process, the drain.
+
+Writing a finished step's line in the program's own process costs its next step several times
+the instructions it takes: after the model's work has left the writer's code, its site table
+and the kernel's file path out of the caches, each of them comes back on the program's clock
+(``benchmarks/bench_exec_paired.py``; about 23 us of a 1 ms decode step, a third of what
+``exec`` added). So ``exec`` hands each finished step, as a few numbers, to a drain process
+through a pipe, and the drain runs the :class:`~syncguard.results.format.ResultWriter` that
+formats and writes the file: the program's process pays one lookup per read, one
+``marshal.dumps`` and one pipe write per step.
+
+What a run keeps is what it kept before:
+
+- each finished step is in the pipe when the step returns: the operating system's, not the
+  program's. Killed with SIGKILL, the program's process drops nothing: the drain reads to the
+  end of the pipe and writes every step, then fsyncs and leaves the file without a footer, as
+  a killed run's file was. (The drain ignores Ctrl-C and SIGTERM: the program's process stops
+  it, by closing the run or by dying.)
+- the drain wakes every :data:`POLL_S` to write what came (never woken per step, which would
+  cost the program's process a wake-up per step); it fsyncs at most once a second, at the end,
+  and when asked (:meth:`DrainWriter.sync`).
+- a write error (a full disk) stops the writing there, every line before it kept, and is
+  reported by :meth:`DrainWriter.raise_error` after the program, as before; a drain that ended
+  early is such an error too.
+- the file is claimed (locked) by the run: the drain writes through the same open file, so the
+  lock holds until both processes are done with it.
+
+:func:`start` returns None where no drain can be started (no ``fork``/``exec``, a drain that
+fails to come up): the caller writes in-process then, as before.
+
+Messages are length-prefixed :mod:`marshal` tuples. A read's site (everything of its event
+but its step, count, wait, warm-up flag and lineage) goes once, as a numbered template; each
+read after it is ``(site, step, count, wait_us, warmup, lineage)``.
+"""
+
+from __future__ import annotations
+
+import json
+import marshal
+import os
+import select
+import signal
+import struct
+import subprocess
+import sys
+import time
+from typing import Any, Dict, List, Optional, Sequence, Tuple
+
+from ..core.events import Frame, Stack, SyncEvent
+from .format import ResultWriter, _site_of
+
+#: how often the drain looks for new steps (s): at most this long between a step's end and
+#: its line in the file (kept in the pipe meanwhile, so a killed program loses nothing)
+POLL_S = 0.01
+#: how long :func:`start` waits for the drain to come up, and :meth:`DrainWriter.close` for
+#: it to write the rest (s)
+START_S, CLOSE_S = 30.0, 300.0
+_LEN = struct.Struct("<I")
+_PIPE_SIZE = 1 << 20  # F_SETPIPE_SZ: a loaded machine may leave the drain waiting a while
+#: whether :func:`start` starts drains (tests of the in-process writer's own schedule turn
+#: it off)
+ENABLED = True
+#: pipe write ends of the drains this process opened: a child forked by the program closes
+#: them, so that only this process's end keeps a drain reading
+_OPEN_FDS: List[int] = []
+
+
+def _close_in_child() -> None:
+    for fd in _OPEN_FDS:
+        try:
+            os.close(fd)
+        except OSError:
+            pass
+    _OPEN_FDS.clear()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_close_in_child)
+
+
+def _json(obj: Any) -> Optional[str]:
+    return None if obj is None else json.dumps(obj, default=str)
+
+
+class DrainWriter:
+    """The result writer of an ``exec`` run whose file a drain process writes: the calls the
+    run makes on a :class:`~syncguard.results.format.ResultWriter` (``exec_step``, ``events``,
+    ``note``, ``sync``, ``close``, ``raise_error``), each sent to the drain in
+    the order made. Calls come one at a time (the exec session's lock)."""
+
+    def __init__(self, path: str, proc: Any, pipe: int, status: int) -> None:
+        self.path = path
+        self._proc, self._pipe, self._status = proc, pipe, status
+        #: the first write error, the drain's or the pipe's (:meth:`raise_error`)
+        self.error: Optional[OSError] = None
+        self._sites: Dict[Tuple[Any, ...], int] = {}  # a read's site -> its template's number
+        self._closed = False
+
+    # -- what the run calls --------------------------------------------------------------
+    def exec_step(self, scenario: str, path: str, pass_: str, step: int, warmup: bool,
+                  syncs: int, allowed: int, latency_ms: float, device_ms: Optional[float],
+                  wait_us: float, labels: Optional[Dict[str, Any]], rank: Optional[int],
+                  events: Sequence[SyncEvent]) -> None:
+        """:meth:`ResultWriter.exec_step`, in the drain."""
+        self._send(("step", scenario, path, pass_, step, warmup, syncs, allowed, latency_ms,
+                    device_ms, wait_us, _json(labels), rank, self._reads(events)))
+
+    def events(self, scenario: str, path: str, pass_: str, events: List[SyncEvent],
+               rank: Optional[int] = None,
+               after: Optional[List[Optional[int]]] = None) -> None:
+        """:meth:`ResultWriter.events`, in the drain."""
+        self._send(("events", scenario, path, pass_, self._reads(events), rank,
+                    None if after is None else tuple(after)))
+
+    def note(self, **fields: Any) -> None:
+        self._send(("note", _json(fields)))
+
+    def sync(self) -> None:
+        """Have the drain write what it has and fsync the file."""
+        self._send(("sync",))
+
+    def close(self, complete: bool, **fields: Any) -> None:
+        """The footer; then wait for the drain to write everything and to say how it went."""
+        if self._closed:
+            return
+        self._send(("close", complete, _json(fields)))
+        self._closed = True
+        self._finish()
+
+    def raise_error(self) -> None:
+        """The first write error as one :class:`~syncguard.core.atomic.OutputError` line
+        naming the file (nothing when every line was written)."""
+        if self.error is not None:
+            from ..core.atomic import write_error
+
+            raise write_error(self.path, self.error)
+
+    # -- the pipe ------------------------------------------------------------------------
+    def _reads(self, events: Sequence[SyncEvent]) -> Tuple[Tuple[Any, ...], ...]:
+        out = []
+        sites = self._sites
+        for ev in events:
+            key = _site_of(ev)
+            sid = sites.get(key)
+            if sid is None:
+                sid = sites[key] = len(sites)
+                self._send(("site", sid, _site_fields(ev)))
+            lin = ev.lineage
+            out.append((sid, ev.step, ev.count, ev.wait_us, ev.warmup,
+                        None if lin is None else _json(lin)))
+        return tuple(out)
+
+    def _send(self, msg: Tuple[Any, ...]) -> None:
+        if self.error is not None or self._closed:
+            return
+        data = marshal.dumps(msg)
+        data = _LEN.pack(len(data)) + data
+        try:
+            n = os.write(self._pipe, data)
+            while n < len(data):  # a pipe takes a large message in parts
+                data = data[n:]
+                n = os.write(self._pipe, data)
+        except OSError as exc:  # the drain is gone: what it wrote is kept, the rest is lost
+            self.error = OSError(exc.errno, f"the process writing it ended early "
+                                            f"({exc.strerror})")
+            self._finish()
+
+    def _finish(self) -> None:
+        """Close the pipe, wait for the drain, take its status (its first write error)."""
+        if self._pipe in _OPEN_FDS:
+            _OPEN_FDS.remove(self._pipe)
+        try:
+            os.close(self._pipe)
+        except OSError:
+            pass
+        self._closed = True
+        try:
+            code = self._proc.wait(timeout=CLOSE_S)
+        except subprocess.TimeoutExpired:
+            self._proc.kill()
+            code = self._proc.wait()
+        try:
+            status = os.read(self._status, 1 << 16)
+        except OSError:
+            status = b""
+        finally:
+            os.close(self._status)
+        err = _status_error(status, code)
+        if err is not None and self.error is None:
+            self.error = err
+
+
+def _site_fields(ev: SyncEvent) -> Tuple[Any, ...]:
+    """``_site_of(ev)`` with plain values (the frames as tuples)."""
+    (kind, api, op, filename, lineno, function, stack, thread, allowed, reason, device,
+     source) = _site_of(ev)
+    return (kind, api, op, filename, lineno, function,
+            tuple((f.filename, f.lineno, f.function, f.qualname) for f in stack),
+            thread, allowed, reason, device, source)
+
+
+def _status_error(status: bytes, code: int) -> Optional[OSError]:
+    """The drain's report: the first write error it met; an error too when it said nothing
+    (it crashed, or was killed)."""
+    try:
+        got = json.loads(status.decode("utf-8").splitlines()[-1])
+    except (ValueError, IndexError, UnicodeDecodeError):
+        got = None
+    if isinstance(got, dict) and got.get("done"):
+        e = got.get("error")
+        if isinstance(e, list) and len(e) == 2:
+            return OSError(e[0], e[1])
+        return None
+    return OSError(0, f"the process writing it exited with {code} before it finished")
+
+
+def start(path: str, fd: int, header: Dict[str, Any],
+          events_per_site: Optional[int]) -> Optional[DrainWriter]:
+    """Start a drain writing ``header`` and then the run's lines to ``fd`` (the claimed
+    result file ``path``); None where none can be started (then write in-process)."""
+    if not ENABLED or os.name != "posix" or not sys.executable:
+        return None
+    pipe_r = pipe_w = status_r = status_w = -1
+    proc = None
+    try:
+        pipe_r, pipe_w = os.pipe()
+        status_r, status_w = os.pipe()
+        try:
+            import fcntl
+
+            fcntl.fcntl(pipe_w, getattr(fcntl, "F_SETPIPE_SZ", 1031), _PIPE_SIZE)
+        except (ImportError, OSError):
+            pass  # the default pipe size: the program waits sooner on a slow drain
+        root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+        cmd = [sys.executable, "-I", "-c",
+               "import sys; sys.path.insert(0, sys.argv[1]); "
+               "from syncguard.results.drain import main; main(sys.argv[2:])",
+               root, str(pipe_r), str(fd), str(status_w)]
+        proc = subprocess.Popen(cmd, pass_fds=(pipe_r, fd, status_w), stdin=subprocess.DEVNULL,
+                                stdout=subprocess.DEVNULL, close_fds=True)
+        os.close(pipe_r)
+        os.close(status_w)
+        pipe_r = status_w = -1
+        writer = DrainWriter(path, proc, pipe_w, status_r)
+        _OPEN_FDS.append(pipe_w)
+        writer._send(("open", path, _json(header), events_per_site))
+        ready, _, _ = select.select([status_r], [], [], START_S)
+        if not ready or os.read(status_r, 6) != b"ready\n" or writer.error is not None:
+            raise OSError("the drain did not start")
+        return writer
+    except (OSError, ValueError, subprocess.SubprocessError):
+        if proc is not None and proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        if pipe_w in _OPEN_FDS:
+            _OPEN_FDS.remove(pipe_w)
+        for f in (pipe_r, pipe_w, status_r, status_w):
+            if f >= 0:
+                try:
+                    os.close(f)
+                except OSError:
+                    pass
+        return None
+
+
+# -- the drain process ---------------------------------------------------------------------
+def main(argv: Sequence[str]) -> None:
+    """The drain: read messages from the pipe ``argv[0]``, write the result file ``argv[1]``
+    (an inherited descriptor), report on ``argv[2]``."""
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, signal.SIG_IGN)  # the program's process ends the drain
+    pipe, fd, status = (int(a) for a in argv[:3])
+    os.set_blocking(pipe, False)
+    drain = _Drain(fd, status)
+    buf = b""
+    eof = False
+    while not eof and not drain.closed:
+        got = False
+        while True:
+            try:
+                chunk = os.read(pipe, 1 << 20)
+            except BlockingIOError:
+                break
+            if not chunk:
+                eof = True
+                break
+            buf += chunk
+            got = True
+        buf = drain.feed(buf)
+        if not got and not eof and not drain.closed:
+            time.sleep(POLL_S)
+    drain.end()
+
+
+class _Drain:
+    """The drain's side: a :class:`ResultWriter` fed with the messages."""
+
+    def __init__(self, fd: int, status: int) -> None:
+        self.fd, self.status = fd, status
+        self.writer: Optional[ResultWriter] = None
+        self.templates: Dict[int, SyncEvent] = {}
+        self.closed = False
+
+    def feed(self, buf: bytes) -> bytes:
+        """Act on every whole message in ``buf``; returns the rest."""
+        at = 0
+        while len(buf) - at >= 4 and not self.closed:
+            (n,) = _LEN.unpack_from(buf, at)
+            if len(buf) - at - 4 < n:
+                break
+            self.act(marshal.loads(buf[at + 4:at + 4 + n]))
+            at += 4 + n
+        return buf[at:]
+
+    def act(self, msg: Tuple[Any, ...]) -> None:
+        op = msg[0]
+        if op == "open":
+            _, path, header, per_site = msg
+            stream = os.fdopen(self.fd, "w", encoding="utf-8")
+            self.writer = ResultWriter(path, json.loads(header), stream,
+                                       events_per_site=per_site)
+            os.write(self.status, b"ready\n")
+            return
+        w = self.writer
+        if w is None:
+            return
+        if op == "site":
+            _, sid, f = msg
+            stack = Stack(Frame(*fr) for fr in f[6])
+            self.templates[sid] = SyncEvent.make(f[0], f[1], f[2], f[3], f[4], f[5], stack,
+                                                 None, f[7], f[8], f[9], False, 1, f[10],
+                                                 f[11], None, None)
+        elif op == "step":
+            (_, scenario, path, pass_, step, warmup, syncs, allowed, latency_ms, device_ms,
+             wait_us, labels, rank, reads) = msg
+            w.exec_step(scenario, path, pass_, step, warmup, syncs, allowed, latency_ms,
+                        device_ms, wait_us, None if labels is None else json.loads(labels),
+                        rank, self.events(reads))
+        elif op == "events":
+            _, scenario, path, pass_, reads, rank, after = msg
+            w.events(scenario, path, pass_, self.events(reads), rank,
+                     None if after is None else list(after))
+        elif op == "note":
+            w.note(**json.loads(msg[1]))
+        elif op == "sync":
+            w.sync()
+        elif op == "close":
+            w.close(msg[1], **json.loads(msg[2]))
+            self.closed = True
+
+    def events(self, reads: Sequence[Tuple[Any, ...]]) -> List[SyncEvent]:
+        out = []
+        for sid, step, count, wait_us, warmup, lineage in reads:
+            out.append(self.templates[sid].evolve(
+                step=step, count=count, wait_us=wait_us, warmup=warmup,
+                lineage=None if lineage is None else json.loads(lineage)))
+        return out
+
+    def end(self) -> None:
+        """The run is over (closed), or the program's process died (the pipe's end): what
+        came is written; fsync'ed; the first write error reported."""
+        w = self.writer
+        err = None
+        if w is not None:
+            if not self.closed:
+                w.sync()  # no footer: the run did not finish
+            err = w.error
+        msg = {"done": True, "error": None if err is None else [err.errno, err.strerror]}
+        try:
+            os.write(self.status, (json.dumps(msg) + "\n").encode("utf-8"))
+        except OSError:
+            pass

@@ -1,0 +1,167 @@
+"""The drain (syncguard.results.drain): the process that writes ``exec``'s result file from
+what the program's process sends it. Its file is the in-process writer's, line for line; a
+drain that ends early, or cannot write, is one write error after the program; where none can
+start, ``exec`` writes in-process."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import sys
+from pathlib import Path
+from typing import Any, List
+
+import pytest
+
+from syncguard.cli import main
+from syncguard.core.atomic import OutputError, claim
+from syncguard.core.events import Frame, Stack, SyncEvent
+from syncguard.results import drain
+from syncguard.results import format as results
+from syncguard.results.format import ResultWriter
+
+posix = pytest.mark.skipif(os.name != "posix", reason="the drain is a POSIX process")
+
+
+def _ev(line: int, step: Any, wait: Any = 2.5, lineage: Any = None, thread: str = "MainThread",
+        count: int = 1, warmup: bool = False) -> SyncEvent:
+    stack = Stack([Frame("/w/prog.py", line, "decode", "Model.decode"),
+                   Frame("/w/prog.py", 90, "main")])
+    return SyncEvent.make("scalar_read", "Tensor.item", "aten::_local_scalar_dense", "/w/prog.py",
+                          line, "decode", stack, step, thread, False, None, warmup, count, "npu",
+                          None, wait, lineage)
+
+
+def _feed(w: Any) -> None:
+    """The calls an exec run makes: steps past the per-site cap, a lineage, labels, a rank,
+    a warm-up step, waits that are None or not finite, outside events, notes."""
+    for i in range(40):
+        evs = [_ev(12, i, wait=0.001 * i), _ev(14, i, wait=None if i % 5 else float("nan"))]
+        if i % 7 == 0:
+            evs.append(_ev(20, i, lineage={"verdict": "host", "source": "top_k", "n": i}))
+        labels = {"phase": "prefill"} if i == 0 else None
+        w.exec_step("prog.py", "decode", "exec", i, i < 2, len(evs), 0, 1.25 + i,
+                    None if i % 2 else 0.5, 3.0, labels, None, evs)
+        if i % 10 == 3:
+            w.events("prog.py", results.OUTSIDE_PATH, "exec",
+                     [_ev(30, None, thread="sched"), _ev(31, None, count=2)], None, [i, i])
+    w.exec_step("prog.py", "decode", "exec", 0, False, 1, 0, 1.0, None, 1.0, None, 3,
+                [_ev(12, 0)])  # another rank: sites of its own
+    w.note(message="a note", n=3, nested={"a": [1, 2]})
+    w.close(True, exit_code=0)
+
+
+def _lines(path: Path) -> List[str]:
+    out = []
+    for line in path.read_text(encoding="utf-8").splitlines():
+        out.append(re.sub(r'"(created|finished)":[0-9.e+]+', '"T":0', line))
+    return out
+
+
+@posix
+def test_the_drain_writes_the_in_process_writers_file_line_for_line(tmp_path: Path) -> None:
+    here, there = tmp_path / "here.jsonl", tmp_path / "there.jsonl"
+    header = {"argv": ["exec", "x"], "env": {"python": sys.version}}
+    _feed(ResultWriter(str(here), header, events_per_site=4))
+    fd = claim(str(there), False)
+    try:
+        w = drain.start(str(there), fd, header, 4)
+        assert isinstance(w, drain.DrainWriter), "no drain started"
+        _feed(w)
+        w.raise_error()
+    finally:
+        os.close(fd)
+    assert _lines(there) == _lines(here)
+    res = results.load(str(there))
+    assert res.complete and len(res.steps) == 41
+
+
+@posix
+def test_a_drain_that_ends_early_is_one_write_error_and_keeps_its_lines(tmp_path: Path) -> None:
+    path = tmp_path / "r.jsonl"
+    fd = claim(str(path), False)
+    try:
+        w = drain.start(str(path), fd, {}, 2)
+        assert isinstance(w, drain.DrainWriter)
+        for i in range(5):
+            w.exec_step("p", "s", "exec", i, False, 1, 0, 1.0, None, 1.0, None, None,
+                        [_ev(12, i)])
+        w.sync()
+        for _ in range(200):  # the drain wrote them (it looks every POLL_S)
+            if _lines(path)[-1:] and '"step":4' in _lines(path)[-1]:
+                break
+            import time
+            time.sleep(0.02)
+        os.kill(w._proc.pid, signal.SIGKILL)
+        w._proc.wait()
+        for i in range(5, 400):  # the pipe breaks: no exception into the program
+            w.exec_step("p", "s", "exec", i, False, 1, 0, 1.0, None, 1.0, None, None,
+                        [_ev(12, i)])
+        w.close(True)
+        with pytest.raises(OutputError, match="r.jsonl.*ended early|r.jsonl.*exited"):
+            w.raise_error()
+    finally:
+        os.close(fd)
+    assert [s.step for s in results.load(str(path)).steps] == [0, 1, 2, 3, 4]
+
+
+@posix
+def test_a_drain_that_cannot_write_reports_the_error_after_the_run(tmp_path: Path) -> None:
+    if not os.path.exists("/dev/full"):
+        pytest.skip("needs /dev/full")
+    fd = os.open("/dev/full", os.O_WRONLY)
+    try:
+        w = drain.start(str(tmp_path / "r.jsonl"), fd, {}, 2)
+        assert isinstance(w, drain.DrainWriter)
+        w.exec_step("p", "s", "exec", 0, False, 1, 0, 1.0, None, 1.0, None, None, [_ev(12, 0)])
+        w.close(True)
+        with pytest.raises(OutputError, match="No space left on device"):
+            w.raise_error()
+    finally:
+        os.close(fd)
+
+
+def test_without_a_drain_exec_writes_in_process(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                capsys: pytest.CaptureFixture) -> None:
+    """A drain that cannot start (here: no Python to start it with): the run writes its file
+    itself, as it did before drains."""
+    started: List[Any] = []
+    real = drain.start
+
+    def start(*a: Any) -> Any:
+        monkeypatch.setattr(sys, "executable", str(tmp_path / "no-python"))
+        got = real(*a)
+        started.append(got)
+        return got
+
+    monkeypatch.setattr(drain, "start", start)
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "prog.py").write_text("import torch\nfor i in range(5):\n"
+                                      "    with __import__('syncguard').step():\n"
+                                      "        torch.ones(1).item()\n")
+    rc = main(["exec", "--device", "cpu", "--out", "o", "--", "python", "prog.py"])
+    assert started == [None]
+    assert rc == 0, capsys.readouterr().err
+    res = results.load(str(tmp_path / "o" / "result.jsonl"))
+    assert res.complete and [s.syncs for s in res.steps] == [1] * 5
+
+
+@posix
+def test_the_drain_is_what_exec_writes_with(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                            capsys: pytest.CaptureFixture) -> None:
+    made: List[Any] = []
+    real = drain.start
+    monkeypatch.setattr(drain, "start", lambda *a: made.append(real(*a)) or made[-1])
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "prog.py").write_text("import torch\nfor i in range(30):\n"
+                                      "    with __import__('syncguard').step():\n"
+                                      "        torch.ones(1).item()\n")
+    rc = main(["exec", "--device", "cpu", "--out", "o", "--", "python", "prog.py"])
+    assert rc == 0, capsys.readouterr().err
+    assert len(made) == 1 and isinstance(made[0], drain.DrainWriter)
+    assert made[0]._proc.returncode == 0  # the drain finished before the reports
+    lines = (tmp_path / "o" / "result.jsonl").read_text().splitlines()
+    assert json.loads(lines[-1])["type"] == "footer"
+    assert sum('"type":"step"' in ln for ln in lines) == 30
