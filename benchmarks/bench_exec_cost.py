@@ -184,6 +184,7 @@ def memory(counts: List[int], hidden: int, tmp: Path) -> Dict[str, Any]:
         for mode in modes:
             d = run_once(mode, n, hidden, tmp, trace=True)
             tr, an, rss = d["traced_kb"], d["rss_anon_kb"], d["rss_kb"]
+            ch = d.get("children_anon_kb") or {}
             runs[f"{mode}_{n}"] = {
                 "steps": n,
                 "traced_loop_growth_kb_per_step": round(
@@ -193,6 +194,11 @@ def memory(counts: List[int], hidden: int, tmp: Path) -> Dict[str, Any]:
                 "anon_loop_end_kb": an["loop_end"], "anon_exit_kb": an["exit"],
                 "vm_hwm_loop_end_kb": rss["hwm_loop_end"], "vm_hwm_exit_kb": rss["hwm_exit"],
                 "result_bytes": d.get("result_bytes"),
+                # the drain (exec's child process that writes the result file): its own pages
+                "children_anon_loop_end_kb": ch.get("loop_end"),
+                "children_anon_growth_kb_per_step": None if None in (
+                    ch.get("10%"), ch.get("90%")) else round(
+                    (ch["90%"] - ch["10%"]) / (0.8 * n), 4),
             }
             r = runs[f"{mode}_{n}"]
             print(f"  {mode} {n} steps: traced heap growth in the loop "
@@ -225,6 +231,9 @@ def memory(counts: List[int], hidden: int, tmp: Path) -> Dict[str, Any]:
     return {
         "base": base,
         "runs": runs,
+        "drain_anon_loop_end_kb": {str(n): runs[f"exec_{n}"]["children_anon_loop_end_kb"]
+                                   for n in counts},
+        "drain_anon_growth_kb_per_step": runs[f"exec_{hi}"]["children_anon_growth_kb_per_step"],
         "traced_loop_growth_kb_per_step_vs_plain": round(loop, 4),
         "traced_peak_loop_end_kb_per_step_vs_plain": per_step("traced_peak_loop_end_kb"),
         "traced_peak_exit_kb_per_step_vs_plain": per_step("traced_peak_exit_kb"),
@@ -299,6 +308,7 @@ def markdown(r: Dict[str, Any]) -> str:
         f"{m['anon_loop_end_kb_per_step_vs_plain']:.3f} |",
         f"| own pages (RssAnon) at exit | {m['anon_exit_kb_per_step_vs_plain']:.3f} |",
         "",
+        *_drain_lines(m),
         *([f"`--base`: traced heap growth in the loop "
            f"{m['base']['traced_loop_growth_kb_per_step_vs_plain']:.3f}, peak at the loop's end "
            f"{m['base']['traced_peak_loop_end_kb_per_step_vs_plain']:.3f}, whole process "
@@ -312,6 +322,19 @@ def markdown(r: Dict[str, Any]) -> str:
         "",
     ]
     return "\n".join(lines)
+
+
+def _drain_lines(m: Dict[str, Any]) -> List[str]:
+    """The drain's own pages (exec's child process that writes the result file), when the
+    runs had one."""
+    at = m.get("drain_anon_loop_end_kb") or {}
+    if not at or None in at.values():
+        return []
+    sizes = ", ".join(f"{int(kb) / 1024:.1f} MB at {n} steps" for n, kb in at.items())
+    return [f"The drain (the process `exec` starts to write the result file) is apart from "
+            f"these figures: its own pages (RssAnon) at the loop's end were {sizes}; they "
+            f"grew {m['drain_anon_growth_kb_per_step']:.3f} kB per step from 10% to 90% of "
+            f"the longer run's steps.", ""]
 
 
 def main(argv: Optional[List[str]] = None) -> int:

@@ -9,7 +9,8 @@ Each step: four ``hidden x hidden`` layers on a batch of 8 and the next token re
 of the step's result line are inside), keeps the times in a preallocated array (no growth of
 its own), and writes them at exit together with the process's memory: ``VmRSS`` and
 ``RssAnon`` (the process's own pages: unlike shared-library pages, not dropped when the
-machine reclaims memory) at 10%, 50% and 90% of the steps and the loop's end, ``VmHWM`` (the
+machine reclaims memory), and the ``RssAnon`` of its child processes (under ``exec``, the drain
+that writes the result file) at 10%, 50% and 90% of the steps and the loop's end, ``VmHWM`` (the
 peak) at the loop's end and at exit (under ``exec``, exit comes after syncguard's reports),
 and, when Python traces allocations (``PYTHONTRACEMALLOC=1``), the traced heap's current
 size and peak at those points.
@@ -21,6 +22,7 @@ import argparse
 import array
 import atexit
 import json
+import os
 import time
 import tracemalloc
 from typing import Dict, Optional
@@ -37,6 +39,23 @@ def _status_kb(key: str) -> Optional[int]:
     except (OSError, ValueError):
         pass
     return None
+
+
+def _children_anon_kb() -> Optional[int]:
+    """The own pages (``RssAnon``) of this process's child processes, summed (under ``exec``:
+    the drain that writes the result file); None where /proc cannot tell."""
+    total = 0
+    try:
+        for tid in os.listdir("/proc/self/task"):
+            with open(f"/proc/self/task/{tid}/children", encoding="ascii") as f:
+                for pid in f.read().split():
+                    with open(f"/proc/{pid}/status", encoding="ascii") as st:
+                        for line in st:
+                            if line.startswith("RssAnon:"):
+                                total += int(line.split()[1])
+    except (OSError, ValueError):
+        return None
+    return total
 
 
 class Model(torch.nn.Module):
@@ -78,9 +97,11 @@ def main() -> None:
     marks = {int(a.steps * f): f"{int(f * 100)}%" for f in (0.1, 0.5, 0.9)}
     rss: Dict[str, Optional[int]] = {}
     anon: Dict[str, Optional[int]] = {}
+    children: Dict[str, Optional[int]] = {}
     traced: Dict[str, int] = {}
     out: Dict[str, object] = {"steps": a.steps, "hidden": a.hidden, "rss_kb": rss,
-                              "rss_anon_kb": anon, "traced_kb": traced}
+                              "rss_anon_kb": anon, "traced_kb": traced,
+                              "children_anon_kb": children}
 
     def trace(at: str) -> None:
         if tracemalloc.is_tracing():
@@ -102,6 +123,7 @@ def main() -> None:
             if i in marks:
                 rss[marks[i]] = _status_kb("VmRSS")
                 anon[marks[i]] = _status_kb("RssAnon")
+                children[marks[i]] = _children_anon_kb()
                 trace(marks[i])
             t0 = clock()
             decode_step(x)
@@ -109,6 +131,7 @@ def main() -> None:
     rss["loop_end"] = _status_kb("VmRSS")
     rss["hwm_loop_end"] = _status_kb("VmHWM")
     anon["loop_end"] = _status_kb("RssAnon")
+    children["loop_end"] = _children_anon_kb()
     trace("loop_end")
 
 

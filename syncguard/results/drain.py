@@ -56,6 +56,7 @@ POLL_S = 0.01
 #: it to write the rest (s)
 START_S, CLOSE_S = 30.0, 300.0
 _LEN = struct.Struct("<I")
+_READ = 1 << 16  # bytes the drain reads at a time
 _PIPE_SIZE = 1 << 20  # F_SETPIPE_SZ: a loaded machine may leave the drain waiting a while
 #: whether :func:`start` starts drains (tests of the in-process writer's own schedule turn
 #: it off)
@@ -272,13 +273,13 @@ def main(argv: Sequence[str]) -> None:
     pipe, fd, status = (int(a) for a in argv[:3])
     os.set_blocking(pipe, False)
     drain = _Drain(fd, status)
-    buf = b""
+    buf = bytearray()  # consumed in place: no new buffer per read
     eof = False
     while not eof and not drain.closed:
         got = False
         while True:
             try:
-                chunk = os.read(pipe, 1 << 20)
+                chunk = os.read(pipe, _READ)
             except BlockingIOError:
                 break
             if not chunk:
@@ -286,7 +287,8 @@ def main(argv: Sequence[str]) -> None:
                 break
             buf += chunk
             got = True
-        buf = drain.feed(buf)
+        if buf:
+            del buf[:drain.feed(buf)]
         if not got and not eof and not drain.closed:
             time.sleep(POLL_S)
     drain.end()
@@ -301,16 +303,21 @@ class _Drain:
         self.templates: Dict[int, SyncEvent] = {}
         self.closed = False
 
-    def feed(self, buf: bytes) -> bytes:
-        """Act on every whole message in ``buf``; returns the rest."""
-        at = 0
-        while len(buf) - at >= 4 and not self.closed:
-            (n,) = _LEN.unpack_from(buf, at)
-            if len(buf) - at - 4 < n:
-                break
-            self.act(marshal.loads(buf[at + 4:at + 4 + n]))
-            at += 4 + n
-        return buf[at:]
+    def feed(self, buf: bytearray) -> int:
+        """Act on every whole message at the start of ``buf``; returns how many bytes that
+        took."""
+        at, end = 0, len(buf)
+        view = memoryview(buf)
+        try:
+            while end - at >= 4 and not self.closed:
+                (n,) = _LEN.unpack_from(view, at)
+                if end - at - 4 < n:
+                    break
+                self.act(marshal.loads(view[at + 4:at + 4 + n]))
+                at += 4 + n
+        finally:
+            view.release()
+        return at
 
     def act(self, msg: Tuple[Any, ...]) -> None:
         op = msg[0]
