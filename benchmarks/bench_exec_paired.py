@@ -5,8 +5,13 @@ machine's noise cancels: both ways in one process, step by step.
 move by tens of microseconds from one round to the next, more than a change of a few
 microseconds per step. Here ``benchmarks/paired_program.py`` runs the 1 ms decode step under
 ``syncguard exec`` and takes the code a finished step runs (``ExecSession._record``,
-``ResultWriter.exec_step``, ``_put_step``) from this checkout or from ``--base`` step by step,
-in random order within each pair of steps, so both see the same machine at the same moment.
+``DrainWriter.exec_step``) from this checkout or from ``--base`` step by step, in random
+order within each pair of steps, so both see the same machine at the same moment.
+
+It understates a change that leaves less in the caches: what one step's recording evicts
+is paid partly by the next step's model, which is the other variant's half the time. The
+drain (7b99208) measured about 20 us per step in blocks of 50 steps each way, where paired
+steps would have split that between the two.
 Per run: the median of the pairs' differences (base minus this checkout; positive: this
 checkout is cheaper) and its interquartile range; over the runs: the median and range.
 

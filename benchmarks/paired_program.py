@@ -7,8 +7,9 @@ step by step, in random order within each pair of steps.
         python paired_program.py --steps 3000 --base DIR --times OUT.json
 
 What is swapped (:data:`SWAPPED`, or each ``--swap module:Class.attribute``):
-``ExecSession._record`` and ``ResultWriter.exec_step`` / ``_put_step``, the code a finished
-step runs from its counts to its line in the file. The
+``ExecSession._record`` and ``DrainWriter.exec_step``, the code a finished step runs in the
+program's process from its counts to the drain's pipe (the base must have the drain, from
+7b99208 on; ``--swap`` names others for an older base). The
 other checkout is imported under another package name (``syncguard_base``), so both are
 loaded at once; its methods run on this checkout's objects. The times are written as a list
 of ``[variant, seconds]`` in step order (variant 0: this checkout, 1: the base).
@@ -36,8 +37,7 @@ import decode_program  # noqa: E402  (its model and step)
 
 #: the methods swapped per step unless ``--swap`` names others (``module:Class.attribute``,
 #: the module under ``syncguard.``)
-SWAPPED = ("execute.session:ExecSession._record", "results.format:ResultWriter.exec_step",
-           "results.format:ResultWriter._put_step")
+SWAPPED = ("execute.session:ExecSession._record", "results.drain:DrainWriter.exec_step")
 VARIANT = [0]
 
 

@@ -246,7 +246,8 @@ class ExecSession:
             if lp is not None and self._mine(lp):
                 where = self._loop_where(lp)
                 if where is not None:
-                    lp.events.append(ev.evolve(step=lp.index))
+                    ev.__dict__["step"] = lp.index  # in place, as above
+                    lp.events.append(ev)
                     if lp.driver is None:
                         lp.depths.append(where)
                     return
@@ -479,12 +480,14 @@ _GENERATOR_FLAGS = 0x20 | 0x200  # CO_GENERATOR | CO_ASYNC_GENERATOR
 def _user_stack(frame: Any) -> List[Any]:
     """The frames from ``frame`` outwards that may drive a loop: neither torch's nor
     syncguard's (``nn.Module.__call__`` between a driver and ``forward`` is not it), nor a
-    generator's; innermost first."""
+    generator's; innermost first. The walk ends at the frame that runs the program
+    (``HUB.root``): the frames outside it are exec's launcher, never a driver."""
     from ..core.hub import HUB
 
     out = []
     f = frame
-    while f is not None:
+    end = HUB.root
+    while f is not None and f is not end:
         code = f.f_code
         if not HUB.skip(code.co_filename) and not code.co_flags & _GENERATOR_FLAGS:
             out.append(f)

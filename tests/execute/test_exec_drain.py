@@ -165,3 +165,38 @@ def test_the_drain_is_what_exec_writes_with(tmp_path: Path, monkeypatch: pytest.
     lines = (tmp_path / "o" / "result.jsonl").read_text().splitlines()
     assert json.loads(lines[-1])["type"] == "footer"
     assert sum('"type":"step"' in ln for ln in lines) == 30
+
+
+def test_the_drain_reads_messages_however_the_pipe_splits_them(tmp_path: Path) -> None:
+    """Whole messages are acted on, a partial one waits for its rest, and the buffer keeps
+    only what is left: fed in pieces of every size, the drain writes what it writes fed
+    all at once."""
+    import marshal
+
+    def msg(m: Any) -> bytes:
+        b = marshal.dumps(m)
+        return drain._LEN.pack(len(b)) + b
+
+    site = ("scalar_read", "Tensor.item", "aten::x", "/w/a.py", 3, "f",
+            (("/w/a.py", 3, "f", ""),), "MainThread", False, None, "npu", None)
+    stream = msg(("open", "r.jsonl", "{}", 2)) + msg(("site", 0, site)) + b"".join(
+        msg(("step", "p", "s", "exec", i, False, 1, 0, 1.0 + i, None, 1.5, None, None,
+             ((0, i, 1, 1.5, False, None),))) for i in range(6)) + msg(("close", True, "{}"))
+
+    def written(piece: int) -> List[str]:
+        path = tmp_path / f"r{piece}.jsonl"
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
+        _, status = os.pipe()
+        d = drain._Drain(fd, status)
+        buf = bytearray()
+        for at in range(0, len(stream), piece):
+            buf += stream[at:at + piece]
+            del buf[:d.feed(buf)]
+            assert len(buf) < len(stream)
+        assert d.closed and not buf
+        return _lines(path)
+
+    whole = written(len(stream))
+    assert sum('"type":"step"' in ln for ln in whole) == 6
+    for piece in (1, 3, 4, 7, 50):
+        assert written(piece) == whole
