@@ -43,7 +43,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional, Tuple
 
 from _common import REPORTS, ROOT, environment, write_report
 
@@ -70,13 +70,14 @@ def _env(mode: str = "exec") -> Dict[str, str]:
     return env
 
 
-def run_once(mode: str, steps: int, hidden: int, tmp: Path, trace: bool = False
-             ) -> Dict[str, Any]:
+def run_once(mode: str, steps: int, hidden: int, tmp: Path, trace: bool = False,
+             extra: Tuple[str, ...] = ()) -> Dict[str, Any]:
     """One child run; returns the program's own figures (step times, memory). ``trace``:
-    Python traces its allocations (``PYTHONTRACEMALLOC=1``)."""
+    Python traces its allocations (``PYTHONTRACEMALLOC=1``); ``extra``: more arguments for
+    the program."""
     times = tmp / f"{mode}.json"
     prog = [str(PROGRAM), "--steps", str(steps), "--hidden", str(hidden), "--times",
-            str(times)]
+            str(times), *extra]
     if mode == "plain":
         cmd = [sys.executable, *prog]
     else:
@@ -171,6 +172,55 @@ def timing(rounds: int, steps: int, hidden: int, tmp: Path) -> Dict[str, Any]:
                 x["median_ms"] for x in per["exec_base"]), 4),
         },
     }
+
+
+#: ``inprocess``: steps per block, and the first steps of each block left out (the change
+#: of block: the other way's work still in the caches)
+BLOCK, BLOCK_SKIP = 50, 5
+
+
+def _blocks(d: Dict[str, Any]) -> Tuple[float, float]:
+    """Median step (ms) with syncguard recording and with it off, from an ``--alternate``
+    run (the first two blocks and each block's first steps left out)."""
+    off = set(d["off_steps"])
+    on_t: List[float] = []
+    off_t: List[float] = []
+    for i, t in enumerate(d["step_s"]):
+        if i >= 2 * BLOCK and i % BLOCK >= BLOCK_SKIP:
+            (off_t if i in off else on_t).append(t)
+    return statistics.median(on_t) * 1e3, statistics.median(off_t) * 1e3
+
+
+def inprocess(rounds: int, steps: int, hidden: int, tmp: Path) -> Dict[str, Any]:
+    """The same step in one ``exec`` process, in blocks of :data:`BLOCK` steps: recorded, then
+    with syncguard's recording off (``decode_program.py --alternate``), so both ways see the
+    machine at the same moment and in the same memory layout (child processes differ in both
+    from run to run). The off blocks still pass through syncguard's idle interceptors (a
+    check each), so the ratio leaves out their cost, measured apart by ``bench_exec.py``."""
+    modes = ["exec"] + (["exec_base"] if BASE is not None else [])
+    got: Dict[str, List[Tuple[float, float]]] = {m: [] for m in modes}
+    for r in range(rounds):
+        for mode in (modes if r % 2 == 0 else modes[::-1]):
+            d = run_once(mode, steps, hidden, tmp, extra=("--alternate", str(BLOCK)))
+            got[mode].append(_blocks(d))
+        line = "; ".join(f"{m} {got[m][-1][0]:.3f} / {got[m][-1][1]:.3f} ms: "
+                         f"{got[m][-1][0] / got[m][-1][1]:.3f}x" for m in modes)
+        print(f"  in-process round {r + 1}/{rounds}: {line}", flush=True)
+
+    def summary(pairs: List[Tuple[float, float]]) -> Dict[str, Any]:
+        ratios = [on / off for on, off in pairs]
+        return {"ratio_median": round(statistics.median(ratios), 3),
+                "ratio_range": [round(min(ratios), 3), round(max(ratios), 3)],
+                "ratio_ci95": [round(x, 3) for x in bootstrap_ci(ratios)],
+                "ratios": [round(x, 3) for x in ratios],
+                "on_step_ms_median": round(statistics.median(p[0] for p in pairs), 4),
+                "off_step_ms_median": round(statistics.median(p[1] for p in pairs), 4),
+                "added_us_per_step": round(statistics.median(
+                    (on - off) * 1e3 for on, off in pairs), 1)}
+
+    return {"rounds": rounds, "steps": steps, "block": BLOCK, "block_skip": BLOCK_SKIP,
+            **summary(got["exec"]),
+            "base": summary(got["exec_base"]) if BASE is not None else None}
 
 
 def memory(counts: List[int], hidden: int, tmp: Path) -> Dict[str, Any]:
@@ -289,6 +339,7 @@ def markdown(r: Dict[str, Any]) -> str:
            f"{t['base']['ratio_range'][1]:.3f}x, 95% interval {t['base']['ratio_ci95'][0]:.3f}-"
            f"{t['base']['ratio_ci95'][1]:.3f}x), {t['base']['exec_step_ms_median']:.3f} ms "
            f"per step.", ""] if t.get("base") else []),
+        *_inprocess_lines(r.get("in_process")),
         "## Memory against the plain program (kB per step, exec minus plain)",
         "",
         f"Runs of {min(r['params']['mem_steps'])} and {max(r['params']['mem_steps'])} steps "
@@ -322,6 +373,39 @@ def markdown(r: Dict[str, Any]) -> str:
         "",
     ]
     return "\n".join(lines)
+
+
+def _inprocess_lines(ip: Optional[Dict[str, Any]]) -> List[str]:
+    """The in-process section (blocks of steps with the recording on and off)."""
+    if not ip:
+        return []
+    b = ip.get("base")
+    return [
+        "## Time per step in one process (blocks of steps, recording on and off)",
+        "",
+        f"{ip['rounds']} `exec` runs of {ip['steps']} steps, each in blocks of {ip['block']} "
+        f"steps: the step as exec records it, then the same step with syncguard's recording "
+        f"off (`decode_program.py --alternate {ip['block']}`; the first {ip['block_skip']} "
+        "steps of each block left out). Both ways see the machine at the same moment and in "
+        "the same memory layout, which child processes do not; the off blocks still pass "
+        "through syncguard's idle interceptors (one check each), which this ratio leaves out.",
+        "",
+        "| | ratio recorded/off (median of per-run medians) |",
+        "|---|---|",
+        f"| median of {ip['rounds']} runs | **{ip['ratio_median']:.3f}x** |",
+        f"| range over runs | {ip['ratio_range'][0]:.3f}-{ip['ratio_range'][1]:.3f}x |",
+        f"| 95% bootstrap interval of the median | {ip['ratio_ci95'][0]:.3f}-"
+        f"{ip['ratio_ci95'][1]:.3f}x |",
+        f"| step, recorded / off | {ip['on_step_ms_median']:.3f} / "
+        f"{ip['off_step_ms_median']:.3f} ms ({ip['added_us_per_step']:.0f} us added) |",
+        "",
+        f"Runs' ratios: {', '.join(f'{x:.3f}' for x in ip['ratios'])}.",
+        "",
+        *([f"`--base` in the same rounds: {b['ratio_median']:.3f}x (range "
+           f"{b['ratio_range'][0]:.3f}-{b['ratio_range'][1]:.3f}x, 95% interval "
+           f"{b['ratio_ci95'][0]:.3f}-{b['ratio_ci95'][1]:.3f}x), {b['added_us_per_step']:.0f} "
+           f"us added.", ""] if b else []),
+    ]
 
 
 def _drain_lines(m: Dict[str, Any]) -> List[str]:
@@ -362,6 +446,9 @@ def main(argv: Optional[List[str]] = None) -> int:
     try:
         print(f"timing: {a.rounds} rounds of {a.steps} steps, plain and exec", flush=True)
         t = timing(a.rounds, a.steps, a.hidden, tmp)
+        print(f"in one process: {a.rounds} runs of {a.steps} steps in blocks of {BLOCK}",
+              flush=True)
+        ip = inprocess(a.rounds, a.steps, a.hidden, tmp)
         print(f"memory: {counts} steps", flush=True)
         m = memory(counts, a.hidden, tmp)
     finally:
@@ -378,13 +465,15 @@ def main(argv: Optional[List[str]] = None) -> int:
                            "decode_program:decode_step --out TMP --force -- python "
                            "decode_program.py"},
         "aims": {"ratio": AIM_RATIO, "kb_per_step": AIM_KB_PER_STEP},
-        "timing": t, "memory": m,
+        "timing": t, "in_process": ip, "memory": m,
     }
     path = write_report(name, result, a.out)
     md = (a.out.with_suffix(".md") if a.out else REPORTS / f"{name}.md")
     md.write_text(markdown(result))
     print(f"ratio {t['ratio_median']}x (range {t['ratio_range']}, 95% CI {t['ratio_ci95']}); "
-          f"+{t['added_us_per_step']} us/step; traced heap vs plain: loop growth "
+          f"+{t['added_us_per_step']} us/step; in one process {ip['ratio_median']}x "
+          f"(range {ip['ratio_range']}, 95% CI {ip['ratio_ci95']}); traced heap vs plain: "
+          f"loop growth "
           f"{m['traced_loop_growth_kb_per_step_vs_plain']} kB/step, peak at loop end "
           f"{m['traced_peak_loop_end_kb_per_step_vs_plain']} kB/step, whole process "
           f"{m['traced_peak_exit_kb_per_step_vs_plain']} kB/step")

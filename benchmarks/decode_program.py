@@ -25,7 +25,7 @@ import json
 import os
 import time
 import tracemalloc
-from typing import Dict, Optional
+from typing import Any, Dict, List, Optional
 
 import torch
 
@@ -88,6 +88,12 @@ def main() -> None:
     ap.add_argument("--hidden", type=int, default=384)
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--times", required=True, help="JSON file the step times go to")
+    ap.add_argument("--alternate", type=int, default=0,
+                    help="under exec: blocks of N steps alternate between the step as exec "
+                         "records it and the same step with syncguard's recording off (the "
+                         "function unwrapped, the hub's guard list empty: its interceptors "
+                         "return at their first check); each step's block is written "
+                         "(off_steps)")
     a = ap.parse_args()
     torch.set_num_threads(a.threads)
     torch.manual_seed(0)
@@ -99,6 +105,7 @@ def main() -> None:
     anon: Dict[str, Optional[int]] = {}
     children: Dict[str, Optional[int]] = {}
     traced: Dict[str, int] = {}
+    off_steps: List[int] = []
     out: Dict[str, object] = {"steps": a.steps, "hidden": a.hidden, "rss_kb": rss,
                               "rss_anon_kb": anon, "traced_kb": traced,
                               "children_anon_kb": children}
@@ -118,6 +125,13 @@ def main() -> None:
 
     atexit.register(write)  # under exec: after syncguard's reports
     clock = time.perf_counter
+    hub: Any = None
+    off_step = decode_step
+    if a.alternate:
+        from syncguard.core.hub import HUB as hub
+
+        off_step = getattr(decode_step, "__wrapped__", decode_step)  # exec's wrapper's
+        out["off_steps"] = off_steps
     with torch.no_grad():
         for i in range(a.steps):
             if i in marks:
@@ -125,6 +139,14 @@ def main() -> None:
                 anon[marks[i]] = _status_kb("RssAnon")
                 children[marks[i]] = _children_anon_kb()
                 trace(marks[i])
+            if a.alternate and (i // a.alternate) % 2:
+                guards, hub.guards = hub.guards, []
+                t0 = clock()
+                off_step(x)
+                times[i] = clock() - t0
+                hub.guards = guards
+                off_steps.append(i)
+                continue
             t0 = clock()
             decode_step(x)
             times[i] = clock() - t0
