@@ -83,6 +83,7 @@ class _LoopStep(_Step):
     stack: List[Any]  # frames, innermost first
     driver: Any = None  # a frame; None until a second call of the drive names it
     loop_end: Optional[int] = None  # the driver's last line of the loop making the calls
+    at: int = -1  # the driver's instruction at the call that began this step
     events: List[SyncEvent] = dataclasses.field(default_factory=list)
     #: per event of a first call's step: how many of ``stack``'s innermost frames had
     #: returned when it was read (a drive of one call keeps those of its caller only)
@@ -288,8 +289,10 @@ class ExecSession:
             f = f.f_back
         if f is None:
             return None
-        if lp.loop_end is not None and lp.driver.f_lineno > lp.loop_end:
-            return None  # the loop is over: the driver runs its next lines
+        if (lp.loop_end is not None and lp.driver.f_lasti != lp.at
+                and lp.driver.f_lineno > lp.loop_end):
+            return None  # the loop is over: the driver runs its next lines (still at the
+            # call that began the step, as a read inside it is, it is in the loop)
         return 0
 
     def loop_call(self, name: str, caller: Any, shape: Any) -> None:
@@ -306,8 +309,11 @@ class ExecSession:
             if self._mine(lp):
                 assert lp is not None
                 if lp.driver is not None and lp.t_end is None:
-                    on = {id(f) for f in stack}
-                    if id(lp.driver) in on:  # the drive goes on: the innermost common frame
+                    if stack and stack[0] is lp.driver:
+                        # the drive goes on from the driver itself (a loop's every call after
+                        # its first): it is the innermost common frame (one of lp.stack's)
+                        driver = lp.driver
+                    elif any(f is lp.driver for f in stack):  # the drive goes on
                         driver = _innermost_common(stack, lp.stack) or lp.driver
                 elif lp.driver is None:
                     driver = _innermost_common(stack, lp.stack)
@@ -318,7 +324,8 @@ class ExecSession:
             self._last = i
             new = _LoopStep(self, name, i, time.perf_counter(), self._timer.start(),
                             threading.get_ident(), shape, first=driver is None, stack=stack,
-                            driver=driver, loop_end=_loop_end(driver))
+                            driver=driver, loop_end=_loop_end(driver),
+                            at=-1 if driver is None else driver.f_lasti)
             self._loops[id(new)] = new
             _LOOP.set(new)
 
@@ -502,23 +509,26 @@ def _innermost_common(stack: List[Any], prev: List[Any]) -> Any:
     return next((f for f in stack if id(f) in ids), None)
 
 
-_LOOP_ENDS: Dict[Tuple[Any, int], Optional[int]] = {}
+_LOOP_ENDS: Dict[Tuple[int, int], Tuple[Any, Optional[int]]] = {}
 
 
 def _loop_end(driver: Any) -> Optional[int]:
     """The last line of the innermost ``for``/``while`` loop of ``driver``'s function around
     the line it runs now (the call that drives the loop); None outside a loop, or when the
-    source cannot be read."""
+    source cannot be read. Kept per code object and instruction (the instruction gives the
+    line, which is worked out only the first time: asked on every call of a loop)."""
     if driver is None:
         return None
-    code, line = driver.f_code, driver.f_lineno
-    key = (code, line)
-    if key not in _LOOP_ENDS:
-        if len(_LOOP_ENDS) > 4096:  # bounded: one entry per driving call site
-            _LOOP_ENDS.clear()
-        _LOOP_ENDS[key] = _find_loop_end(code.co_filename, code.co_firstlineno, line,
-                                         code.co_name)
-    return _LOOP_ENDS[key]
+    code = driver.f_code
+    key = (id(code), driver.f_lasti)  # by id: hashing a code object hashes its bytecode
+    hit = _LOOP_ENDS.get(key)
+    if hit is not None and hit[0] is code:  # the code is held: its id is its own
+        return hit[1]
+    if len(_LOOP_ENDS) > 4096:  # bounded: one entry per driving call site
+        _LOOP_ENDS.clear()
+    end = _find_loop_end(code.co_filename, code.co_firstlineno, driver.f_lineno, code.co_name)
+    _LOOP_ENDS[key] = (code, end)
+    return end
 
 
 def _find_loop_end(filename: str, first: int, line: int, name: str) -> Optional[int]:
