@@ -3,11 +3,12 @@
 Writing a finished step's line in the program's own process costs its next step several times
 the instructions it takes: after the model's work has left the writer's code, its site table
 and the kernel's file path out of the caches, each of them comes back on the program's clock
-(``benchmarks/bench_exec_paired.py``; about 23 us of a 1 ms decode step, a third of what
-``exec`` added). So ``exec`` hands each finished step, as a few numbers, to a drain process
-through a pipe, and the drain runs the :class:`~syncguard.results.format.ResultWriter` that
-formats and writes the file: the program's process pays one lookup per read, one
-``marshal.dumps`` and one pipe write per step.
+(about 20 us of a 1 ms decode step, a third of what ``exec`` added, measured in one process
+with the writing here and in a drain swapped block by block). So ``exec`` hands each
+finished step, as a few numbers, to a drain process through a pipe, and the drain runs the
+:class:`~syncguard.results.format.ResultWriter` that formats and writes the file: the
+program's process pays one lookup per read, one ``marshal.dumps`` and one pipe write per
+step.
 
 What a run keeps is what it kept before:
 
@@ -128,13 +129,8 @@ class DrainWriter:
         self._closed = True
         self._finish()
 
-    def raise_error(self) -> None:
-        """The first write error as one :class:`~syncguard.core.atomic.OutputError` line
-        naming the file (nothing when every line was written)."""
-        if self.error is not None:
-            from ..core.atomic import write_error
-
-            raise write_error(self.path, self.error)
+    #: the first write error as one line naming the file, as the in-process writer gives it
+    raise_error = ResultWriter.raise_error
 
     # -- the pipe ------------------------------------------------------------------------
     def _reads(self, events: Sequence[SyncEvent]) -> Tuple[Tuple[Any, ...], ...]:
@@ -223,6 +219,7 @@ def start(path: str, fd: int, header: Dict[str, Any],
         return None
     pipe_r = pipe_w = status_r = status_w = -1
     proc = None
+    writer: Optional[DrainWriter] = None
     try:
         pipe_r, pipe_w = os.pipe()
         status_r, status_w = os.pipe()
@@ -253,6 +250,10 @@ def start(path: str, fd: int, header: Dict[str, Any],
         if proc is not None and proc.poll() is None:
             proc.kill()
             proc.wait()
+        if writer is not None:  # it owns the pipe and the status now: closed once, there
+            if not writer._closed:
+                writer._finish()
+            return None
         if pipe_w in _OPEN_FDS:
             _OPEN_FDS.remove(pipe_w)
         for f in (pipe_r, pipe_w, status_r, status_w):

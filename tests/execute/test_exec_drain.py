@@ -200,3 +200,22 @@ def test_the_drain_reads_messages_however_the_pipe_splits_them(tmp_path: Path) -
     assert sum('"type":"step"' in ln for ln in whole) == 6
     for piece in (1, 3, 4, 7, 50):
         assert written(piece) == whole
+
+
+@posix
+def test_a_drain_that_exits_at_once_leaves_no_descriptor_open(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A drain that never comes up (its interpreter exits at once): :func:`drain.start` gives
+    None, for the run to write in-process, with every pipe it made closed."""
+    if not os.path.exists("/proc/self/fd") or not os.path.exists("/bin/false"):
+        pytest.skip("needs /proc and /bin/false")
+    monkeypatch.setattr(sys, "executable", "/bin/false")
+    fd = claim(str(tmp_path / "r.jsonl"), False)
+    try:
+        before = sorted(os.listdir("/proc/self/fd"))
+        for _ in range(5):
+            assert drain.start(str(tmp_path / "r.jsonl"), fd, {}, 2) is None
+        assert sorted(os.listdir("/proc/self/fd")) == before
+        assert not drain._OPEN_FDS
+    finally:
+        os.close(fd)
