@@ -119,6 +119,15 @@ def bootstrap_ci(xs: List[float], n: int = 4000, seed: int = 0) -> List[float]:
     return [meds[int(0.025 * n)], meds[int(0.975 * n) - 1]]
 
 
+def ratio_summary(ratios: List[float]) -> Dict[str, Any]:
+    """Per-round (or per-run) ratios as the report gives them: median, range, 95% bootstrap
+    interval of the median, and each."""
+    return {"ratio_median": round(statistics.median(ratios), 3),
+            "ratio_range": [round(min(ratios), 3), round(max(ratios), 3)],
+            "ratio_ci95": [round(x, 3) for x in bootstrap_ci(ratios)],
+            "ratios": [round(x, 3) for x in ratios]}
+
+
 def machine_load() -> Dict[str, Any]:
     la = os.getloadavg() if hasattr(os, "getloadavg") else (None, None, None)
     return {"loadavg_1_5_15": [round(x, 2) for x in la if x is not None],
@@ -151,10 +160,7 @@ def timing(rounds: int, steps: int, hidden: int, tmp: Path) -> Dict[str, Any]:
     exe = statistics.median(x["median_ms"] for x in per["exec"])
     return {
         "rounds": rounds, "steps": steps,
-        "ratio_median": round(statistics.median(ratios), 3),
-        "ratio_range": [round(min(ratios), 3), round(max(ratios), 3)],
-        "ratio_ci95": [round(x, 3) for x in bootstrap_ci(ratios)],
-        "ratios": [round(x, 3) for x in ratios],
+        **ratio_summary(ratios),
         "plain_step_ms_median": round(plain, 4),
         "exec_step_ms_median": round(exe, 4),
         "added_us_per_step": round((exe - plain) * 1e3, 1),
@@ -164,10 +170,7 @@ def timing(rounds: int, steps: int, hidden: int, tmp: Path) -> Dict[str, Any]:
                       for k, v in per.items()},
         "base": None if BASE is None else {
             "pythonpath": str(BASE),
-            "ratio_median": round(statistics.median(base_ratios), 3),
-            "ratio_range": [round(min(base_ratios), 3), round(max(base_ratios), 3)],
-            "ratio_ci95": [round(x, 3) for x in bootstrap_ci(base_ratios)],
-            "ratios": [round(x, 3) for x in base_ratios],
+            **ratio_summary(base_ratios),
             "exec_step_ms_median": round(statistics.median(
                 x["median_ms"] for x in per["exec_base"]), 4),
         },
@@ -209,10 +212,7 @@ def inprocess(rounds: int, steps: int, hidden: int, tmp: Path) -> Dict[str, Any]
 
     def summary(pairs: List[Tuple[float, float]]) -> Dict[str, Any]:
         ratios = [on / off for on, off in pairs]
-        return {"ratio_median": round(statistics.median(ratios), 3),
-                "ratio_range": [round(min(ratios), 3), round(max(ratios), 3)],
-                "ratio_ci95": [round(x, 3) for x in bootstrap_ci(ratios)],
-                "ratios": [round(x, 3) for x in ratios],
+        return {**ratio_summary(ratios),
                 "on_step_ms_median": round(statistics.median(p[0] for p in pairs), 4),
                 "off_step_ms_median": round(statistics.median(p[1] for p in pairs), 4),
                 "added_us_per_step": round(statistics.median(
