@@ -103,6 +103,24 @@ def run_once(mode: str, steps: int, hidden: int, tmp: Path, trace: bool = False,
     return data
 
 
+def calibrate(target_ms: float, tmp: Path, start: int = 800) -> Tuple[int, List[List[float]]]:
+    """The layer width whose plain step takes about ``target_ms`` on this machine now (the
+    aim is stated for a step of about 1 ms; machines and their load differ): plain runs of
+    300 steps, each width scaled from the last by the square root of the time ratio (a step
+    is four ``width x width`` layers). Returns the width and the ``[width, ms]`` probes."""
+    probes: List[List[float]] = []
+    hidden = start
+    for _ in range(3):
+        ms = median_ms(run_once("plain", 300, hidden, tmp))
+        probes.append([hidden, round(ms, 4)])
+        nxt = max(64, int(round(hidden * (target_ms / ms) ** 0.5 / 16)) * 16)
+        if abs(ms - target_ms) <= 0.05 * target_ms or nxt == hidden:
+            break
+        hidden = nxt
+    best = min(probes, key=lambda p: abs(p[1] - target_ms))
+    return int(best[0]), probes
+
+
 def median_ms(data: Dict[str, Any]) -> float:
     return statistics.median(data["step_s"][SKIP:]) * 1e3
 
@@ -316,6 +334,10 @@ def markdown(r: Dict[str, Any]) -> str:
         "",
         "## Time per step (plain and exec interleaved, child processes, alternating order)",
         "",
+        *([f"Layer width {r['params']['hidden']}, chosen for a plain step of about "
+           f"{r['params']['target_ms']} ms on this machine at the time (probes, width and ms: "
+           f"{r['params']['calibration_probes']}).", ""]
+          if r["params"].get("calibration_probes") else []),
         f"A decode step of {t['plain_step_ms_median']:.3f} ms (median) with one `.item()` per "
         f"step: under `syncguard exec --device cpu {r['params'].get('flag', '--step')} "
         f"decode_program:decode_step` "
@@ -425,8 +447,12 @@ def main(argv: Optional[List[str]] = None) -> int:
     ap = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     ap.add_argument("--rounds", type=int, default=9)
     ap.add_argument("--steps", type=int, default=2000, help="steps of each timed run")
-    ap.add_argument("--hidden", type=int, default=800,
-                    help="layer width (800: about 1 ms a step on a 2-CPU EPYC at idle)")
+    ap.add_argument("--hidden", type=int, default=None,
+                    help="layer width (default: the width whose plain step takes about "
+                         "--target-ms on this machine, found by a few short runs first)")
+    ap.add_argument("--target-ms", type=float, default=1.0,
+                    help="the plain step time the width is chosen for (default 1.0 ms, the "
+                         "aim's step)")
     ap.add_argument("--mem-steps", default="1000,8000")
     ap.add_argument("--out", type=Path, default=None)
     ap.add_argument("--flag", choices=("step", "loop"), default="step",
@@ -443,7 +469,12 @@ def main(argv: Optional[List[str]] = None) -> int:
     counts = sorted(int(x) for x in a.mem_steps.split(","))
     tmp = Path(tempfile.mkdtemp(prefix="syncguard-exec-cost-"))
     load_before = machine_load()
+    probes: List[List[float]] = []
     try:
+        if a.hidden is None:
+            a.hidden, probes = calibrate(a.target_ms, tmp)
+            print(f"width {a.hidden}: plain step about {a.target_ms} ms (probes, width and "
+                  f"ms: {probes})", flush=True)
         print(f"timing: {a.rounds} rounds of {a.steps} steps, plain and exec", flush=True)
         t = timing(a.rounds, a.steps, a.hidden, tmp)
         print(f"in one process: {a.rounds} runs of {a.steps} steps in blocks of {BLOCK}",
@@ -458,6 +489,7 @@ def main(argv: Optional[List[str]] = None) -> int:
         "env": environment(), "load_before": load_before, "load_after": machine_load(),
         "argv": list(argv if argv is not None else sys.argv[1:]),
         "params": {"rounds": a.rounds, "steps": a.steps, "hidden": a.hidden,
+                   "target_ms": a.target_ms, "calibration_probes": probes,
                    "mem_steps": counts, "skip_first_steps": SKIP, "device": "cpu",
                    "flag": FLAG,
                    "program": "benchmarks/decode_program.py (one .item() per step)",

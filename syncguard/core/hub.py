@@ -79,11 +79,18 @@ _SITE = tuple(sorted({os.path.abspath(p) + os.sep for k, p in sysconfig.get_path
                                                          for p in site.getsitepackages()}))
 
 _current_thread = threading.current_thread
+_get_ident = threading.get_ident
+#: the threading module's live threads by ident (what ``current_thread()`` looks up)
+_threads: Dict[int, threading.Thread] = getattr(threading, "_active", {})
+#: device types that are the host's: a guard counts their reads only when it names them
+_HOSTS = ("cpu", "meta")
 
 _allow_reason: contextvars.ContextVar[Optional[str]] = contextvars.ContextVar(
     "syncguard_allow", default=None
 )
 
+
+_UNKNOWN = Frame("<unknown>", 0, "<unknown>")
 
 # Syncs that read no device value (an upload, a wait): no lineage to give.
 _NO_LINEAGE = frozenset({"h2d_copy", "explicit_sync"})
@@ -209,6 +216,13 @@ class Hub:
         self.lock = threading.RLock()
         self.guards: List[SyncGuard] = []
         self._raising = False  # whether a guard raises: worked out when the guards change
+        #: the only active guard when it merely counts (``exec``'s, a plain test's): its
+        #: events are made and recorded inline, without the general loop's calls
+        self._solo: Any = None  # a SyncGuard (the class, whose fields are used inline)
+        #: the guard class's own ``accepts``, ``current_step`` and ``_record`` (registered by
+        #: the guard module): a guard whose class keeps all three is one :meth:`deliver` may
+        #: record inline
+        self.inline_methods: Tuple[Any, ...] = ()
         self._depth = 8  # the deepest stack an active guard keeps: likewise
         self.tls = _ThreadState()
         self._skip_cache: Dict[str, bool] = {}
@@ -299,6 +313,10 @@ class Hub:
         self.models = frozenset(models)
         self._skip_prefixes = self._compute_skip_prefixes()
         self._raising = any(g.on_sync == "raise" for g in self.guards)  # asked on every read
+        solo = self.guards[0] if len(self.guards) == 1 else None
+        kind: Any = type(solo)
+        self._solo = solo if solo is not None and solo.on_sync == "count" and (
+            self.inline_methods == (kind.accepts, kind.current_step, kind._record)) else None
         # the deepest stack a guard keeps (a guard's stack_depth is fixed when it is made)
         self._depth = max((g.stack_depth for g in self.guards), default=8)
         self._reporting = _reporting_prefixes()
@@ -504,9 +522,38 @@ class Hub:
             except Exception:  # lineage is a diagnosis: never lose the count over it
                 log.debug("syncguard: lineage of a read failed", exc_info=True)
         stack = self.user_stack(self._depth, skip=1 + up)
-        top = stack[0] if stack else Frame("<unknown>", 0, "<unknown>")
-        thread = _current_thread().name
+        top = stack[0] if stack else _UNKNOWN
+        t = _threads.get(_get_ident())
+        thread = t._name if t is not None else _current_thread().name  # type: ignore
         reason = _allow_reason.get()
+        g = self._solo
+        if g is not None and type(count) is int:
+            # the one counting guard, inline (a read costs the program's step each call it
+            # makes here: their code is out of the caches by the next read)
+            if device is not None and device in _HOSTS and device not in g.devices:
+                return
+            if reason is None and g.allow_sites_of:
+                reason = g.site_allowed(stack)
+            s = g._step
+            warm = s is not None and s < g.warmup
+            ev = object.__new__(SyncEvent)
+            object.__setattr__(ev, "__dict__", {
+                "kind": kind, "api": api, "op": op, "filename": top.filename,
+                "lineno": top.lineno, "function": top.function,
+                "stack": stack if len(stack) <= g.stack_depth else stack[: g.stack_depth],
+                "step": s, "thread": thread, "allowed": reason is not None, "reason": reason,
+                "warmup": warm, "count": count, "device": device, "source": source,
+                "wait_us": wait_us, "lineage": lineage})
+            if not warm:
+                if reason is None:
+                    g._count += count
+                else:
+                    g._allowed += count
+            if g.keep_events:
+                g.events.append(ev)
+            if g.on_event is not None:
+                g.on_event(ev)
+            return
         raise_for: Optional[SyncEvent] = None
         raisers: List[SyncGuard] = []
         for g in guards:

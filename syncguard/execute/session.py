@@ -235,8 +235,7 @@ class ExecSession:
 
     def _on_event(self, ev: SyncEvent) -> None:
         st = _OPEN.get()
-        if self._mine(st):
-            assert st is not None
+        if st is not None and st.session is self and not st.closed:  # _mine, inline
             # the hub made this event for this session's guard alone, a moment ago, and
             # nothing else holds it yet: its step is set in place (no copy per read)
             ev.__dict__["step"] = st.index
@@ -351,9 +350,11 @@ class ExecSession:
 
     def _close(self, name: str, i: int, t0: float, dev: Any, evs: List[SyncEvent],
                labels: Optional[Dict[str, str]], t_end: Optional[float] = None) -> None:
-        self._timer.stop(dev)
         latency_ms = ((t_end or time.perf_counter()) - t0) * 1e3
-        self._flush()
+        if dev is not None:
+            self._timer.stop(dev)
+        if self._pending is not None:
+            self._flush()
         if dev is None:
             self._record(name, i, self.warmup, evs, latency_ms, None, labels)
         else:
@@ -387,15 +388,18 @@ class ExecSession:
         if _PID != self.pid:
             return
         st = _OPEN.get()
-        if not self._mine(st):
+        if st is None or st.session is not self or st.closed:  # not _mine
             return
-        assert st is not None
         _OPEN.set(None)
+        labels = None if raised is None else {"raised": raised}
         with self._lock:
             st.closed = True
-            self._steps.pop(id(st), None)
-            self._close(st.name, st.index, st.t0, st.dev, st.events,
-                        None if raised is None else {"raised": raised})
+            del self._steps[id(st)]
+            if st.dev is None and self._pending is None:  # _close, its common case inline
+                self._record(st.name, st.index, self.warmup, st.events,
+                             (time.perf_counter() - st.t0) * 1e3, None, labels)
+            else:
+                self._close(st.name, st.index, st.t0, st.dev, st.events, labels)
 
     def _flush(self) -> None:
         """Write the step held back for its device time (waits for its end event)."""
@@ -434,10 +438,11 @@ class ExecSession:
         tot.steps += 1
         if warm:
             evs = [e.evolve(warmup=True) for e in evs]
-        else:
+        elif evs:
             tot.syncs += syncs
             tot.count(evs)  # the hidden ones
-        self.write_outside()  # made before this step ended: above its lines in the file
+        if self._unwritten:
+            self.write_outside()  # made before this step ended: above its lines in the file
         self.writer.exec_step(self.program, name, EXEC_PASS, i, warm, syncs, allowed,
                               latency_ms, device_ms, wait, labels, self.rank, evs)
 

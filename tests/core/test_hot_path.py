@@ -106,3 +106,44 @@ def test_the_same_function_in_two_files_is_judged_by_its_own_file() -> None:
         mine["helper"](x)
     assert g.events[0].filename == __file__  # torch's copy: blamed on the line calling it
     assert (g.events[1].filename, g.events[1].function) == ("/engine/helpers.py", "helper")
+
+
+def _reads_for_both_paths(x: torch.Tensor) -> None:
+    x.item()
+    with syncguard.allow("the token"):
+        x.item()
+    x.tolist()
+
+
+@pytest.mark.parametrize("kwargs", [
+    dict(devices=("cpu",)),
+    dict(devices=("cpu",), allow_sites=["_reads_for_both_paths"], warmup=1),
+    dict(devices=("cpu",), stack_depth=1),
+    dict(),  # CPU reads not counted: the guard does not name the device
+])
+def test_a_lone_guard_records_what_it_records_beside_another(kwargs: dict) -> None:
+    """The only counting guard has its events made and counted inline by the hub; beside a
+    second guard the general loop makes them. Each event, count and step is the same."""
+    x = torch.tensor([1.0])
+
+    def run(with_other: bool) -> Any:
+        g = syncguard.SyncGuard(**kwargs)
+        other = syncguard.SyncGuard(devices=("cpu",))
+        with g:
+            if with_other:
+                other.__enter__()
+            assert (HUB._solo is g) is not with_other
+            try:
+                for i in range(2):
+                    with g.step():
+                        _reads_for_both_paths(x)
+            finally:
+                if with_other:
+                    other.__exit__(None, None, None)
+        return g
+
+    alone, beside = run(False), run(True)
+    assert [e.to_dict() | {"wait_us": None} for e in alone.events] == [
+        e.to_dict() | {"wait_us": None} for e in beside.events]
+    assert (alone.count, alone.allowed_count) == (beside.count, beside.allowed_count)
+    assert len(alone.events) == (0 if not kwargs else 6)

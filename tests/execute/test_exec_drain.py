@@ -219,3 +219,50 @@ def test_a_drain_that_exits_at_once_leaves_no_descriptor_open(
         assert not drain._OPEN_FDS
     finally:
         os.close(fd)
+
+
+@posix
+def test_common_steps_go_packed_and_read_back_as_marshalled_ones(tmp_path: Path,
+                                                                 monkeypatch: pytest.MonkeyPatch
+                                                                 ) -> None:
+    """A step without labels, device time or lineage goes as packed numbers (the program's
+    process then runs no marshal for it); the rest as marshal tuples. Both give the lines
+    the in-process writer gives: zero, one and several reads, warm-up reads, a read without
+    a wait, big numbers, two ranks."""
+    packed: List[int] = []
+    real_write = drain.DrainWriter._write
+
+    def spy(self: Any, data: bytes) -> None:
+        packed.append(data[4] == drain._PACKED)
+        real_write(self, data)
+
+    monkeypatch.setattr(drain.DrainWriter, "_write", spy)
+
+    def feed(w: Any) -> None:
+        w.exec_step("p.py", "decode", "exec", 0, True, 0, 0, 1.5, None, 0.0, None, None, [])
+        w.exec_step("p.py", "decode", "exec", 1, True, 1, 0, 2.5, None, 1.0, None, None,
+                    [_ev(12, 1, warmup=True)])
+        w.exec_step("p.py", "decode", "exec", 2**40, False, 3, 0, 3.5, None, 2.0, None, None,
+                    [_ev(12, 2**40, count=2**33), _ev(14, 2**40, wait=None), _ev(12, 2**40)])
+        w.exec_step("p.py", "decode", "exec", 3, False, 1, 0, 1.0, None, 1.0, None, 7,
+                    [_ev(12, 3)])
+        w.exec_step("p.py", "decode", "exec", 4, False, 1, 0, 1.0, 0.25, 1.0, None, None,
+                    [_ev(12, 4)])  # device time: marshalled
+        w.exec_step("p.py", "decode", "exec", 5, False, 1, 0, 1.0, None, 1.0, None, None,
+                    [_ev(12, 5, lineage={"verdict": "host"})])  # lineage: marshalled
+        w.close(True, exit_code=0)
+
+    here, there = tmp_path / "here.jsonl", tmp_path / "there.jsonl"
+    feed(ResultWriter(str(here), {}, events_per_site=16))
+    fd = claim(str(there), False)
+    try:
+        w = drain.start(str(there), fd, {}, 16)
+        assert isinstance(w, drain.DrainWriter), "no drain started"
+        packed.clear()  # the open message
+        feed(w)
+        w.raise_error()
+    finally:
+        os.close(fd)
+    assert _lines(there) == _lines(here)
+    assert sum(packed) == 4  # steps 0-3; heads, sites, the other two and the footer not
+    assert len(results.load(str(there)).steps) == 6
