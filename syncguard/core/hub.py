@@ -121,6 +121,7 @@ ByModel = Dict[str, Tuple[int, str]]
 
 #: the deepest calling stack :meth:`Hub.user_stack` keeps its answer for (deeper: walked)
 _CHAIN_MAX = 96
+_KEY_MAX = 1 + 2 * _CHAIN_MAX  # its key: depth, and per frame its code's id and instruction
 
 # -- compiled code -------------------------------------------------------------------------
 # torch.compile runs generated code: FX graph modules (``<eval_with_key>.N``: Dynamo's graph
@@ -399,22 +400,29 @@ class Hub:
         loop's is every step, costs one walk reading two attributes a frame and one lookup.
         A stack with a frame of code torch.compile generated is worked out each time."""
         f = sys._getframe(1 + skip)
-        codes: List[Any] = []
-        lastis: List[int] = [depth]
+        # the key: depth, then each frame's code (by id) and instruction, built as it walks
+        # (a read pays for every step of this after the model's work: building the key from
+        # lists of codes and instructions afterwards cost a cold read about 4 us more)
+        key: Any = [depth]
         g: Optional[FrameType] = f
         root = self.root
-        while g is not None and g is not root and len(codes) < _CHAIN_MAX:
-            codes.append(g.f_code)
-            lastis.append(g.f_lasti)
+        while g is not None and g is not root:
+            key.append(id(g.f_code))
+            key.append(g.f_lasti)
             g = g.f_back
-        whole = g is None or g is root
+        whole = len(key) <= _KEY_MAX  # a deeper stack is walked each time, never kept
         if whole:
-            key = (*map(id, codes), *lastis)
+            key = tuple(key)
             hit = self._chain_cache.get(key)
             if hit is not None:  # its codes are held: their ids are theirs
                 return hit[1]
         stack, cacheable = self._walk(f, depth)
         if whole and cacheable:
+            codes = []
+            g = f
+            while g is not None and g is not root:
+                codes.append(g.f_code)
+                g = g.f_back
             if len(self._chain_cache) >= 4096:
                 self._chain_cache.clear()
             self._chain_cache[key] = (tuple(codes), stack)
