@@ -48,7 +48,7 @@ import time
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from ..core.events import Frame, Stack, SyncEvent
-from .format import ResultWriter, _site_but_stack, _site_of
+from .format import ResultWriter, _site_of
 
 #: how often the drain looks for new steps (s): at most this long between a step's end and
 #: its line in the file (kept in the pipe meanwhile, so a killed program loses nothing)
@@ -57,19 +57,6 @@ POLL_S = 0.01
 #: it to write the rest (s)
 START_S, CLOSE_S = 30.0, 300.0
 _LEN = struct.Struct("<I")
-_NAN = float("nan")
-#: A finished step in the common case (no labels, no device time, reads without lineage)
-#: goes as packed numbers instead of a marshal tuple: its length, :data:`_PACKED` (a first
-#: byte no marshal tuple has), the number of its head (scenario, path, pass and rank, sent
-#: once), step, warm-up, syncs, allowed, latency (ms), sync wait (us) and its reads' number;
-#: then per read :data:`_PACKED_READ`: site template, step, count, wait (us; NaN for none)
-#: and warm-up. Packing numbers touches less of the interpreter than marshal does, and a
-#: decode step pays for every piece of code its record touches (the model's work leaves it
-#: all out of the caches).
-_PACKED = 1
-_PACKED_STEP = struct.Struct("<IBIqBqqddI")
-_PACKED_READ = struct.Struct("<IqqdB")
-_STEP_BODY = _PACKED_STEP.size - _LEN.size
 _READ = 1 << 16  # bytes the drain reads at a time
 _PIPE_SIZE = 1 << 20  # F_SETPIPE_SZ: a loaded machine may leave the drain waiting a while
 #: whether :func:`start` starts drains (tests of the in-process writer's own schedule turn
@@ -109,15 +96,7 @@ class DrainWriter:
         #: the first write error, the drain's or the pipe's (:meth:`raise_error`)
         self.error: Optional[OSError] = None
         self._sites: Dict[Tuple[Any, ...], int] = {}  # a read's site -> its template's number
-        #: the same, keyed by the identity of the read's stack (the hub gives a call stack's
-        #: reads one shared stack object; hashing it would run Python code on every read):
-        #: key -> (template number, the stack, held so that its id stays its own)
-        self._by_stack: Dict[Tuple[Any, ...], Tuple[int, Any]] = {}
         self._closed = False
-        #: (scenario, path, pass, rank) of packed steps -> the number their head was sent as
-        self._heads: Dict[Tuple[Any, ...], int] = {}
-        #: the packed step's struct per number of reads
-        self._packers: Dict[int, struct.Struct] = {}
 
     # -- what the run calls --------------------------------------------------------------
     def exec_step(self, scenario: str, path: str, pass_: str, step: int, warmup: bool,
@@ -125,30 +104,8 @@ class DrainWriter:
                   wait_us: float, labels: Optional[Dict[str, Any]], rank: Optional[int],
                   events: Sequence[SyncEvent]) -> None:
         """:meth:`ResultWriter.exec_step`, in the drain."""
-        reads = self._reads(events) if events else ()
-        if labels is None and device_ms is None and self.error is None and not self._closed:
-            for r in reads:
-                if r[5] is not None or r[1] is None:  # lineage, or no step: marshal
-                    break
-            else:
-                head = self._heads.get((scenario, path, pass_, rank))
-                if head is None:
-                    head = self._heads[(scenario, path, pass_, rank)] = len(self._heads)
-                    self._send(("head", head, scenario, path, pass_, rank))
-                n = len(reads)
-                packer = self._packers.get(n)
-                if packer is None:
-                    packer = self._packers[n] = struct.Struct(
-                        _PACKED_STEP.format + _PACKED_READ.format[1:] * n)
-                args: List[Any] = [packer.size - _LEN.size, _PACKED, head, step, warmup,
-                                   syncs, allowed, latency_ms, wait_us, n]
-                for sid, rstep, count, wait, warm, _ in reads:
-                    args += (sid, rstep, count, _NAN if wait is None else wait, warm)
-                self._write(packer.pack(*args))
-                return
         self._send(("step", scenario, path, pass_, step, warmup, syncs, allowed, latency_ms,
-                    device_ms, wait_us, None if labels is None else _json(labels), rank,
-                    reads))
+                    device_ms, wait_us, _json(labels), rank, self._reads(events)))
 
     def events(self, scenario: str, path: str, pass_: str, events: List[SyncEvent],
                rank: Optional[int] = None,
@@ -178,23 +135,13 @@ class DrainWriter:
     # -- the pipe ------------------------------------------------------------------------
     def _reads(self, events: Sequence[SyncEvent]) -> Tuple[Tuple[Any, ...], ...]:
         out = []
-        by_stack = self._by_stack
+        sites = self._sites
         for ev in events:
-            stack = ev.stack
-            fast = (id(stack), *_site_but_stack(ev))
-            hit = by_stack.get(fast)
-            if hit is not None and hit[1] is stack:
-                sid = hit[0]
-            else:
-                sites = self._sites
-                key = _site_of(ev)
-                sid = sites.get(key)  # type: ignore[assignment]
-                if sid is None:
-                    sid = sites[key] = len(sites)
-                    self._send(("site", sid, _site_fields(ev)))
-                if len(by_stack) >= 4096:  # stacks made afresh per read (compiled code)
-                    by_stack.clear()
-                by_stack[fast] = (sid, stack)
+            key = _site_of(ev)
+            sid = sites.get(key)
+            if sid is None:
+                sid = sites[key] = len(sites)
+                self._send(("site", sid, _site_fields(ev)))
             lin = ev.lineage
             out.append((sid, ev.step, ev.count, ev.wait_us, ev.warmup,
                         None if lin is None else _json(lin)))
@@ -204,10 +151,7 @@ class DrainWriter:
         if self.error is not None or self._closed:
             return
         data = marshal.dumps(msg)
-        self._write(_LEN.pack(len(data)) + data)
-
-    def _write(self, data: bytes) -> None:
-        """Put one framed message in the pipe."""
+        data = _LEN.pack(len(data)) + data
         try:
             n = os.write(self._pipe, data)
             while n < len(data):  # a pipe takes a large message in parts
@@ -358,7 +302,6 @@ class _Drain:
         self.fd, self.status = fd, status
         self.writer: Optional[ResultWriter] = None
         self.templates: Dict[int, SyncEvent] = {}
-        self.heads: Dict[int, Tuple[Any, ...]] = {}  # packed steps' (scenario, path, pass, rank)
         self.closed = False
 
     def feed(self, buf: bytearray) -> int:
@@ -371,10 +314,7 @@ class _Drain:
                 (n,) = _LEN.unpack_from(view, at)
                 if end - at - 4 < n:
                     break
-                if view[at + 4] == _PACKED:
-                    self.packed(view, at)
-                else:
-                    self.act(marshal.loads(view[at + 4:at + 4 + n]))
+                self.act(marshal.loads(view[at + 4:at + 4 + n]))
                 at += 4 + n
         finally:
             view.release()
@@ -392,9 +332,7 @@ class _Drain:
         w = self.writer
         if w is None:
             return
-        if op == "head":
-            self.heads[msg[1]] = msg[2:]
-        elif op == "site":
+        if op == "site":
             _, sid, f = msg
             stack = Stack(Frame(*fr) for fr in f[6])
             self.templates[sid] = SyncEvent.make(f[0], f[1], f[2], f[3], f[4], f[5], stack,
@@ -417,21 +355,6 @@ class _Drain:
         elif op == "close":
             w.close(msg[1], **json.loads(msg[2]))
             self.closed = True
-
-    def packed(self, view: memoryview, at: int) -> None:
-        """A step packed as numbers (:data:`_PACKED_STEP`) at ``view[at:]``."""
-        (_, _, head, step, warmup, syncs, allowed, latency_ms, wait_us,
-         n) = _PACKED_STEP.unpack_from(view, at)
-        at += _PACKED_STEP.size
-        reads = []
-        for _ in range(n):
-            sid, rstep, count, wait, warm = _PACKED_READ.unpack_from(view, at)
-            at += _PACKED_READ.size
-            reads.append((sid, rstep, count, None if wait != wait else wait, bool(warm), None))
-        if self.writer is not None:
-            scenario, path, pass_, rank = self.heads[head]
-            self.writer.exec_step(scenario, path, pass_, step, bool(warmup), syncs, allowed,
-                                  latency_ms, None, wait_us, None, rank, self.events(reads))
 
     def events(self, reads: Sequence[Tuple[Any, ...]]) -> List[SyncEvent]:
         out = []

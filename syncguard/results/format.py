@@ -600,11 +600,8 @@ class ResultWriter:
 
 
 #: what tells one site's events apart in a result file, besides scenario, path, pass and rank
-_SITE_FIELDS = ("kind", "api", "op", "filename", "lineno", "function", "stack", "thread",
-                "allowed", "reason", "device", "source")
-_site_of = operator.attrgetter(*_SITE_FIELDS)
-#: the same but the stack (a writer that knows a stack by its identity keys on that)
-_site_but_stack = operator.attrgetter(*(f for f in _SITE_FIELDS if f != "stack"))
+_site_of = operator.attrgetter("kind", "api", "op", "filename", "lineno", "function", "stack",
+                               "thread", "allowed", "reason", "device", "source")
 
 
 def _fileno(stream: Any) -> Optional[int]:

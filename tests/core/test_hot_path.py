@@ -134,7 +134,7 @@ def test_a_lone_guard_records_what_it_records_beside_another(kwargs: dict) -> No
                 other.__enter__()
             assert (HUB._solo is g) is not with_other
             try:
-                for i in range(2):
+                for _ in range(2):
                     with g.step():
                         _reads_for_both_paths(x)
             finally:
