@@ -157,5 +157,15 @@ def write_report(name: str, result: Dict[str, Any], out: Optional[Path] = None) 
     return path
 
 
+def write_reports(name: str, result: Dict[str, Any], markdown: str,
+                  out: Optional[Path] = None) -> Tuple[Path, Path]:
+    """:func:`write_report` and its Markdown beside it (``out`` with ``.md``, or
+    ``reports/bench/<name>.md``); returns both paths."""
+    path = write_report(name, result, out)
+    md = out.with_suffix(".md") if out else REPORTS / f"{name}.md"
+    md.write_text(markdown)
+    return path, md
+
+
 def rounded(xs: Sequence[float], scale: float, nd: int = 3) -> List[float]:
     return [round(x * scale, nd) for x in xs]

@@ -27,7 +27,7 @@ import sys
 from pathlib import Path
 from typing import Any, Dict, List, Optional
 
-from _common import REPORTS, ROOT, environment, write_report
+from _common import ROOT, environment, write_reports
 
 #: the program each run executes (argv: reads, width)
 PROGRAM = r'''
@@ -176,9 +176,7 @@ def main(argv: Optional[List[str]] = None) -> int:
                    "base": None if a.base is None else str(a.base)},
         "current": summary(cur), "base": summary(base) if base else None,
     }
-    path = write_report("cold_read", result, a.out)
-    md = a.out.with_suffix(".md") if a.out else REPORTS / "cold_read.md"
-    md.write_text(markdown(result))
+    path, md = write_reports("cold_read", result, markdown(result), a.out)
     print(f"Wrote {path}\nWrote {md}")
     return 0
 

@@ -45,7 +45,7 @@ import time
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Tuple
 
-from _common import REPORTS, ROOT, environment, write_report
+from _common import ROOT, environment, write_reports
 
 PROGRAM = ROOT / "benchmarks" / "decode_program.py"
 AIM_RATIO, AIM_KB_PER_STEP = 1.10, 0.5
@@ -499,9 +499,7 @@ def main(argv: Optional[List[str]] = None) -> int:
         "aims": {"ratio": AIM_RATIO, "kb_per_step": AIM_KB_PER_STEP},
         "timing": t, "in_process": ip, "memory": m,
     }
-    path = write_report(name, result, a.out)
-    md = (a.out.with_suffix(".md") if a.out else REPORTS / f"{name}.md")
-    md.write_text(markdown(result))
+    path, md = write_reports(name, result, markdown(result), a.out)
     print(f"ratio {t['ratio_median']}x (range {t['ratio_range']}, 95% CI {t['ratio_ci95']}); "
           f"+{t['added_us_per_step']} us/step; in one process {ip['ratio_median']}x "
           f"(range {ip['ratio_range']}, 95% CI {ip['ratio_ci95']}); traced heap vs plain: "

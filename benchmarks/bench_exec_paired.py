@@ -34,7 +34,7 @@ import tempfile
 from pathlib import Path
 from typing import Any, Dict, List, Optional
 
-from _common import REPORTS, ROOT, environment, write_report
+from _common import ROOT, environment, write_reports
 
 PROGRAM = ROOT / "benchmarks" / "paired_program.py"
 SKIP = 40  # first steps left out (caches, allocator, each site's first event lines)
@@ -118,9 +118,7 @@ def main(argv: Optional[List[str]] = None) -> int:
          "swapped": a.swap or "the step's recording code (paired_program.SWAPPED)",
          "base_label": a.label or str(a.base), "environment": environment(),
          "load": " ".join(f"{x:.2f}" for x in os.getloadavg())}
-    path = write_report("exec_paired", r, a.out)
-    md = a.out.with_suffix(".md") if a.out else REPORTS / "exec_paired.md"
-    md.write_text(markdown(r))
+    path, md = write_reports("exec_paired", r, markdown(r), a.out)
     print(f"wrote {path} and {md}")
     return 0
 
