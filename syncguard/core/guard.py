@@ -26,7 +26,7 @@ from typing import (
 from . import signals as _signals
 from .aten import dispatch_net
 from .events import Frame, HostSyncError, NoDeviceTensorsWarning, SyncEvent
-from .hub import HUB, format_error
+from .hub import HOST_DEVICES, HUB, format_error
 from .intercept import PATCHER
 from .steps import is_warmup
 
@@ -325,7 +325,7 @@ class SyncGuard:
 
     # -- recording (called by the hub) ------------------------------------------------------
     def accepts(self, device: Optional[str]) -> bool:
-        return device is None or (device not in ("cpu", "meta")) or device in self.devices
+        return device is None or device not in HOST_DEVICES or device in self.devices
 
     def site_allowed(self, stack: Tuple[Frame, ...]) -> Optional[str]:
         for pattern, reason in self.allow_sites_of:
@@ -335,7 +335,6 @@ class SyncGuard:
         return None
 
     def _record(self, ev: SyncEvent) -> None:
-        # (HUB.deliver does the same inline for the only guard: keep the two alike)
         if not ev.warmup:
             if ev.allowed:
                 self._allowed += ev.count
@@ -417,6 +416,6 @@ class SyncGuard:
                 f"allowed={self.allowed_count}, events={len(self.events)})")
 
 
-# HUB.deliver records the events of a lone counting guard of this class (or of a subclass
-# that keeps these three) inline
+# HUB.deliver serves a lone counting guard of this class (or of a subclass that keeps these
+# three) without its general loop, doing accepts and current_step inline
 HUB.inline_methods = (SyncGuard.accepts, SyncGuard.current_step, SyncGuard._record)

@@ -83,7 +83,7 @@ _get_ident = threading.get_ident
 #: the threading module's live threads by ident (what ``current_thread()`` looks up)
 _threads: Dict[int, threading.Thread] = getattr(threading, "_active", {})
 #: device types that are the host's: a guard counts their reads only when it names them
-_HOSTS = ("cpu", "meta")
+HOST_DEVICES = ("cpu", "meta")
 
 _allow_reason: contextvars.ContextVar[Optional[str]] = contextvars.ContextVar(
     "syncguard_allow", default=None
@@ -218,11 +218,11 @@ class Hub:
         self.guards: List[SyncGuard] = []
         self._raising = False  # whether a guard raises: worked out when the guards change
         #: the only active guard when it merely counts (``exec``'s, a plain test's): its
-        #: events are made and recorded inline, without the general loop's calls
+        #: events are made without the general loop's calls
         self._solo: Any = None  # a SyncGuard (the class, whose fields are used inline)
         #: the guard class's own ``accepts``, ``current_step`` and ``_record`` (registered by
         #: the guard module): a guard whose class keeps all three is one :meth:`deliver` may
-        #: record inline
+        #: serve without the general loop (its ``accepts`` and ``current_step`` inline)
         self.inline_methods: Tuple[Any, ...] = ()
         self._depth = 8  # the deepest stack an active guard keeps: likewise
         self.tls = _ThreadState()
@@ -537,31 +537,18 @@ class Hub:
         reason = _allow_reason.get()
         g = self._solo
         if g is not None and type(count) is int:
-            # the one counting guard, inline (a read costs the program's step each call it
-            # makes here: their code is out of the caches by the next read)
-            if device is not None and device in _HOSTS and device not in g.devices:
+            # the one counting guard, without the general loop (a read costs the program's
+            # step each call it makes here: their code is out of the caches by the next read)
+            if device is not None and device in HOST_DEVICES and device not in g.devices:
                 return
             if reason is None and g.allow_sites_of:
                 reason = g.site_allowed(stack)
             s = g._step
             warm = s is not None and s < g.warmup
-            ev = object.__new__(SyncEvent)
-            object.__setattr__(ev, "__dict__", {
-                "kind": kind, "api": api, "op": op, "filename": top.filename,
-                "lineno": top.lineno, "function": top.function,
-                "stack": stack if len(stack) <= g.stack_depth else stack[: g.stack_depth],
-                "step": s, "thread": thread, "allowed": reason is not None, "reason": reason,
-                "warmup": warm, "count": count, "device": device, "source": source,
-                "wait_us": wait_us, "lineage": lineage})
-            if not warm:
-                if reason is None:
-                    g._count += count
-                else:
-                    g._allowed += count
-            if g.keep_events:
-                g.events.append(ev)
-            if g.on_event is not None:
-                g.on_event(ev)
+            g._record(SyncEvent.make(
+                kind, api, op, top.filename, top.lineno, top.function,
+                stack if len(stack) <= g.stack_depth else stack[: g.stack_depth], s, thread,
+                reason is not None, reason, warm, count, device, source, wait_us, lineage))
             return
         raise_for: Optional[SyncEvent] = None
         raisers: List[SyncGuard] = []

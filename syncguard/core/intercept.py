@@ -222,7 +222,7 @@ def _call_reporting(hit: Hits, api: str, call: Callable[..., Any], args: Tuple[A
     try:
         if hit is QUIET:
             return call(*args, **kwargs)
-        if HUB._raising:  # report first: "raise" stops the call before it syncs
+        if HUB.raising:  # report first: "raise" stops the call before it syncs
             for kind, op, device, count, source in (hit if isinstance(hit, list) else [hit]):
                 HUB.deliver(kind, api, op, device, count, source, None, args, 2)
             return call(*args, **kwargs)
@@ -252,13 +252,13 @@ def _compiling_fn() -> Callable[[], bool]:
 
 _is_compiling = _compiling_fn()
 _fake_mode_key = getattr(getattr(torch._C, "_TorchDispatchModeKey", None), "FAKE", None)
-_get_mode: Callable[[Any], Any] = getattr(torch._C, "_get_dispatch_mode", None) or (
-    lambda key: None)
+_get_mode = getattr(torch._C, "_get_dispatch_mode", None)
 
 
 def _in_fake_mode() -> bool:
     """torch.compile propagates shapes with fake tensors: that work reads no device data."""
-    return _fake_mode_key is not None and _get_mode(_fake_mode_key) is not None
+    return _fake_mode_key is not None and _get_mode is not None and (
+        _get_mode(_fake_mode_key) is not None)
 
 
 _wrap_code_skipped = False
@@ -291,8 +291,7 @@ def _wrap(orig: Callable[..., Any], api: str, classify: Classifier) -> Callable[
         if tls.busy or not HUB.guards:
             return orig(*args, **kwargs)
         hit = classify(args, kwargs)
-        if hit is None or (_fake_mode_key is not None and (  # _in_fake_mode(), inline
-                _get_mode(_fake_mode_key) is not None)):
+        if hit is None or _in_fake_mode():
             return orig(*args, **kwargs)
         return _call_reporting(hit, api, orig, args, kwargs)
 

@@ -80,8 +80,7 @@ def _enter(name: str) -> Optional[StepRecorder]:
     rec = _RECORDER
     if rec is None:
         return None
-    n, gen = _DEPTH.get()  # _depth(), inline: once per step, on the program's clock
-    n = n + 1 if gen == _GENERATION else 1
+    n = _depth() + 1
     _DEPTH.set((n, _GENERATION))
     if n == 1:
         try:
@@ -98,8 +97,7 @@ def _leave(rec: Optional[StepRecorder], name: str, exc: Optional[type] = None) -
     ``abort(name)`` is called instead of ``end`` when it has one. One left by another
     exception ran until it raised: ``failed(name, exception class name)`` when the recorder
     has it, else ``end``."""
-    n, gen = _DEPTH.get()  # _depth(), inline
-    _DEPTH.set((n - 1 if gen == _GENERATION and n > 0 else 0, _GENERATION))
+    _DEPTH.set((max(0, _depth() - 1), _GENERATION))
     if rec is not None:
         if exc is not None and issubclass(exc, KeyboardInterrupt):
             abort = getattr(rec, "abort", None)

@@ -391,15 +391,11 @@ class ExecSession:
         if st is None or st.session is not self or st.closed:  # not _mine
             return
         _OPEN.set(None)
-        labels = None if raised is None else {"raised": raised}
         with self._lock:
             st.closed = True
             del self._steps[id(st)]
-            if st.dev is None and self._pending is None:  # _close, its common case inline
-                self._record(st.name, st.index, self.warmup, st.events,
-                             (time.perf_counter() - st.t0) * 1e3, None, labels)
-            else:
-                self._close(st.name, st.index, st.t0, st.dev, st.events, labels)
+            self._close(st.name, st.index, st.t0, st.dev, st.events,
+                        None if raised is None else {"raised": raised})
 
     def _flush(self) -> None:
         """Write the step held back for its device time (waits for its end event)."""

@@ -122,7 +122,7 @@ def _reads_for_both_paths(x: torch.Tensor) -> None:
     dict(),  # CPU reads not counted: the guard does not name the device
 ])
 def test_a_lone_guard_records_what_it_records_beside_another(kwargs: dict) -> None:
-    """The only counting guard has its events made and counted inline by the hub; beside a
+    """The only counting guard has its events made by the hub without its general loop; beside a
     second guard the general loop makes them. Each event, count and step is the same."""
     x = torch.tensor([1.0])
 
