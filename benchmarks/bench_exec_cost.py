@@ -198,6 +198,10 @@ def timing(rounds: int, steps: int, hidden: int, tmp: Path) -> Dict[str, Any]:
 #: ``inprocess``: steps per block, and the first steps of each block left out (the change
 #: of block: the other way's work still in the caches)
 BLOCK, BLOCK_SKIP = 50, 5
+#: ``--off``: what the in-process off blocks run (``decode_program.py --off``): ``plain``
+#: (syncguard's interceptors removed from torch for the block: the plain program's step) or
+#: ``idle`` (they stay, each returning at its first check)
+OFF = "plain"
 
 
 def _blocks(d: Dict[str, Any]) -> Tuple[float, float]:
@@ -216,13 +220,16 @@ def inprocess(rounds: int, steps: int, hidden: int, tmp: Path) -> Dict[str, Any]
     """The same step in one ``exec`` process, in blocks of :data:`BLOCK` steps: recorded, then
     with syncguard's recording off (``decode_program.py --alternate``), so both ways see the
     machine at the same moment and in the same memory layout (child processes differ in both
-    from run to run). The off blocks still pass through syncguard's idle interceptors (a
-    check each), so the ratio leaves out their cost, measured apart by ``bench_exec.py``."""
+    from run to run). The off blocks run torch without syncguard's interceptors (``--off
+    plain``, the default: removed for the block, outside the timing), so the ratio is the
+    guarded step against the plain one; with ``--off idle`` they stay in, each returning at its
+    first check, and the ratio leaves out their cost."""
     modes = ["exec"] + (["exec_base"] if BASE is not None else [])
     got: Dict[str, List[Tuple[float, float]]] = {m: [] for m in modes}
     for r in range(rounds):
         for mode in (modes if r % 2 == 0 else modes[::-1]):
-            d = run_once(mode, steps, hidden, tmp, extra=("--alternate", str(BLOCK)))
+            d = run_once(mode, steps, hidden, tmp,
+                         extra=("--alternate", str(BLOCK), "--off", OFF))
             got[mode].append(_blocks(d))
         line = "; ".join(f"{m} {got[m][-1][0]:.3f} / {got[m][-1][1]:.3f} ms: "
                          f"{got[m][-1][0] / got[m][-1][1]:.3f}x" for m in modes)
@@ -237,7 +244,7 @@ def inprocess(rounds: int, steps: int, hidden: int, tmp: Path) -> Dict[str, Any]
                     (on - off) * 1e3 for on, off in pairs), 1)}
 
     return {"rounds": rounds, "steps": steps, "block": BLOCK, "block_skip": BLOCK_SKIP,
-            **summary(got["exec"]),
+            "off": OFF, **summary(got["exec"]),
             "base": summary(got["exec_base"]) if BASE is not None else None}
 
 
@@ -402,15 +409,20 @@ def _inprocess_lines(ip: Optional[Dict[str, Any]]) -> List[str]:
     if not ip:
         return []
     b = ip.get("base")
+    off = ip.get("off", "idle")  # results from before --off had the interceptors idle
     return [
         "## Time per step in one process (blocks of steps, recording on and off)",
         "",
         f"{ip['rounds']} `exec` runs of {ip['steps']} steps, each in blocks of {ip['block']} "
         f"steps: the step as exec records it, then the same step with syncguard's recording "
-        f"off (`decode_program.py --alternate {ip['block']}`; the first {ip['block_skip']} "
-        "steps of each block left out). Both ways see the machine at the same moment and in "
-        "the same memory layout, which child processes do not; the off blocks still pass "
-        "through syncguard's idle interceptors (one check each), which this ratio leaves out.",
+        f"off (`decode_program.py --alternate {ip['block']} --off {off}`; the first "
+        f"{ip['block_skip']} steps of each block left out). Both ways see the machine at the "
+        "same moment and in the same memory layout, which child processes do not. "
+        + ("The off blocks run without syncguard's interceptors (removed from torch for the "
+           "block, outside the timing): the ratio is the guarded step against the plain one."
+           if off == "plain" else
+           "The off blocks still pass through syncguard's idle interceptors (one check each), "
+           "which this ratio leaves out."),
         "",
         "| | ratio recorded/off (median of per-run medians) |",
         "|---|---|",
@@ -458,12 +470,17 @@ def main(argv: Optional[List[str]] = None) -> int:
     ap.add_argument("--flag", choices=("step", "loop"), default="step",
                     help="exec --step (the default) or --loop decode_program:decode_step; "
                          "loop's report is exec_cost_loop.json and .md")
+    ap.add_argument("--off", choices=("plain", "idle"), default="plain",
+                    help="what the in-process off blocks run: plain torch (syncguard's "
+                         "interceptors removed for the block; the default) or torch with the "
+                         "interceptors idle")
     ap.add_argument("--base", type=Path, default=None,
                     help="another syncguard checkout (e.g. a `git archive` of an older commit) "
                          "run under exec too, interleaved, as `exec_base`")
     a = ap.parse_args(argv)
-    global BASE, FLAG
+    global BASE, FLAG, OFF
     BASE = a.base.resolve() if a.base else None
+    OFF = a.off
     FLAG = f"--{a.flag}"
     name = "exec_cost" if a.flag == "step" else "exec_cost_loop"
     counts = sorted(int(x) for x in a.mem_steps.split(","))

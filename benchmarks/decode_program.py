@@ -91,9 +91,13 @@ def main() -> None:
     ap.add_argument("--alternate", type=int, default=0,
                     help="under exec: blocks of N steps alternate between the step as exec "
                          "records it and the same step with syncguard's recording off (the "
-                         "function unwrapped, the hub's guard list empty: its interceptors "
-                         "return at their first check); each step's block is written "
-                         "(off_steps)")
+                         "function unwrapped, the hub's guard list empty; see --off for its "
+                         "interceptors); each step's block is written (off_steps)")
+    ap.add_argument("--off", choices=("plain", "idle"), default="plain",
+                    help="with --alternate: what the off blocks run. plain (the default): "
+                         "syncguard's interceptors are removed from torch for the block too, "
+                         "so the step is the plain program's; idle: they stay, each returning "
+                         "at its first check")
     a = ap.parse_args()
     torch.set_num_threads(a.threads)
     torch.manual_seed(0)
@@ -125,13 +129,29 @@ def main() -> None:
 
     atexit.register(write)  # under exec: after syncguard's reports
     clock = time.perf_counter
-    hub: Any = None
     off_step = decode_step
-    if a.alternate:
-        from syncguard.core.hub import HUB as hub
+    held: List[Any] = []  # while an off block runs: the guards taken off the hub
 
+    def switch(off: bool) -> None:
+        """Turn syncguard's recording off (or on again) between blocks, outside the timing."""
+        from syncguard.core.hub import HUB
+        from syncguard.core.intercept import PATCHER
+
+        if off:
+            held.append(HUB.guards)
+            HUB.guards = []
+            if a.off == "plain":
+                PATCHER._uninstall()  # torch as the plain program has it
+        else:
+            if a.off == "plain":
+                PATCHER._install()
+            HUB.guards = held.pop()
+
+    if a.alternate:
         off_step = getattr(decode_step, "__wrapped__", decode_step)  # exec's wrapper's
         out["off_steps"] = off_steps
+        out["off"] = a.off
+    was_off = False
     with torch.no_grad():
         for i in range(a.steps):
             if i in marks:
@@ -139,17 +159,21 @@ def main() -> None:
                 anon[marks[i]] = _status_kb("RssAnon")
                 children[marks[i]] = _children_anon_kb()
                 trace(marks[i])
-            if a.alternate and (i // a.alternate) % 2:
-                guards, hub.guards = hub.guards, []
+            off = bool(a.alternate) and (i // a.alternate) % 2 == 1
+            if off != was_off:
+                switch(off)
+                was_off = off
+            if off:
                 t0 = clock()
                 off_step(x)
                 times[i] = clock() - t0
-                hub.guards = guards
                 off_steps.append(i)
                 continue
             t0 = clock()
             decode_step(x)
             times[i] = clock() - t0
+        if was_off:
+            switch(False)  # exec's guard ends with its interceptors, as it began
     rss["loop_end"] = _status_kb("VmRSS")
     rss["hwm_loop_end"] = _status_kb("VmHWM")
     anon["loop_end"] = _status_kb("RssAnon")

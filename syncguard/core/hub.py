@@ -216,7 +216,10 @@ class Hub:
     def __init__(self) -> None:
         self.lock = threading.RLock()
         self.guards: List[SyncGuard] = []
-        self._raising = False  # whether a guard raises: worked out when the guards change
+        #: True when some active guard raises on a sync (the call must not run first):
+        #: worked out when the guards change, read on every read (a plain attribute: a
+        #: property is a Python call each time)
+        self.raising = False
         #: the only active guard when it merely counts (``exec``'s, a plain test's): its
         #: events are made without the general loop's calls
         self._solo: Any = None  # a SyncGuard (the class, whose fields are used inline)
@@ -313,7 +316,7 @@ class Hub:
         self.extra_devices = frozenset(devs)
         self.models = frozenset(models)
         self._skip_prefixes = self._compute_skip_prefixes()
-        self._raising = any(g.on_sync == "raise" for g in self.guards)  # asked on every read
+        self.raising = any(g.on_sync == "raise" for g in self.guards)
         solo = self.guards[0] if len(self.guards) == 1 else None
         kind: Any = type(solo)
         self._solo = solo if solo is not None and solo.on_sync == "count" and (
@@ -494,11 +497,6 @@ class Hub:
             self._chain_cache.clear()
 
     # -- delivery ---------------------------------------------------------------------
-    @property
-    def raising(self) -> bool:
-        """True when some active guard raises on a sync (the call must not run first)."""
-        return self._raising
-
     def _in_reporting(self) -> bool:
         """Whether this call comes from a test framework's own reporting (pytest's saferepr
         of a failed assertion's operands): those reads are not the code under test's."""

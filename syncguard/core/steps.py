@@ -97,7 +97,8 @@ def _leave(rec: Optional[StepRecorder], name: str, exc: Optional[type] = None) -
     ``abort(name)`` is called instead of ``end`` when it has one. One left by another
     exception ran until it raised: ``failed(name, exception class name)`` when the recorder
     has it, else ``end``."""
-    _DEPTH.set((max(0, _depth() - 1), _GENERATION))
+    n = _depth()
+    _DEPTH.set((n - 1 if n > 0 else 0, _GENERATION))  # not max(): a builtin's call, cold
     if rec is not None:
         if exc is not None and issubclass(exc, KeyboardInterrupt):
             abort = getattr(rec, "abort", None)

@@ -174,8 +174,7 @@ def test_the_drain_reads_messages_however_the_pipe_splits_them(tmp_path: Path) -
     import marshal
 
     def msg(m: Any) -> bytes:
-        b = marshal.dumps(m)
-        return drain._LEN.pack(len(b)) + b
+        return marshal.dumps(m, drain._MARSHAL)
 
     site = ("scalar_read", "Tensor.item", "aten::x", "/w/a.py", 3, "f",
             (("/w/a.py", 3, "f", ""),), "MainThread", False, None, "npu", None)
