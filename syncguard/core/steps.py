@@ -23,7 +23,7 @@ import functools
 import inspect
 import sys
 import threading
-from typing import Any, Callable, Optional, Protocol, Tuple, TypeVar
+from typing import Any, Callable, List, Optional, Protocol, Tuple, TypeVar
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -49,11 +49,15 @@ _RECORDER: Optional[StepRecorder] = None
 _LOCK = threading.Lock()
 
 
-#: (open steps in this context, the _GENERATION they were counted in). Per context, not per
-#: thread: each asyncio task runs in its own copy, so two tasks interleaving on one thread each
-#: open their own outermost step; a new thread starts with none open.
-_DEPTH: contextvars.ContextVar[Tuple[int, int]] = contextvars.ContextVar(
-    "syncguard_step_depth", default=(0, -1))
+#: (open steps in this context, the _GENERATION they were counted in, whether the outermost
+#: of them is still open). Per context, not per thread: each asyncio task runs in its own copy,
+#: so two tasks interleaving on one thread each open their own outermost step; a new thread
+#: starts with none open. The outermost step's end only clears its ``live`` cell (the one
+#: object every level of it shares) instead of setting the variable again, which on a decode
+#: step costs about 3 us, cold: a copy of the context made inside the step (a task it started)
+#: sees it ended too.
+_DEPTH: contextvars.ContextVar[Tuple[int, int, List[bool]]] = contextvars.ContextVar(
+    "syncguard_step_depth", default=(0, -1, [False]))
 _GENERATION = 0  # bumped by set_recorder: depths counted under another recorder are stale
 
 
@@ -66,9 +70,14 @@ def set_recorder(recorder: Optional[StepRecorder]) -> Optional[StepRecorder]:
     return prev
 
 
-def _depth() -> int:
-    n, gen = _DEPTH.get()
-    return n if gen == _GENERATION else 0
+_NONE_OPEN = (0, [False])
+
+
+def _open_here() -> Tuple[int, List[bool]]:
+    """The steps open in this context and the ``live`` cell of the outermost (``(0, ...)``
+    when none is: never one, ended, or counted under another recorder)."""
+    n, gen, live = _DEPTH.get()
+    return (n, live) if gen == _GENERATION and live[0] else _NONE_OPEN
 
 
 def active() -> bool:
@@ -80,8 +89,9 @@ def _enter(name: str) -> Optional[StepRecorder]:
     rec = _RECORDER
     if rec is None:
         return None
-    n = _depth() + 1
-    _DEPTH.set((n, _GENERATION))
+    n, live = _open_here()
+    n += 1
+    _DEPTH.set((n, _GENERATION, [True] if n == 1 else live))
     if n == 1:
         try:
             rec.begin(name)
@@ -97,8 +107,11 @@ def _leave(rec: Optional[StepRecorder], name: str, exc: Optional[type] = None) -
     ``abort(name)`` is called instead of ``end`` when it has one. One left by another
     exception ran until it raised: ``failed(name, exception class name)`` when the recorder
     has it, else ``end``."""
-    n = _depth()
-    _DEPTH.set((n - 1 if n > 0 else 0, _GENERATION))  # not max(): a builtin's call, cold
+    n, live = _open_here()
+    if n > 1:
+        _DEPTH.set((n - 1, _GENERATION, live))
+    else:  # the outermost ended, in every copy of the context (none open: nothing to end)
+        live[0] = False
     if rec is not None:
         if exc is not None and issubclass(exc, KeyboardInterrupt):
             abort = getattr(rec, "abort", None)
