@@ -78,6 +78,35 @@ def test_marker_forms_and_nesting(rec):
     assert rec.calls == [("begin", "boom"), ("end", "boom"), ("begin", "step"), ("end", "step")]
 
 
+def test_a_context_copied_inside_a_step_sees_it_end(rec):
+    """A task started inside a step runs in a copy of its context: while the step is open, a
+    step function it calls is part of that step; once the step has ended, the same call is a
+    step of its own (the copy does not keep the ended step open)."""
+    import asyncio
+
+    @syncguard.step("decode")
+    def decode() -> None:
+        pass
+
+    async def main() -> None:
+        gate = asyncio.Event()
+
+        async def later() -> None:
+            decode()  # inside the open step: nested, nothing begins
+            await gate.wait()
+            decode()  # the step has ended: a step of its own
+
+        with syncguard.step("outer"):
+            task = asyncio.ensure_future(later())
+            await asyncio.sleep(0)
+        gate.set()
+        await task
+
+    asyncio.run(main())
+    assert rec.calls == [("begin", "outer"), ("end", "outer"), ("begin", "decode"),
+                         ("end", "decode")]
+
+
 MOD = """
 import os
 
