@@ -13,6 +13,7 @@ import contextvars
 import logging
 import os
 import re
+import runpy
 import site
 import sys
 import sysconfig
@@ -91,6 +92,8 @@ _allow_reason: contextvars.ContextVar[Optional[str]] = contextvars.ContextVar(
 
 
 _UNKNOWN = Frame("<unknown>", 0, "<unknown>")
+#: runpy's file where it is not frozen (Python 3.9, 3.10): its frames launch the program
+_RUNPY = os.path.splitext(os.path.abspath(runpy.__file__))[0] + ".py"
 
 # Syncs that read no device value (an upload, a wait): no lineage to give.
 _NO_LINEAGE = frozenset({"h2d_copy", "explicit_sync"})
@@ -243,6 +246,13 @@ class Hub:
         #: the frame that runs the program (``exec``'s runner), while it runs: the frames
         #: outside it are syncguard's launcher, never the user's, and a stack walk ends there
         self.root: Optional[FrameType] = None
+        #: where a stack walk ends: :attr:`root`, or once a walk has reached it, the innermost
+        #: of the launcher's frames inside it (runpy's ``run_path`` and the two it calls,
+        #: exec's own): they run the program's ``<module>``, never the user's, and are the
+        #: same for every read (walked on every read otherwise: a fifth of the bytecodes a
+        #: loop's read runs in syncguard)
+        self._end: Optional[FrameType] = None
+        self._end_found = False
         self._skip_prefixes: Tuple[str, ...] = self._compute_skip_prefixes()
         self._reporting: Tuple[str, ...] = ()
         # Classification state, recomputed from the active guards as they enter and leave:
@@ -409,11 +419,13 @@ class Hub:
         # alone right after a cache sweep)
         key: Any = [depth]
         g: Optional[FrameType] = f
-        root = self.root
+        root = self._end
         while g is not None and g is not root:
             key.append(id(g.f_code))
             key.append(g.f_lasti)
             g = g.f_back
+        if g is not None and not self._end_found:
+            self._find_end(f)  # the first walk to reach the program's root
         whole = len(key) <= _KEY_MAX  # a deeper stack is walked each time, never kept
         if whole:
             key = tuple(key)
@@ -421,7 +433,7 @@ class Hub:
             if hit is not None:  # its codes are held: their ids are theirs
                 return hit[1]
         stack, cacheable = self._walk(f, depth)
-        if whole and cacheable:
+        if whole and cacheable and root is self._end:
             codes = []
             g = f
             while g is not None and g is not root:
@@ -444,7 +456,7 @@ class Hub:
         root: Optional[Frame] = None  # a compiled region's own function, mapped already
         info_of, frame_at = self._info_cache.get, self._frame_cache.get
         limit = depth + 8
-        end = self.root
+        end = self._end
         while f is not None and f is not end and len(frames) < limit:
             code = f.f_code
             hit = info_of(id(code))
@@ -485,15 +497,37 @@ class Hub:
             frames = [fr for fr, sf in zip(frames, soft) if not sf]
         return Stack(frames[:depth]), cacheable
 
+    def _find_end(self, f: FrameType) -> None:
+        """Set :attr:`_end` from a stack that reaches :attr:`root` (``f`` its innermost
+        frame): the innermost frame of the launcher's (runpy's, syncguard's) right inside the
+        root, or the root itself when there is none."""
+        chain: List[FrameType] = []
+        g: Optional[FrameType] = f
+        while g is not None and g is not self.root:
+            chain.append(g)
+            g = g.f_back
+        if g is None:  # not a stack of the program's
+            return
+        end = self.root
+        for fr in reversed(chain):  # outermost first
+            name = fr.f_code.co_filename
+            if not (name == "<frozen runpy>" or name == _RUNPY or self.skip(name)):
+                break
+            end = fr
+        self._end, self._end_found = end, True
+        self._chain_cache.clear()
+
     @contextlib.contextmanager
     def program_root(self, frame: FrameType) -> Iterator[None]:
         """While inside, ``frame`` runs the program (:attr:`root`): user stacks end there."""
-        prev, self.root = self.root, frame
+        prev = self.root, self._end, self._end_found
+        self.root = self._end = frame
+        self._end_found = False
         self._chain_cache.clear()
         try:
             yield
         finally:
-            self.root = prev
+            self.root, self._end, self._end_found = prev
             self._chain_cache.clear()
 
     # -- delivery ---------------------------------------------------------------------

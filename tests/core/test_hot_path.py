@@ -147,3 +147,52 @@ def test_a_lone_guard_records_what_it_records_beside_another(kwargs: dict) -> No
         e.to_dict() | {"wait_us": None} for e in beside.events]
     assert (alone.count, alone.allowed_count) == (beside.count, beside.allowed_count)
     assert len(alone.events) == (0 if not kwargs else 6)
+
+
+_LAUNCHED = '''
+import sys
+
+import torch
+from syncguard.core.hub import HUB
+
+x = torch.tensor(1.0)
+
+
+def inner():
+    return x.item()
+
+
+def outer():
+    return inner()
+
+
+for _ in range(3):
+    x.item()
+    outer()
+with open(sys.argv[1], "w") as f:
+    f.write(f"{HUB._end.f_code.co_name} {HUB._end.f_code.co_filename}")
+'''
+
+
+def test_a_program_s_reads_stop_at_its_module_not_the_launcher(tmp_path) -> None:
+    """A program run as exec runs it (runpy inside syncguard's runner): every read's stack
+    ends at the program's ``<module>``, and once a walk has reached the runner, the walks stop
+    at runpy's innermost frame (the one that runs the ``<module>``): runpy's frames are not
+    walked on every read."""
+    import runpy
+
+    from syncguard.execute.program import Program, run
+
+    script, out = tmp_path / "prog.py", tmp_path / "end.txt"
+    script.write_text(_LAUNCHED)
+    with syncguard.SyncGuard(devices=("cpu",)) as g:
+        run(Program(str(script), [str(out)]))
+    assert len(g.events) == 6
+    for e in g.events:
+        assert {f.filename for f in e.stack} == {str(script)}, e.stack
+        assert e.stack[-1].function == "<module>"
+    nested = [e for e in g.events if e.function == "inner"]
+    assert [f.function for f in nested[-1].stack] == ["inner", "outer", "<module>"]
+    name, filename = out.read_text().split(" ", 1)
+    assert name == "_run_code" and filename in ("<frozen runpy>", runpy.__file__)
+    assert HUB._end is None and HUB.root is None  # as before the run
