@@ -21,6 +21,10 @@ from ..results.format import OUTSIDE_PATH, ResultWriter, step_counts
 #: ``pass`` of exec step records: the program ran once, under the guard, so each record is
 #: both the counted and the timed pass (host latency includes the interceptors' cost).
 EXEC_PASS = "exec"
+#: the clock and the thread id a step asks for, bound once (a module attribute's lookup per
+#: step is one more cold dictionary after the model's work)
+_clock = time.perf_counter
+_thread_id = threading.get_ident
 #: this process's id, kept up to date in a forked child (os.getpid is a system call, and
 #: ``begin``/``end`` ask it on every step)
 _PID = os.getpid()
@@ -357,7 +361,7 @@ class ExecSession:
 
     def _close(self, name: str, i: int, t0: float, dev: Any, evs: List[SyncEvent],
                labels: Optional[Dict[str, str]], t_end: Optional[float] = None) -> None:
-        latency_ms = ((t_end or time.perf_counter()) - t0) * 1e3
+        latency_ms = ((t_end or _clock()) - t0) * 1e3
         if dev is not None:
             self._timer.stop(dev)
         if self._pending is not None:
@@ -383,8 +387,7 @@ class ExecSession:
             i = self._next.get(name, 0)
             self._next[name] = i + 1
             self._last = i
-            st = _Open(self, name, i, time.perf_counter(), self._timer.start(),
-                       threading.get_ident())
+            st = _Open(self, name, i, _clock(), self._timer.start(), _thread_id())
             self._steps[id(st)] = st
             _OPEN.set(st)
         finally:
