@@ -418,11 +418,14 @@ class Hub:
         # lists of codes and instructions afterwards cost this call about 1.5 us more, timed
         # alone right after a cache sweep)
         key: Any = [depth]
-        g: Optional[FrameType] = f
+        g: Any = f  # a frame, or None past the top of a stack without the root
         root = self._end
-        while g is not None and g is not root:
-            key += (id(g.f_code), g.f_lasti)  # fewer bytecodes a frame than two appends
-            g = g.f_back
+        try:
+            while g is not root:  # one test a frame: the walk runs on every read
+                key += (id(g.f_code), g.f_lasti)  # fewer bytecodes a frame than two appends
+                g = g.f_back
+        except AttributeError:  # g is None: a stack without the root in it (a thread's)
+            pass
         if g is not None and not self._end_found:
             self._find_end(f)  # the first walk to reach the program's root
         whole = len(key) <= _KEY_MAX  # a deeper stack is walked each time, never kept

@@ -49,15 +49,18 @@ _RECORDER: Optional[StepRecorder] = None
 _LOCK = threading.Lock()
 
 
-#: (open steps in this context, the _GENERATION they were counted in, whether the outermost
-#: of them is still open). Per context, not per thread: each asyncio task runs in its own copy,
-#: so two tasks interleaving on one thread each open their own outermost step; a new thread
-#: starts with none open. The outermost step's end only clears its ``live`` cell (the one
-#: object every level of it shares) instead of setting the variable again, which on a decode
-#: step costs about 3 us, cold: a copy of the context made inside the step (a task it started)
-#: sees it ended too.
-_DEPTH: contextvars.ContextVar[Tuple[int, int, List[bool]]] = contextvars.ContextVar(
-    "syncguard_step_depth", default=(0, -1, [False]))
+#: (open steps in this context, the outermost's ``cell``). Per context, not per thread: each
+#: asyncio task runs in its own copy, so two tasks interleaving on one thread each open their
+#: own outermost step; a new thread starts with none open. The cell is one list every level of
+#: an outermost step shares, holding the _GENERATION it was opened in while it is open, and
+#: _ENDED after: the steps counted in a context are open only while their cell holds the
+#: current generation (none after the step ended, or under another recorder). Ending the
+#: outermost step only writes its cell, instead of setting the variable again (about 3 us a
+#: step, cold, on a decode step): a copy of the context made inside the step (a task it
+#: started) sees it ended too.
+_ENDED = -1
+_DEPTH: contextvars.ContextVar[Tuple[int, List[int]]] = contextvars.ContextVar(
+    "syncguard_step_depth", default=(0, [_ENDED]))
 _GENERATION = 0  # bumped by set_recorder: depths counted under another recorder are stale
 
 
@@ -70,16 +73,6 @@ def set_recorder(recorder: Optional[StepRecorder]) -> Optional[StepRecorder]:
     return prev
 
 
-_NONE_OPEN = (0, [False])
-
-
-def _open_here() -> Tuple[int, List[bool]]:
-    """The steps open in this context and the ``live`` cell of the outermost (``(0, ...)``
-    when none is: never one, ended, or counted under another recorder)."""
-    n, gen, live = _DEPTH.get()
-    return (n, live) if gen == _GENERATION and live[0] else _NONE_OPEN
-
-
 def active() -> bool:
     """Whether a step recorder is installed (``syncguard exec`` is running this program)."""
     return _RECORDER is not None
@@ -89,16 +82,16 @@ def _enter(name: str) -> Optional[StepRecorder]:
     rec = _RECORDER
     if rec is None:
         return None
-    n, live = _open_here()
-    n += 1
-    _DEPTH.set((n, _GENERATION, [True] if n == 1 else live))
-    if n == 1:
+    n, cell = _DEPTH.get()
+    if cell[0] != _GENERATION:  # none open here: this is the outermost
+        _DEPTH.set((1, [_GENERATION]))
         try:
             rec.begin(name)
         except BaseException:
             _leave(None, name)
             raise
         return rec
+    _DEPTH.set((n + 1, cell))
     return None
 
 
@@ -107,11 +100,11 @@ def _leave(rec: Optional[StepRecorder], name: str, exc: Optional[type] = None) -
     ``abort(name)`` is called instead of ``end`` when it has one. One left by another
     exception ran until it raised: ``failed(name, exception class name)`` when the recorder
     has it, else ``end``."""
-    n, live = _open_here()
-    if n > 1:
-        _DEPTH.set((n - 1, _GENERATION, live))
+    n, cell = _DEPTH.get()
+    if n > 1 and cell[0] == _GENERATION:
+        _DEPTH.set((n - 1, cell))
     else:  # the outermost ended, in every copy of the context (none open: nothing to end)
-        live[0] = False
+        cell[0] = _ENDED
     if rec is not None:
         if exc is not None and issubclass(exc, KeyboardInterrupt):
             abort = getattr(rec, "abort", None)
