@@ -499,6 +499,12 @@ class Hub:
             frames = [fr for fr, sf in zip(frames, soft) if not sf]
         return Stack(frames[:depth]), cacheable
 
+    @property
+    def walk_end(self) -> Optional[FrameType]:
+        """Where a walk of the program's stack ends (exclusive): :attr:`root`, or the
+        launcher's innermost frame inside it once a read's walk has found it."""
+        return self._end
+
     def _find_end(self, f: FrameType) -> None:
         """Set :attr:`_end` from a stack that reaches :attr:`root` (``f`` its innermost
         frame): the innermost frame of the launcher's (runpy's, syncguard's) right inside the

@@ -507,13 +507,14 @@ _GENERATOR_FLAGS = 0x20 | 0x200  # CO_GENERATOR | CO_ASYNC_GENERATOR
 def _user_stack(frame: Any) -> List[Any]:
     """The frames from ``frame`` outwards that may drive a loop: neither torch's nor
     syncguard's (``nn.Module.__call__`` between a driver and ``forward`` is not it), nor a
-    generator's; innermost first. The walk ends at the frame that runs the program
-    (``HUB.root``): the frames outside it are exec's launcher, never a driver."""
+    generator's; innermost first. The walk ends where the program's frames end
+    (``HUB.walk_end``): the frames outside are exec's launcher (its runner, runpy's), never a
+    driver."""
     from ..core.hub import HUB
 
     out = []
     f = frame
-    end = HUB.root
+    end = HUB.walk_end
     while f is not None and f is not end:
         code = f.f_code
         if not HUB.skip(code.co_filename) and not code.co_flags & _GENERATOR_FLAGS:
