@@ -120,8 +120,7 @@ def markdown(result: Dict[str, Any]) -> str:
     lines = [
         "# `syncguard exec`: Python bytecodes per guarded decode step",
         "",
-        f"`python benchmarks/bench_exec_bytecodes.py {' '.join(result['argv'])}`".replace(
-            " `", "`"),
+        f"`{' '.join(['python', 'benchmarks/bench_exec_bytecodes.py', *result['argv']])}`",
         "",
         f"Python {env['python']}, torch {env['torch']}, syncguard {env['syncguard']} at "
         f"{(env.get('git_commit') or '?')[:10]}; {env['date']}. A count: the same on any "

@@ -414,8 +414,3 @@ class SyncGuard:
     def __repr__(self) -> str:
         return (f"SyncGuard(on_sync={self.on_sync!r}, count={self.count}, "
                 f"allowed={self.allowed_count}, events={len(self.events)})")
-
-
-# HUB.deliver serves a lone counting guard of this class (or of a subclass that keeps these
-# three) without its general loop, doing accepts and current_step inline
-HUB.inline_methods = (SyncGuard.accepts, SyncGuard.current_step, SyncGuard._record)

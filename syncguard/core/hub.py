@@ -224,12 +224,9 @@ class Hub:
         #: property is a Python call each time)
         self.raising = False
         #: the only active guard when it merely counts (``exec``'s, a plain test's): its
-        #: events are made without the general loop's calls
-        self._solo: Any = None  # a SyncGuard (the class, whose fields are used inline)
-        #: the guard class's own ``accepts``, ``current_step`` and ``_record`` (registered by
-        #: the guard module): a guard whose class keeps all three is one :meth:`deliver` may
-        #: serve without the general loop (its ``accepts`` and ``current_step`` inline)
-        self.inline_methods: Tuple[Any, ...] = ()
+        #: events are made without the general loop's bookkeeping (raising, logging, per-model
+        #: counts)
+        self._solo: Optional[SyncGuard] = None
         self._depth = 8  # the deepest stack an active guard keeps: likewise
         self.tls = _ThreadState()
         self._skip_cache: Dict[str, bool] = {}
@@ -328,9 +325,7 @@ class Hub:
         self._skip_prefixes = self._compute_skip_prefixes()
         self.raising = any(g.on_sync == "raise" for g in self.guards)
         solo = self.guards[0] if len(self.guards) == 1 else None
-        kind: Any = type(solo)
-        self._solo = solo if solo is not None and solo.on_sync == "count" and (
-            self.inline_methods == (kind.accepts, kind.current_step, kind._record)) else None
+        self._solo = solo if solo is not None and solo.on_sync == "count" else None
         # the deepest stack a guard keeps (a guard's stack_depth is fixed when it is made)
         self._depth = max((g.stack_depth for g in self.guards), default=8)
         self._reporting = _reporting_prefixes()
@@ -350,7 +345,7 @@ class Hub:
                 "models": set(self.models)}
 
     def is_device_type(self, device_type: str) -> bool:
-        return (device_type != "cpu" and device_type != "meta") or device_type in self.extra_devices
+        return device_type not in HOST_DEVICES or device_type in self.extra_devices
 
     # -- attribution ------------------------------------------------------------------
     def skip(self, filename: str) -> bool:
@@ -577,16 +572,14 @@ class Hub:
         reason = _allow_reason.get()
         g = self._solo
         if g is not None and type(count) is int:
-            # the one counting guard, without the general loop (a read costs the program's
-            # step each call it makes here: their code is out of the caches by the next read)
-            if device is not None and device in HOST_DEVICES and device not in g.devices:
+            # the one counting guard, without the general loop's bookkeeping
+            if not g.accepts(device):
                 return
             if reason is None and g.allow_sites_of:
                 reason = g.site_allowed(stack)
-            s = g._step
-            warm = s is not None and s < g.warmup
+            step, warm = g.current_step()
             g._record(SyncEvent.make(  # the stack is the guard's depth (_depth is its own)
-                kind, api, op, top.filename, top.lineno, top.function, stack, s, thread,
+                kind, api, op, top.filename, top.lineno, top.function, stack, step, thread,
                 reason is not None, reason, warm, count, device, source, wait_us, lineage))
             return
         raise_for: Optional[SyncEvent] = None

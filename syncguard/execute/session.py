@@ -246,7 +246,8 @@ class ExecSession:
 
     def _on_event(self, ev: SyncEvent) -> None:
         st = _OPEN.get()
-        if st is not None and st.session is self and not st.closed:  # _mine, inline
+        if self._mine(st):
+            assert st is not None
             # the hub made this event for this session's guard alone, a moment ago, and
             # nothing else holds it yet: its step is set in place (no copy per read)
             ev.__dict__["step"] = st.index
@@ -362,10 +363,8 @@ class ExecSession:
     def _close(self, name: str, i: int, t0: float, dev: Any, evs: List[SyncEvent],
                labels: Optional[Dict[str, str]], t_end: Optional[float] = None) -> None:
         latency_ms = ((t_end or _clock()) - t0) * 1e3
-        if dev is not None:
-            self._timer.stop(dev)
-        if self._pending is not None:
-            self._flush()
+        self._timer.stop(dev)
+        self._flush()
         if dev is None:
             self._record(name, i, self.warmup, evs, latency_ms, None, labels)
         else:
@@ -402,8 +401,9 @@ class ExecSession:
         if _PID != self.pid:
             return
         st = _OPEN.get()
-        if st is None or st.session is not self or st.closed:  # not _mine
+        if not self._mine(st):
             return
+        assert st is not None
         # the context keeps the closed step until its next one (no setting of the variable,
         # about 3 us a step cold): a closed step takes no read and starts no thread
         lock = self._lock
@@ -456,8 +456,7 @@ class ExecSession:
         elif evs:
             tot.syncs += syncs
             tot.count(evs)  # the hidden ones
-        if self._unwritten:
-            self.write_outside()  # made before this step ended: above its lines in the file
+        self.write_outside()  # made before this step ended: above its lines in the file
         self.writer.exec_step(self.program, name, EXEC_PASS, i, warm, syncs, allowed,
                               latency_ms, device_ms, wait, labels, self.rank, evs)
 

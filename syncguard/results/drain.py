@@ -113,8 +113,7 @@ class DrainWriter:
                   events: Sequence[SyncEvent]) -> None:
         """:meth:`ResultWriter.exec_step`, in the drain."""
         self._send(("step", scenario, path, pass_, step, warmup, syncs, allowed, latency_ms,
-                    device_ms, wait_us, None if labels is None else _json(labels), rank,
-                    self._reads(events)))
+                    device_ms, wait_us, _json(labels), rank, self._reads(events)))
 
     def events(self, scenario: str, path: str, pass_: str, events: List[SyncEvent],
                rank: Optional[int] = None,
