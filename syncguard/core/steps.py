@@ -6,11 +6,16 @@ an asyncio task (each task runs in its own copy of the context). Steps open at o
 threads or tasks are each a step of their own (and each gated); nested and recursive steps in
 one context belong to the outermost one, which alone opens and closes a step.
 
-The recorder is any object with ``begin(name) -> None`` and ``end(name) -> None`` (and
-optionally ``abort(name)``, for a step Ctrl-C left unfinished, and ``failed(name, exc_name)``,
-for a step another exception left, which the program may catch); at most one is active per
-process (:func:`set_recorder`). ``syncguard exec --step MODULE:QUALNAME`` wraps the named
-function with the same machinery (:func:`wrap_step`).
+The recorder is any object with ``begin(name)``, called for the outermost step of a context
+as it opens, in that context. ``begin`` may return a handle for the step: an object with
+``end(name)`` (and optionally ``abort(name)``, for a step Ctrl-C left unfinished, and
+``failed(name, exc_name)``, for a step another exception left, which the program may catch),
+called on it when the step closes; with no handle (None), the recorder's own ``end`` (and
+``abort``, ``failed``) are called. :func:`current` is the handle of the step open in the
+calling context: a recorder finds the step a read belongs to without a context variable of
+its own. At most one recorder is active per process (:func:`set_recorder`). ``syncguard exec
+--step MODULE:QUALNAME`` wraps the named function with the same machinery
+(:func:`wrap_step`).
 
 :func:`is_warmup` is the one place that decides which steps are warm-up steps (the guard's
 events, the counted, timed and ``exec`` step records all ask it).
@@ -29,12 +34,11 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 
 class StepRecorder(Protocol):
-    """Receives step boundaries. ``begin``/``end`` are called for the outermost step of a
-    context (thread, asyncio task) only, in that context."""
+    """Receives step boundaries: ``begin`` is called for the outermost step of a context
+    (thread, asyncio task) only, in that context, and returns the step's handle (whose
+    ``end`` closes it) or None (the recorder's own ``end`` does)."""
 
-    def begin(self, name: str) -> None: ...
-
-    def end(self, name: str) -> None: ...
+    def begin(self, name: str) -> Any: ...
 
 
 def is_warmup(step: Optional[int], warmup: int) -> bool:
@@ -49,18 +53,21 @@ _RECORDER: Optional[StepRecorder] = None
 _LOCK = threading.Lock()
 
 
-#: (open steps in this context, the outermost's ``cell``). Per context, not per thread: each
+#: (open levels in this context, the outermost's ``cell``). Per context, not per thread: each
 #: asyncio task runs in its own copy, so two tasks interleaving on one thread each open their
 #: own outermost step; a new thread starts with none open. The cell is one list every level of
-#: an outermost step shares, holding the _GENERATION it was opened in while it is open, and
-#: _ENDED after: the steps counted in a context are open only while their cell holds the
-#: current generation (none after the step ended, or under another recorder). Ending the
-#: outermost step only writes its cell, instead of setting the variable again (about 3 us a
-#: step, cold, on a decode step): a copy of the context made inside the step (a task it
-#: started) sees it ended too.
+#: an outermost step shares: ``[state, handle, recorder]``, the state being the _GENERATION it
+#: was opened in while it is open and _ENDED after, the handle what the recorder's ``begin``
+#: returned. The steps counted in a context are open only while their cell holds the current
+#: generation (none after the step ended, or under another recorder). Ending the outermost
+#: step only writes its cell, instead of setting the variable again (about 3 us a step, cold,
+#: on a decode step): a copy of the context made inside the step (a task it started) sees it
+#: ended too. Zero levels with an open cell: a context working for that step without one of
+#: its own (a thread the step started, :func:`adopt`): its reads are the step's, and a step
+#: it opens is its own.
 _ENDED = -1
-_DEPTH: contextvars.ContextVar[Tuple[int, List[int]]] = contextvars.ContextVar(
-    "syncguard_step_depth", default=(0, [_ENDED]))
+_DEPTH: contextvars.ContextVar[Tuple[int, List[Any]]] = contextvars.ContextVar(
+    "syncguard_step_depth", default=(0, [_ENDED, None, None]))
 _GENERATION = 0  # bumped by set_recorder: depths counted under another recorder are stale
 
 
@@ -78,67 +85,93 @@ def active() -> bool:
     return _RECORDER is not None
 
 
-def _enter(name: str) -> Optional[StepRecorder]:
+def current() -> Any:
+    """The handle of the step open in the calling context (thread, asyncio task): what the
+    recorder's ``begin`` returned for it; None when no step is open (or it returned None)."""
+    cell = _DEPTH.get()[1]
+    return cell[1] if cell[0] == _GENERATION else None
+
+
+def open_cell() -> Optional[List[Any]]:
+    """The cell of the step open in the calling context (for :func:`adopt`), or None."""
+    cell = _DEPTH.get()[1]
+    return cell if cell[0] == _GENERATION else None
+
+
+def adopt(cell: List[Any]) -> None:
+    """Make the calling context (a new thread) work for the step of ``cell``
+    (:func:`open_cell` of the context that started it): its reads are that step's while the
+    step is open, and a step it opens is one of its own."""
+    _DEPTH.set((0, cell))
+
+
+def _enter(name: str) -> Optional[List[Any]]:
+    """Open a step level: the outermost's cell (given to :func:`_leave`), None for an inner
+    level (or with no recorder)."""
     rec = _RECORDER
     if rec is None:
         return None
     n, cell = _DEPTH.get()
-    if cell[0] != _GENERATION:  # none open here: this is the outermost
-        _DEPTH.set((1, [_GENERATION]))
-        try:
-            rec.begin(name)
-        except BaseException:
-            _leave(None, name)
-            raise
-        return rec
-    _DEPTH.set((n + 1, cell))
-    return None
-
-
-def _leave(rec: Optional[StepRecorder], name: str, exc: Optional[type] = None) -> None:
-    """Close a step; one left by Ctrl-C (KeyboardInterrupt) did not finish: the recorder's
-    ``abort(name)`` is called instead of ``end`` when it has one. One left by another
-    exception ran until it raised: ``failed(name, exception class name)`` when the recorder
-    has it, else ``end``."""
-    n, cell = _DEPTH.get()
-    if n > 1 and cell[0] == _GENERATION:
-        _DEPTH.set((n - 1, cell))
-    else:  # the outermost ended, in every copy of the context (none open: nothing to end)
+    if n and cell[0] == _GENERATION:  # a level inside the step open here
+        _DEPTH.set((n + 1, cell))
+        return None
+    cell = [_GENERATION, None, rec]
+    _DEPTH.set((1, cell))
+    try:
+        cell[1] = rec.begin(name)
+    except BaseException:
         cell[0] = _ENDED
-    if rec is not None:
-        if exc is not None and issubclass(exc, KeyboardInterrupt):
-            abort = getattr(rec, "abort", None)
+        raise
+    return cell
+
+
+def _leave(cell: Optional[List[Any]], name: str, exc: Optional[type] = None) -> None:
+    """Close a step level (``cell``: what :func:`_enter` returned for it). The outermost's
+    closes the step: its handle's ``end(name)`` (the recorder's without one). One left by
+    Ctrl-C (KeyboardInterrupt) did not finish: ``abort(name)`` is called instead of ``end``
+    where there is one. One left by another exception ran until it raised:
+    ``failed(name, exception class name)`` where there is one, else ``end``."""
+    if cell is None:  # an inner level
+        n, outer = _DEPTH.get()
+        if n > 1 and outer[0] == _GENERATION:
+            _DEPTH.set((n - 1, outer))
+        return
+    cell[0] = _ENDED  # in every copy of the context
+    on = cell[1] if cell[1] is not None else cell[2]
+    if exc is not None:
+        if issubclass(exc, KeyboardInterrupt):
+            abort = getattr(on, "abort", None)
             if abort is not None:
                 abort(name)
                 return
-        elif exc is not None:
-            failed = getattr(rec, "failed", None)
+        else:
+            failed = getattr(on, "failed", None)
             if failed is not None:
                 failed(name, exc.__name__)
                 return
-        rec.end(name)
+    on.end(name)
 
 
 class _Marker:
     """An active marker (a recorder is installed): opens the outermost step."""
 
-    __slots__ = ("name", "_rec", "_in")
+    __slots__ = ("name", "_cell", "_in")
 
     def __init__(self, name: Optional[str]) -> None:
         self.name = name or "step"
-        self._rec: Optional[StepRecorder] = None
+        self._cell: Optional[List[Any]] = None
         self._in = False
 
     def __enter__(self) -> _Marker:
         if _RECORDER is not None:
-            self._rec = _enter(self.name)
+            self._cell = _enter(self.name)
             self._in = True
         return self
 
     def __exit__(self, exc_type: Any, *exc: Any) -> None:
         if self._in:
-            rec, self._rec, self._in = self._rec, None, False
-            _leave(rec, self.name, exc_type)
+            cell, self._cell, self._in = self._cell, None, False
+            _leave(cell, self.name, exc_type)
 
     def __call__(self, fn: F) -> F:
         return wrap_step(fn, self.name if self.name != "step" else fn.__qualname__)
@@ -207,13 +240,13 @@ def wrap_step(fn: F, name: str) -> F:
     def stepped(*args: Any, **kwargs: Any) -> Any:
         if _RECORDER is None:
             return fn(*args, **kwargs)
-        rec = _enter(name)
+        cell = _enter(name)
         try:
             out = fn(*args, **kwargs)
         except BaseException as exc:
-            _leave(rec, name, type(exc))
+            _leave(cell, name, type(exc))
             raise
-        _leave(rec, name)
+        _leave(cell, name)
         return out
 
     stepped.__syncguard_step__ = name  # type: ignore[attr-defined]
@@ -225,13 +258,13 @@ def _wrap_async_step(fn: F, name: str) -> F:
     async def stepped(*args: Any, **kwargs: Any) -> Any:
         if _RECORDER is None:
             return await fn(*args, **kwargs)
-        rec = _enter(name)
+        cell = _enter(name)
         try:
             out = await fn(*args, **kwargs)
         except BaseException as exc:  # CancelledError too: the step ran until then
-            _leave(rec, name, type(exc))
+            _leave(cell, name, type(exc))
             raise
-        _leave(rec, name)
+        _leave(cell, name)
         return out
 
     stepped.__syncguard_step__ = name  # type: ignore[attr-defined]

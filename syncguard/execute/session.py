@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextvars
 import dataclasses
+import itertools
 import os
 import sys
 import threading
@@ -12,6 +13,7 @@ import time
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from ..core import signals as _signals
+from ..core import steps as _steps
 from ..core.events import SyncEvent
 from ..core.guard import SyncGuard
 from ..core.steps import is_warmup
@@ -21,10 +23,10 @@ from ..results.format import OUTSIDE_PATH, ResultWriter, step_counts
 #: ``pass`` of exec step records: the program ran once, under the guard, so each record is
 #: both the counted and the timed pass (host latency includes the interceptors' cost).
 EXEC_PASS = "exec"
-#: the clock and the thread id a step asks for, bound once (a module attribute's lookup per
-#: step is one more cold dictionary after the model's work)
+#: the clock a step asks for and the open step a read asks for, bound once (a module
+#: attribute's lookup per step is one more cold dictionary after the model's work)
 _clock = time.perf_counter
-_thread_id = threading.get_ident
+_current = _steps.current
 #: this process's id, kept up to date in a forked child (os.getpid is a system call, and
 #: ``begin``/``end`` ask it on every step)
 _PID = os.getpid()
@@ -60,19 +62,33 @@ class _Step:
 
 
 class _Open:
-    """The open step of a ``syncguard.step()`` block or a ``--step`` call, in the context
-    (thread, asyncio task) that began it: :class:`_Step`'s fields, its reads and whether it
-    has ended. A slotted class, not a dataclass: one is made per step, on the program's
-    clock (the dataclass's ``__init__`` ran half again as many bytecodes)."""
+    """The open step of a ``syncguard.step()`` block or a ``--step`` call: the handle
+    :meth:`ExecSession.begin` gives :mod:`syncguard.core.steps`, which keeps it for the
+    context (thread, asyncio task) that began it (:func:`~syncguard.core.steps.current`) and
+    closes it (``end``, ``failed``, ``abort``). Its session, name and index, its start (host
+    clock and the device timer's event), its reads and whether it has ended. A slotted class,
+    not a dataclass: one is made per step, on the program's clock (the dataclass's
+    ``__init__`` ran half again as many bytecodes)."""
 
-    __slots__ = ("session", "name", "index", "t0", "dev", "thread", "events", "closed")
+    __slots__ = ("session", "name", "index", "t0", "dev", "events", "closed")
 
-    def __init__(self, session: Any, name: str, index: int, t0: float, dev: Any,
-                 thread: int) -> None:
+    def __init__(self, session: Any, name: str, index: int, t0: float, dev: Any) -> None:
         self.session, self.name, self.index = session, name, index
-        self.t0, self.dev, self.thread = t0, dev, thread
+        self.t0, self.dev = t0, dev
         self.events: List[SyncEvent] = []
         self.closed = False
+
+    def end(self, name: str) -> None:
+        self.session._end(self, None)
+
+    def failed(self, name: str, exc: str) -> None:
+        """The step raised ``exc`` (a class name): recorded with the syncs it made until
+        then, labelled ``{"raised": exc}``."""
+        self.session._end(self, exc)
+
+    def abort(self, name: str) -> None:
+        """The step was left by Ctrl-C: not a finished step, nothing is recorded for it."""
+        self.session._abort(self)
 
 
 @dataclasses.dataclass(eq=False)
@@ -103,10 +119,8 @@ class _LoopStep(_Step):
     closed: bool = False
 
 
-#: the step open in this context (thread, or asyncio task): a read belongs to it alone
-_OPEN: contextvars.ContextVar[Optional[_Open]] = contextvars.ContextVar(
-    "syncguard_exec_step", default=None)
-#: the ``--loop`` step open in this context
+#: the ``--loop`` step open in this context (thread, or asyncio task); a ``--step`` or
+#: ``syncguard.step()`` step's is :func:`syncguard.core.steps.current`
 _LOOP: contextvars.ContextVar[Optional[_LoopStep]] = contextvars.ContextVar(
     "syncguard_exec_loop", default=None)
 
@@ -157,9 +171,10 @@ class StepTotals:
 class ExecSession:
     """Owns the guard, the step counters and the result writer of one ``exec`` run.
 
-    ``begin``/``end`` are called by :mod:`syncguard.core.steps` for each outermost step of a
-    context, in that context: a thread, or an asyncio task (each runs in its own copy of the
-    context). A read belongs to the step open in its own context: steps open at once on
+    ``begin`` is called by :mod:`syncguard.core.steps` for each outermost step of a context,
+    in that context: a thread, or an asyncio task (each runs in its own copy of the context);
+    it returns the step's handle (an ``_Open``), which steps keeps for the context and
+    closes. A read belongs to the step open in its own context: steps open at once on
     several threads or tasks are steps of their own, each holding its own reads; a read in a
     context with no open step (another thread, another task) is outside every step. A task
     or a thread started with a copy of a step's context (``asyncio.gather`` inside the step,
@@ -187,7 +202,9 @@ class ExecSession:
         self.warmup, self.rank = warmup, rank
         self._lock = threading.RLock()
         self.pid = _PID  # the process that started the run: the only one to record
-        self._next: Dict[str, int] = {}
+        #: per step name, the count of its steps' indexes (``next()`` of a count is one step
+        #: under the GIL: ``begin`` takes no lock)
+        self._next: Dict[str, Any] = {}
         # every step open now, in any context: closed at the end of the run
         self._steps: Dict[int, _Open] = {}
         self._loops: Dict[int, _LoopStep] = {}
@@ -220,12 +237,15 @@ class ExecSession:
             # A thread started inside a step (or a loop step) works for it, as a task or an
             # asyncio.to_thread call made there does (they copy the context): its reads count
             # in that step while it is open. Any other thread has steps of its own, or none.
-            st, lp = _OPEN.get(), _LOOP.get()
-            if session._mine(st) or session._mine(lp):
+            cell, lp = _steps.open_cell(), _LOOP.get()
+            mine = cell is not None and session._mine(cell[1])
+            if mine or session._mine(lp):
                 run = thread.run
 
                 def run_in_step() -> None:
-                    _OPEN.set(st)
+                    if mine:
+                        assert cell is not None
+                        _steps.adopt(cell)
                     _LOOP.set(lp)
                     run()
 
@@ -245,7 +265,7 @@ class ExecSession:
         return st is not None and st.session is self and not st.closed
 
     def _on_event(self, ev: SyncEvent) -> None:
-        st = _OPEN.get()
+        st = _current()
         if self._mine(st):
             assert st is not None
             # the hub made this event for this session's guard alone, a moment ago, and
@@ -330,9 +350,7 @@ class ExecSession:
                     driver = _innermost_common(stack, lp.stack)
                 same = driver is not None
                 self._end_loop(lp, shape if same else None, keep_all=same)
-            i = self._next.get(name, 0)
-            self._next[name] = i + 1
-            self._last = i
+            i = self._last = self._index(name)
             new = _LoopStep(self, name, i, time.perf_counter(), self._timer.start(),
                             threading.get_ident(), shape, first=driver is None, stack=stack,
                             driver=driver, loop_end=_loop_end(driver),
@@ -373,41 +391,41 @@ class ExecSession:
             # written one step late, when the event has (almost surely) completed.
             self._pending = (name, i, evs, latency_ms, dev, labels)
 
-    def begin(self, name: str) -> None:
+    def _index(self, name: str) -> int:
+        """The next step's index of ``name`` (numbered per name from 0)."""
+        count = self._next.get(name)
+        if count is None:
+            count = self._next.setdefault(name, itertools.count())
+        return next(count)
+
+    def begin(self, name: str) -> Optional[_Open]:
+        """Open step ``name`` in the calling context: its handle, for
+        :mod:`syncguard.core.steps` to keep and close (None in a forked child)."""
         if _PID != self.pid:  # a forked child: the result file is the parent's
-            return
+            return None
         _signals.check()  # a Ctrl-C/SIGTERM the program swallowed still stops it here
+        if self._loops:  # a loop step is open somewhere: this context's loop may be over
+            lp = _LOOP.get()
+            if lp is not None and self._mine(lp):
+                with self._lock:
+                    if self._loop_where(lp) is None:
+                        self._end_loop(lp)
+        # no lock: each of these is one step under the GIL, and the step is this context's
+        i = self._last = self._index(name)
+        st = _Open(self, name, i, _clock(), self._timer.start())
+        self._steps[id(st)] = st
+        return st
+
+    def end(self, name: str) -> None:
+        """A step :meth:`begin` gave no handle for (a forked child's): nothing to record."""
+
+    def _end(self, st: _Open, raised: Optional[str]) -> None:
+        """Close step ``st`` (``raised``: the class name of the exception that left it) and
+        record it."""
+        if _PID != self.pid or st.closed:
+            return
         lock = self._lock
         lock.acquire()  # not ``with``: its protocol costs a step about 1.5 us more, cold
-        try:
-            lp = _LOOP.get()
-            if lp is not None and self._mine(lp) and self._loop_where(lp) is None:
-                self._end_loop(lp)  # its loop is over
-            i = self._next.get(name, 0)
-            self._next[name] = i + 1
-            self._last = i
-            st = _Open(self, name, i, _clock(), self._timer.start(), _thread_id())
-            self._steps[id(st)] = st
-            _OPEN.set(st)
-        finally:
-            lock.release()
-
-    def failed(self, name: str, exc: str) -> None:
-        """The step raised ``exc`` (a class name): recorded with the syncs it made until then,
-        labelled ``{"raised": exc}``."""
-        self.end(name, raised=exc)
-
-    def end(self, name: str, raised: Optional[str] = None) -> None:
-        if _PID != self.pid:
-            return
-        st = _OPEN.get()
-        if not self._mine(st):
-            return
-        assert st is not None
-        # the context keeps the closed step until its next one (no setting of the variable,
-        # about 3 us a step cold): a closed step takes no read and starts no thread
-        lock = self._lock
-        lock.acquire()  # as in begin
         try:
             st.closed = True
             del self._steps[id(st)]
@@ -424,13 +442,10 @@ class ExecSession:
             self._record(name, i, self.warmup, evs, latency_ms, self._timer.elapsed(dev),
                          labels)
 
-    def abort(self, name: str) -> None:
-        """The step was left by Ctrl-C: not a finished step, nothing is recorded for it."""
-        st = _OPEN.get()
-        if not self._mine(st):
+    def _abort(self, st: _Open) -> None:
+        """Step ``st`` was left by Ctrl-C: not a finished step, nothing is recorded for it."""
+        if _PID != self.pid or st.closed:
             return
-        assert st is not None
-        _OPEN.set(None)
         with self._lock:
             st.closed = True
             self._steps.pop(id(st), None)
@@ -490,7 +505,7 @@ class ExecSession:
                 evs = [e.evolve(step=0) for e, _ in self._unwritten]
                 self.outside, self._unwritten = Tally(keep_events=self.keep_events), []
                 self.outside_after = Tally()
-                self._next[PROGRAM_STEP] = 1
+                self._next[PROGRAM_STEP] = itertools.count(1)
                 self._record(PROGRAM_STEP, 0, 0, evs,  # the whole program: never warm-up
                              (time.perf_counter() - self._t_start) * 1e3, None)
 

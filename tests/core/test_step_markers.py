@@ -218,8 +218,9 @@ def test_session_writes_device_time_one_step_late(tmp_path):
     written = []
     with session:
         for _ in range(3):
-            session.begin("s")
-            session.end("s")
+            st = session.begin("s")
+            assert st is not None
+            st.end("s")
             written.append(len(load(path).steps))
     session.finish()
     writer.close(True)
@@ -255,3 +256,63 @@ def test_a_step_that_raises_is_reported_as_failed():
     qual = "test_a_step_that_raises_is_reported_as_failed.<locals>.f"
     assert r.calls == [("begin", "decode"), ("failed", "decode:KeyError"), ("begin", qual),
                        ("failed", f"{qual}:ValueError"), ("begin", "decode"), ("end", "decode")]
+
+
+def test_a_step_s_handle_is_the_context_s_until_it_ends_and_is_the_one_closed() -> None:
+    """A recorder's ``begin`` may return a handle: ``steps.current()`` is that handle in the
+    context that opened the step (and in a thread that adopted it, and in nested levels),
+    None elsewhere and after the end; the handle's own ``end``/``failed`` close the step,
+    not the recorder's, and ``begin`` is called once per outermost step."""
+    import threading
+
+    class Handle:
+        def __init__(self, log: List[Tuple[str, str]], n: int) -> None:
+            self.log, self.n = log, n
+
+        def end(self, name: str) -> None:
+            self.log.append(("end", f"{name}#{self.n}"))
+
+        def failed(self, name: str, exc: str) -> None:
+            self.log.append(("failed", f"{name}#{self.n}:{exc}"))
+
+    class Handing(Recorder):
+        def begin(self, name: str) -> Handle:  # type: ignore[override]
+            self.calls.append(("begin", name))
+            return Handle(self.calls, len(self.calls))
+
+    r = Handing()
+    prev = steps.set_recorder(r)
+    seen = {}
+    try:
+        assert steps.current() is None
+        with syncguard.step("a"):
+            outer = steps.current()
+            assert isinstance(outer, Handle)
+            with syncguard.step("inner"):  # a level of the open step: no begin
+                assert steps.current() is outer
+            cell = steps.open_cell()
+            assert cell is not None
+
+            def work() -> None:
+                seen["before"] = steps.current()
+                steps.adopt(cell)
+                seen["adopted"] = steps.current()
+                with syncguard.step("own"):  # a thread's own step, not a level of "a"
+                    seen["own"] = steps.current()
+                seen["after_own"] = steps.current()
+
+            t = threading.Thread(target=work)
+            t.start()
+            t.join()
+            assert steps.current() is outer
+        assert steps.current() is None and steps.open_cell() is None
+        with pytest.raises(KeyError):
+            with syncguard.step("b"):
+                raise KeyError
+    finally:
+        steps.set_recorder(prev)
+    assert seen["before"] is None and seen["adopted"] is outer
+    assert isinstance(seen["own"], Handle) and seen["own"] is not outer
+    assert seen["after_own"] is None  # its own step ended: no step of its own now
+    assert r.calls == [("begin", "a"), ("begin", "own"), ("end", "own#2"), ("end", "a#1"),
+                       ("begin", "b"), ("failed", "b#5:KeyError")]

@@ -9,6 +9,8 @@ from typing import Any, List, Optional, Tuple
 import pytest
 from _paths import TESTS
 
+import syncguard
+from syncguard.core import steps
 from syncguard.core.events import SyncEvent
 from syncguard.core.steps import is_warmup
 from syncguard.results.format import TIMED_PASS, StepRecord
@@ -81,8 +83,9 @@ def test_exec_steps_are_warm_up_per_name_and_the_program_step_never() -> None:
     w = _Writer()
     s = ExecSession("prog", w, target, warmup=1)  # type: ignore[arg-type]
     for name in ("a", "a", "b", "a"):
-        s.begin(name)
-        s.end(name)
+        st = s.begin(name)
+        assert st is not None
+        st.end(name)
     assert [(r.path, r.step, r.warmup, r.pass_) for r, _ in w.steps] == [
         ("a", 0, True, "exec"), ("a", 1, False, "exec"), ("b", 0, True, "exec"),
         ("a", 2, False, "exec")]
@@ -101,9 +104,12 @@ def test_exec_marks_the_events_of_a_warm_up_step(warm: bool) -> None:
     w = _Writer()
     s = ExecSession("prog", w, devices.resolve_target("cpu"),  # type: ignore[arg-type]
                     warmup=1 if warm else 0)
-    s.begin("a")
-    s._on_event(_ev(0, count=2))
-    s.end("a")
+    prev = steps.set_recorder(s)
+    try:
+        with syncguard.step("a"):
+            s._on_event(_ev(0, count=2))
+    finally:
+        steps.set_recorder(prev)
     ((rec, evs),) = w.steps
     assert rec.warmup is warm and [e.warmup for e in evs] == [warm]
     assert rec.syncs == 2 and s.totals["a"].syncs == (0 if warm else 2)

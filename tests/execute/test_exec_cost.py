@@ -11,7 +11,9 @@ from typing import Any, Dict, List, Optional, Tuple
 import pytest
 from _paths import TESTS
 
+import syncguard
 from syncguard.cli import main
+from syncguard.core import steps as steps_
 from syncguard.core.events import SyncEvent
 from syncguard.results import drain
 from syncguard.results import format as results
@@ -153,12 +155,15 @@ def test_the_session_keeps_no_more_after_400_steps_than_after_20(
     def run(steps: int) -> Tuple[Any, ...]:
         w = _Writer()
         s = ExecSession("prog", w, resolve_target("cpu"), warmup=1)  # type: ignore[arg-type]
-        for _ in range(steps):
-            s._on_event(_ev(33))
-            s.begin("step")
-            s._on_event(_ev(16))
-            s._on_event(_ev(22, allowed=True))
-            s.end("step")
+        prev = steps_.set_recorder(s)
+        try:
+            for _ in range(steps):
+                s._on_event(_ev(33))
+                with syncguard.step("step"):
+                    s._on_event(_ev(16))
+                    s._on_event(_ev(22, allowed=True))
+        finally:
+            steps_.set_recorder(prev)
         s.finish()
         tot = s.totals["step"]
         assert (w.steps, tot.steps, tot.syncs, s.outside.hidden) == (
