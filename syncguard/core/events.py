@@ -194,6 +194,34 @@ _EVENT_FIELDS = tuple(f.name for f in dataclasses.fields(SyncEvent))
 _FIELD_SET = frozenset(_EVENT_FIELDS)
 
 
+class ReadSite:
+    """Where reads come from, as far as their events differ only by step, wait, warm-up flag
+    and lineage: a :class:`SyncEvent` with none of those (:attr:`event`, step None). The hub
+    resolves a read's site once per stack and call and hands ``exec`` the site and the read's
+    wait, not a new event per read (one event object and its 17-entry dictionary per read,
+    on the program's clock); :meth:`at` is the event a read at this site stands for.
+
+    A site is its own identity (hashed by it): two sites of equal content are two sites."""
+
+    __slots__ = ("event", "count", "allowed")
+
+    def __init__(self, event: SyncEvent) -> None:
+        self.event, self.count, self.allowed = event, event.count, event.allowed
+
+    def at(self, step: Optional[int], wait_us: Optional[float], warmup: bool = False,
+           lineage: Optional[Dict[str, Any]] = None) -> SyncEvent:
+        """The event of a read at this site in step ``step`` (None: outside steps)."""
+        new = object.__new__(SyncEvent)
+        d = dict(self.event.__dict__)
+        d["step"], d["wait_us"], d["warmup"], d["lineage"] = step, wait_us, warmup, lineage
+        object.__setattr__(new, "__dict__", d)
+        return new
+
+
+#: a read as ``exec`` keeps it until its step is written: its site, wait (us) and lineage
+Read = Tuple[ReadSite, Optional[float], Optional[Dict[str, Any]]]
+
+
 def site_line(filename: str, lineno: int, function: str, api: str, op: Optional[str] = None,
               count: int = 1, steps: Iterable[Optional[int]] = (), *,
               kind: Optional[str] = None, root: Optional[str] = None, caller: str = "") -> str:

@@ -25,7 +25,7 @@ from typing import (
 
 from . import signals as _signals
 from .aten import dispatch_net
-from .events import Frame, HostSyncError, NoDeviceTensorsWarning, SyncEvent
+from .events import Frame, HostSyncError, NoDeviceTensorsWarning, ReadSite, SyncEvent
 from .hub import HOST_DEVICES, HUB, format_error
 from .intercept import PATCHER
 from .steps import is_warmup
@@ -100,6 +100,10 @@ class SyncGuard:
     (``"cuda"``/``"npu"``) for device types without one of their own (CPU via ``devices``).
     ``on_event``: a callable given every event as it is recorded (streaming to disk);
     ``keep_events=False`` then keeps only the counts, so memory stays flat over long runs.
+    ``on_read``: optionally, a lean form of ``on_event`` for a guard that is the only one
+    and steps nothing itself (``exec``'s): given ``(site, wait_us)`` per read
+    (:class:`~syncguard.core.events.ReadSite`, its event being ``site.at(None, wait_us)``)
+    instead of an event, whenever the read has no lineage; ``on_event`` gets the rest.
     ``exhaustive=True`` adds a dispatch-level safety net on the entering thread: every ATen op
     is classified, so reads that no Python entry point sees are counted too (a 0-d device
     tensor passed as an int or Scalar: ``torch.arange(n)``, ``x.view(n, -1)``,
@@ -133,6 +137,7 @@ class SyncGuard:
         on_event: Optional[Callable[[SyncEvent], None]] = None,
         keep_events: bool = True,
         exhaustive: bool = False,
+        on_read: Optional[Callable[[ReadSite, Optional[float]], None]] = None,
     ) -> None:
         if on_sync not in ON_SYNC:
             raise ValueError(f"on_sync must be one of {ON_SYNC}, not {on_sync!r}")
@@ -150,6 +155,7 @@ class SyncGuard:
         self.model = model
         self.stack_depth = stack_depth
         self.on_event = on_event
+        self.on_read = on_read
         self.keep_events = keep_events
         self.exhaustive = exhaustive
         self._net: Any = None
@@ -344,6 +350,18 @@ class SyncGuard:
             self.events.append(ev)
         if self.on_event is not None:
             self.on_event(ev)
+
+    def _read(self, site: ReadSite, wait_us: Optional[float]) -> None:
+        """A read outside this guard's steps (it has none) at ``site``, given to
+        ``on_read``: counted as :meth:`_record` counts its event."""
+        if site.allowed:
+            self._allowed += site.count
+        else:
+            self._count += site.count
+        if self.keep_events:
+            self.events.append(site.at(None, wait_us))
+        assert self.on_read is not None
+        self.on_read(site, wait_us)
 
     # -- results -------------------------------------------------------------------------
     @property

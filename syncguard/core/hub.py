@@ -21,6 +21,7 @@ import threading
 from types import FrameType
 from typing import (
     Any,
+    Callable,
     Dict,
     FrozenSet,
     Iterator,
@@ -34,7 +35,7 @@ from typing import (
 
 from .._paths import pkg_path
 from ..standin import is_standin
-from .events import Frame, HostSyncError, Stack, SyncEvent
+from .events import Frame, HostSyncError, ReadSite, Stack, SyncEvent
 
 log = logging.getLogger("syncguard")
 
@@ -51,6 +52,8 @@ class SyncGuard(Protocol):
     stack_depth: int
     #: the guard's raised errors that the code under it caught (each guard learns of them)
     swallowed: List[Any]
+    #: the lean form of its events, when it takes them so (``exec``'s guard)
+    on_read: Optional[Callable[[ReadSite, Optional[float]], None]]
 
     @property
     def stale(self) -> bool: ...
@@ -59,6 +62,7 @@ class SyncGuard(Protocol):
     def site_allowed(self, stack: Tuple[Frame, ...]) -> Optional[str]: ...
     def current_step(self) -> Tuple[Optional[int], bool]: ...
     def _record(self, ev: SyncEvent) -> None: ...
+    def _read(self, site: ReadSite, wait_us: Optional[float]) -> None: ...
     def _raised_error(self, ev: SyncEvent, err: HostSyncError) -> None: ...
 
 
@@ -237,9 +241,10 @@ class Hub:
         #: frame, the same every step
         self._frame_cache: Dict[Tuple[int, int], Tuple[Any, Frame]] = {}
         #: a whole calling stack (each frame's code and last instruction) -> (its codes, the
-        #: user stack it gives): a loop's read comes from the same stack every step
-        self._chain_cache: Dict[Tuple[Any, ...], Tuple[Tuple[Any, ...],
-                                                       Tuple[Frame, ...]]] = {}
+        #: user stack it gives, the read sites made from it): a loop's read comes from the
+        #: same stack every step
+        self._chain_cache: Dict[Tuple[Any, ...], Tuple[Tuple[Any, ...], Tuple[Frame, ...],
+                                                       Dict[Tuple[Any, ...], ReadSite]]] = {}
         #: the frame that runs the program (``exec``'s runner), while it runs: the frames
         #: outside it are syncguard's launcher, never the user's, and a stack walk ends there
         self.root: Optional[FrameType] = None
@@ -407,7 +412,12 @@ class Hub:
         stack (:data:`_CHAIN_MAX` frames at most): a read repeated from the same stack, as a
         loop's is every step, costs one walk reading two attributes a frame and one lookup.
         A stack with a frame of code torch.compile generated is worked out each time."""
-        f = sys._getframe(1 + skip)
+        return self._stack_entry(sys._getframe(1 + skip), depth)[0]
+
+    def _stack_entry(self, f: FrameType, depth: int) -> Tuple[Tuple[Frame, ...], Optional[
+            Dict[Tuple[Any, ...], ReadSite]]]:
+        """:meth:`user_stack` from frame ``f`` outwards, and the read sites of its kept
+        stack (None when the stack is not kept): they live and go with it."""
         # the key: depth, then each frame's code (by id) and instruction, built as it walks
         # (a read pays for every step of this after the model's work: building the key from
         # lists of codes and instructions afterwards cost this call about 1.5 us more, timed
@@ -428,7 +438,7 @@ class Hub:
             key = tuple(key)
             hit = self._chain_cache.get(key)
             if hit is not None:  # its codes are held: their ids are theirs
-                return hit[1]
+                return hit[1], hit[2]
         stack, cacheable = self._walk(f, depth)
         if whole and cacheable and root is self._end:
             codes = []
@@ -438,8 +448,10 @@ class Hub:
                 g = g.f_back
             if len(self._chain_cache) >= 4096:
                 self._chain_cache.clear()
-            self._chain_cache[key] = (tuple(codes), stack)
-        return stack
+            sites: Dict[Tuple[Any, ...], ReadSite] = {}
+            self._chain_cache[key] = (tuple(codes), stack, sites)
+            return stack, sites
+        return stack, None
 
     def _walk(self, f: Optional[FrameType], depth: int) -> Tuple[Tuple[Frame, ...], bool]:
         """:meth:`user_stack` from frame ``f`` outwards, and whether the answer may be kept
@@ -565,7 +577,7 @@ class Hub:
                 lineage = self.lineage(read)
             except Exception:  # lineage is a diagnosis: never lose the count over it
                 log.debug("syncguard: lineage of a read failed", exc_info=True)
-        stack = self.user_stack(self._depth, skip=1 + up)
+        stack, sites = self._stack_entry(sys._getframe(1 + up), self._depth)
         top = stack[0] if stack else _UNKNOWN
         t = _threads.get(_get_ident())
         thread = t._name if t is not None else _current_thread().name  # type: ignore
@@ -578,6 +590,18 @@ class Hub:
             if reason is None and g.allow_sites_of:
                 reason = g.site_allowed(stack)
             step, warm = g.current_step()
+            if sites is not None and step is None and lineage is None and (
+                    g.on_read is not None):
+                # the lean form: the read's site, made once for this stack and call
+                key = (kind, api, op, device, count, source, thread, reason)
+                site = sites.get(key)
+                if site is None:
+                    site = sites[key] = ReadSite(SyncEvent.make(
+                        kind, api, op, top.filename, top.lineno, top.function, stack, None,
+                        thread, reason is not None, reason, False, count, device, source,
+                        None, None))
+                g._read(site, wait_us)
+                return
             g._record(SyncEvent.make(  # the stack is the guard's depth (_depth is its own)
                 kind, api, op, top.filename, top.lineno, top.function, stack, step, thread,
                 reason is not None, reason, warm, count, device, source, wait_us, lineage))

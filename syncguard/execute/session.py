@@ -14,11 +14,11 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from ..core import signals as _signals
 from ..core import steps as _steps
-from ..core.events import SyncEvent
+from ..core.events import Read, ReadSite, SyncEvent
 from ..core.guard import SyncGuard
 from ..core.steps import is_warmup
 from ..gate.verdicts import Tally
-from ..results.format import OUTSIDE_PATH, ResultWriter, step_counts
+from ..results.format import OUTSIDE_PATH, ResultWriter, _site_of, read_counts
 
 #: ``pass`` of exec step records: the program ran once, under the guard, so each record is
 #: both the counted and the timed pass (host latency includes the interceptors' cost).
@@ -30,6 +30,8 @@ _current = _steps.current
 #: this process's id, kept up to date in a forked child (os.getpid is a system call, and
 #: ``begin``/``end`` ask it on every step)
 _PID = os.getpid()
+#: read sites a session keeps by their events' (then it starts afresh)
+_SITES = 4096
 
 
 def _forked_child() -> None:
@@ -66,16 +68,17 @@ class _Open:
     :meth:`ExecSession.begin` gives :mod:`syncguard.core.steps`, which keeps it for the
     context (thread, asyncio task) that began it (:func:`~syncguard.core.steps.current`) and
     closes it (``end``, ``failed``, ``abort``). Its session, name and index, its start (host
-    clock and the device timer's event), its reads and whether it has ended. A slotted class,
+    clock and the device timer's event), its reads (:data:`~syncguard.core.events.Read`) and
+    whether it has ended. A slotted class,
     not a dataclass: one is made per step, on the program's clock (the dataclass's
     ``__init__`` ran half again as many bytecodes)."""
 
-    __slots__ = ("session", "name", "index", "t0", "dev", "events", "closed")
+    __slots__ = ("session", "name", "index", "t0", "dev", "reads", "closed")
 
     def __init__(self, session: Any, name: str, index: int, t0: float, dev: Any) -> None:
         self.session, self.name, self.index = session, name, index
         self.t0, self.dev = t0, dev
-        self.events: List[SyncEvent] = []
+        self.reads: List[Read] = []
         self.closed = False
 
     def end(self, name: str) -> None:
@@ -111,8 +114,8 @@ class _LoopStep(_Step):
     driver: Any = None  # a frame; None until a second call of the drive names it
     loop_end: Optional[int] = None  # the driver's last line of the loop making the calls
     at: int = -1  # the driver's instruction at the call that began this step
-    events: List[SyncEvent] = dataclasses.field(default_factory=list)
-    #: per event of a first call's step: how many of ``stack``'s innermost frames had
+    reads: List[Read] = dataclasses.field(default_factory=list)
+    #: per read of a first call's step: how many of ``stack``'s innermost frames had
     #: returned when it was read (a drive of one call keeps those of its caller only)
     depths: List[int] = dataclasses.field(default_factory=list)
     t_end: Optional[float] = None  # set when the loop was seen to be over
@@ -137,28 +140,34 @@ class StepTotals:
     a batch at a time does (``benchmarks/bench_exec_paired.py`` measures such changes).
     :attr:`tally` counts what is held first."""
 
-    #: events held before they are counted (at most this many are held: flat memory)
+    #: reads held before they are counted (about this many at most: flat memory)
     BATCH = 128
 
-    __slots__ = ("name", "steps", "syncs", "_tally", "_held")
+    __slots__ = ("name", "steps", "syncs", "_tally", "_held", "_n")
 
     def __init__(self, name: str, keep_events: bool = False) -> None:
         self.name = name
         self.steps = 0
         self.syncs = 0
         self._tally = Tally(keep_events=keep_events)
-        self._held: List[SyncEvent] = []
+        self._held: List[Tuple[int, List[Read]]] = []
+        self._n = 0  # reads held
 
-    def count(self, events: List[SyncEvent]) -> None:
-        """Count a finished step's hidden ``events`` (the allowed ones are kept apart by the
-        tally): now, or with the next batch."""
-        self._held += events
-        if len(self._held) >= self.BATCH:
+    def count(self, step: int, reads: List[Read]) -> None:
+        """Count the events of step ``step``'s ``reads`` (the tally keeps the allowed ones
+        apart): now, or with the next batch."""
+        self._held.append((step, reads))
+        self._n += len(reads)
+        if self._n >= self.BATCH:
             self._count_held()
 
     def _count_held(self) -> None:
-        self._tally.extend(self._held)
+        add = self._tally.add
+        for step, reads in self._held:
+            for site, w, lin in reads:
+                add(site.at(step, w, False, lin))
         self._held.clear()
+        self._n = 0
 
     @property
     def tally(self) -> Tally:
@@ -208,7 +217,7 @@ class ExecSession:
         # every step open now, in any context: closed at the end of the run
         self._steps: Dict[int, _Open] = {}
         self._loops: Dict[int, _LoopStep] = {}
-        self._pending: Optional[Tuple[str, int, List[SyncEvent], float, Any,
+        self._pending: Optional[Tuple[str, int, List[Read], float, Any,
                                       Optional[Dict[str, str]]]] = None
         #: the hidden syncs made outside every step, per site
         self.outside = Tally(keep_events=self.keep_events)
@@ -223,9 +232,11 @@ class ExecSession:
         self.totals: Dict[str, StepTotals] = {}
         self._timer = DeviceTimer(target)
         self._t_start = 0.0
-        self.guard = SyncGuard(warmup=0, on_event=self._on_event, keep_events=False,
-                               allow_sites=allow_sites, exhaustive=target.exhaustive,
-                               devices=devices)
+        #: a read's site by its event's (reads that come as events: with lineage)
+        self._sites: Dict[Tuple[Any, ...], ReadSite] = {}
+        self.guard = SyncGuard(warmup=0, on_event=self._on_event, on_read=self._on_read,
+                               keep_events=False, allow_sites=allow_sites,
+                               exhaustive=target.exhaustive, devices=devices)
 
     # -- lifetime ------------------------------------------------------------------------
     def __enter__(self) -> ExecSession:
@@ -264,26 +275,54 @@ class ExecSession:
     def _mine(self, st: Any) -> bool:
         return st is not None and st.session is self and not st.closed
 
-    def _on_event(self, ev: SyncEvent) -> None:
+    def _on_read(self, site: ReadSite, wait_us: Optional[float]) -> None:
+        """A read at ``site`` (the guard's lean form): kept by the step open in its context
+        (thread, asyncio task), else by :meth:`_elsewhere`."""
         st = _current()
         if self._mine(st):
             assert st is not None
-            # the hub made this event for this session's guard alone, a moment ago, and
-            # nothing else holds it yet: its step is set in place (no copy per read)
-            ev.__dict__["step"] = st.index
-            st.events.append(ev)
+            st.reads.append((site, wait_us, None))
             return
+        self._elsewhere(site, wait_us, None, None)
+
+    def _on_event(self, ev: SyncEvent) -> None:
+        """A read the guard gives as an event (one with lineage): kept as :meth:`_on_read`
+        keeps a read, at its event's site."""
+        site = self._site(ev)
+        st = _current()
+        if self._mine(st):
+            assert st is not None
+            st.reads.append((site, ev.wait_us, ev.lineage))
+            return
+        self._elsewhere(site, ev.wait_us, ev.lineage, ev)
+
+    def _site(self, ev: SyncEvent) -> ReadSite:
+        """The site of ``ev`` (one per distinct site and count; bounded)."""
+        key = (_site_of(ev), ev.count)
+        site = self._sites.get(key)
+        if site is None:
+            if len(self._sites) >= _SITES:
+                self._sites.clear()
+            site = self._sites[key] = ReadSite(ev.evolve(step=None, wait_us=None,
+                                                         warmup=False, lineage=None))
+        return site
+
+    def _elsewhere(self, site: ReadSite, wait_us: Optional[float],
+                   lineage: Optional[Dict[str, Any]], ev: Optional[SyncEvent]) -> None:
+        """A read in no ``--step`` step of its context: in the context's loop step while
+        that lasts, else outside every step (``ev``: its event, when it came as one)."""
         lp = _LOOP.get()
         with self._lock:
             if lp is not None and self._mine(lp):
                 where = self._loop_where(lp)
                 if where is not None:
-                    ev.__dict__["step"] = lp.index  # in place, as above
-                    lp.events.append(ev)
+                    lp.reads.append((site, wait_us, lineage))
                     if lp.driver is None:
                         lp.depths.append(where)
                     return
                 self._last_of(lp)
+            if ev is None:
+                ev = site.at(None, wait_us, False, lineage)
             self._keep_outside(ev, self._last if lp is None or lp.session is not self
                                else lp.index)
 
@@ -365,31 +404,31 @@ class ExecSession:
         the later ones are outside every step."""
         lp.closed = True
         self._loops.pop(id(lp), None)
-        evs = lp.events
+        reads = lp.reads
         if lp.driver is None and not keep_all and any(lp.depths):
-            evs = [e for e, d in zip(lp.events, lp.depths) if d == 0]
-            for e, d in zip(lp.events, lp.depths):
+            reads = [r for r, d in zip(lp.reads, lp.depths) if d == 0]
+            for (site, w, lin), d in zip(lp.reads, lp.depths):
                 if d:
-                    self._keep_outside(e.evolve(step=None), lp.index)
+                    self._keep_outside(site.at(None, w, False, lin), lp.index)
         labels = None
         if lp.first and next_shape is not None and lp.shape is not None and (
                 lp.shape != next_shape):
             labels = {"phase": PREFILL}
         lp.stack, lp.driver = [], None  # no frame outlives its step
-        self._close(lp.name, lp.index, lp.t0, lp.dev, evs, labels, lp.t_end)
+        self._close(lp.name, lp.index, lp.t0, lp.dev, reads, labels, lp.t_end)
 
-    def _close(self, name: str, i: int, t0: float, dev: Any, evs: List[SyncEvent],
+    def _close(self, name: str, i: int, t0: float, dev: Any, reads: List[Read],
                labels: Optional[Dict[str, str]], t_end: Optional[float] = None) -> None:
         latency_ms = ((t_end or _clock()) - t0) * 1e3
         self._timer.stop(dev)
         self._flush()
         if dev is None:
-            self._record(name, i, self.warmup, evs, latency_ms, None, labels)
+            self._record(name, i, self.warmup, reads, latency_ms, None, labels)
         else:
             # Device time needs the step's end event complete. Waiting for it now would
             # stall the program's host-device overlap every step; so the record is
             # written one step late, when the event has (almost surely) completed.
-            self._pending = (name, i, evs, latency_ms, dev, labels)
+            self._pending = (name, i, reads, latency_ms, dev, labels)
 
     def _index(self, name: str) -> int:
         """The next step's index of ``name`` (numbered per name from 0)."""
@@ -429,7 +468,7 @@ class ExecSession:
         try:
             st.closed = True
             del self._steps[id(st)]
-            self._close(st.name, st.index, st.t0, st.dev, st.events,
+            self._close(st.name, st.index, st.t0, st.dev, st.reads,
                         None if raised is None else {"raised": raised})
         finally:
             lock.release()
@@ -437,9 +476,9 @@ class ExecSession:
     def _flush(self) -> None:
         """Write the step held back for its device time (waits for its end event)."""
         if self._pending is not None:
-            name, i, evs, latency_ms, dev, labels = self._pending
+            name, i, reads, latency_ms, dev, labels = self._pending
             self._pending = None
-            self._record(name, i, self.warmup, evs, latency_ms, self._timer.elapsed(dev),
+            self._record(name, i, self.warmup, reads, latency_ms, self._timer.elapsed(dev),
                          labels)
 
     def _abort(self, st: _Open) -> None:
@@ -451,29 +490,27 @@ class ExecSession:
             self._steps.pop(id(st), None)
             self._timer.stop(st.dev)
 
-    def _record(self, name: str, i: int, warmup_steps: int, evs: List[SyncEvent],
+    def _record(self, name: str, i: int, warmup_steps: int, reads: List[Read],
                 latency_ms: float, device_ms: Optional[float],
                 labels: Optional[Dict[str, str]] = None) -> None:
         """Write step ``i`` of ``name``: a warm-up step when it is one of the first
         ``warmup_steps`` of its name (its events then marked warm-up: the guard counts every
         step of an ``exec`` run, since steps are numbered per name). The record is the one
-        ``StepRecord.from_events`` makes of the same events, written by
-        :meth:`ResultWriter.exec_step` without building it (once per step, on the program's
+        ``StepRecord.from_events`` makes of the events of its ``reads``, written by
+        :meth:`ResultWriter.exec_reads` without building it (once per step, on the program's
         clock)."""
         warm = is_warmup(i, warmup_steps)
-        syncs, allowed, wait = step_counts(evs)
+        syncs, allowed, wait = read_counts(reads)
         tot = self.totals.get(name)
         if tot is None:
             tot = self.totals[name] = StepTotals(name, self.keep_events)
         tot.steps += 1
-        if warm:
-            evs = [e.evolve(warmup=True) for e in evs]
-        elif evs:
+        if reads and not warm:
             tot.syncs += syncs
-            tot.count(evs)  # the hidden ones
+            tot.count(i, reads)
         self.write_outside()  # made before this step ended: above its lines in the file
-        self.writer.exec_step(self.program, name, EXEC_PASS, i, warm, syncs, allowed,
-                              latency_ms, device_ms, wait, labels, self.rank, evs)
+        self.writer.exec_reads(self.program, name, EXEC_PASS, i, warm, syncs, allowed,
+                               latency_ms, device_ms, wait, labels, self.rank, reads)
 
     def write_outside(self) -> None:
         """Write the outside events not written yet (path ``OUTSIDE_PATH``, each with
@@ -502,11 +539,11 @@ class ExecSession:
             self._loops.clear()
             self._flush()
             if not self._next and complete:
-                evs = [e.evolve(step=0) for e, _ in self._unwritten]
+                reads = [(self._site(e), e.wait_us, e.lineage) for e, _ in self._unwritten]
                 self.outside, self._unwritten = Tally(keep_events=self.keep_events), []
                 self.outside_after = Tally()
                 self._next[PROGRAM_STEP] = itertools.count(1)
-                self._record(PROGRAM_STEP, 0, 0, evs,  # the whole program: never warm-up
+                self._record(PROGRAM_STEP, 0, 0, reads,  # the whole program: never warm-up
                              (time.perf_counter() - self._t_start) * 1e3, None)
 
     def step_names(self) -> List[str]:

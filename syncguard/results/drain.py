@@ -52,7 +52,7 @@ import sys
 import time
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
-from ..core.events import Frame, Stack, SyncEvent
+from ..core.events import Frame, Read, ReadSite, Stack, SyncEvent
 from .format import ResultWriter, _site_of
 
 #: how often the drain looks for new steps (s): at most this long between a step's end and
@@ -66,6 +66,7 @@ START_S, CLOSE_S = 30.0, 300.0
 #: per message
 _MARSHAL = 2
 _READ = 1 << 16  # bytes the drain reads at a time
+_SITE_IDS = 4096  # site objects a writer keeps numbered (then it starts afresh)
 _PIPE_SIZE = 1 << 20  # F_SETPIPE_SZ: a loaded machine may leave the drain waiting a while
 #: whether :func:`start` starts drains (tests of the in-process writer's own schedule turn
 #: it off)
@@ -104,6 +105,9 @@ class DrainWriter:
         #: the first write error, the drain's or the pipe's (:meth:`raise_error`)
         self.error: Optional[OSError] = None
         self._sites: Dict[Tuple[Any, ...], int] = {}  # a read's site -> its template's number
+        #: the same by site object (:class:`ReadSite`: no key to build per read); bounded,
+        #: since sites come and go with the hub's stacks (their numbers stay in _sites)
+        self._site_ids: Dict[ReadSite, int] = {}
         self._closed = False
 
     # -- what the run calls --------------------------------------------------------------
@@ -114,6 +118,23 @@ class DrainWriter:
         """:meth:`ResultWriter.exec_step`, in the drain."""
         self._send(("step", scenario, path, pass_, step, warmup, syncs, allowed, latency_ms,
                     device_ms, wait_us, _json(labels), rank, self._reads(events)))
+
+    def exec_reads(self, scenario: str, path: str, pass_: str, step: int, warmup: bool,
+                   syncs: int, allowed: int, latency_ms: float, device_ms: Optional[float],
+                   wait_us: float, labels: Optional[Dict[str, Any]], rank: Optional[int],
+                   reads: Sequence[Read]) -> None:
+        """:meth:`ResultWriter.exec_reads`, in the drain: no event is made here."""
+        out = []
+        ids = self._site_ids
+        for site, w, lin in reads:
+            sid = ids.get(site)
+            if sid is None:
+                if len(ids) >= _SITE_IDS:
+                    ids.clear()
+                sid = ids[site] = self._sid(site.event)
+            out.append((sid, step, site.count, w, warmup, None if lin is None else _json(lin)))
+        self._send(("step", scenario, path, pass_, step, warmup, syncs, allowed, latency_ms,
+                    device_ms, wait_us, _json(labels), rank, tuple(out)))
 
     def events(self, scenario: str, path: str, pass_: str, events: List[SyncEvent],
                rank: Optional[int] = None,
@@ -143,17 +164,20 @@ class DrainWriter:
     # -- the pipe ------------------------------------------------------------------------
     def _reads(self, events: Sequence[SyncEvent]) -> Tuple[Tuple[Any, ...], ...]:
         out = []
-        sites = self._sites
         for ev in events:
-            key = _site_of(ev)
-            sid = sites.get(key)
-            if sid is None:
-                sid = sites[key] = len(sites)
-                self._send(("site", sid, _site_fields(ev)))
             lin = ev.lineage
-            out.append((sid, ev.step, ev.count, ev.wait_us, ev.warmup,
+            out.append((self._sid(ev), ev.step, ev.count, ev.wait_us, ev.warmup,
                         None if lin is None else _json(lin)))
         return tuple(out)
+
+    def _sid(self, ev: SyncEvent) -> int:
+        """The number of ``ev``'s site's template, sent to the drain the first time."""
+        key = _site_of(ev)
+        sid = self._sites.get(key)
+        if sid is None:
+            sid = self._sites[key] = len(self._sites)
+            self._send(("site", sid, _site_fields(ev)))
+        return sid
 
     def _send(self, msg: Tuple[Any, ...]) -> None:
         if self.error is not None or self._closed:

@@ -69,7 +69,7 @@ from typing import (
 )
 
 from .._paths import PKG_DIR
-from ..core.events import SyncEvent
+from ..core.events import Read, SyncEvent
 from ..errors import ResultWarning, SyncguardError
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -197,18 +197,24 @@ class StepRecord:
         return new
 
 
-def step_counts(events: Sequence[SyncEvent]) -> Tuple[int, int, float]:
-    """A step's ``(syncs, allowed, sync_wait_us)`` from its events: the hidden and allowed
-    reads' counts and the host's time inside the hidden ones (us)."""
+def read_counts(reads: Iterable[Tuple[Any, Optional[float], Any]]) -> Tuple[int, int, float]:
+    """A step's ``(syncs, allowed, sync_wait_us)`` from its reads (each ``(site, wait_us,
+    lineage)``, the site a :class:`~syncguard.core.events.ReadSite` or an event): the hidden
+    and allowed reads' counts and the host's time inside the hidden ones (us)."""
     syncs = allowed = 0
     wait = 0.0
-    for e in events:
-        if e.allowed:
-            allowed += e.count
+    for site, w, _ in reads:
+        if site.allowed:
+            allowed += site.count
         else:
-            syncs += e.count
-            wait += e.wait_us or 0.0
+            syncs += site.count
+            wait += w or 0.0
     return syncs, allowed, wait
+
+
+def step_counts(events: Sequence[SyncEvent]) -> Tuple[int, int, float]:
+    """:func:`read_counts` of a step's events."""
+    return read_counts((e, e.wait_us, None) for e in events)
 
 
 #: step fields of results written before the subject's labels held them: moved into labels
@@ -516,6 +522,15 @@ class ResultWriter:
             text = text[:-2] + ',"reads":[' + ",".join(reads) + "]}\n"
         lines.append(text)
         self._put_step("".join(lines))
+
+    def exec_reads(self, scenario: str, path: str, pass_: str, step: int, warmup: bool,
+                   syncs: int, allowed: int, latency_ms: float, device_ms: Optional[float],
+                   wait_us: float, labels: Optional[Dict[str, Any]], rank: Optional[int],
+                   reads: Sequence[Read]) -> None:
+        """:meth:`exec_step` of the events the step's ``reads`` stand for."""
+        self.exec_step(scenario, path, pass_, step, warmup, syncs, allowed, latency_ms,
+                       device_ms, wait_us, labels, rank,
+                       [site.at(step, w, warmup, lin) for site, w, lin in reads])
 
     def exec_step(self, scenario: str, path: str, pass_: str, step: int, warmup: bool,
                   syncs: int, allowed: int, latency_ms: float, device_ms: Optional[float],

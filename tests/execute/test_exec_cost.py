@@ -127,7 +127,7 @@ class _Writer:
         self.steps = 0
         self.outside: List[Tuple[SyncEvent, Optional[int]]] = []
 
-    def exec_step(self, *fields: Any) -> None:
+    def exec_reads(self, *fields: Any) -> None:
         self.steps += 1
 
     def events(self, scenario: str, path: str, pass_: str, events: List[SyncEvent],

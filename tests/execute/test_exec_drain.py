@@ -11,13 +11,13 @@ import re
 import signal
 import sys
 from pathlib import Path
-from typing import Any, List
+from typing import Any, Dict, List
 
 import pytest
 
 from syncguard.cli import main
 from syncguard.core.atomic import OutputError, claim
-from syncguard.core.events import Frame, Stack, SyncEvent
+from syncguard.core.events import Frame, ReadSite, Stack, SyncEvent
 from syncguard.results import drain
 from syncguard.results import format as results
 from syncguard.results.format import ResultWriter
@@ -34,16 +34,26 @@ def _ev(line: int, step: Any, wait: Any = 2.5, lineage: Any = None, thread: str 
                           None, wait, lineage)
 
 
-def _feed(w: Any) -> None:
+def _feed(w: Any, reads: bool = False) -> None:
     """The calls an exec run makes: steps past the per-site cap, a lineage, labels, a rank,
-    a warm-up step, waits that are None or not finite, outside events, notes."""
+    a warm-up step, waits that are None or not finite, outside events, notes. ``reads``:
+    each step's reads given as exec gives them (``exec_reads``: one site object per line,
+    each read its site, wait and lineage), not as events."""
+    sites: Dict[int, ReadSite] = {}
     for i in range(40):
         evs = [_ev(12, i, wait=0.001 * i), _ev(14, i, wait=None if i % 5 else float("nan"))]
         if i % 7 == 0:
             evs.append(_ev(20, i, lineage={"verdict": "host", "source": "top_k", "n": i}))
         labels = {"phase": "prefill"} if i == 0 else None
-        w.exec_step("prog.py", "decode", "exec", i, i < 2, len(evs), 0, 1.25 + i,
-                    None if i % 2 else 0.5, 3.0, labels, None, evs)
+        if reads:
+            rs = [(sites.setdefault(e.lineno, ReadSite(e.evolve(step=None, wait_us=None,
+                                                                   lineage=None))),
+                   e.wait_us, e.lineage) for e in evs]
+            w.exec_reads("prog.py", "decode", "exec", i, i < 2, len(evs), 0, 1.25 + i,
+                         None if i % 2 else 0.5, 3.0, labels, None, rs)
+        else:
+            w.exec_step("prog.py", "decode", "exec", i, i < 2, len(evs), 0, 1.25 + i,
+                        None if i % 2 else 0.5, 3.0, labels, None, evs)
         if i % 10 == 3:
             w.events("prog.py", results.OUTSIDE_PATH, "exec",
                      [_ev(30, None, thread="sched"), _ev(31, None, count=2)], None, [i, i])
@@ -61,21 +71,28 @@ def _lines(path: Path) -> List[str]:
 
 
 @posix
-def test_the_drain_writes_the_in_process_writers_file_line_for_line(tmp_path: Path) -> None:
+@pytest.mark.parametrize("reads", [False, True], ids=["events", "reads"])
+def test_the_drain_writes_the_in_process_writers_file_line_for_line(tmp_path: Path,
+                                                                    reads: bool) -> None:
     here, there = tmp_path / "here.jsonl", tmp_path / "there.jsonl"
     header = {"argv": ["exec", "x"], "env": {"python": sys.version}}
-    _feed(ResultWriter(str(here), header, events_per_site=4))
+    _feed(ResultWriter(str(here), header, events_per_site=4), reads)
     fd = claim(str(there), False)
     try:
         w = drain.start(str(there), fd, header, 4)
         assert isinstance(w, drain.DrainWriter), "no drain started"
-        _feed(w)
+        _feed(w, reads)
         w.raise_error()
     finally:
         os.close(fd)
     assert _lines(there) == _lines(here)
     res = results.load(str(there))
     assert res.complete and len(res.steps) == 41
+    if reads:  # the step's warm-up flag is its reads' (events given alone carry their own)
+        assert {(e["step"], e["warmup"]) for e in res.events
+                if e["step"] in (0, 1, 2) and e.get("rank") is None} == {
+            (0, True), (1, True), (2, False)}
+        assert sum(1 for e in res.events if e.get("lineage")) >= 4
 
 
 @posix

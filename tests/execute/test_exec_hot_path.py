@@ -168,9 +168,10 @@ def test_a_time_json_cannot_hold_is_written_as_null(tmp_path: Any, bad: float) -
 
 
 def test_a_step_name_counts_its_reads_in_batches_and_loses_none() -> None:
-    """The session's per-name totals hold at most a batch of events between countings, and
+    """The session's per-name totals hold at most a batch of reads between countings, and
     the tally they give counts every hidden read of every step, per site and step, as the
-    tally fed each event at once does; allowed reads are not counted."""
+    tally fed each read's event at once does; allowed reads are not counted."""
+    from syncguard.core.events import ReadSite
     from syncguard.execute.session import StepTotals
     from syncguard.gate.verdicts import Tally
 
@@ -180,12 +181,53 @@ def test_a_step_name_counts_its_reads_in_batches_and_loses_none() -> None:
         evs = [_event(i, 1.0), _event(i, 2.0, line=13)]
         if i % 7 == 0:
             evs.append(_event(i, 0.5, line=14).evolve(allowed=True, reason="ok"))
-        tot.count(evs)
+        tot.count(i, [(ReadSite(e), e.wait_us, None) for e in evs])
         direct.extend(evs)
-        assert len(tot._held) < StepTotals.BATCH + 3  # flat: never more than a batch
+        assert tot._n < StepTotals.BATCH + 3  # flat: never more than a batch
     t = tot.tally
     assert t.hidden == direct.hidden == 2 * steps
     assert [(s.count, s.steps) for s in t.sites()] == [
         (s.count, s.steps) for s in direct.sites()]
     assert t.per_step.runs() == direct.per_step.runs() == [(0, steps - 1, 2)]
     assert tot.tally is t and not tot._held  # asked again: nothing more to count
+
+
+def _item_reads(x: Any) -> None:
+    for _ in range(3):
+        x.item()  # three reads from one line and call: one site
+    x.item()  # another line: another site
+
+
+def test_exec_s_guard_gets_a_read_as_its_site_not_an_event_each(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A guard with ``on_read`` (exec's, the only one) gets each read as ``(site, wait)``:
+    one site object for every read from the same line and call, its event naming that line
+    at no step, and ``site.at(step, wait)`` is the event the general path makes of the same
+    read; counted as events are. A read with lineage comes as an event (``on_event``)."""
+    import torch
+
+    from syncguard.core.guard import SyncGuard
+
+    line = _item_reads.__code__.co_firstlineno + 2
+    x = torch.ones(1)
+    got: List[Any] = []
+    events: List[SyncEvent] = []
+    g = SyncGuard(devices=("cpu",), keep_events=False, on_event=events.append,
+                  on_read=lambda site, wait: got.append((site, wait)))
+    plain = SyncGuard(devices=("cpu",))  # no on_read: an event per read
+    for guard in (g, plain):  # from one line: the same stacks
+        with guard:
+            _item_reads(x)
+    assert len(got) == 4 and not events and g.count == 4
+    (a, b, c, d) = [site for site, _ in got]
+    assert a is b is c and d is not a
+    assert (a.event.lineno, a.event.step, d.event.lineno) == (line, None, line + 1)
+    assert all(isinstance(w, float) for _, w in got)
+    ev = plain.events[0]
+    assert a.at(None, ev.wait_us) == ev and a.at(5, 1.0).step == 5
+
+    monkeypatch.setattr(HUB, "lineage", lambda read: {"verdict": "host"})
+    got.clear()
+    with g:
+        _item_reads(x)
+    assert not got and [e.lineage for e in events] == [{"verdict": "host"}] * 4
