@@ -35,8 +35,8 @@ from pathlib import Path
 from typing import Any, Dict, List, Optional, Tuple
 
 HERE = Path(__file__).resolve().parent
-#: the simulated caches: size, line, associativity (callgrind's --I1, --D1, --LL)
-CACHES = {"I1": "32768,64,8", "D1": "32768,64,8", "LL": "1048576,64,16"}
+#: the simulated caches: size, associativity, line (callgrind's --I1, --D1, --LL)
+CACHES = {"I1": "32768,8,64", "D1": "32768,8,64", "LL": "1048576,16,64"}
 #: the counts callgrind reports, in its order
 EVENTS = ("Ir", "Dr", "Dw", "I1mr", "D1mr", "D1mw", "ILmr", "DLmr", "DLmw")
 _C = """#include <valgrind/callgrind.h>
@@ -169,7 +169,7 @@ def markdown(result: Dict[str, Any]) -> str:
         "",
         f"Python {env['python']}, torch {env['torch']}, syncguard {env['syncguard']} at "
         f"{(env.get('git_commit') or '?')[:10]}; {env['date']}. Counts under callgrind with "
-        f"fixed simulated caches ({caches}: size, line, ways): the same on any machine and "
+        f"fixed simulated caches ({caches}: size, ways, line): the same on any machine and "
         "load for the same Python and torch.",
         "",
         f"The decode step of width {result['hidden']} (four layers and a head, then one "
