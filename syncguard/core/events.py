@@ -211,11 +211,7 @@ class ReadSite:
     def at(self, step: Optional[int], wait_us: Optional[float], warmup: bool = False,
            lineage: Optional[Dict[str, Any]] = None) -> SyncEvent:
         """The event of a read at this site in step ``step`` (None: outside steps)."""
-        new = object.__new__(SyncEvent)
-        d = dict(self.event.__dict__)
-        d["step"], d["wait_us"], d["warmup"], d["lineage"] = step, wait_us, warmup, lineage
-        object.__setattr__(new, "__dict__", d)
-        return new
+        return self.event.evolve(step=step, wait_us=wait_us, warmup=warmup, lineage=lineage)
 
 
 #: a read as ``exec`` keeps it until its step is written: its site, wait (us) and lineage

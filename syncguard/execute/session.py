@@ -69,9 +69,8 @@ class _Open:
     context (thread, asyncio task) that began it (:func:`~syncguard.core.steps.current`) and
     closes it (``end``, ``failed``, ``abort``). Its session, name and index, its start (host
     clock and the device timer's event), its reads (:data:`~syncguard.core.events.Read`) and
-    whether it has ended. A slotted class,
-    not a dataclass: one is made per step, on the program's clock (the dataclass's
-    ``__init__`` ran half again as many bytecodes)."""
+    whether it has ended. A slotted class, not a dataclass: one is made per step, on the
+    program's clock (the dataclass's ``__init__`` ran half again as many bytecodes)."""
 
     __slots__ = ("session", "name", "index", "t0", "dev", "reads", "closed")
 

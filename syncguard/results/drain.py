@@ -116,8 +116,8 @@ class DrainWriter:
                   wait_us: float, labels: Optional[Dict[str, Any]], rank: Optional[int],
                   events: Sequence[SyncEvent]) -> None:
         """:meth:`ResultWriter.exec_step`, in the drain."""
-        self._send(("step", scenario, path, pass_, step, warmup, syncs, allowed, latency_ms,
-                    device_ms, wait_us, _json(labels), rank, self._reads(events)))
+        self._send_step(scenario, path, pass_, step, warmup, syncs, allowed, latency_ms,
+                        device_ms, wait_us, labels, rank, self._reads(events))
 
     def exec_reads(self, scenario: str, path: str, pass_: str, step: int, warmup: bool,
                    syncs: int, allowed: int, latency_ms: float, device_ms: Optional[float],
@@ -133,8 +133,8 @@ class DrainWriter:
                     ids.clear()
                 sid = ids[site] = self._sid(site.event)
             out.append((sid, step, site.count, w, warmup, None if lin is None else _json(lin)))
-        self._send(("step", scenario, path, pass_, step, warmup, syncs, allowed, latency_ms,
-                    device_ms, wait_us, _json(labels), rank, tuple(out)))
+        self._send_step(scenario, path, pass_, step, warmup, syncs, allowed, latency_ms,
+                        device_ms, wait_us, labels, rank, tuple(out))
 
     def events(self, scenario: str, path: str, pass_: str, events: List[SyncEvent],
                rank: Optional[int] = None,
@@ -169,6 +169,14 @@ class DrainWriter:
             out.append((self._sid(ev), ev.step, ev.count, ev.wait_us, ev.warmup,
                         None if lin is None else _json(lin)))
         return tuple(out)
+
+    def _send_step(self, scenario: str, path: str, pass_: str, step: int, warmup: bool,
+                   syncs: int, allowed: int, latency_ms: float, device_ms: Optional[float],
+                   wait_us: float, labels: Optional[Dict[str, Any]], rank: Optional[int],
+                   reads: Tuple[Tuple[Any, ...], ...]) -> None:
+        """The ``step`` message (:meth:`_Drain.act` reads it back), its reads numbered."""
+        self._send(("step", scenario, path, pass_, step, warmup, syncs, allowed, latency_ms,
+                    device_ms, wait_us, _json(labels), rank, reads))
 
     def _sid(self, ev: SyncEvent) -> int:
         """The number of ``ev``'s site's template, sent to the drain the first time."""
