@@ -148,4 +148,7 @@ def _missing_torch(exc: ImportError) -> bool:
 
 
 def console_main() -> None:
+    from . import common
+
+    common.WHOLE_PROCESS = True  # the command line owns this process
     sys.exit(main())

@@ -194,6 +194,11 @@ def device_for_probe(kind: str) -> Optional[str]:
     return None if t.kind == "cpu" else str(t.device)
 
 
+#: the command line owns this process (``console_main``): ``exec`` ends the program as Python
+#: would end it (its threads joined, its exit handlers run) under the guard
+WHOLE_PROCESS = False
+
+
 def target(kind: str, gpu: bool = False, exhaustive: bool = False) -> Any:
     """The command's device (:func:`syncguard.driving.devices.resolve_target`, ``exhaustive``
     the user's flag), with one note line on stderr when ``auto`` did not take the NPU and

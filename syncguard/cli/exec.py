@@ -75,6 +75,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    f"{EVENTS_PER_SITE} of each site, the later ones counted on their step's "
                    "line: a long run's file and memory stay small; counts are exact either "
                    "way)")
+    p.add_argument("--no-follow", dest="follow", action="store_false",
+                   help="guard this process only, not the processes the program starts "
+                   "(multiprocessing, torch.multiprocessing, subprocess Python children: "
+                   "followed by default, each a row of its own)")
+    p.add_argument("--allow-host", action="store_true",
+                   help="pass a run in which no process used the device (sim, npu, cuda): "
+                   "by default that is an error, as its count of 0 proves nothing")
     p.add_argument("-m", dest="module", nargs=argparse.REMAINDER, default=None,
                    metavar="MODULE [ARGS]", help="run a module as `python -m MODULE ARGS`")
     p.add_argument("program", nargs=argparse.REMAINDER, metavar="-- python SCRIPT [ARGS]",
@@ -135,6 +142,12 @@ def _clear_stale_ranks(out: str) -> None:
             os.unlink(p)
 
 
+def _whole_process() -> bool:
+    from . import common
+
+    return common.WHOLE_PROCESS
+
+
 def main(args: argparse.Namespace) -> int:
     from ..console import report_width
     from ..errors import UsageError
@@ -189,5 +202,7 @@ def main(args: argparse.Namespace) -> int:
                        rank=rank, argv=sys.argv[1:],
                        record_lines=[os.path.abspath(p) for p in args.record_lines],
                        force=args.force, lineage=args.lineage,
-                       events_per_site=None if args.all_events else EVENTS_PER_SITE)
+                       events_per_site=None if args.all_events else EVENTS_PER_SITE,
+                       follow=args.follow, allow_host=args.allow_host,
+                       whole_process=_whole_process())
     return execute(opts, target, out)

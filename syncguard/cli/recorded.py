@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import argparse
 import os
-from typing import TYPE_CHECKING, Dict, List, Sequence, Tuple
+from typing import TYPE_CHECKING, List, Sequence, Tuple
 
 if TYPE_CHECKING:
     from ..core.events import SyncEvent
@@ -22,12 +22,9 @@ def is_result_path(p: str) -> bool:
 
 
 def check_results(args: argparse.Namespace, paths: Sequence[str]) -> int:
-    import dataclasses
-
-    from ..core.events import SyncEvent
     from ..gate.baseline import Baseline
-    from ..gate.verdicts import Tally, Verdict, budget
-    from ..results.format import OUTSIDE_PATH
+    from ..gate.recorded import result_verdicts
+    from ..gate.verdicts import Verdict, budget
     from ..results.run import load
     from .common import allow_sites_of, finish
 
@@ -44,31 +41,7 @@ def check_results(args: argparse.Namespace, paths: Sequence[str]) -> int:
         gate = budget(args.max_syncs, outside=getattr(args, "max_syncs_outside", None),
                       configured=options if isinstance(options, dict) else None,
                       baseline=base, updating=bool(getattr(args, "update_baseline", None)))
-        keys = list(dict.fromkeys((s.scenario, s.path) for s in res.steps
-                                  if s.pass_ in ("counted", "exec")))
-        for sc, path in keys:
-            evs = allowed_now([SyncEvent.from_dict({k: v for k, v in e.items() if k not in (
-                "scenario", "path", "pass", "rank", "ref")})
-                for e in res.iter_events() if e.get("scenario") == sc and e.get("path") == path
-                and e.get("pass") in ("counted", "exec")], allow_sites)
-            verdicts += gate.verdicts(evs, sc, path)
-        # the syncs it made outside every step: on --max-syncs-outside, or (a per-step site
-        # among them) with the steps
-        for sc in dict.fromkeys(s.scenario for s in res.steps):
-            raw = [e for e in res.iter_events() if e.get("scenario") == sc
-                   and e.get("path") == OUTSIDE_PATH and e.get("step") is None]
-            evs = allowed_now([SyncEvent.from_dict({k: v for k, v in e.items() if k not in (
-                "scenario", "path", "pass", "rank", "after_step", "ref")}) for e in raw],
-                allow_sites)
-            after = Tally()  # each counted at the step begun last before it
-            for e, a in zip(evs, (r.get("after_step") for r in raw)):
-                if isinstance(a, int) and not isinstance(a, bool):
-                    after.add(dataclasses.replace(e, step=a))
-            counted: Dict[str, int] = {}
-            for s in res.steps:
-                if s.scenario == sc and not s.warmup and s.pass_ in ("counted", "exec"):
-                    counted[s.path] = counted.get(s.path, 0) + 1
-            verdicts += gate.outside_verdicts(evs, sc, after, max(counted.values(), default=0))
+        verdicts += result_verdicts(res, gate, lambda evs: allowed_now(evs, allow_sites))
     return finish(args, verdicts)
 
 

@@ -42,6 +42,10 @@ _HANDLED = tuple(s for s in (getattr(signal, "SIGINT", None), getattr(signal, "S
 _SIGTERM = int(getattr(signal, "SIGTERM", 15))
 
 _requested: Optional[int] = None  # a stop signal received inside stop_on_signals()
+#: Ctrl-Cs handed to a program with no SIGINT handler of its own as KeyboardInterrupt, as
+#: Python does (:func:`program_handlers`): the program may catch one and go on
+_interrupts = 0
+_unclaimed = False  # the last of them has not been matched with the step it left
 
 
 class Terminated(KeyboardInterrupt):
@@ -146,6 +150,19 @@ def requested() -> Optional[int]:
     return _requested
 
 
+def interrupts() -> int:
+    """How many Ctrl-Cs reached the program as KeyboardInterrupt (it may have caught them)."""
+    return _interrupts
+
+
+def claim_interrupt() -> bool:
+    """Whether a KeyboardInterrupt leaving a step now is a Ctrl-C's (a stop asked by signal),
+    not one the program raised itself; a Ctrl-C's is claimed by the first step it leaves."""
+    global _unclaimed
+    was, _unclaimed = _unclaimed, False
+    return was or _requested is not None
+
+
 def check() -> None:
     """Raise the stop (KeyboardInterrupt or :class:`Terminated`) if one was requested, even
     when its first raise was swallowed; call at step boundaries."""
@@ -187,7 +204,7 @@ def program_handlers() -> Iterator[None]:
     """While the block runs a user's program: ``signal.signal``/``signal.getsignal`` for
     SIGINT and SIGTERM record the program's handler instead of replacing syncguard's (see the
     module docstring). Restored when the block ends."""
-    global _requested
+    global _requested, _interrupts, _unclaimed
     if not _main_thread():
         yield
         return
@@ -200,11 +217,17 @@ def program_handlers() -> Iterator[None]:
             os.kill(os.getpid(), signum)  # a second signal: stops even a blocked program
 
     def ours(signum: int, frame: Any) -> None:
-        global _requested
+        global _requested, _interrupts, _unclaimed
         if _requested is not None:  # the second signal, or the grace period ran out
             raise interrupt_for(_requested)
-        _requested = signum
         handler = theirs.get(signum)
+        if signum == signal.SIGINT and handler in (None, signal.default_int_handler):
+            # Python's own Ctrl-C: a KeyboardInterrupt the program may catch and go on after
+            # (a chat CLI cancels a generation so); its later steps run and count
+            _interrupts += 1
+            _unclaimed = True
+            raise KeyboardInterrupt
+        _requested = signum
         if handler is None or handler == signal.SIG_DFL:
             raise interrupt_for(signum)  # no handler of the program's: stop now
         t = threading.Timer(_grace_seconds(), grace, (signum,))
@@ -230,6 +253,7 @@ def program_handlers() -> Iterator[None]:
         return real_getsignal(signum)
 
     old = {s: real_signal(s, ours) for s in _HANDLED}
+    _interrupts, _unclaimed = 0, False
     signal.signal, signal.getsignal = their_signal, their_getsignal  # type: ignore[assignment]
     try:
         yield

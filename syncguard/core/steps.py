@@ -30,6 +30,8 @@ import sys
 import threading
 from typing import Any, Callable, List, Optional, Protocol, Tuple, TypeVar
 
+from . import signals as _signals
+
 F = TypeVar("F", bound=Callable[..., Any])
 
 
@@ -139,12 +141,12 @@ def _leave(cell: Optional[List[Any]], name: str, exc: Optional[type] = None) -> 
     cell[0] = _ENDED  # in every copy of the context
     on = cell[1] if cell[1] is not None else cell[2]
     if exc is not None:
-        if issubclass(exc, KeyboardInterrupt):
-            abort = getattr(on, "abort", None)
+        if issubclass(exc, KeyboardInterrupt) and _signals.claim_interrupt():
+            abort = getattr(on, "abort", None)  # a Ctrl-C's: the step did not finish
             if abort is not None:
                 abort(name)
                 return
-        else:
+        else:  # the program's own exception (its own KeyboardInterrupt too)
             failed = getattr(on, "failed", None)
             if failed is not None:
                 failed(name, exc.__name__)

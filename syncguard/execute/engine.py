@@ -4,11 +4,12 @@ one guard with the step recorder (:mod:`.session`), then the footer, the reports
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import importlib.util
 import os
 import sys
-from typing import TYPE_CHECKING, Any, Dict, List, Mapping, Optional, Sequence, Tuple
+from typing import TYPE_CHECKING, Any, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple
 
 from .hooks import StepTarget
 
@@ -41,6 +42,14 @@ class ExecOptions:
     lineage: bool = False
     #: events of a site written whole, the later ones counted (None: all, ``--all-events``)
     events_per_site: Optional[int] = None
+    #: guard every process the program starts too (``--no-follow``: this one only)
+    follow: bool = True
+    #: this process is the program's (the command line's): after the program returns, its
+    #: non-daemon threads are joined and its exit handlers run under the guard, as Python
+    #: would before exiting, so a server's threads and the children joined at exit count
+    whole_process: bool = False
+    #: pass a run whose device mode (sim, npu, cuda) saw no device use (``--allow-host``)
+    allow_host: bool = False
 
 
 #: ``exec``'s default :attr:`ExecOptions.events_per_site`: enough to show a site's steps and
@@ -121,8 +130,14 @@ def execute(opts: ExecOptions, target: Any, out: str) -> int:
         raise UsageError(f"--format {opts.fmt}: needs --max-syncs, --max-syncs-per-step or "
                          f"--max-syncs-outside (the budget to gate on)")
     selftest(None if target.kind == "cpu" else str(target.device))
+    _forget_device_use(target)  # the self-test's ops are syncguard's, not the program's
 
     path = os.path.join(out, result_name(opts.rank))
+    from . import follow
+
+    run_id = follow.new_run_id() if opts.follow else None
+    if opts.follow and opts.rank is None:
+        _clear_parts(out)
     header = {
         "env": environment(target.kind, EXEC_CPU_NAME if target.kind == "cpu" else target.name),
         "argv": opts.argv,
@@ -133,7 +148,8 @@ def execute(opts: ExecOptions, target: Any, out: str) -> int:
                     "max_syncs_outside": opts.max_syncs_outside, "device": target.kind,
                     "exhaustive": target.exhaustive},
         "exec": {"program": program.target, "module": program.module, "args": program.args,
-                 "rank": opts.rank, "world_size": os.environ.get("WORLD_SIZE")},
+                 "rank": opts.rank, "world_size": os.environ.get("WORLD_SIZE"),
+                 "follow": run_id},
         "scenarios": {program.name: {"file": program.target, "steps": None,
                                      "warmup": opts.warmup, "max_syncs": {}}},
     }
@@ -142,14 +158,95 @@ def execute(opts: ExecOptions, target: Any, out: str) -> int:
     # the result file is this run's alone until its reports are written (a second run into
     # the same --out is refused in one line); released when the process closes it
     claimed = claim(path, opts.force)
+    settings = None
+    if run_id is not None:
+        settings = follow.Settings(
+            run=run_id, out=os.path.abspath(out), root=os.getpid(), device=target.kind,
+            exhaustive=target.asked_exhaustive, steps=[[t.spec, t.flag] for t in opts.steps],
+            warmup=opts.warmup, allow=[list(a) for a in opts.allow_sites],
+            lineage=opts.lineage, events_per_site=opts.events_per_site, rank=opts.rank,
+            program=program.name, header=header)
     try:
-        return _run(opts, target, out, program, path, header, claimed)
+        return _run(opts, target, out, program, path, header, claimed, settings)
     finally:
         os.close(claimed)
 
 
+def _clear_parts(out: str) -> None:
+    """Remove the processes' parts an earlier run left in ``out`` (this run owns the folder
+    now: its result file is claimed)."""
+    from ..results.format import PARTS_DIR
+
+    where = os.path.join(out, PARTS_DIR)
+    try:
+        names = os.listdir(where)
+    except OSError:
+        return
+    for name in names:
+        if name.endswith(".jsonl"):
+            try:
+                os.unlink(os.path.join(where, name))
+            except OSError:
+                pass
+
+
+def _forget_device_use(target: Any) -> None:
+    """Start the evidence that the program used the device afresh (syncguard's own set-up
+    and self-test ran ops there)."""
+    from ..driving.devices import HARDWARE
+    if target.kind == "sim":
+        from ..sim import device as simdev
+
+        simdev.USED = False
+    elif target.kind in HARDWARE:
+        try:
+            import torch
+
+            getattr(torch, target.kind).reset_peak_memory_stats()
+        except Exception:
+            pass
+
+
+class _EndLikePython:
+    """Around the program: what Python does after the main module returns or raises, done
+    while the guard is on (``on``: this process is the program's): join the non-daemon
+    threads (a server's main module often returns at once) and run the exit handlers
+    (``multiprocessing`` joins its children there and stops its daemons; the program's own
+    ``atexit`` functions). After Ctrl-C or SIGTERM nothing waits; a forked child's end is
+    its own part's (:mod:`.follow`)."""
+
+    def __init__(self, on: bool) -> None:
+        self.on = on
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, exc_type: Any, *exc: Any) -> None:
+        from . import follow
+
+        if not self.on or follow.is_child() or (
+                exc_type is not None and issubclass(exc_type, KeyboardInterrupt)):
+            return
+        import atexit
+        import threading
+
+        shutdown = getattr(threading, "_shutdown", None)
+        if shutdown is not None:
+            shutdown()
+        else:  # pragma: no cover - every CPython this runs on has it
+            for t in threading.enumerate():
+                if t is not threading.current_thread() and not t.daemon:
+                    t.join()
+        atexit._run_exitfuncs()
+
+
+@contextlib.contextmanager
+def _nothing() -> Iterator[None]:
+    yield
+
+
 def _run(opts: ExecOptions, target: Any, out: str, program: Any, path: str,
-         header: Dict[str, Any], claimed: int) -> int:
+         header: Dict[str, Any], claimed: int, settings: Any = None) -> int:
     from ..core import signals as _signals
     from ..core import steps as markers
     from ..core.atomic import stream_of
@@ -158,7 +255,7 @@ def _run(opts: ExecOptions, target: Any, out: str, program: Any, path: str,
     from ..results.format import ResultWriter
     from .hooks import StepHooks
     from .program import run, show_exception
-    from .session import PROGRAM_STEP, ExecSession
+    from .session import ExecSession
 
     # the file is written by a drain process (syncguard.results.drain: a finished step costs
     # the program one pipe write), or here where none can be started
@@ -175,25 +272,41 @@ def _run(opts: ExecOptions, target: Any, out: str, program: Any, path: str,
     prev = markers.set_recorder(session)
     recorder = _line_recorder(opts.record_lines)
     from ..driving.lineage import tracking
+    from . import follow
 
+    if settings is not None:
+        if opts.steps:  # the steps may all be a child's: no empty step of the whole program
+            session.record_empty = False
+        follow.set_session(session)
+        follow.install_fork_hook()
+    following = follow.following(settings) if settings is not None else _nothing()
     try:
-        with tracking(target, opts.lineage), session:
+        with tracking(target, opts.lineage), session, following:
             hooks.install()
             try:
                 with recorder, _signals.program_handlers():  # its own SIGTERM handler
-                    run(program, hooks.main_names(), hooks.module_ready)
+                    with _EndLikePython(opts.whole_process):
+                        run(program, hooks.main_names(), hooks.module_ready)
             finally:
                 hooks.uninstall()
     except SystemExit as exc:
         code = _exit_code(exc)
     except KeyboardInterrupt as exc:
-        stop.caught(exc)
-        writer.sync()  # the finished steps on disk now: the footer and reports take a while
+        if isinstance(exc, _signals.Terminated) or _signals.interrupts() or \
+                _signals.requested() is not None:
+            stop.caught(exc)
+            writer.sync()  # the finished steps on disk now: the footer and reports take long
+        else:  # the program's own `raise KeyboardInterrupt`: an exception like any other
+            show_exception(exc)
+            code, raised = 130, type(exc).__name__
     except BrokenPipeError:  # the reader of its output went away (`| head`): as `run`, 141
         code = EXIT_BROKEN_PIPE
     except BaseException as exc:  # the program failed: its traceback, as a plain run shows
         show_exception(exc)
         code, raised = 1, type(exc).__name__
+    if follow.is_child():  # a forked child of the program returned here: its own part
+        follow._finish_child(reason=f"exited {code}" if code else None)
+        _child_exit(stop.exit_code if stop.stopped else code)
     if os.getpid() != session.pid:  # a forked child left the program: the run is not its own
         _child_exit(stop.exit_code if stop.stopped else code)
     # A second Ctrl-C or a SIGTERM now waits: the footer and every report are written whole.
@@ -203,29 +316,46 @@ def _run(opts: ExecOptions, target: Any, out: str, program: Any, path: str,
         session.finish(complete=not stopped)
         if opts.record_lines:
             writer.note(**recorder.note())
-        if opts.steps and set(session.step_names()) <= {PROGRAM_STEP}:
-            # no --step/--loop target was ever called: the headline says so, not a count of
-            # the whole program's syncs that would read like a result
-            what = "; ".join(f"{t.flag} {t.spec} " + ("was never called" if t.installed else
-                                                       "was never installed")
-                             for t in opts.steps)
+        parts = _parts(out, settings)
+        seen = set(session.step_names()) | {s.path for _, res in parts for s in res.steps}
+        unmatched = [t for t in opts.steps if t.label not in seen]
+        if unmatched:
+            # a --step/--loop target no process called: the headline says so, not a count of
+            # the whole program's syncs that would read like a result; never a pass
+            what = "; ".join(_never_called(t, parts) for t in unmatched)
             writer.note(message=f"no step matched: {what}", no_step=True)
+        used = follow.device_used(target) or any(
+            (res.footer or {}).get("device_used") for _, res in parts)
+        host_only = not used and not opts.allow_host
+        if host_only:
+            writer.note(message=_host_only_line(target), host_only=True)
         session.write_outside()  # per site, as events: kind, op, line and count of each
         outside = session.outside  # the hidden ones, counted per site
         if outside.sites():
             writer.note(message=outside_message(outside, opts.max_syncs_outside,
                                                 _budget(opts).gated),
                         outside_steps=outside.hidden, sites=_sites(outside))
+        cut = session.aborted if not stopped else 0
         if stopped:
-            writer.close(False, reason=stop.reason(), exit_code=stop.exit_code)
+            writer.close(False, reason=stop.reason(), exit_code=stop.exit_code,
+                         device_used=used)
+        elif cut:  # Ctrl-C cut steps, the program caught it and went on: not every step kept
+            writer.close(False, reason=f"interrupted: Ctrl-C cut {cut} step(s), not recorded; "
+                         f"the program caught it and went on", exit_code=code,
+                         device_used=used)
         elif code != 0:  # ran to its end, and failed: the reports say how
             writer.close(True, exit_code=code, reason=f"program raised {raised}" if raised
-                         else f"program exited {code}")
+                         else f"program exited {code}", device_used=used)
         else:
-            writer.close(True, exit_code=0)
-        _report(opts, path, out, stop if stopped else None, outside)
+            writer.close(True, exit_code=0, device_used=used)
+        merged = _report(opts, path, out, stop if stopped else None, outside)
         writer.raise_error()  # a full disk: one line, exit 2, the lines before it kept
-    step_errors = hooks.errors()
+    for line in _process_lines(merged):
+        print(f"syncguard: {line}", file=sys.stderr)
+    # a target that matched in some process is not an error of this one's hooks
+    step_errors = [e for e in hooks.errors()
+                   if not any(e.startswith(f"{t.flag} {t.spec}:") and t.label in seen
+                              for t in opts.steps)]
     for line in step_errors:
         print(f"syncguard: error: {line}", file=sys.stderr)
     if stop.stopped:
@@ -234,7 +364,65 @@ def _run(opts: ExecOptions, target: Any, out: str, program: Any, path: str,
         return code
     if step_errors:
         return EXIT_USAGE
-    return EXIT_OVER if _gate(opts, session) else EXIT_OK
+    if unmatched:
+        for t in unmatched:
+            if not any(e.startswith(f"{t.flag} {t.spec}:") for e in step_errors):
+                print(f"syncguard: error: {_never_called(t, parts, root=program.name)}",
+                      file=sys.stderr)
+        return EXIT_USAGE
+    if host_only:
+        print(f"syncguard: error: {_host_only_line(target)}", file=sys.stderr)
+        return EXIT_USAGE
+    return EXIT_OVER if _gate(opts, session, merged, parts) else EXIT_OK
+
+
+def _parts(out: str, settings: Any) -> List[Tuple[Dict[str, Any], Any]]:
+    """The parts the processes the program started wrote (:mod:`.follow`), by pid; a part
+    that cannot be read is left to the reports' loader to name."""
+    if settings is None:
+        return []
+    from ..results.format import ResultError, process_parts
+
+    try:
+        return process_parts(os.path.abspath(out), settings.run)
+    except ResultError:
+        return []
+
+
+def _never_called(t: StepTarget, parts: Sequence[Tuple[Dict[str, Any], Any]],
+                  root: Optional[str] = None) -> str:
+    """``--loop m:f was never called in any process (gen.py pid 1, worker pid 2)``."""
+    from ..results.format import process_label
+
+    if not parts:
+        return f"{t.flag} {t.spec} " + ("was never called" if t.installed or root else
+                                       "was never installed")
+    who = [f"{root} pid {os.getpid()}"] if root else []
+    who += [process_label(info) for info, _ in parts]
+    more = f" and {len(who) - 4} more" if len(who) > 4 else ""
+    return (f"{t.flag} {t.spec} was never called in any of the {len(who)} processes that ran "
+            f"({', '.join(who[:4])}{more})")
+
+
+def _host_only_line(target: Any) -> str:
+    """What to say when the run's device mode saw no device use in any process."""
+    return (f"no process used the {target.kind} device (--device {target.kind}): the program "
+            f"stayed on the host, so no read of it can sync and a count of 0 proves nothing. "
+            f"Put its tensors on the device (on --device sim the device is 'npu': "
+            f"torch.device('npu'), .to('npu'), .npu()), or run with --device cpu to count "
+            f"reads of host tensors as syncs; --allow-host accepts a run that stays on the host")
+
+
+def _process_lines(merged: Any) -> List[str]:
+    """One line per followed process that did not end whole (killed, crashed, still
+    running when the run ended): its steps after that were not seen."""
+    out = []
+    for p in (merged.header.get("processes") or []) if merged is not None else []:
+        if not p.get("complete"):
+            why = p.get("reason") or "killed, crashed or still running: its part has no end"
+            out.append(f"warning: process {p.get('label')}: INCOMPLETE ({why}); gated on the "
+                       f"{p.get('steps')} steps it kept")
+    return out
 
 
 def _line_recorder(paths: Sequence[str]) -> Any:
@@ -318,7 +506,9 @@ def outside_message(outside: Tally, budget: Optional[int] = None,
 
 
 def _report(opts: ExecOptions, path: str, out: str, stop: Optional[_signals.Stop],
-            outside: Tally) -> None:
+            outside: Tally) -> Any:
+    """Write the reports and print the terminal's; the loaded result (its processes' parts
+    merged) for the gate."""
     from .._escape import one_line
     from ..console import stderr_console, wrote
     from ..renderers import terminal, write_reports
@@ -340,12 +530,15 @@ def _report(opts: ExecOptions, path: str, out: str, stop: Optional[_signals.Stop
         err.print(outside_message(outside, opts.max_syncs_outside), markup=False)
     if stop is not None:
         err.print(stop.kept(len(res.steps), path), markup=False)
+    return res
 
 
-def _gate(opts: ExecOptions, session: Any) -> bool:
+def _gate(opts: ExecOptions, session: Any, merged: Any = None,
+          parts: Sequence[Tuple[Dict[str, Any], Any]] = ()) -> bool:
     """Gate each step name's hidden syncs on ``--max-syncs`` (their total over the run) and
     ``--max-syncs-per-step`` (the worst step call), and the syncs outside every step on
-    ``--max-syncs-outside``; True when one is over."""
+    ``--max-syncs-outside``; True when one is over. Each process the program started is
+    gated the same way, on its own part (``merged``: the result with the parts in it)."""
     gate = _budget(opts)
     if not gate.gated:
         return False
@@ -359,6 +552,13 @@ def _gate(opts: ExecOptions, session: Any) -> bool:
     steps = max((t.steps - min(t.steps, opts.warmup) for t in session.totals.values()),
                 default=0)
     verdicts += gate.outside_verdicts(session.outside, label, session.outside_after, steps)
+    if parts and merged is not None:
+        from ..gate.recorded import result_verdicts
+        from ..results.format import process_label
+
+        theirs = {f"{s.scenario} [{process_label(info)}]" for info, res in parts
+                  for s in res.steps}
+        verdicts += result_verdicts(merged, gate, scenarios=theirs)
     emit_gate(opts.fmt, verdicts, opts.output, command="exec")
     if opts.output not in (None, "-") and os.path.exists(opts.output):
         wrote(opts.output)

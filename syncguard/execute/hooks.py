@@ -185,8 +185,17 @@ class StepHooks:
             if name == "__main__":  # the program's own code: bound by .mainhook as it runs
                 continue
             mod = sys.modules.get(name)
-            if mod is not None:
-                self.module_ready(mod)
+            if mod is None:
+                continue
+            spec = getattr(mod, "__spec__", None)
+            if getattr(spec, "_initializing", False) and (
+                    type(spec) is importlib.machinery.ModuleSpec):
+                # its body runs now (the guard started inside its import, as in a followed
+                # child whose module imports torch first): wrapped once the body ran
+                spec.__class__ = _SpecOnReady
+                spec._syncguard_ready = (self.module_ready, mod)
+                continue
+            self.module_ready(mod)
         if self.pending():
             self._finder = _PostImportFinder(self)
             sys.meta_path.insert(0, self._finder)
@@ -266,6 +275,20 @@ class StepHooks:
                 out.append(f"{t.flag} {t.spec}: module {t.module} was never imported by the "
                            f"program, so no call of {t.qualname} was seen")
         return out
+
+
+class _SpecOnReady(importlib.machinery.ModuleSpec):
+    """The spec of a module whose body is running when the hooks are installed: the import
+    system sets ``spec._initializing = False`` right after the body ran (importlib's
+    ``_load_unlocked``, 3.9 to 3.13), and that assignment calls back, once."""
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        object.__setattr__(self, name, value)
+        if name == "_initializing" and not value:
+            ready = self.__dict__.pop("_syncguard_ready", None)
+            self.__class__ = importlib.machinery.ModuleSpec  # type: ignore[assignment]
+            if ready is not None:
+                ready[0](ready[1])
 
 
 class _PostImportFinder:

@@ -200,6 +200,9 @@ class ExecSession:
 
     #: keep every counted event in memory too (the tallies' ``events``), not only counts
     keep_events = False
+    #: with no step and no read at all, record the whole program as one empty step (a
+    #: followed child's part records nothing then: it saw nothing)
+    record_empty = True
 
     def __init__(self, program: str, writer: ResultWriter, target: Any, warmup: int = 0,
                  allow_sites: Sequence[Tuple[str, str]] = (), rank: Optional[int] = None,
@@ -231,6 +234,9 @@ class ExecSession:
         self.totals: Dict[str, StepTotals] = {}
         self._timer = DeviceTimer(target)
         self._t_start = 0.0
+        #: steps that Ctrl-C cut and the program went on (it caught the KeyboardInterrupt):
+        #: not recorded, so the run is not complete
+        self.aborted = 0
         #: a read's site by its event's (reads that come as events: with lineage)
         self._sites: Dict[Tuple[Any, ...], ReadSite] = {}
         self.guard = SyncGuard(warmup=0, on_event=self._on_event, on_read=self._on_read,
@@ -488,6 +494,7 @@ class ExecSession:
             st.closed = True
             self._steps.pop(id(st), None)
             self._timer.stop(st.dev)
+            self.aborted += 1
 
     def _record(self, name: str, i: int, warmup_steps: int, reads: List[Read],
                 latency_ms: float, device_ms: Optional[float],
@@ -537,7 +544,7 @@ class ExecSession:
                     self._timer.stop(lp.dev)
             self._loops.clear()
             self._flush()
-            if not self._next and complete:
+            if not self._next and complete and (self.record_empty or self._unwritten):
                 reads = [(self._site(e), e.wait_us, e.lineage) for e, _ in self._unwritten]
                 self.outside, self._unwritten = Tally(keep_events=self.keep_events), []
                 self.outside_after = Tally()
@@ -547,6 +554,24 @@ class ExecSession:
 
     def step_names(self) -> List[str]:
         return list(self._next)
+
+    def restart(self, writer: Any) -> None:
+        """In a forked child of the program (syncguard.execute.follow): a run of its own,
+        written by ``writer``. The steps open at the fork were the parent's: closed, never
+        recorded here; counts start afresh. Call in the child, before anything else runs."""
+        _forked_child()
+        self.writer, self.pid = writer, _PID
+        self._lock = threading.RLock()  # another thread may have held it at the fork
+        for st in self._steps.values():
+            st.closed = True
+        for lp in self._loops.values():
+            lp.closed, lp.stack, lp.driver = True, [], None
+        self._steps, self._loops, self._pending = {}, {}, None
+        self._next, self.totals, self._sites = {}, {}, {}
+        self.outside = Tally(keep_events=self.keep_events)
+        self.outside_after = Tally()
+        self._unwritten, self._last, self.aborted = [], None, 0
+        self._t_start = time.perf_counter()
 
 
 #: code flags of generator frames: suspended between the calls they make, so never a driver

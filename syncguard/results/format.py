@@ -1192,6 +1192,86 @@ def merge_ranks(parts: List[Tuple[int, RunResult]], source: str) -> RunResult:
     return RunResult(header, steps, events, footer, notes, source, timelines, reads)
 
 
+#: the folder, beside a followed run's ``result.jsonl``, of its processes' parts
+#: (syncguard.execute.follow.PARTS)
+PARTS_DIR = "processes"
+_PART_NAME = re.compile(r"([0-9a-f]{12})-([1-9][0-9]{0,9})\.jsonl", re.ASCII)
+
+
+def process_label(info: Dict[str, Any]) -> str:
+    """How reports name a followed process: its target function (else its multiprocessing
+    name, else its script) and its pid: ``decode_worker pid 4242``."""
+    from .._escape import one_line
+
+    name = info.get("target") or info.get("name") or "process"
+    return one_line(f"{str(name)[:80]} pid {info.get('pid')}")
+
+
+def process_parts(folder: str, run: str) -> List[Tuple[Dict[str, Any], RunResult]]:
+    """The parts of followed run ``run`` in ``folder/processes`` (its processes' own results,
+    :mod:`syncguard.execute.follow`), by pid: ``(process info, result)``. Files of other runs
+    are not this run's and are left alone; a part of this run that is not a result, or that
+    names another run or pid, is an error naming the file."""
+    where = os.path.join(folder, PARTS_DIR)
+    try:
+        names = sorted(os.listdir(where))
+    except (FileNotFoundError, NotADirectoryError):
+        return []
+    out = []
+    for name in names:
+        m = _PART_NAME.fullmatch(name)
+        if m is None or m.group(1) != run:
+            continue
+        res = load(os.path.join(where, name))
+        info = res.header.get("process")
+        if (not isinstance(info, dict) or info.get("run") != run
+                or info.get("pid") != int(m.group(2))):
+            raise ResultError(f"{os.path.join(where, name)}: header.process: not the part of "
+                              f"process {m.group(2)} of run {run}")
+        out.append((info, res))
+    return sorted(out, key=lambda p: int(p[0]["pid"]))
+
+
+def merge_processes(root: RunResult, parts: List[Tuple[Dict[str, Any], RunResult]]
+                    ) -> RunResult:
+    """One result from a followed run's root and its processes' parts: each part's scenarios
+    become ``<name> [<process label>]`` (a row per process in every table), its steps and
+    events keep their own. Complete when every process's part is; ``header["processes"]``
+    says, per process, its label, pid, whether it ended whole and why not, its steps, and
+    whether it used the device."""
+    steps = list(root.steps)
+    events = list(root.events)
+    notes = list(root.notes)
+    timelines = list(root.timelines)
+    reads = Reads()
+    reads.extend(root.reads, 0)
+    procs = []
+    for info, res in parts:
+        tag = process_label(info)
+        steps += [dataclasses.replace(s, scenario=f"{s.scenario} [{tag}]") for s in res.steps]
+        reads.extend(res.reads, len(events))
+        events += [{**e, "scenario": f"{e.get('scenario')} [{tag}]"} for e in res.events]
+        notes += [{**n, "process": tag} for n in res.notes]
+        timelines += [{**t, "scenario": f"{t.get('scenario')} [{tag}]"} for t in res.timelines]
+        footer = res.footer or {}
+        procs.append({"label": tag, "pid": info.get("pid"), "ppid": info.get("ppid"),
+                      "complete": bool(res.complete), "reason": footer.get("reason"),
+                      "steps": len(res.steps), "device_used": footer.get("device_used"),
+                      "source": res.source})
+    header = dict(root.header)
+    header["processes"] = procs
+    end = dict(root.footer) if root.footer else None
+    if end is not None and not all(p["complete"] for p in procs):
+        end["complete"] = False
+    return RunResult(header, steps, events, end, notes, root.source, timelines, reads)
+
+
+def _follow_run(res: RunResult) -> Optional[str]:
+    ex = res.header.get("exec")
+    run = ex.get("follow") if isinstance(ex, dict) else None
+    return run if isinstance(run, str) and re.fullmatch(r"[0-9a-f]{12}", run) else None
+
+
 def _is_span(x: Any) -> bool:
     return (type(x) is list and len(x) == 5 and _is_str(x[0]) and _is_num(x[1])
             and _is_num(x[2]) and (x[3] is None or _is_num(x[3]))
@@ -1282,6 +1362,9 @@ def load(path: str) -> RunResult:
         except MemoryError:
             raise ResultError(f"{path}: too large to load") from None
     _warn_if_newer(path, res.header)
+    run = _follow_run(res)
+    if run is not None and "processes" not in res.header:  # its processes' parts beside it
+        res = merge_processes(res, process_parts(os.path.dirname(os.path.abspath(path)), run))
     return res
 
 

@@ -482,11 +482,18 @@ RECORDER: Optional[OpRecorder] = None
 _get_ident = threading.get_ident
 
 
+#: whether an op ran on the simulated device in this process (``exec``'s evidence that the
+#: program used the device at all: syncguard.execute.follow.device_used)
+USED = False
+
+
 def _run_observed(info: _OpInfo, args: Tuple[Any, ...], kwargs: Dict[str, Any]) -> Any:
     """:func:`_run`, then the :data:`OP_OBSERVERS`. On the :data:`RECORDER`'s thread the op
     goes to the recorder (:class:`OpRecorder`) as it runs: the bytes it touches are summed
     from the CPU values it runs on, so its record costs a lookup (inline: a call per op is
     the model's cost too)."""
+    global USED
+    USED = True
     rec = RECORDER
     if rec is None or _get_ident() != rec.thread:
         res = _run(info, args, kwargs)

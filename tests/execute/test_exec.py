@@ -389,7 +389,13 @@ def test_forked_child_does_not_write_into_the_parents_result(tmp_path, monkeypat
     out = str(tmp_path / "o")
     assert main(["exec", "--device", "sim", "--out", out, "--", "python", str(prog)]) == 0
     res = results.load(os.path.join(out, "result.jsonl"))
-    assert [(s.path, s.step, s.syncs) for s in res.steps] == [("decode", i, 1) for i in range(3)]
+    # the parent's rows are its own three steps; the child's step is a row of its own process
+    mine = [(s.path, s.step, s.syncs) for s in res.steps if s.scenario == "forky.py"]
+    assert mine == [("decode", i, 1) for i in range(3)]
+    (child,) = res.header["processes"]
+    assert child["complete"] and child["steps"] == 1
+    assert [(s.scenario, s.path, s.syncs) for s in res.steps if s.scenario != "forky.py"] == [
+        (f"forky.py [{child['label']}]", "child", 1)]
 
 
 TWO_STEPS = (

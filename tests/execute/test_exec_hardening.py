@@ -133,12 +133,17 @@ def test_a_forked_child_never_finalises_the_run(end: str, tmp_path: Path) -> Non
                           env=env(), capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
     assert proc.stderr.count("Wrote ") == 7, proc.stderr  # six reports and result.jsonl, once
-    assert proc.stderr.count("Per step") <= 1
+    assert proc.stderr.count("Summary") == 1  # one report: the child prints none
     lines = (out / "result.jsonl").read_text(encoding="utf-8").splitlines()
     footers = [i for i, ln in enumerate(lines) if '"type":"footer"' in ln]
     assert footers == [len(lines) - 1], "a second footer, or one mid-file"
     res = results.load(str(out))
-    assert [(s.path, s.step) for s in res.steps] == [("decode", i) for i in range(3)]
+    assert [(s.path, s.step) for s in res.steps if s.scenario == "forky.py"] == [
+        ("decode", i) for i in range(3)]
+    # the child's step is its own process's row, from its own part
+    (child,) = res.header["processes"]
+    assert [(s.scenario, s.path) for s in res.steps if s.scenario != "forky.py"] == [
+        (f"forky.py [{child['label']}]", "child")]
 
 
 PRINTS = (
