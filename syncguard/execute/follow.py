@@ -346,9 +346,14 @@ class _TorchFinder:
         if fullname == "torch_npu":
             if self.settings.device != "sim" or "torch" in sys.modules:
                 return None
+            import importlib.util
+
             import torch  # noqa: F401  (its hook installs the stand-in in sys.modules)
 
-            return None  # the import finds the stand-in in sys.modules now
+            mod = sys.modules.get("torch_npu")
+            if mod is None:
+                return None
+            return importlib.util.spec_from_loader("torch_npu", _Existing(mod))
         self._busy = True
         try:
             spec = None
@@ -378,6 +383,20 @@ class _TorchFinder:
 
         loader.exec_module = exec_module
         return spec
+
+
+class _Existing:
+    """The loader of a module that exists already (the ``torch_npu`` stand-in, made while
+    its import was being looked for)."""
+
+    def __init__(self, mod: Any) -> None:
+        self.mod = mod
+
+    def create_module(self, spec: Any) -> Any:
+        return self.mod
+
+    def exec_module(self, module: Any) -> None:
+        pass
 
 
 def boot() -> None:
