@@ -148,7 +148,9 @@ def _missing_torch(exc: ImportError) -> bool:
 
 
 def console_main() -> None:
+    from ..execute import follow
     from . import common
 
+    follow.leave()  # a syncguard command run by a guarded program is its own run
     common.WHOLE_PROCESS = True  # the command line owns this process
     sys.exit(main())

@@ -324,8 +324,9 @@ def _run(opts: ExecOptions, target: Any, out: str, program: Any, path: str,
             # the whole program's syncs that would read like a result; never a pass
             what = "; ".join(_never_called(t, parts) for t in unmatched)
             writer.note(message=f"no step matched: {what}", no_step=True)
+        # a part with no end (killed, still running) cannot say: not taken as host-only
         used = follow.device_used(target) or any(
-            (res.footer or {}).get("device_used") for _, res in parts)
+            res.footer is None or res.footer.get("device_used", True) for _, res in parts)
         host_only = not used and not opts.allow_host
         if host_only:
             writer.note(message=_host_only_line(target), host_only=True)

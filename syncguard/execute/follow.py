@@ -353,7 +353,8 @@ class _TorchFinder:
             mod = sys.modules.get("torch_npu")
             if mod is None:
                 return None
-            return importlib.util.spec_from_loader("torch_npu", _Existing(mod))
+            return importlib.util.spec_from_loader(
+                "torch_npu", _Existing(mod))  # type: ignore[arg-type]
         self._busy = True
         try:
             spec = None
@@ -418,6 +419,20 @@ def boot() -> None:
         _on_torch(settings)
     else:
         sys.meta_path.insert(0, _TorchFinder(settings))
+
+
+def leave() -> None:
+    """This process runs a syncguard command of its own (a program that runs ``syncguard``):
+    it is not guarded as a child of another run, and what it starts is its own run's."""
+    for f in [f for f in sys.meta_path if isinstance(f, _TorchFinder)]:
+        sys.meta_path.remove(f)
+    if os.environ.pop(ENV, None) is not None:
+        parts = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep)
+                 if p and os.path.abspath(p) != BOOT_DIR]
+        if parts:
+            os.environ["PYTHONPATH"] = os.pathsep.join(parts)
+        else:
+            os.environ.pop("PYTHONPATH", None)
 
 
 # -- the end of a followed process -----------------------------------------------------------

@@ -193,7 +193,7 @@ class StepHooks:
                 # its body runs now (the guard started inside its import, as in a followed
                 # child whose module imports torch first): wrapped once the body ran
                 spec.__class__ = _SpecOnReady
-                spec._syncguard_ready = (self.module_ready, mod)
+                spec._syncguard_ready = (self.module_ready, mod)  # type: ignore[attr-defined]
                 continue
             self.module_ready(mod)
         if self.pending():

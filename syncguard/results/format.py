@@ -1198,13 +1198,22 @@ PARTS_DIR = "processes"
 _PART_NAME = re.compile(r"([0-9a-f]{12})-([1-9][0-9]{0,9})\.jsonl", re.ASCII)
 
 
+#: multiprocessing's own names (``Process-1``, ``SpawnProcess-2:1``): a label says the target
+_DEFAULT_PROCESS_NAME = re.compile(r"[A-Za-z]*Process-[0-9]+(:[0-9]+)*")
+
+
 def process_label(info: Dict[str, Any]) -> str:
-    """How reports name a followed process: its target function (else its multiprocessing
-    name, else its script) and its pid: ``decode_worker pid 4242``."""
+    """How reports name a followed process: its target function (with the process's name
+    when the program gave it one), else its script, and its pid: ``decode_worker pid 4242``,
+    ``VllmWorker-0: WorkerProc.worker_main pid 4243``."""
     from .._escape import one_line
 
-    name = info.get("target") or info.get("name") or "process"
-    return one_line(f"{str(name)[:80]} pid {info.get('pid')}")
+    target, name = info.get("target"), info.get("name")
+    if target and name and not _DEFAULT_PROCESS_NAME.fullmatch(str(name)):
+        who = f"{str(name)[:40]}: {str(target)[:80]}"  # VllmWorker-0: WorkerProc.worker_main
+    else:
+        who = str(target or name or "process")[:80]
+    return one_line(f"{who} pid {info.get('pid')}")
 
 
 def process_parts(folder: str, run: str) -> List[Tuple[Dict[str, Any], RunResult]]:

@@ -44,7 +44,7 @@ def _decoders(res: results.RunResult) -> Dict[str, List[int]]:
         if s.path == "Dec.forward":
             rows.setdefault(s.scenario, []).append(s.syncs)
     for scenario, syncs in rows.items():
-        target = scenario.split("[", 1)[1].split(" pid ")[0]
+        target = scenario.split("[", 1)[1].split(" pid ")[0].split(": ")[-1]
         by.setdefault(target, []).append(syncs)
     return {t: [x for one in v for x in one] for t, v in by.items()}
 
