@@ -162,7 +162,8 @@ def execute(opts: ExecOptions, target: Any, out: str) -> int:
     if run_id is not None:
         settings = follow.Settings(
             run=run_id, out=os.path.abspath(out), root=os.getpid(), device=target.kind,
-            exhaustive=target.asked_exhaustive, steps=[[t.spec, t.flag] for t in opts.steps],
+            exhaustive=target.asked_exhaustive,
+            steps=[[t.spec, t.flag, t.module] for t in opts.steps],
             warmup=opts.warmup, allow=[list(a) for a in opts.allow_sites],
             lineage=opts.lineage, events_per_site=opts.events_per_site, rank=opts.rank,
             program=program.name, header=header)

@@ -66,7 +66,7 @@ class Settings:
     root: int
     device: str
     exhaustive: bool
-    steps: List[List[str]]  # [spec, flag]
+    steps: List[List[str]]  # [spec, flag, module]
     warmup: int
     allow: List[List[str]]
     lineage: bool
@@ -293,7 +293,12 @@ def _start_child(settings: Settings) -> None:
     from .session import ExecSession
 
     target = resolve_target(settings.device, gpu=True, exhaustive=settings.exhaustive)
-    hooks = StepHooks([parse_step(spec, flag) for spec, flag in settings.steps])
+    targets = []
+    for spec, flag, module in settings.steps:
+        t = parse_step(spec, flag)
+        t.module = module  # the program's own code is __main__ (the root decided)
+        targets.append(t)
+    hooks = StepHooks(targets)
     writer: Any = None  # the part's: set below
     session = ExecSession(settings.program, writer, target, warmup=settings.warmup,
                           allow_sites=[(a, b) for a, b in settings.allow],
@@ -310,6 +315,8 @@ def _start_child(settings: Settings) -> None:
         tracking(target, True).__enter__()
     session.__enter__()
     hooks.install()
+    if hooks.pending().get("__main__"):
+        _main_ready_at_bootstrap(hooks)
     markers.set_recorder(session)
     _install_exit_hooks()
     install_fork_hook()
@@ -321,6 +328,39 @@ def _forget_device_use() -> None:
         from ..sim import device as simdev
 
         simdev.USED = False
+
+
+def _main_ready_at_bootstrap(hooks: Any) -> None:
+    """``--step`` on the program's own functions in a spawn child: its main module runs again
+    there as ``__mp_main__`` (by ``runpy``, no import a hook sees). Its targets are wrapped
+    when the child's process starts its target (``BaseProcess._bootstrap``), the target itself
+    included when it is one of them."""
+    from multiprocessing import process
+
+    orig = process.BaseProcess._bootstrap  # type: ignore[attr-defined]
+
+    def _bootstrap(self: Any, *args: Any, **kwargs: Any) -> Any:
+        process.BaseProcess._bootstrap = orig  # type: ignore[attr-defined]
+        main = sys.modules.get("__mp_main__") or sys.modules.get("__main__")
+        if main is not None:
+            before = dict(vars(main))
+            with contextlib.suppress(Exception):
+                hooks.main_ready(main)
+            target = getattr(self, "_target", None)
+            for name, value in before.items():
+                new = vars(main).get(name)
+                if new is value:
+                    continue
+                # runpy ran the code in a dict of its own and copied it into the module: the
+                # functions look their names up there
+                glob = getattr(value, "__globals__", None)
+                if isinstance(glob, dict) and glob is not vars(main) and glob.get(name) is value:
+                    glob[name] = new
+                if target is value:
+                    self._target = new
+        return orig(self, *args, **kwargs)
+
+    process.BaseProcess._bootstrap = _bootstrap  # type: ignore[attr-defined]
 
 
 def _on_torch(settings: Settings) -> None:

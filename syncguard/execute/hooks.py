@@ -211,6 +211,19 @@ class StepHooks:
             while self._patched:
                 self._patched.pop().restore()
 
+    def main_ready(self, mod: types.ModuleType) -> None:
+        """Wrap the pending ``__main__`` targets in ``mod``, the program's main module as a
+        spawn child re-imports it (``__mp_main__``)."""
+        with self._lock:
+            for t in self.pending().get("__main__", []):
+                if t.qualname.split(".")[0] not in vars(mod):
+                    continue
+                try:
+                    self._patch(mod, t)
+                    t.installed = True
+                except StepSpecError as exc:
+                    t.error = str(exc)
+
     def module_ready(self, mod: types.ModuleType) -> None:
         """Wrap every pending target of ``mod`` (called right after its body ran). For the
         program's own code (``__main__``, called after each binding statement while it

@@ -137,3 +137,33 @@ def _drains_of(out: str) -> List[str]:
             if b"syncguard.results.drain" in cmd and out.encode() in cmd:
                 found.append(pid)
     return found
+
+
+MAIN_STEP = (
+    "import multiprocessing as mp\n"
+    "import torch\n\n"
+    "def decode_step(x):\n"
+    "    return bool((x * 2).sum() > 1e9)  # a read in the step\n\n"
+    "def worker():\n"
+    "    import torch_npu\n"
+    "    x = torch.ones(4, device='npu')\n"
+    "    for _ in range(5):\n"
+    "        decode_step(x)\n\n"
+    "if __name__ == '__main__':\n"
+    "    p = mp.get_context('spawn').Process(target=worker)\n"
+    "    p.start(); p.join()\n")
+
+
+def test_a_step_in_the_programs_own_code_counts_in_a_spawn_child(tmp_path: Path) -> None:
+    """The script's own function, named as a step, in a spawn child, which runs the script
+    again as __mp_main__ (runpy: no import a hook sees)."""
+    prog = tmp_path / "mainstep.py"
+    prog.write_text(MAIN_STEP)
+    out = tmp_path / "out"
+    proc = subprocess.run([sys.executable, "-m", "syncguard", "exec", "--device", "sim",
+                           "--step", "mainstep:decode_step", "--max-syncs", "0", "--out",
+                           str(out), "--", "python", str(prog)], cwd=tmp_path, env=env(),
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 1, proc.stderr
+    res = results.load(str(out))
+    assert [(s.path, s.syncs) for s in res.steps] == [("decode_step", 1)] * 5

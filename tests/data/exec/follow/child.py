@@ -1,4 +1,7 @@
-"""A Python worker started with subprocess (its own interpreter, not multiprocessing)."""
+"""A Python worker started with subprocess (its own interpreter, not multiprocessing). It
+imports torch_npu first, as NPU scripts do: on --device sim the stand-in must exist before
+torch is imported."""
+# ruff: noqa: I001
 
 import sys
 
