@@ -60,6 +60,23 @@ def test_readme_exec_quick_start_prints_its_first_line(tmp_path: Path) -> None:
     assert shown.startswith(" ".join(proc.stderr.splitlines()[0].split())[:60])
 
 
+def test_readme_multiprocess_exec_prints_its_first_line(tmp_path: Path) -> None:
+    """The engine-shaped launcher as written: exit 1 (the gate, in the scheduler process),
+    and the first line it shows (its pid aside)."""
+    section = README.split("## Your program, unchanged", 1)[1].split("Engines decode", 1)[1]
+    lines = _block(section, "from the tests:", "bash").strip().splitlines()
+    assert lines[0].startswith("cd ")
+    cmd = lines[1].split()
+    assert cmd[:2] == ["syncguard", "exec"]
+    out = tmp_path / "o"
+    proc = _run([sys.executable, "-m", "syncguard", "exec", "--out", str(out), *cmd[2:]],
+                ROOT / lines[0].split()[1])
+    assert proc.returncode == 1, proc.stderr
+    shown = " ".join(re.search(r"```\n(1 hidden sync.*?)```", section, re.S).group(1).split())
+    first = " ".join(proc.stderr.splitlines()[0].split())
+    assert re.sub(r"pid [0-9]+", "pid N", first) == re.sub(r"pid [0-9]+", "pid N", shown)
+
+
 def test_readme_plugin_snippet_passes_and_catches_a_sync(tmp_path: Path) -> None:
     code = _block(README, "## A test: the pytest plugin", "python")
     (tmp_path / "test_ok.py").write_text(code, encoding="utf-8")
