@@ -42,7 +42,7 @@ from .project import ModuleSummary, Project
 from .shapes import _Shapes
 from .state import _Ctx, _imports
 from .statements import _element, _Statements
-from .syntax import _attr_key
+from .syntax import _attr_key, comments
 
 __all__ = ["CERTAIN", "LIKELY", "SILENT", "SEVERITIES", "Finding", "check_source", "check_tree"]
 
@@ -364,6 +364,10 @@ def _one_per_line(found: List[Finding], ctx: _Ctx) -> List[Finding]:
         seen.add(k)
         by_line.setdefault(f.line, []).append(f)
     out: List[Finding] = []
+    # the file's comments, read at the first marker (None: the tokenizer refused the file,
+    # the marker on the line is taken as it is)
+    notes: Optional[Dict[int, str]] = None
+    read_notes = False
     for line in sorted(by_line):
         fs = sorted(by_line[line], key=lambda f: (-_RANK[f.severity], f.col))
         best = fs[0]
@@ -371,6 +375,12 @@ def _one_per_line(found: List[Finding], ctx: _Ctx) -> List[Finding]:
         best.end_line = max(f.end_line for f in fs)
         lines = ctx.lines
         m = _ALLOW.search(lines[line - 1]) if 0 < line <= len(lines) else None
+        if m is not None:
+            # a marker counts only in a comment: a log message may mention one
+            if not read_notes:
+                notes, read_notes = comments(ctx.source), True
+            if notes is not None:
+                m = _ALLOW.search(notes.get(line, ""))
         if m is not None:
             best.allowed = m.group(1).strip() or "allowed"
         out.append(best)

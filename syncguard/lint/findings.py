@@ -19,9 +19,10 @@ _RANK = {CERTAIN: 2, LIKELY: 1, SILENT: 0}
 @dataclasses.dataclass
 class Finding:
     """One line that can make a hidden sync. ``line``/``col`` where the syncing expression
-    starts (1-based line, 0-based column), ``end_line`` where it ends; ``rule`` an id of
-    :data:`syncguard.core.syncapis.RULES`; ``api`` the Python entry that syncs; ``why`` the reason;
-    ``severity`` certain/likely/silent; ``value`` what the read value was inferred to be;
+    starts (1-based line as Python numbers lines, 0-based column in characters), ``end_line``
+    where it ends; ``rule`` an id of :data:`syncguard.core.syncapis.RULES`; ``api`` the Python
+    entry that syncs; ``why`` the reason; ``severity`` certain/likely/silent; ``value`` what the
+    read value was inferred to be;
     ``function`` the enclosing function's qualified name; ``allowed`` the reason of an inline
     ``# syncguard: allow[reason]`` (None when not allowed); ``text`` the source line."""
 

@@ -146,6 +146,9 @@ def render_sarif(findings: Sequence[Finding], summary: Dict[str, Any]) -> str:
                       for e in _errors(summary)]}
     log = sarif_log("syncguard-lint", rules, results, invocation,
                     {"files": summary["files"], "counts": summary["counts"]})
+    # columns count characters (code points), as Python's columns do; SARIF's default is
+    # UTF-16 code units, which differ from them past the Basic Multilingual Plane
+    log["runs"][0]["columnKind"] = "unicodeCodePoints"
     return json.dumps(_escape.json_safe(log), indent=2) + "\n"
 
 

@@ -19,7 +19,7 @@ from .backends import BOTH, backends_of
 from .findings import Finding, _sev
 from .infer import HOST, PINNED, PY, UNKNOWN, by_name, is_tensorish
 from .project import ClassInfo, ModuleSummary, Project
-from .syntax import _attr_key, _dotted
+from .syntax import _attr_key, _dotted, char_col, source_lines
 
 _APIS = syncapis.by_name()
 #: the op-model condition an in-kernel read flagged by the lint has been proved to meet (the
@@ -77,7 +77,7 @@ class _Ctx:
     def lines(self) -> List[str]:
         """The file's lines, split when a finding first needs one (most files have few)."""
         if self._lines is None:
-            self._lines = self.source.splitlines()
+            self._lines = source_lines(self.source)
         return self._lines
 
     def symbol(self, name: str) -> Optional[Tuple[ModuleSummary, str]]:
@@ -213,11 +213,11 @@ class _FuncState:
                 return  # no op model counts a read here: no sync on any backend
             backend = found
         line = getattr(node, "lineno", 1)
-        text = self.ctx.lines[line - 1].strip() if 0 < line <= len(self.ctx.lines) else ""
+        raw = self.ctx.lines[line - 1] if 0 < line <= len(self.ctx.lines) else ""
         self.ctx.findings.append(Finding(
-            self.ctx.path, line, getattr(node, "col_offset", 0),
+            self.ctx.path, line, char_col(raw, getattr(node, "col_offset", 0)),
             getattr(node, "end_lineno", None) or line, rule, api, why, severity, value,
-            self.name, text, context=self.context, backend=backend))
+            self.name, raw.strip(), context=self.context, backend=backend))
 
     def api_flag(self, node: ast.AST, name: str, owner: str, severity: str, value: str,
                  why: Optional[str] = None) -> None:
