@@ -46,6 +46,7 @@ index_select gather scatter scatter_ clamp clamp_ float half bfloat16 long int b
 cumsum sum mean max min topk sort exp log sigmoid matmul bmm transpose permute flatten
 expand expand_as repeat narrow chunk split div mul add sub neg abs sqrt pow lt le gt ge eq ne
 logical_and logical_or logical_not fill_ zero_ copy_ index_copy_ index_fill_ any all
+isfinite isnan isinf isneginf isposinf nan_to_num logical_xor masked_select nonzero
 """.split())
 #: modules whose functions return tensors
 _TENSOR_NAMESPACES = frozenset({"torch", "torch.nn.functional", "torch.special", "torch.linalg",
@@ -146,11 +147,28 @@ class _Calls(_FuncState):
                     self.api_flag(a, "__index__", "Tensor", _sev(v), v,
                                   "range() reads the tensor bound on the host")
             return PY
-        if name in ("sorted", "max", "min") and len(node.args) == 1:
+        if name in ("sorted", "max", "min", "any", "all") and len(node.args) == 1:
             if syncs_on(first):
                 self.api_flag(node, "__bool__", "Tensor", _sev(first), first,
-                              f"{name}() over a tensor compares its elements on the host")
+                              f"{name}() over a tensor compares its elements on the host"
+                              if name not in ("any", "all") else
+                              f"{name}() reads each element of the tensor as a truth value")
+            if name in ("any", "all"):
+                return PY
             return UNKNOWN if is_tensorish(first) else first
+        if name in ("max", "min") and len(node.args) > 1 and name not in self.env:
+            # max(a, t): Python compares the arguments, a tensor result read as a truth value
+            tensors = [v for v in vals if is_tensorish(v)]
+            sure = [v for v in tensors if syncs_on(v)]
+            if sure:
+                self.api_flag(node, "__bool__", "Tensor", _sev(combine(sure)), combine(sure),
+                              f"{name}() of tensors compares them as Python truth values")
+            if tensors and len(tensors) == len(vals):
+                return combine(tensors)
+            return UNKNOWN if tensors else combine(vals)
+        if name in ("sum", "abs") and node.args and name not in self.env:
+            # sum(t) adds its rows, abs(t) is t.abs(): a tensor where the argument is
+            return first if is_tensorish(first) else (PY if first == PY else UNKNOWN)
         if name in ("len", "isinstance", "hasattr", "id", "type", "callable", "getattr"):
             return PY
         if name in ("list", "tuple", "reversed", "iter", "next"):
@@ -374,6 +392,9 @@ class _Calls(_FuncState):
             self.flag(node, a.rule, f"Tensor.{m}", a.why, SILENT, r)  # a candidate only
         if r == PY and isinstance(func.value, ast.Name) and func.value.id in ("self", "cls"):
             # a method of the class: it may return tensors (or tuples of them)
+            got = self.self_call(node, m)
+            if got is not None:
+                return got
             return PY if m in _PY_METHODS else UNKNOWN
         if r in (HOST, PINNED, PY) and m not in ("to",):
             if m == "pin_memory":

@@ -11,7 +11,8 @@ finding and the binding and lookup of names.
 from __future__ import annotations
 
 import ast
-from typing import TYPE_CHECKING, Dict, List, Optional, Sequence, Set, Tuple
+import dataclasses
+from typing import TYPE_CHECKING, Any, Dict, List, Optional, Sequence, Set, Tuple
 
 from ..core import syncapis
 from . import context as _context
@@ -30,6 +31,23 @@ _IN_KERNEL_WHEN = {"multinomial": "no_replacement_or_one_sample",
 #: (rank or None, known to have no element): what the code says of a tensor's shape
 _Shape = Tuple[Optional[int], bool]
 _NO_SHAPE: _Shape = (None, False)
+
+
+@dataclasses.dataclass
+class _ClassRead:
+    """A class of this file while its methods are read: what a method needs to read another
+    one (``self.m()`` before ``m``'s ``def``) and the places each ``self.m(...)`` call gives
+    ``m``'s parameters (a parameter every caller fills from the device is on the device)."""
+
+    #: the class body's dataflow (methods are read as its functions) and the methods' seed
+    body: Any
+    seed: Dict[str, str]
+    #: the methods by name; those whose return is known (read in order or ahead of it)
+    methods: Dict[str, ast.AST]
+    known: Set[str] = dataclasses.field(default_factory=set)
+    #: method -> one ``{parameter: place}`` per ``self.m(...)`` call read in the class
+    calls: Dict[str, List[Dict[str, str]]] = dataclasses.field(default_factory=dict)
+    recording: bool = True
 
 
 class _Ctx:
@@ -58,6 +76,8 @@ class _Ctx:
         self.defs: Dict[str, ast.AST] = {}
         self.returns_known: Set[str] = set()
         self.in_progress: Set[str] = set()
+        #: the classes being read, by key (:class:`_ClassRead`)
+        self.class_reads: Dict[str, _ClassRead] = {}
         self.findings: List[Finding] = []
         self.collect = True
         #: the file imports torch: without it an unknown value is not taken for a tensor
@@ -190,6 +210,8 @@ class _FuncState:
         self.context = context or ctx.file_context
         self.env: Dict[str, str] = dict(env or {})
         self.ret: Optional[str] = None
+        #: the key of the class whose method (or a function nested in one) this is
+        self.cls: Optional[str] = None
         #: names bound to boolean tensors (comparisons, ~ & | of them)
         self.masks: Set[str] = set()
         #: names bound to Python lists (``sorted(...)``, ``[...]``): as an index they copy
@@ -291,6 +313,8 @@ class _FuncState:
         def args(self, node: ast.Call) -> List[str]: ...
 
         def lazy_return(self, name: str) -> None: ...
+
+        def self_call(self, node: ast.Call, m: str) -> Optional[str]: ...
 
         def bind_shape(self, key: str, value: Optional[ast.expr]) -> None: ...
 

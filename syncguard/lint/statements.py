@@ -6,7 +6,7 @@ state."""
 from __future__ import annotations
 
 import ast
-from typing import Dict, List, Optional, Sequence, Set
+from typing import Dict, List, Optional, Sequence, Set, Tuple
 
 from . import context as _context
 from .infer import (
@@ -23,7 +23,7 @@ from .infer import (
     join,
 )
 from .project import ClassInfo
-from .state import _NO_SHAPE, _Ctx, _FuncState, _imports, _Shape
+from .state import _NO_SHAPE, _ClassRead, _Ctx, _FuncState, _imports, _Shape
 from .syntax import _dotted, _is_list_expr
 
 
@@ -256,14 +256,17 @@ class _Statements(_FuncState):
             return
         self.bind(target, _element(self.ev(it)))
 
-    def function(self, s: ast.AST, qualname: str, seed: Optional[Dict[str, str]] = None
-                 ) -> _Statements:
+    def function(self, s: ast.AST, qualname: str, seed: Optional[Dict[str, str]] = None,
+                 given: Optional[Dict[str, str]] = None) -> _Statements:
+        """Read function ``s``; ``seed`` the places its body starts from (the enclosing
+        scope's), ``given`` places of parameters its callers pass."""
         name = getattr(s, "name", "")
         context = _context.function_context(name, self.context)
         if (context == _context.SERVING and self.name == "<module>"
                 and name in self.ctx.script_funcs):
             context = _context.SCRIPT  # main(), called from the __main__ block
         f = type(self)(self.ctx, qualname, seed if seed is not None else self.env, context)
+        f.cls = self.cls
         decorators = getattr(s, "decorator_list", ())
         if any(_context.is_kernel_decorator(d, self.ctx.names) for d in decorators):
             # a device kernel (Triton, CuTe, TileLang...): traced for the device, its
@@ -273,10 +276,10 @@ class _Statements(_FuncState):
         for d in decorators:
             self.ev(d)
         f.params(s.args)  # type: ignore[attr-defined]
+        if given:
+            f.env.update(given)
         f.body(s.body)  # type: ignore[attr-defined]
-        hint = by_annotation(getattr(s, "returns", None))
-        if hint == PY:
-            f.ret = PY  # -> bool / int: what the caller gets is a Python value
+        f.ret = _with_hint(f.ret, getattr(s, "returns", None))
         return f
 
     def analyse_class(self, cls: ast.ClassDef) -> None:
@@ -290,9 +293,15 @@ class _Statements(_FuncState):
                         _context.class_context(cls.name, self.context))
         info = ClassInfo(prefix)
         key = f"{ctx.module or ctx.path}:{prefix}"
+        cf.cls = key
         ctx.classes[key] = info
         if outer == "<module>":
             ctx.local_classes[cls.name] = key
+        read = ctx.class_reads[key] = _ClassRead(cf, seed, {m.name: m for m in methods})
+        for m in methods:  # what the hints say, until the bodies say more
+            hint = _with_hint(None, m.returns)
+            if hint is not None:
+                info.methods[m.name] = hint
         for s in cls.body:
             if not isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 cf.stmt(s)
@@ -301,8 +310,12 @@ class _Statements(_FuncState):
                     v = cf.env.get(s.target.id, UNKNOWN)
                     info.attrs[s.target.id] = v
                     seed[f"self.{s.target.id}"] = v
+        spans: Dict[str, Tuple[int, int]] = {}
         for m in methods:
+            start = len(ctx.findings)
             f = cf.function(m, f"{prefix}.{m.name}", seed)
+            spans[m.name] = (start, len(ctx.findings))
+            read.known.add(m.name)
             if f.ret is not None and f.ret != UNKNOWN:
                 info.methods[m.name] = f.ret
             if m.name in ("__init__", "__post_init__", "setup"):
@@ -311,6 +324,73 @@ class _Statements(_FuncState):
                         seed[k] = v
                         if "." not in k[5:] and v != UNKNOWN:
                             info.attrs[k[5:]] = v
+        self.reread_by_callers(read, info, prefix, spans)
+        del ctx.class_reads[key]
+
+    def reread_by_callers(self, read: _ClassRead, info: ClassInfo, prefix: str,
+                          spans: Dict[str, Tuple[int, int]]) -> None:
+        """Read again the methods some parameter of which every ``self.m(...)`` call in the
+        class fills from the device (or every one from the host), with that place: their
+        first reading's findings are replaced."""
+        read.recording = False
+        again: Dict[str, Dict[str, str]] = {}
+        for name, calls in read.calls.items():
+            if name not in spans:
+                continue
+            given = _given_by_callers(read.methods[name], calls)
+            if given:
+                again[name] = given
+        if not again:
+            return
+        ctx = self.ctx
+        for start, end in sorted((spans[n] for n in again), reverse=True):
+            del ctx.findings[start:end]
+        for name, given in again.items():
+            f = read.body.function(read.methods[name], f"{prefix}.{name}", read.seed, given)
+            if f.ret is not None and f.ret != UNKNOWN:
+                info.methods[name] = f.ret
+
+    def self_call(self, node: ast.Call, m: str) -> Optional[str]:
+        """``self.m(...)`` of a method ``m`` of the class being read: its return (read ahead
+        of its ``def`` when needed), and the places of the arguments kept for ``m``'s
+        parameters; None when ``m`` is no method read here."""
+        ctx = self.ctx
+        read = ctx.class_reads.get(self.cls) if self.cls is not None else None
+        if read is None or m not in read.methods:
+            return None
+        fn = read.methods[m]
+        if read.recording and ctx.collect:
+            read.calls.setdefault(m, []).append(self.call_places(node, fn))
+        busy = f"{self.cls}.{m}"
+        if m not in read.known and busy not in ctx.in_progress and len(ctx.in_progress) < 32:
+            ctx.in_progress.add(busy)
+            saved, ctx.collect = ctx.collect, False
+            try:
+                f = read.body.function(fn, busy, read.seed)
+            finally:
+                ctx.collect = saved
+                ctx.in_progress.discard(busy)
+            read.known.add(m)
+            info = ctx.classes.get(self.cls)  # type: ignore[arg-type]
+            if info is not None and f.ret is not None and f.ret != UNKNOWN:
+                info.methods[m] = f.ret
+        info = ctx.classes.get(self.cls)  # type: ignore[arg-type]
+        return info.methods.get(m) if info is not None else None
+
+    def call_places(self, node: ast.Call, fn: ast.AST) -> Dict[str, str]:
+        """``{parameter: place}`` of what call ``node`` passes to method ``fn`` (its first
+        parameter, ``self``, left out); empty past a ``*args`` or ``**kwargs``."""
+        names = _param_names(fn)
+        out: Dict[str, str] = {}
+        for i, a in enumerate(node.args):
+            if isinstance(a, ast.Starred) or i >= len(names):
+                return {}
+            out[names[i]] = self.ev_quiet(a)
+        for kw in node.keywords:
+            if kw.arg is None:
+                return {}
+            out[kw.arg] = self.ev_quiet(kw.value)
+        return out
 
     def lazy_return(self, name: str) -> None:
         """What module-level function ``name`` returns, when a call is read before its ``def``
@@ -353,6 +433,47 @@ def _isinstance_py(test: ast.expr) -> Optional[str]:
     if names and all(_dotted(n) in _PY_TYPES for n in names):
         return test.args[0].id
     return None
+
+
+def _with_hint(ret: Optional[str], hint_node: Optional[ast.expr]) -> Optional[str]:
+    """What a function returns, ``ret`` as its body says and its return hint: ``-> int`` a
+    Python value whatever the body returns; a tensor or array hint where the body says
+    nothing sure (a body that returns a numpy array is on the host, whatever the hint)."""
+    hint = by_annotation(hint_node)
+    if hint == PY:
+        return PY  # -> bool / int: what the caller gets is a Python value
+    if hint is not None and ret not in (DEVICE, HOST, PINNED, PY):
+        return hint
+    return ret
+
+
+def _param_names(fn: ast.AST) -> List[str]:
+    """The positional parameters of method ``fn`` a call fills, ``self`` left out."""
+    args: ast.arguments = fn.args  # type: ignore[attr-defined]
+    names = [a.arg for a in [*args.posonlyargs, *args.args]]
+    static = any(_dotted(d) == "staticmethod"
+                 for d in getattr(fn, "decorator_list", ()))
+    return names if static else names[1:]
+
+
+def _given_by_callers(fn: ast.AST, calls: List[Dict[str, str]]) -> Dict[str, str]:
+    """Parameters of ``fn`` every call fills from the device (or every one from the host),
+    where the parameter's own hint or name does not say more: ``{name: place}``."""
+    args: ast.arguments = fn.args  # type: ignore[attr-defined]
+    out: Dict[str, str] = {}
+    for a in [*args.posonlyargs, *args.args, *args.kwonlyargs]:
+        own = by_annotation(a.annotation) or by_name(a.arg)
+        if own not in (None, TENSOR, UNKNOWN) or a.arg in ("self", "cls"):
+            continue  # an int, a host array or a name that says where
+        got = [c.get(a.arg) for c in calls]
+        if not got or None in got:
+            continue
+        v = got[0]
+        for w in got[1:]:
+            v = join(v, w)  # type: ignore[arg-type]
+        if v in (DEVICE, HOST, PINNED):
+            out[a.arg] = v
+    return out
 
 
 def _record_return(ctx: _Ctx, name: str, f: _FuncState) -> None:

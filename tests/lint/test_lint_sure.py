@@ -72,3 +72,170 @@ def test_an_allow_marker_inside_a_string_allows_nothing() -> None:
     found = {f.line: f for f in check_source(src, "m.py")}
     assert found[4].reported
     assert found[5].allowed == "read once per request"
+
+
+# -- builtins over tensors ----------------------------------------------------------------
+@pytest.mark.parametrize("expr", ["max(a_gpu, b_gpu)", "max(1, a_gpu)", "min(n, a_gpu)",
+                                  "any(a_gpu)", "all(a_gpu > 0)"])
+def test_builtins_compare_tensors_as_truth_values(expr: str) -> None:
+    found = _by_line(f"""\
+        import torch
+
+        def f(a_gpu, b_gpu, n: int):
+            return {expr}
+        """)
+    assert found[4].api == "Tensor.__bool__" and found[4].severity == CERTAIN
+
+
+@pytest.mark.parametrize("expr", ["float(max(a_gpu, b_gpu))", "float(sum(a_gpu))",
+                                  "float(abs(a_gpu))"])
+def test_a_builtin_over_device_tensors_returns_a_device_tensor(expr: str) -> None:
+    found = _by_line(f"""\
+        import torch
+
+        def f(a_gpu, b_gpu):
+            y = {expr}
+        """)
+    assert found[4].api == "Tensor.__float__" and found[4].severity == CERTAIN
+
+
+def test_builtins_over_python_values_stay_silent() -> None:
+    assert not _check("""\
+        import torch
+
+        def f(a: int, xs: list):
+            return max(a, 3), min(xs), sum(xs), abs(a), any(xs), all(x > 0 for x in xs)
+        """)
+
+
+@pytest.mark.parametrize("m", ["isfinite", "isnan", "isinf"])
+def test_tensor_only_methods_make_a_tensor(m: str) -> None:
+    found = _by_line(f"""\
+        import torch
+
+        def f(loss):
+            if not loss.{m}().all():
+                return 1
+            if loss.{m}():
+                return 2
+        """)
+    assert found[4].severity == LIKELY and found[6].api == "Tensor.__bool__"
+
+
+# -- methods and functions: what their returns and parameters are -------------------------
+def test_a_method_annotated_to_return_a_tensor() -> None:
+    found = _by_line("""\
+        import torch
+
+        class Trainer:
+            def run(self, batch):
+                loss = self.step(batch)
+                if not loss.isfinite():
+                    raise RuntimeError("nan")
+                if loss > 0:
+                    return loss
+
+            def step(self, batch) -> torch.Tensor:
+                return self.model(batch)
+        """)
+    assert found[6].api == "Tensor.__bool__" and found[6].severity == LIKELY
+    assert found[8].api == "Tensor.__bool__" and found[8].severity == LIKELY
+
+
+def test_a_method_returning_a_device_tensor_is_certain_before_its_def() -> None:
+    found = _by_line("""\
+        import torch
+
+        class Trainer:
+            def run(self):
+                norm = self.grad_norm()
+                return norm.item()
+
+            def grad_norm(self):
+                return torch.zeros(1, device="cuda")
+        """)
+    assert found[6].api == "Tensor.item" and found[6].severity == CERTAIN
+
+
+def test_a_function_annotated_to_return_a_tensor() -> None:
+    found = _by_line("""\
+        import torch
+
+        def run(batch):
+            if step(batch):
+                return 1
+
+        def step(batch) -> torch.Tensor:
+            return batch.model(batch)
+        """)
+    assert found[4].api == "Tensor.__bool__" and found[4].severity == LIKELY
+
+
+def test_a_parameter_every_caller_in_the_class_fills_from_a_device_value() -> None:
+    found = _by_line("""\
+        import torch
+
+        class Clipper:
+            def __init__(self, params):
+                self.params = params
+
+            def grad_norm(self):
+                return torch.zeros(1, device="cuda")
+
+            def step(self):
+                self._clip(self.grad_norm())
+                self._clip(total_norm=self.grad_norm())
+
+            def _clip(self, total_norm):
+                if total_norm > 1.0:
+                    return 1
+        """)
+    assert found[15].api == "Tensor.__bool__" and found[15].severity == CERTAIN
+
+
+def test_a_parameter_some_caller_fills_from_the_host_stays_unknown() -> None:
+    found = _by_line("""\
+        import torch
+
+        class Clipper:
+            def grad_norm(self):
+                return torch.zeros(1, device="cuda")
+
+            def step(self, n: float):
+                self._clip(self.grad_norm())
+                self._clip(n)
+
+            def _clip(self, total_norm):
+                if total_norm > 1.0:
+                    return 1
+        """)
+    assert 12 not in found
+
+
+def test_a_numpy_array_passed_where_the_hint_says_tensor_is_host() -> None:
+    found = _by_line("""\
+        import numpy as np
+        import torch
+
+        class Packer:
+            def pack(self, n: int):
+                self._fill(np.zeros(n))
+
+            def _fill(self, buf: torch.Tensor):
+                return buf.tolist()
+        """)
+    assert 9 not in found
+
+
+def test_a_numpy_return_beats_a_tensor_hint() -> None:
+    found = _by_line("""\
+        import numpy as np
+        import torch
+
+        def layout(n) -> torch.Tensor:
+            return np.arange(n)
+
+        def f(n):
+            return layout(n).tolist()
+        """)
+    assert 8 not in found
