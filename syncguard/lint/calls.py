@@ -171,6 +171,12 @@ class _Calls(_FuncState):
             return first if is_tensorish(first) else (PY if first == PY else UNKNOWN)
         if name in ("len", "isinstance", "hasattr", "id", "type", "callable", "getattr"):
             return PY
+        if name not in self.env:
+            loaded = self.checkpoint(node, self.ctx.names.get(name, ""))
+            if loaded is not None:
+                return loaded
+            if name == "pin_memory" and node.args:
+                return PINNED
         if name in ("list", "tuple", "reversed", "iter", "next"):
             return first if first != PY else PY
         if name not in self.env:
@@ -217,6 +223,9 @@ class _Calls(_FuncState):
         vals = self.args(node)
         if q.startswith("numpy."):
             return HOST
+        loaded = self.checkpoint(node, q)
+        if loaded is not None:
+            return loaded
         head, _, name = q.rpartition(".")
         if head in ("torch.cuda", "torch.npu") and name == "synchronize":
             self.flag(node, "SG601", q, "blocks the host until the device is idle", CERTAIN,
@@ -254,6 +263,8 @@ class _Calls(_FuncState):
             if place == DEVICE and first != DEVICE:
                 self.api_flag(node, name, "torch", CERTAIN if sure else LIKELY, first,
                               "host values copied to the device: the host waits for the copy")
+            if place == HOST and _is_true(kw.get("pin_memory")):
+                return PINNED  # torch.tensor(vals, pin_memory=True): a staging buffer
             return place
         if name in _FACTORIES:
             if not name.endswith("_like") and name not in ("tensor", "as_tensor", "from_numpy"):
@@ -298,6 +309,25 @@ class _Calls(_FuncState):
         if res in (UNKNOWN, PY):
             return TENSOR
         return res
+
+    def checkpoint(self, node: ast.Call, q: str) -> Optional[str]:
+        """Where a checkpoint loader puts what it loads: ``torch.load`` where
+        ``map_location`` says (unknown without one: where it was saved), safetensors'
+        ``load_file``/``load`` on ``device=`` (the host by default); None for other calls."""
+        kw = {k.arg: k.value for k in node.keywords if k.arg}
+        if q == "torch.load":
+            where = kw.get("map_location", node.args[1] if len(node.args) > 1 else None)
+            if where is None:
+                return UNKNOWN
+            if isinstance(where, (ast.Constant, ast.Call, ast.Name, ast.Attribute)):
+                place, sure = self.place_of_device(where)
+                return place if sure or place == HOST else UNKNOWN
+            return UNKNOWN  # a function or a dict of devices
+        if q in ("safetensors.torch.load_file", "safetensors.torch.load"):
+            dev = kw.get("device", node.args[1] if len(node.args) > 1 and (
+                q.endswith("load_file")) else None)
+            return HOST if dev is None else self.place_of_device(dev)[0]
+        return None
 
     def element_places(self, node: ast.expr) -> List[str]:
         """The places of the leaves of a list/tuple literal (nested), or of a list
@@ -352,6 +382,9 @@ class _Calls(_FuncState):
             info = self.ctx.classes.get(cls)
             return info.methods.get(m, UNKNOWN) if info is not None else UNKNOWN
         vals = self.args(node)
+        if m == "pin_memory" and r != DEVICE:
+            # x.pin_memory(), an accelerator's pin_memory(x) helper: page-locked host memory
+            return PINNED
         kw = {k.arg: k.value for k in node.keywords if k.arg} if node.keywords else {}
         tensor_recv = r in (DEVICE, TENSOR) or (
             r == UNKNOWN and m not in _GENERIC and not m.startswith("__"))

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, Dict, List, Optional, Sequence, Set, Tupl
 
 from ..core import syncapis
 from . import context as _context
-from .backends import BOTH, backends_of
+from .backends import BOTH, backends_any, backends_of
 from .findings import Finding, _sev
 from .infer import HOST, PINNED, PY, UNKNOWN, by_name, is_tensorish
 from .project import ClassInfo, ModuleSummary, Project
@@ -214,6 +214,11 @@ class _FuncState:
         self.cls: Optional[str] = None
         #: names bound to boolean tensors (comparisons, ~ & | of them)
         self.masks: Set[str] = set()
+        #: names bound to integer index tensors (argmax, topk's indices, ``.long()``...)
+        self.ints: Set[str] = set()
+        #: names bound to Python lists or tuples of boolean tensors (``torch.cat`` of one is
+        #: a mask)
+        self.mask_lists: Set[str] = set()
         #: names bound to Python lists (``sorted(...)``, ``[...]``): as an index they copy
         self.lists: Set[str] = set()
         #: names (and ``self.x`` keys) bound to tensors of a known rank or known empty
@@ -223,14 +228,16 @@ class _FuncState:
 
     # -- findings ---------------------------------------------------------------------
     def flag(self, node: ast.AST, rule: str, api: str, why: str, severity: str,
-             value: str, model: Optional[Tuple[str, str]] = None) -> None:
+             value: str, model: Optional[Tuple[str, str]] = None,
+             models: Tuple[Tuple[str, str], ...] = ()) -> None:
         """Record a finding; ``model``: (op or entry point, condition) of an op-model entry
-        that decides the backends it syncs on (none: every backend)."""
+        that decides the backends it syncs on (none: every backend); ``models``: several
+        such entries, any of which may hold (the backends of all of them)."""
         if not self.ctx.collect:
             return
         backend = BOTH
-        if model is not None:
-            found = backends_of(*model)
+        if model is not None or models:
+            found = backends_of(*model) if model is not None else backends_any(models)
             if found is None:
                 return  # no op model counts a read here: no sync on any backend
             backend = found
@@ -327,6 +334,10 @@ class _FuncState:
         def index_kind(self, it: ast.expr) -> str: ...
 
         def is_mask(self, idx_node: ast.expr, idx: str) -> bool: ...
+
+        def dtype_of(self, node: ast.expr) -> Optional[str]: ...
+
+        def bind_dtype(self, target: ast.expr, value: Optional[ast.expr]) -> None: ...
 
         def store_subscript(self, target: ast.Subscript, v: str,
                             value: Optional[ast.expr] = None) -> None: ...

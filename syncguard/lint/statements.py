@@ -9,6 +9,7 @@ import ast
 from typing import Dict, List, Optional, Sequence, Set, Tuple
 
 from . import context as _context
+from .indexing import BOOL
 from .infer import (
     DEVICE,
     HOST,
@@ -20,6 +21,7 @@ from .infer import (
     by_annotation,
     by_name,
     combine,
+    hint_text,
     join,
 )
 from .project import ClassInfo
@@ -47,6 +49,11 @@ class _Statements(_FuncState):
             if a.arg in ("self", "cls"):
                 v = PY
             self.env[a.arg] = v or UNKNOWN
+            hint = _hint_source(a.annotation)
+            if "BoolTensor" in hint:
+                self.masks.add(a.arg)
+            elif "LongTensor" in hint or "IntTensor" in hint:
+                self.ints.add(a.arg)
         for d in [*args.defaults, *[d for d in args.kw_defaults if d is not None]]:
             self.ev(d)
 
@@ -138,11 +145,8 @@ class _Statements(_FuncState):
         v = self.ev(s.value)
         for t in s.targets:
             self.bind(t, v, s.value)
+            self.bind_dtype(t, s.value)
             if isinstance(t, ast.Name):
-                if not isinstance(s.value, ast.Name) and self.is_mask(s.value, v):
-                    self.masks.add(t.id)
-                else:
-                    self.masks.discard(t.id)
                 if _is_list_expr(s.value) or (
                         isinstance(s.value, ast.Name) and s.value.id in self.lists):
                     self.lists.add(t.id)
@@ -192,6 +196,11 @@ class _Statements(_FuncState):
 
     def for_stmt(self, s: ast.stmt) -> None:
         self.bind_iter(s.target, s.iter)  # type: ignore[attr-defined]
+        target, it = s.target, s.iter  # type: ignore[attr-defined]
+        if isinstance(target, ast.Name):
+            self.bind_dtype(target, None)
+            if isinstance(it, ast.Name) and it.id in self.mask_lists:
+                self.masks.add(target.id)  # for m in masks
         self.branch(s.body, [])  # type: ignore[attr-defined]
         self.branch(s.orelse, [])  # type: ignore[attr-defined]
 
@@ -206,6 +215,11 @@ class _Statements(_FuncState):
 
     def expr_stmt(self, s: ast.Expr) -> None:
         self.ev(s.value)
+        c = s.value
+        if isinstance(c, ast.Call) and isinstance(c.func, ast.Attribute) and isinstance(
+                c.func.value, ast.Name) and c.func.attr == "append" and len(c.args) == 1 and (
+                self.dtype_of(c.args[0]) == BOOL):
+            self.mask_lists.add(c.func.value.id)  # masks.append(x > 0)
 
     def with_stmt(self, s: ast.stmt) -> None:
         for item in s.items:  # type: ignore[attr-defined]
@@ -409,6 +423,15 @@ class _Statements(_FuncState):
             ctx.collect = saved
             ctx.in_progress.discard(name)
         _record_return(ctx, name, f)
+
+
+def _hint_source(node: Optional[ast.expr]) -> str:
+    """The text of a type hint (empty without one)."""
+    if node is None:
+        return ""
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        return node.value
+    return hint_text(node) or ""
 
 
 def _element(v: str) -> str:

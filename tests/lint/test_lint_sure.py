@@ -239,3 +239,126 @@ def test_a_numpy_return_beats_a_tensor_hint() -> None:
             return layout(n).tolist()
         """)
     assert 8 not in found
+
+
+# -- masks made by casts, wherever they flow -------------------------------------------------
+@pytest.mark.parametrize("line", [
+    "y = x_gpu[0, m.bool(), :]",
+    "y = x_gpu[m.to(torch.bool)]",
+    "y = x_gpu[m.to(dtype=torch.bool)]",
+    "keep = torch.zeros(8, dtype=torch.bool, device=x_gpu.device); y = x_gpu[keep]",
+    "keep = torch.ones_like(x_gpu, dtype=torch.bool); y = x_gpu[keep]",
+    "keep = torch.cat([a > 0, b > 0]); y = x_gpu[keep]",
+    "keeps = [a > 0, b > 0]; y = x_gpu[torch.cat(keeps)]",
+    "keeps = []; keeps.append(a > 0); y = x_gpu[torch.stack(keeps)]",
+    "k1, k2 = a > 0, b.isnan(); y = x_gpu[k2]",
+    "keep = m.bool().to(x_gpu.device); y = x_gpu[keep]",
+    "y = x_gpu[torch.isin(a, b)]",
+])
+def test_masks_made_by_casts_index_by_nonzero(line: str) -> None:
+    found = _by_line(f"""\
+        import torch
+
+        def f(x_gpu, m, a, b):
+            {line}
+        """)
+    assert found[4].api == "Tensor.__getitem__" and found[4].severity == CERTAIN
+
+
+def test_an_integer_cast_is_no_mask() -> None:
+    assert not _check("""\
+        import torch
+
+        def f(x_gpu, m):
+            return x_gpu[m.long()], x_gpu[m.to(torch.int64)]
+        """)
+
+
+# -- the NPU's mask writes --------------------------------------------------------------------
+@pytest.mark.parametrize("hint", ["", ": torch.BoolTensor"])
+def test_a_number_written_through_a_tensor_of_unknown_dtype_syncs_on_the_npu(hint) -> None:
+    found = _by_line(f"""\
+        import torch
+
+        def f(logits_gpu, keep{hint}):
+            logits_gpu[keep] = 0.0
+        """)
+    assert found[4].rule in ("SG301", "SG401")
+    assert found[4].backend in ("both", "npu")
+    if hint:
+        assert found[4].backend == "npu"
+
+
+def test_a_number_written_through_an_integer_index_is_cuda_only() -> None:
+    found = _by_line("""\
+        import torch
+
+        def f(logits_gpu, scores):
+            idx = scores.argmax(dim=-1)
+            logits_gpu[idx] = 0.0
+            _, top = torch.topk(scores, 4)
+            logits_gpu[top] = 0.0
+            logits_gpu[scores.long()] = 0.0
+        """)
+    assert [found[n].backend for n in (5, 7, 8)] == ["cuda", "cuda", "cuda"]
+
+
+def test_backend_npu_fails_on_the_unknown_dtype_write(tmp_path, monkeypatch, capsys) -> None:
+    (tmp_path / "m.py").write_text(textwrap.dedent("""\
+        import torch
+
+        def f(logits_gpu, keep):
+            logits_gpu[keep] = 0.0
+        """))
+    monkeypatch.chdir(tmp_path)
+    assert main(["lint", "m.py", "--backend", "npu"]) == 1
+    assert "no sync on NPU" not in capsys.readouterr().out
+
+
+# -- no false syncs ------------------------------------------------------------------------------
+@pytest.mark.parametrize("line", [
+    "t = torch.tensor(vals, pin_memory=True).cuda(non_blocking=True)",
+    "t = torch.tensor(vals, pin_memory=True).to(dev, non_blocking=True)",
+    "t = torch.as_tensor(vals).pin_memory().to(dev, non_blocking=True)",
+    "t = acc.pin_memory(torch.tensor(vals)).to(dev, non_blocking=True)",
+    "b = torch.empty(8, pin_memory=True); b.copy_(torch.tensor(vals)); "
+    "t = b.cuda(non_blocking=True)",
+])
+def test_non_blocking_copies_from_pinned_memory_are_async(line: str) -> None:
+    assert not _check(f"""\
+        import torch
+
+        def f(vals, dev, acc):
+            {line}
+        """)
+
+
+@pytest.mark.parametrize("load", [
+    'torch.load(path, map_location="cpu")',
+    "torch.load(path, map_location=torch.device('cpu'))",
+    "safetensors.torch.load_file(path)",
+    "load_file(path)",
+])
+def test_checkpoints_loaded_on_the_host_are_host_values(load: str) -> None:
+    assert not _check(f"""\
+        import torch
+        import safetensors.torch
+        from safetensors.torch import load_file
+
+        def f(path):
+            sd = {load}
+            step = sd["step"].item()
+            if sd["scale"] > 0:
+                return step
+        """)
+
+
+def test_a_checkpoint_loaded_onto_the_device_is_not_a_host_value() -> None:
+    found = _by_line("""\
+        import torch
+
+        def f(path):
+            sd = torch.load(path, map_location="cuda")
+            return sd["step"].item()
+        """)
+    assert found[5].api == "Tensor.item"
