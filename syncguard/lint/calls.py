@@ -87,6 +87,7 @@ class _Calls(_FuncState):
                 self.args(node)
                 if func.attr in summary.classes:
                     return OBJ + summary.classes[func.attr]
+                self.call_always(node, summary.syncs.get(func.attr))
                 return summary.returns.get(func.attr, UNKNOWN)
         if q is not None and q.startswith("logging.") and q.count(".") == 1:
             self.log_call(node, func.attr if isinstance(func, ast.Attribute) else "")
@@ -185,8 +186,11 @@ class _Calls(_FuncState):
                 return OBJ + cls
             sym = self.ctx.symbol(name)
             if sym is not None:
+                self.call_always(node, sym[0].syncs.get(sym[1]))
                 return _given(sym[0].returns.get(sym[1], UNKNOWN), vals)
         self.lazy_return(name)
+        if name in self.ctx.defs and self.env.get(name, PY) == PY:
+            self.call_always(node, self.ctx.always.get(name))
         if name in self.ctx.returns:
             return _given(self.ctx.returns[name], vals)
         return UNKNOWN
@@ -380,7 +384,10 @@ class _Calls(_FuncState):
         if cls is not None:
             self.args(node)
             info = self.ctx.classes.get(cls)
-            return info.methods.get(m, UNKNOWN) if info is not None else UNKNOWN
+            if info is None:
+                return UNKNOWN
+            self.call_always(node, info.syncs.get(m))
+            return info.methods.get(m, UNKNOWN)
         vals = self.args(node)
         if m == "pin_memory" and r != DEVICE:
             # x.pin_memory(), an accelerator's pin_memory(x) helper: page-locked host memory

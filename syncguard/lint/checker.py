@@ -121,6 +121,8 @@ class _Func(_Shapes, _Indexing, _Calls, _Statements):
 
     def ev_other(self, node: ast.AST) -> str:
         # await, yield, ...: look inside, know nothing of the result
+        if isinstance(node, (ast.Yield, ast.YieldFrom)):
+            self.generator = True  # a call of it runs nothing until iterated
         for child in ast.iter_child_nodes(node):
             if isinstance(child, ast.expr):
                 self.ev(child)
@@ -143,14 +145,22 @@ class _Func(_Shapes, _Indexing, _Calls, _Statements):
         return v
 
     def boolop(self, node: ast.BoolOp) -> str:
-        vals = [self.ev(x) for x in node.values]
+        vals = [self.ev(node.values[0])]
+        synced = self.synced  # the operands after the first may not run
+        vals += [self.ev(x) for x in node.values[1:]]
+        self.synced = synced
         for x, v in zip(node.values[:-1], vals[:-1]):
             self.condition(x, v)
         return combine(vals)
 
     def ifexp(self, node: ast.IfExp) -> str:
         self.condition(node.test, self.ev(node.test))
-        return join(self.ev(node.body), self.ev(node.orelse))
+        synced = self.synced
+        body = self.ev(node.body)
+        self.synced = synced  # one arm runs: neither is sure to
+        orelse = self.ev(node.orelse)
+        self.synced = synced
+        return join(body, orelse)
 
     def container(self, node: ast.expr) -> str:
         return _container([self.ev(e) for e in node.elts])  # type: ignore[attr-defined]
@@ -197,6 +207,7 @@ class _Func(_Shapes, _Indexing, _Calls, _Statements):
     def comprehension(self, node: ast.expr) -> str:
         saved = dict(self.env)
         saved_shapes = dict(self.shapes)
+        synced = self.synced  # over an empty iterable the body never runs
         for gen in node.generators:  # type: ignore[attr-defined]
             self.bind(gen.target, _element(self.ev(gen.iter)))
             for cond in gen.ifs:
@@ -208,6 +219,7 @@ class _Func(_Shapes, _Indexing, _Calls, _Statements):
             v = self.ev(node.elt)  # type: ignore[attr-defined]
         self.env = saved
         self.shapes = saved_shapes
+        self.synced = synced
         return v if v != PY else PY
 
     def attribute(self, node: ast.Attribute) -> str:
@@ -350,7 +362,7 @@ def check_tree(tree: ast.Module, source: str, path: str, project: Optional[Proje
         project.summaries[module] = ModuleSummary(
             dict(ctx.returns), {n: k for n, k in ctx.local_classes.items()},
             {k: v for k, v in top.env.items() if "." not in k and v != UNKNOWN
-             and k not in ctx.local_classes and k not in ctx.defs})
+             and k not in ctx.local_classes and k not in ctx.defs}, dict(ctx.always))
     return _one_per_line(ctx.findings, ctx)
 
 

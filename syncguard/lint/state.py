@@ -17,9 +17,9 @@ from typing import TYPE_CHECKING, Any, Dict, List, Optional, Sequence, Set, Tupl
 from ..core import syncapis
 from . import context as _context
 from .backends import BOTH, backends_any, backends_of
-from .findings import Finding, _sev
+from .findings import CERTAIN, Finding, _sev
 from .infer import HOST, PINNED, PY, UNKNOWN, by_name, is_tensorish
-from .project import ClassInfo, ModuleSummary, Project
+from .project import Always, ClassInfo, ModuleSummary, Project
 from .syntax import _attr_key, _dotted, char_col, source_lines
 
 _APIS = syncapis.by_name()
@@ -70,6 +70,8 @@ class _Ctx:
         self.local_classes: Dict[str, str] = {}
         self.aliases: Dict[str, str] = {}
         self.returns: Dict[str, str] = {}
+        #: module-level functions that sync on every path
+        self.always: Dict[str, Always] = {}
         #: what module-level functions' returns say of the shape, where every return agrees
         self.shape_returns: Dict[str, _Shape] = {}
         #: module-level functions, by name; those whose return is known; those being read
@@ -212,6 +214,12 @@ class _FuncState:
         self.ret: Optional[str] = None
         #: the key of the class whose method (or a function nested in one) this is
         self.cls: Optional[str] = None
+        #: every path to here has made a sure sync; some return was reached before one;
+        #: the first sure sync; the function yields (a call runs nothing)
+        self.synced = False
+        self.unsynced_exit = False
+        self.first_sync: Optional[Always] = None
+        self.generator = False
         #: names bound to boolean tensors (comparisons, ~ & | of them)
         self.masks: Set[str] = set()
         #: names bound to integer index tensors (argmax, topk's indices, ``.long()``...)
@@ -229,18 +237,26 @@ class _FuncState:
     # -- findings ---------------------------------------------------------------------
     def flag(self, node: ast.AST, rule: str, api: str, why: str, severity: str,
              value: str, model: Optional[Tuple[str, str]] = None,
-             models: Tuple[Tuple[str, str], ...] = ()) -> None:
+             models: Tuple[Tuple[str, str], ...] = (), via: Optional[Always] = None
+             ) -> None:
         """Record a finding; ``model``: (op or entry point, condition) of an op-model entry
         that decides the backends it syncs on (none: every backend); ``models``: several
-        such entries, any of which may hold (the backends of all of them)."""
-        if not self.ctx.collect:
-            return
-        backend = BOTH
+        such entries, any of which may hold (the backends of all of them); ``via``: the
+        helper that always syncs, for a call of one."""
+        backend = BOTH if via is None else via.backend
         if model is not None or models:
             found = backends_of(*model) if model is not None else backends_any(models)
             if found is None:
                 return  # no op model counts a read here: no sync on any backend
             backend = found
+        if severity == CERTAIN and rule != "SG401":
+            # a read or a wait, not an upload: a helper that uploads host values it was given
+            # makes its caller's inputs (the copy is flagged where the helper makes it)
+            self.synced = True
+            if self.first_sync is None:
+                self.first_sync = via or Always(rule, api, why, api, backend)
+        if not self.ctx.collect:
+            return
         line = getattr(node, "lineno", 1)
         raw = self.ctx.lines[line - 1] if 0 < line <= len(self.ctx.lines) else ""
         self.ctx.findings.append(Finding(
@@ -322,6 +338,8 @@ class _FuncState:
         def lazy_return(self, name: str) -> None: ...
 
         def self_call(self, node: ast.Call, m: str) -> Optional[str]: ...
+
+        def call_always(self, node: ast.Call, always: Optional[Always]) -> None: ...
 
         def bind_shape(self, key: str, value: Optional[ast.expr]) -> None: ...
 

@@ -9,6 +9,7 @@ import ast
 from typing import Dict, List, Optional, Sequence, Set, Tuple
 
 from . import context as _context
+from .findings import CERTAIN
 from .indexing import BOOL
 from .infer import (
     DEVICE,
@@ -24,7 +25,7 @@ from .infer import (
     hint_text,
     join,
 )
-from .project import ClassInfo
+from .project import Always, ClassInfo
 from .state import _NO_SHAPE, _ClassRead, _Ctx, _FuncState, _imports, _Shape
 from .syntax import _dotted, _is_list_expr
 
@@ -63,18 +64,24 @@ class _Statements(_FuncState):
         itself becomes the joined one."""
         start = self.env
         start_shapes = self.shapes
+        start_synced = self.synced
+        all_synced = True  # every body ends having synced
         ends: List[Dict[str, str]] = []
         end_shapes: List[Dict[str, _Shape]] = []
         for b in bodies:
             if not b:
                 ends.append(start)
                 end_shapes.append(start_shapes)
+                all_synced = all_synced and start_synced
                 continue
             self.env = dict(start)
             self.shapes = dict(start_shapes)
+            self.synced = start_synced
             self.body(b)
+            all_synced = all_synced and self.synced
             ends.append(self.env)
             end_shapes.append(self.shapes)
+        self.synced = all_synced
         # a name keeps a shape every branch agrees on (set operations on items views: C)
         shapes = end_shapes[0]
         for es in end_shapes[1:]:
@@ -210,6 +217,8 @@ class _Statements(_FuncState):
 
     def return_stmt(self, s: ast.Return) -> None:
         v = self.ev(s.value) if s.value is not None else PY
+        if not self.synced:
+            self.unsynced_exit = True
         self.ret = v if self.ret is None else join(self.ret, v)
         self.ret_shapes.append(self.shape_of(s.value))
 
@@ -229,11 +238,16 @@ class _Statements(_FuncState):
         self.body(s.body)  # type: ignore[attr-defined]
 
     def try_stmt(self, s: ast.stmt) -> None:
+        start_synced = self.synced
         self.body(s.body)  # type: ignore[attr-defined]
+        synced = self.synced
         for h in s.handlers:  # type: ignore[attr-defined]
             if h.name:
                 self.env[h.name] = PY
+            self.synced = start_synced  # a handler runs after part of the body
             self.body(h.body)
+            synced = synced and self.synced
+        self.synced = synced
         self.body(s.orelse)  # type: ignore[attr-defined]
         self.body(s.finalbody)  # type: ignore[attr-defined]
 
@@ -242,6 +256,13 @@ class _Statements(_FuncState):
 
     def stmt_other(self, s: ast.stmt) -> None:
         # delete, raise, global, match, ...
+        synced = self.synced
+        if type(s).__name__ == "Match":
+            self.ev(s.subject)  # type: ignore[attr-defined]
+            for case in s.cases:  # type: ignore[attr-defined]
+                self.branch(case.body, [])
+            self.synced = synced or self.synced
+            return
         for child in ast.iter_child_nodes(s):
             if isinstance(child, ast.expr):
                 self.ev(child)
@@ -296,6 +317,23 @@ class _Statements(_FuncState):
         f.ret = _with_hint(f.ret, getattr(s, "returns", None))
         return f
 
+    def always(self) -> Optional[Always]:
+        """What a function read by :meth:`function` syncs on every path through it (its
+        first sure sync), or None."""
+        s = self.first_sync
+        if s is None or not self.synced or self.unsynced_exit or self.generator:
+            return None
+        name = self.name.rsplit(".", 1)[-1]
+        return Always(s.rule, s.api, s.why, f"{name}() -> {s.chain}", s.backend)
+
+    def call_always(self, node: ast.Call, always: Optional[Always]) -> None:
+        """A call of a function that syncs on every path: a sure sync here, the chain in
+        the why."""
+        if always is not None:
+            self.flag(node, always.rule, always.api,
+                      f"calls {always.chain}, which syncs on every path ({always.why})",
+                      CERTAIN, DEVICE, via=always)
+
     def analyse_class(self, cls: ast.ClassDef) -> None:
         """Methods of ``cls``, ``__init__`` first: what it puts in ``self.x`` seeds the others."""
         ctx, env, outer = self.ctx, self.env, self.name
@@ -332,6 +370,7 @@ class _Statements(_FuncState):
             read.known.add(m.name)
             if f.ret is not None and f.ret != UNKNOWN:
                 info.methods[m.name] = f.ret
+            _keep_always(info.syncs, m.name, f)
             if m.name in ("__init__", "__post_init__", "setup"):
                 for k, v in f.env.items():
                     if k.startswith("self."):
@@ -363,6 +402,7 @@ class _Statements(_FuncState):
             f = read.body.function(read.methods[name], f"{prefix}.{name}", read.seed, given)
             if f.ret is not None and f.ret != UNKNOWN:
                 info.methods[name] = f.ret
+            _keep_always(info.syncs, name, f)
 
     def self_call(self, node: ast.Call, m: str) -> Optional[str]:
         """``self.m(...)`` of a method ``m`` of the class being read: its return (read ahead
@@ -386,10 +426,15 @@ class _Statements(_FuncState):
                 ctx.in_progress.discard(busy)
             read.known.add(m)
             info = ctx.classes.get(self.cls)  # type: ignore[arg-type]
-            if info is not None and f.ret is not None and f.ret != UNKNOWN:
-                info.methods[m] = f.ret
+            if info is not None:
+                if f.ret is not None and f.ret != UNKNOWN:
+                    info.methods[m] = f.ret
+                _keep_always(info.syncs, m, f)
         info = ctx.classes.get(self.cls)  # type: ignore[arg-type]
-        return info.methods.get(m) if info is not None else None
+        if info is None:
+            return None
+        self.call_always(node, info.syncs.get(m))
+        return info.methods.get(m)
 
     def call_places(self, node: ast.Call, fn: ast.AST) -> Dict[str, str]:
         """``{parameter: place}`` of what call ``node`` passes to method ``fn`` (its first
@@ -499,7 +544,16 @@ def _given_by_callers(fn: ast.AST, calls: List[Dict[str, str]]) -> Dict[str, str
     return out
 
 
-def _record_return(ctx: _Ctx, name: str, f: _FuncState) -> None:
+def _keep_always(syncs: Dict[str, Always], name: str, f: _Statements) -> None:
+    got = f.always()
+    if got is not None:
+        syncs[name] = got
+    else:
+        syncs.pop(name, None)
+
+
+def _record_return(ctx: _Ctx, name: str, f: _Statements) -> None:
+    _keep_always(ctx.always, name, f)
     ctx.returns_known.add(name)
     if f.ret is not None and f.ret != UNKNOWN:
         ctx.returns[name] = f.ret

@@ -362,3 +362,94 @@ def test_a_checkpoint_loaded_onto_the_device_is_not_a_host_value() -> None:
             return sd["step"].item()
         """)
     assert found[5].api == "Tensor.item"
+
+
+# -- helpers that always sync ---------------------------------------------------------------------
+HELPER_SRC = """\
+import torch
+
+def device_synchronize():
+    torch.cuda.synchronize()
+
+def maybe_synchronize(flag: bool):
+    if flag:
+        torch.cuda.synchronize()
+
+def either_synchronize(npu: bool):
+    if npu:
+        torch.npu.synchronize()
+    else:
+        torch.cuda.synchronize()
+
+def early_out(dist):
+    if dist is None:
+        return
+    torch.cuda.synchronize()
+
+def timed():
+    device_synchronize()
+    return 1
+
+def decode(steps: int, flag: bool):
+    for _ in range(steps):
+        device_synchronize()
+        maybe_synchronize(flag)
+        either_synchronize(flag)
+        early_out(None)
+        timed()
+"""
+
+
+def test_a_helper_that_always_syncs_is_flagged_where_it_is_called() -> None:
+    found = _by_line(HELPER_SRC)
+    assert found[27].rule == "SG601" and found[27].severity == CERTAIN
+    assert "device_synchronize() -> torch.cuda.synchronize" in found[27].why
+    assert 28 not in found and 30 not in found  # not on every path
+    assert found[29].severity == CERTAIN
+    # a helper calling one: the whole chain
+    assert "timed() -> device_synchronize() -> torch.cuda.synchronize" in found[31].why
+
+
+def test_a_helper_imported_from_another_module(tmp_path, monkeypatch, capsys) -> None:
+    pkg = tmp_path / "pkg"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    (pkg / "acc.py").write_text("import torch\n\n\ndef sync():\n    torch.cuda.synchronize()\n")
+    (pkg / "loop.py").write_text("from pkg.acc import sync\nfrom pkg import acc\n\n\n"
+                                 "def run(n: int):\n    for _ in range(n):\n        sync()\n"
+                                 "        acc.sync()\n")
+    monkeypatch.chdir(tmp_path)
+    main(["lint", "pkg", "--format", "json"])
+    lines = {(f["path"], f["line"]) for f in json.loads(capsys.readouterr().out)["findings"]}
+    assert {("pkg/loop.py", 7), ("pkg/loop.py", 8)} <= lines
+
+
+def test_a_method_that_always_syncs() -> None:
+    found = _by_line("""\
+        import torch
+
+        class Timer:
+            def run(self, n: int):
+                for _ in range(n):
+                    self._wait()
+
+            def _wait(self):
+                torch.cuda.current_stream().synchronize()
+                torch.cuda.synchronize()
+        """)
+    assert found[6].severity == CERTAIN and "_wait()" in found[6].why
+
+
+def test_a_generator_that_syncs_does_not_sync_where_it_is_called() -> None:
+    found = _by_line("""\
+        import torch
+
+        def gen():
+            torch.cuda.synchronize()
+            yield 1
+
+        def f():
+            g = gen()
+            return g
+        """)
+    assert 8 not in found
