@@ -47,6 +47,13 @@ class Finding:
     context: str = _context.SERVING
     #: on which backends it syncs: both, cuda or npu (from the op models, :mod:`.backends`)
     backend: str = BOTH
+    #: in a notebook, the code cell (from 1) whose ``line`` it is (:mod:`.notebook`)
+    cell: Optional[int] = None
+
+    @property
+    def where(self) -> str:
+        """The file, and the cell of a notebook: ``nb.ipynb:cell 3``."""
+        return self.path if self.cell is None else f"{self.path}:cell {self.cell}"
 
     @property
     def reported(self) -> bool:

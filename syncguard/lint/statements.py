@@ -29,6 +29,11 @@ from .project import Always, ClassInfo
 from .state import _NO_SHAPE, _ClassRead, _Ctx, _FuncState, _imports, _Shape
 from .syntax import _dotted, _is_list_expr
 
+#: how many functions deep a call read before its callee's def reads that callee ahead (each
+#: level is a nest of Python calls: a file of a long chain of functions, each calling the one
+#: defined after it, must not exhaust the interpreter's recursion limit)
+_READ_AHEAD = 12
+
 
 class _Statements(_FuncState):
     """The statements part of the function dataflow: each statement run on the state, and the
@@ -416,7 +421,8 @@ class _Statements(_FuncState):
         if read.recording and ctx.collect:
             read.calls.setdefault(m, []).append(self.call_places(node, fn))
         busy = f"{self.cls}.{m}"
-        if m not in read.known and busy not in ctx.in_progress and len(ctx.in_progress) < 32:
+        if m not in read.known and busy not in ctx.in_progress and len(
+                ctx.in_progress) < _READ_AHEAD:
             ctx.in_progress.add(busy)
             saved, ctx.collect = ctx.collect, False
             try:
@@ -457,8 +463,9 @@ class _Statements(_FuncState):
         when its ``def`` is reached, and records its return then)."""
         ctx = self.ctx
         node = ctx.defs.get(name)
-        if node is None or name in ctx.returns_known or name in ctx.in_progress:
-            return
+        if node is None or name in ctx.returns_known or name in ctx.in_progress or len(
+                ctx.in_progress) >= _READ_AHEAD:
+            return  # past the depth, the callee is read where its def is (its return unknown)
         ctx.in_progress.add(name)
         saved = ctx.collect
         ctx.collect = False

@@ -23,7 +23,7 @@ def _by_line(src: str, path: str = "m.py") -> Dict[int, Finding]:
     return {f.line: f for f in _check(src, path)}
 
 
-# -- lines and columns as Python and editors count them ----------------------------------
+# -- lines and columns as Python and editors count them --
 @pytest.mark.parametrize("brk", ["\f", "\v", "\x1c", "\x1d", "\x1e", "\x85", "\u2028",
                                  "\u2029"])
 def test_only_newlines_break_lines(brk: str) -> None:
@@ -74,7 +74,7 @@ def test_an_allow_marker_inside_a_string_allows_nothing() -> None:
     assert found[5].allowed == "read once per request"
 
 
-# -- builtins over tensors ----------------------------------------------------------------
+# -- builtins over tensors --
 @pytest.mark.parametrize("expr", ["max(a_gpu, b_gpu)", "max(1, a_gpu)", "min(n, a_gpu)",
                                   "any(a_gpu)", "all(a_gpu > 0)"])
 def test_builtins_compare_tensors_as_truth_values(expr: str) -> None:
@@ -122,7 +122,7 @@ def test_tensor_only_methods_make_a_tensor(m: str) -> None:
     assert found[4].severity == LIKELY and found[6].api == "Tensor.__bool__"
 
 
-# -- methods and functions: what their returns and parameters are -------------------------
+# -- methods and functions: what their returns and parameters are --
 def test_a_method_annotated_to_return_a_tensor() -> None:
     found = _by_line("""\
         import torch
@@ -241,7 +241,7 @@ def test_a_numpy_return_beats_a_tensor_hint() -> None:
     assert 8 not in found
 
 
-# -- masks made by casts, wherever they flow -------------------------------------------------
+# -- masks made by casts, wherever they flow --
 @pytest.mark.parametrize("line", [
     "y = x_gpu[0, m.bool(), :]",
     "y = x_gpu[m.to(torch.bool)]",
@@ -274,7 +274,7 @@ def test_an_integer_cast_is_no_mask() -> None:
         """)
 
 
-# -- the NPU's mask writes --------------------------------------------------------------------
+# -- the NPU's mask writes --
 @pytest.mark.parametrize("hint", ["", ": torch.BoolTensor"])
 def test_a_number_written_through_a_tensor_of_unknown_dtype_syncs_on_the_npu(hint) -> None:
     found = _by_line(f"""\
@@ -315,7 +315,7 @@ def test_backend_npu_fails_on_the_unknown_dtype_write(tmp_path, monkeypatch, cap
     assert "no sync on NPU" not in capsys.readouterr().out
 
 
-# -- no false syncs ------------------------------------------------------------------------------
+# -- no false syncs --
 @pytest.mark.parametrize("line", [
     "t = torch.tensor(vals, pin_memory=True).cuda(non_blocking=True)",
     "t = torch.tensor(vals, pin_memory=True).to(dev, non_blocking=True)",
@@ -364,7 +364,7 @@ def test_a_checkpoint_loaded_onto_the_device_is_not_a_host_value() -> None:
     assert found[5].api == "Tensor.item"
 
 
-# -- helpers that always sync ---------------------------------------------------------------------
+# -- helpers that always sync --
 HELPER_SRC = """\
 import torch
 
@@ -453,3 +453,43 @@ def test_a_generator_that_syncs_does_not_sync_where_it_is_called() -> None:
             return g
         """)
     assert 8 not in found
+
+
+# -- no line lost --
+@pytest.mark.parametrize("n", [100, 400])
+def test_a_long_chain_of_calls_is_analysed(n: int) -> None:
+    # each function calls the one defined after it: read ahead, depth bounded
+    lines = ["import torch", ""]
+    for i in range(n - 1):
+        lines += [f"def f{i}(x):", f"    return f{i + 1}(x) + x.item()"]
+    lines += [f"def f{n - 1}(x):", "    return x.item()"]
+    found = check_source("\n".join(lines) + "\n", "chain.py")
+    assert len(found) == n
+
+
+def _notebook(cells: List[str]) -> str:
+    return json.dumps({"nbformat": 4, "nbformat_minor": 5, "metadata": {}, "cells": [
+        {"cell_type": "markdown", "metadata": {}, "source": ["# notes\n"]}] + [
+        {"cell_type": "code", "metadata": {}, "execution_count": None, "outputs": [],
+         "source": [line + "\n" for line in c.split("\n")]} for c in cells]})
+
+
+def test_a_notebook_is_linted_cell_by_cell(tmp_path, monkeypatch, capsys) -> None:
+    (tmp_path / "nb.ipynb").write_text(_notebook([
+        "import torch\n%matplotlib inline\nx_gpu = torch.zeros(4, device='cuda')",
+        "!nvidia-smi\nfor _ in range(3):\n    v = x_gpu.sum().item()",
+        "%%bash\necho hi"]))
+    monkeypatch.chdir(tmp_path)
+    assert main(["lint", "nb.ipynb", "--format", "json"]) == 1
+    (f,) = json.loads(capsys.readouterr().out)["findings"]
+    assert (f["path"], f["cell"], f["line"], f["api"]) == ("nb.ipynb", 2, 3, "Tensor.item")
+    assert f["severity"] == CERTAIN  # x_gpu made in cell 1
+    assert main(["lint", "nb.ipynb"]) == 1
+    assert "nb.ipynb:cell 2:3:" in capsys.readouterr().out
+
+
+def test_a_notebook_syntax_error_names_its_cell(tmp_path, monkeypatch, capsys) -> None:
+    (tmp_path / "nb.ipynb").write_text(_notebook(["x = 1", "def f(:\n    pass"]))
+    monkeypatch.chdir(tmp_path)
+    assert main(["lint", "nb.ipynb"]) == 1
+    assert "cell 2, line 1" in capsys.readouterr().out
