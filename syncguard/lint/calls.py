@@ -191,6 +191,7 @@ class _Calls(_FuncState):
         self.lazy_return(name)
         if name in self.ctx.defs and self.env.get(name, PY) == PY:
             self.call_always(node, self.ctx.always.get(name))
+            self.record_call(node, name)
         if name in self.ctx.returns:
             return _given(self.ctx.returns[name], vals)
         return UNKNOWN

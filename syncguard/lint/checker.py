@@ -358,6 +358,7 @@ def check_tree(tree: ast.Module, source: str, path: str, project: Optional[Proje
     ctx.script_funcs = _context.script_functions(tree)
     top = _Func(ctx, "<module>")
     top.body(tree.body)
+    top.reread_module()
     if project is not None and module:
         project.summaries[module] = ModuleSummary(
             dict(ctx.returns), {n: k for n, k in ctx.local_classes.items()},

@@ -80,6 +80,11 @@ class _Ctx:
         self.in_progress: Set[str] = set()
         #: the classes being read, by key (:class:`_ClassRead`)
         self.class_reads: Dict[str, _ClassRead] = {}
+        #: module-level functions: where their findings are in :attr:`findings`; for the
+        #: private ones, the places each call in the module gives their parameters
+        self.spans: Dict[str, Tuple[int, int]] = {}
+        self.calls: Dict[str, List[Dict[str, str]]] = {}
+        self.recording = True
         self.findings: List[Finding] = []
         self.collect = True
         #: the file imports torch: without it an unknown value is not taken for a tensor
@@ -340,6 +345,8 @@ class _FuncState:
         def self_call(self, node: ast.Call, m: str) -> Optional[str]: ...
 
         def call_always(self, node: ast.Call, always: Optional[Always]) -> None: ...
+
+        def record_call(self, node: ast.Call, name: str) -> None: ...
 
         def bind_shape(self, key: str, value: Optional[ast.expr]) -> None: ...
 

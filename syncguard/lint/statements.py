@@ -142,10 +142,41 @@ class _Statements(_FuncState):
 
     def def_stmt(self, s: ast.stmt) -> None:
         name: str = s.name  # type: ignore[attr-defined]
+        start = len(self.ctx.findings)
         f = self.function(s, f"{self.name}.{name}" if self.name != "<module>" else name)
         if self.name == "<module>" and self.ctx.defs.get(name) is s:
             _record_return(self.ctx, name, f)
+            self.ctx.spans[name] = (start, len(self.ctx.findings))
         self.env[name] = PY
+
+    def record_call(self, node: ast.Call, name: str) -> None:
+        """A call of the module's private function ``name`` (``_helper(x)``): the places it
+        gives the parameters (no other module imports a private helper: these are its
+        callers)."""
+        ctx = self.ctx
+        if name.startswith("_") and ctx.collect and ctx.recording and name in ctx.defs:
+            ctx.calls.setdefault(name, []).append(
+                self.call_places(node, ctx.defs[name], method=False))
+
+    def reread_module(self) -> None:
+        """Read again the module's private functions some parameter of which every call in
+        the module fills from the device (or every one from the host), with that place:
+        their first reading's findings are replaced (the module body's own dataflow)."""
+        ctx = self.ctx
+        ctx.recording = False
+        again: Dict[str, Dict[str, str]] = {}
+        for name, calls in ctx.calls.items():
+            if name in ctx.spans:
+                given = _given_by_callers(ctx.defs[name], calls)
+                if given:
+                    again[name] = given
+        if not again:
+            return
+        for start, end in sorted((ctx.spans[n] for n in again), reverse=True):
+            del ctx.findings[start:end]
+        for name, given in again.items():
+            f = self.function(ctx.defs[name], name, None, given)
+            _record_return(ctx, name, f)
 
     def class_stmt(self, s: ast.ClassDef) -> None:
         for d in s.decorator_list:
@@ -442,10 +473,11 @@ class _Statements(_FuncState):
         self.call_always(node, info.syncs.get(m))
         return info.methods.get(m)
 
-    def call_places(self, node: ast.Call, fn: ast.AST) -> Dict[str, str]:
-        """``{parameter: place}`` of what call ``node`` passes to method ``fn`` (its first
+    def call_places(self, node: ast.Call, fn: ast.AST, method: bool = True
+                    ) -> Dict[str, str]:
+        """``{parameter: place}`` of what call ``node`` passes to ``fn`` (a method's first
         parameter, ``self``, left out); empty past a ``*args`` or ``**kwargs``."""
-        names = _param_names(fn)
+        names = _param_names(fn, method)
         out: Dict[str, str] = {}
         for i, a in enumerate(node.args):
             if isinstance(a, ast.Starred) or i >= len(names):
@@ -522,12 +554,12 @@ def _with_hint(ret: Optional[str], hint_node: Optional[ast.expr]) -> Optional[st
     return ret
 
 
-def _param_names(fn: ast.AST) -> List[str]:
-    """The positional parameters of method ``fn`` a call fills, ``self`` left out."""
+def _param_names(fn: ast.AST, method: bool = True) -> List[str]:
+    """The positional parameters of ``fn`` a call fills (of a method, ``self`` left out)."""
     args: ast.arguments = fn.args  # type: ignore[attr-defined]
     names = [a.arg for a in [*args.posonlyargs, *args.args]]
-    static = any(_dotted(d) == "staticmethod"
-                 for d in getattr(fn, "decorator_list", ()))
+    static = not method or any(_dotted(d) == "staticmethod"
+                               for d in getattr(fn, "decorator_list", ()))
     return names if static else names[1:]
 
 

@@ -493,3 +493,38 @@ def test_a_notebook_syntax_error_names_its_cell(tmp_path, monkeypatch, capsys) -
     monkeypatch.chdir(tmp_path)
     assert main(["lint", "nb.ipynb"]) == 1
     assert "cell 2, line 1" in capsys.readouterr().out
+
+
+def test_a_private_helper_every_call_in_the_module_gives_a_device_tensor() -> None:
+    found = _by_line("""\
+        import torch
+
+        def _count(mask):
+            return mask.sum().item()
+
+        def step(x_gpu, y_gpu):
+            a = _count(x_gpu > 0)
+            b = _count(mask=y_gpu > 0)
+            return a + b
+
+        def public(t):
+            return t.sum().item()
+
+        def caller(x_gpu):
+            return public(x_gpu)
+        """)
+    assert found[4].severity == CERTAIN
+    assert found[12].severity == LIKELY  # public: other modules may call it
+
+
+def test_a_private_helper_given_host_arrays_everywhere_is_silent() -> None:
+    assert not _check("""\
+        import numpy as np
+        import torch
+
+        def _total(lens: torch.Tensor):
+            return lens.sum().item()
+
+        def plan(n: int):
+            return _total(np.ones(n)) + _total(np.zeros(n))
+        """)
