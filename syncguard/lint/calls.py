@@ -251,6 +251,8 @@ class _Calls(_FuncState):
             dev_node = kw.get("device") if "device" in kw else (
                 node.args[2] if name == "as_tensor" and len(node.args) > 2 else None)
             place, sure = self.place_of_device(dev_node)
+            if dev_node is None and _splat(node):
+                place, sure = TENSOR, False  # torch.tensor(v, **kwargs): device unknown
             elems = self.element_places(node.args[0]) if node.args else []
             if node.args and isinstance(node.args[0], (ast.List, ast.Tuple)) and not (
                     node.args[0].elts):
@@ -280,6 +282,8 @@ class _Calls(_FuncState):
                 return HOST
             if _is_true(kw.get("pin_memory")):
                 return PINNED
+            if "device" not in kw and _splat(node):
+                return TENSOR  # torch.zeros(n, **kwargs): the device may be in kwargs
             return self.place_of_device(kw.get("device"))[0]
         apis = _owned(name, owner)
         if apis:
@@ -565,6 +569,11 @@ def _no_check_multinomial(node: ast.Call, pos: int, kw: Dict[str, ast.expr]) -> 
         rep = node.args[pos + 1]
     n = kw.get("num_samples") or (node.args[pos] if len(node.args) > pos else None)
     return _is_true(rep) and not (isinstance(n, ast.Constant) and n.value == 1)
+
+
+def _splat(node: ast.Call) -> bool:
+    """The call passes ``**kwargs`` (which may hold ``device=``)."""
+    return any(k.arg is None for k in node.keywords)
 
 
 def _is_true(node: Optional[ast.expr]) -> bool:

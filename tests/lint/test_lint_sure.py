@@ -528,3 +528,16 @@ def test_a_private_helper_given_host_arrays_everywhere_is_silent() -> None:
         def plan(n: int):
             return _total(np.ones(n)) + _total(np.zeros(n))
         """)
+
+
+def test_a_factory_given_kwargs_may_be_on_the_device() -> None:
+    found = _by_line("""\
+        import torch
+
+        def f(xs, dev):
+            tkwargs = dict(dtype=torch.int64, device=dev)
+            row_len = torch.tensor([len(x) for x in xs], **tkwargs)
+            size = torch.zeros(1, **tkwargs)
+            return sum(row_len).item(), size.item()
+        """)
+    assert found[7].api == "Tensor.item" and found[7].severity == LIKELY
