@@ -213,6 +213,12 @@ class _Calls(_FuncState):
             return (HOST, True) if s.startswith("cpu") else (DEVICE, True)
         if isinstance(dev, ast.Call) and self.ctx.qual(dev.func) == "torch.device" and dev.args:
             return self.place_of_device(dev.args[0])
+        if isinstance(dev, ast.Attribute) and dev.attr == "device" and not (
+                isinstance(dev.value, ast.Name) and dev.value.id in ("self", "cls")):
+            # device=x.device of an x of unknown place: taken for the device (the common
+            # case), but the function then syncs only where its callers' x is on it
+            if self.ev_quiet(dev.value) in (TENSOR, UNKNOWN):
+                self.guessed_device = True
         name = _last_name(dev)
         if name is not None:
             if "cpu" in name.lower() or "host" in name.lower():

@@ -225,6 +225,10 @@ class _FuncState:
         self.unsynced_exit = False
         self.first_sync: Optional[Always] = None
         self.generator = False
+        #: a cache decorator (lru_cache, functools.cache, tensor_cache...) wraps the function
+        self.cached = False
+        #: a tensor was put on ``x.device`` of an ``x`` of unknown place
+        self.guessed_device = False
         #: names bound to boolean tensors (comparisons, ~ & | of them)
         self.masks: Set[str] = set()
         #: names bound to integer index tensors (argmax, topk's indices, ``.long()``...)

@@ -346,6 +346,8 @@ class _Statements(_FuncState):
             return f
         for d in decorators:
             self.ev(d)
+            f.cached = f.cached or "cache" in (_dotted(
+                d.func if isinstance(d, ast.Call) else d) or "").lower()
         f.params(s.args)  # type: ignore[attr-defined]
         if given:
             f.env.update(given)
@@ -355,9 +357,11 @@ class _Statements(_FuncState):
 
     def always(self) -> Optional[Always]:
         """What a function read by :meth:`function` syncs on every path through it (its
-        first sure sync), or None."""
+        first sure sync), or None (also for a cached function: a call may not run it; and
+        for one that puts tensors on an argument's device: it syncs where that is one)."""
         s = self.first_sync
-        if s is None or not self.synced or self.unsynced_exit or self.generator:
+        if s is None or not self.synced or self.unsynced_exit or self.generator or (
+                self.cached or self.guessed_device):
             return None
         name = self.name.rsplit(".", 1)[-1]
         return Always(s.rule, s.api, s.why, f"{name}() -> {s.chain}", s.backend)

@@ -541,3 +541,41 @@ def test_a_factory_given_kwargs_may_be_on_the_device() -> None:
             return sum(row_len).item(), size.item()
         """)
     assert found[7].api == "Tensor.item" and found[7].severity == LIKELY
+
+
+def test_a_helper_on_its_arguments_device_syncs_where_that_is_one() -> None:
+    # counts may be a host tensor (fla's _segmented_arange: "pass host-side counts"): the
+    # helper's own line is flagged, its callers are not
+    found = _by_line("""\
+        import torch
+
+        def _seg(counts: torch.Tensor):
+            return torch.repeat_interleave(
+                torch.arange(counts.numel(), device=counts.device), counts)
+
+        def chunks(lens):
+            return _seg(lens)
+
+        def _on(x_gpu):
+            return torch.zeros(4, device=x_gpu.device).sum().item()
+
+        def f(x_gpu):
+            return _on(x_gpu)
+        """)
+    assert found[4].severity == CERTAIN and 8 not in found
+    assert found[14].severity == CERTAIN
+
+
+def test_a_cached_helper_does_not_sync_on_every_call() -> None:
+    found = _by_line("""\
+        import functools
+        import torch
+
+        @functools.lru_cache
+        def plan():
+            return torch.zeros(4, device="cuda").sum().item()
+
+        def step():
+            return plan()
+        """)
+    assert found[6].severity == CERTAIN and 9 not in found
