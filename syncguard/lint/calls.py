@@ -57,6 +57,10 @@ _INT_ARG_METHODS = frozenset("view reshape expand narrow repeat new_zeros new_on
 #: methods whose result is a Python value (shapes, counts)
 _PY_METHODS = frozenset("""size dim numel stride element_size data_ptr is_contiguous
 get_device nelement ndimension is_pinned is_floating_point type keys values items""".split())
+#: methods of torch.nn.Module (``.to(device)``/``.cuda()`` of a module returns the module):
+#: what they return is no tensor on the device
+_MODULE_METHODS = frozenset("""named_modules named_parameters named_buffers named_children
+modules parameters buffers children state_dict eval train apply""".split())
 #: methods whose result is on the host
 _HOST_METHODS = frozenset("cpu numpy tolist item pin_memory".split())
 #: table APIs whose name is common on non-tensors: an unknown receiver stays silent
@@ -334,10 +338,10 @@ class _Calls(_FuncState):
             where = kw.get("map_location", node.args[1] if len(node.args) > 1 else None)
             if where is None:
                 return UNKNOWN
-            if isinstance(where, (ast.Constant, ast.Call, ast.Name, ast.Attribute)):
+            if isinstance(where, (ast.Constant, ast.Call)):
                 place, sure = self.place_of_device(where)
-                return place if sure or place == HOST else UNKNOWN
-            return UNKNOWN  # a function or a dict of devices
+                return place if sure else UNKNOWN
+            return UNKNOWN  # a variable (device = torch.device("cpu")?), a function, a dict
         if q in ("safetensors.torch.load_file", "safetensors.torch.load"):
             dev = kw.get("device", node.args[1] if len(node.args) > 1 and (
                 q.endswith("load_file")) else None)
@@ -454,6 +458,8 @@ class _Calls(_FuncState):
                 PY if m in _PY_METHODS or m in ("tolist", "item") else r)
         if m in _PY_METHODS:
             return PY
+        if m in _MODULE_METHODS:
+            return UNKNOWN  # model.to(device).named_modules(): a module's, not a tensor's
         apis = _owned(m, "Tensor")
         if m in ("cpu", "tolist", "numpy") and self.is_empty(func.value):
             apis = []  # a copy of no element: nothing waits

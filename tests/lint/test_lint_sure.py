@@ -579,3 +579,19 @@ def test_a_cached_helper_does_not_sync_on_every_call() -> None:
             return plan()
         """)
     assert found[6].severity == CERTAIN and 9 not in found
+
+
+def test_module_objects_and_counts_per_gpu_are_no_device_tensors() -> None:
+    assert not _check("""\
+        import torch
+
+        device = torch.device("cpu")
+
+        def show(model, dev, path, micro_batch_size_per_gpu):
+            model = model.to(dev)
+            for name, mod in model.named_modules():
+                print(f"{name:50s}")
+            sd = torch.load(path, map_location=device)
+            if "buffers" not in sd:
+                return micro_batch_size_per_gpu > 0
+        """)
