@@ -219,9 +219,13 @@ class _Calls(_FuncState):
             return self.place_of_device(dev.args[0])
         if isinstance(dev, ast.Attribute) and dev.attr == "device" and not (
                 isinstance(dev.value, ast.Name) and dev.value.id in ("self", "cls")):
-            # device=x.device of an x of unknown place: taken for the device (the common
-            # case), but the function then syncs only where its callers' x is on it
-            if self.ev_quiet(dev.value) in (TENSOR, UNKNOWN):
+            # device=x.device: where x is when that is known; of an x of unknown place
+            # taken for the device (the common case), but the function then syncs only
+            # where its callers' x is on it
+            base = self.ev_quiet(dev.value)
+            if base in (HOST, PINNED):
+                return HOST, True
+            if base in (TENSOR, UNKNOWN):
                 self.guessed_device = True
         name = _last_name(dev)
         if name is not None:

@@ -249,7 +249,9 @@ class _Statements(_FuncState):
 
     def assert_stmt(self, s: ast.Assert) -> None:
         self.condition(s.test, self.ev(s.test))
-        self.ev(s.msg)
+        synced = self.synced
+        self.ev(s.msg)  # made only when the assertion fails
+        self.synced = synced
 
     def return_stmt(self, s: ast.Return) -> None:
         v = self.ev(s.value) if s.value is not None else PY

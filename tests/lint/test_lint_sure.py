@@ -595,3 +595,32 @@ def test_module_objects_and_counts_per_gpu_are_no_device_tensors() -> None:
             if "buffers" not in sd:
                 return micro_batch_size_per_gpu > 0
         """)
+
+
+def test_a_tensor_on_a_host_tensors_device_is_on_the_host() -> None:
+    found = _by_line("""\
+        import numpy as np
+        import torch
+
+        def _pad(src, size: int):
+            out = torch.zeros(size, device=src.device)
+            out[:3].copy_(src)
+            return out
+
+        def plan(n: int):
+            return _pad(torch.from_numpy(np.ones(3)), n)
+        """)
+    assert 6 not in found
+
+
+def test_an_assertion_message_does_not_sync_on_every_path() -> None:
+    found = _by_line("""\
+        import torch
+
+        def _check(ok: bool, x_gpu):
+            assert ok, f"bad {x_gpu}"
+
+        def f(x_gpu):
+            _check(True, x_gpu)
+        """)
+    assert 4 in found and 7 not in found
