@@ -437,6 +437,8 @@ class _Calls(_FuncState):
                 self.api_flag(node, m, "Tensor", _sev(combine([idx_v, value_v])), idx_v,
                               "a boolean mask index reads the mask on the host")
             return r
+        if m in ("to", "cuda", "npu") and r == UNKNOWN and _is_module_expr(func.value):
+            return UNKNOWN  # model.to(device): the module, moved; no tensor
         if m in ("to", "cuda", "npu") or (m == "copy_" and node.args):
             if self.is_empty(func.value) or (m == "copy_" and self.is_empty(node.args[0])):
                 # a copy of no element returns before copying: nothing waits
@@ -585,6 +587,24 @@ def _no_check_multinomial(node: ast.Call, pos: int, kw: Dict[str, ast.expr]) -> 
         rep = node.args[pos + 1]
     n = kw.get("num_samples") or (node.args[pos] if len(node.args) > pos else None)
     return _is_true(rep) and not (isinstance(n, ast.Constant) and n.value == 1)
+
+
+#: names of modules and models (``model.to(device)`` moves a module, not a tensor)
+_MODULE_NAME = re.compile(r"(?:^|_)(?:model|module|net|network|encoder|decoder)s?$", re.I)
+
+
+def _is_module_expr(node: ast.expr) -> bool:
+    """A module or model by its syntax: a name like ``model``/``self.encoder``, or what a
+    ``from_pretrained``/``from_config`` call or a class (``Net(...)``) makes."""
+    if isinstance(node, ast.Call):
+        f = node.func
+        if isinstance(f, ast.Attribute):
+            return f.attr in ("from_pretrained", "from_config") or (
+                f.attr in ("to", "cuda", "npu", "eval", "train", "half", "float", "bfloat16")
+                and _is_module_expr(f.value))
+        return isinstance(f, ast.Name) and f.id[:1].isupper() and not f.id.isupper()
+    name = _last_name(node)
+    return name is not None and _MODULE_NAME.search(name) is not None
 
 
 def _splat(node: ast.Call) -> bool:

@@ -624,3 +624,17 @@ def test_an_assertion_message_does_not_sync_on_every_path() -> None:
             _check(True, x_gpu)
         """)
     assert 4 in found and 7 not in found
+
+
+def test_a_model_moved_to_the_device_is_no_tensor() -> None:
+    assert not _check("""\
+        import torch
+        from transformers import AutoModelForCausalLM
+
+        def convert(path, device):
+            src = AutoModelForCausalLM.from_pretrained(path).to(device)
+            print(f"loaded {src}")
+            model = build(path)
+            model = model.to(device).eval()
+            print(model)
+        """)
