@@ -19,6 +19,7 @@ import time
 from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple, Union
 
 from .checker import CERTAIN, LIKELY, SEVERITIES, SILENT, Finding, check_source, check_tree
+from .notebook import cell_error, is_notebook, notebook_source, to_cells
 from .project import Project
 
 __all__ = ["CERTAIN", "LIKELY", "SILENT", "SEVERITIES", "Finding", "LintReport", "lint_paths",
@@ -69,6 +70,12 @@ def lint_file(path: str, display: Optional[str] = None,
         source = read_source(path)
     shown = display or path
     with _few_collections():
+        if is_notebook(path):  # code cells, one source, lines mapped back to cells
+            py, where = notebook_source(source)
+            try:
+                return to_cells(check_source(py, shown), where)
+            except SyntaxError as exc:
+                raise cell_error(exc, where) from None
         if project is None:
             return check_source(source, shown)
         return check_tree(ast.parse(source, filename=shown), source, shown, project, path)

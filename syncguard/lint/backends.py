@@ -10,7 +10,7 @@ lint asks both models, so the lint and the guard never disagree about a backend.
 from __future__ import annotations
 
 import functools
-from typing import Optional, Tuple
+from typing import Optional, Set, Tuple
 
 #: the backends the lint knows, in the order they are named
 BACKENDS = ("cuda", "npu")
@@ -43,6 +43,19 @@ def backends_of(key: str, when: str) -> Optional[str]:
     return BOTH if len(hits) == len(BACKENDS) else hits[0]
 
 
+def backends_any(models: Tuple[Tuple[str, str], ...]) -> Optional[str]:
+    """Where a sync happens when any one of ``models`` (each a :func:`backends_of` key and
+    condition) may be the one that holds (the lint cannot tell which): the union."""
+    hits: Set[str] = set()
+    for key, when in models:
+        got = backends_of(key, when)
+        if got is not None:
+            hits.update(BACKENDS if got == BOTH else (got,))
+    if not hits:
+        return None
+    return BOTH if len(hits) == len(BACKENDS) else hits.pop()
+
+
 def fails_on(backend: str, chosen: str) -> bool:
     """A finding that syncs on ``backend`` fails a CI that targets ``chosen`` (any/cuda/npu)."""
     return chosen == "any" or backend in (BOTH, chosen)
@@ -53,4 +66,5 @@ def label(backend: str) -> str:
     return "" if backend == BOTH else f"{backend} only"
 
 
-__all__: Tuple[str, ...] = ("BACKENDS", "BOTH", "CHOICES", "backends_of", "fails_on", "label")
+__all__: Tuple[str, ...] = ("BACKENDS", "BOTH", "CHOICES", "backends_any", "backends_of",
+                            "fails_on", "label")

@@ -46,6 +46,7 @@ index_select gather scatter scatter_ clamp clamp_ float half bfloat16 long int b
 cumsum sum mean max min topk sort exp log sigmoid matmul bmm transpose permute flatten
 expand expand_as repeat narrow chunk split div mul add sub neg abs sqrt pow lt le gt ge eq ne
 logical_and logical_or logical_not fill_ zero_ copy_ index_copy_ index_fill_ any all
+isfinite isnan isinf isneginf isposinf nan_to_num logical_xor masked_select nonzero
 """.split())
 #: modules whose functions return tensors
 _TENSOR_NAMESPACES = frozenset({"torch", "torch.nn.functional", "torch.special", "torch.linalg",
@@ -56,6 +57,10 @@ _INT_ARG_METHODS = frozenset("view reshape expand narrow repeat new_zeros new_on
 #: methods whose result is a Python value (shapes, counts)
 _PY_METHODS = frozenset("""size dim numel stride element_size data_ptr is_contiguous
 get_device nelement ndimension is_pinned is_floating_point type keys values items""".split())
+#: methods of torch.nn.Module (``.to(device)``/``.cuda()`` of a module returns the module):
+#: what they return is no tensor on the device
+_MODULE_METHODS = frozenset("""named_modules named_parameters named_buffers named_children
+modules parameters buffers children state_dict eval train apply""".split())
 #: methods whose result is on the host
 _HOST_METHODS = frozenset("cpu numpy tolist item pin_memory".split())
 #: table APIs whose name is common on non-tensors: an unknown receiver stays silent
@@ -86,6 +91,7 @@ class _Calls(_FuncState):
                 self.args(node)
                 if func.attr in summary.classes:
                     return OBJ + summary.classes[func.attr]
+                self.call_always(node, summary.syncs.get(func.attr))
                 return summary.returns.get(func.attr, UNKNOWN)
         if q is not None and q.startswith("logging.") and q.count(".") == 1:
             self.log_call(node, func.attr if isinstance(func, ast.Attribute) else "")
@@ -146,13 +152,36 @@ class _Calls(_FuncState):
                     self.api_flag(a, "__index__", "Tensor", _sev(v), v,
                                   "range() reads the tensor bound on the host")
             return PY
-        if name in ("sorted", "max", "min") and len(node.args) == 1:
+        if name in ("sorted", "max", "min", "any", "all") and len(node.args) == 1:
             if syncs_on(first):
                 self.api_flag(node, "__bool__", "Tensor", _sev(first), first,
-                              f"{name}() over a tensor compares its elements on the host")
+                              f"{name}() over a tensor compares its elements on the host"
+                              if name not in ("any", "all") else
+                              f"{name}() reads each element of the tensor as a truth value")
+            if name in ("any", "all"):
+                return PY
             return UNKNOWN if is_tensorish(first) else first
+        if name in ("max", "min") and len(node.args) > 1 and name not in self.env:
+            # max(a, t): Python compares the arguments, a tensor result read as a truth value
+            tensors = [v for v in vals if is_tensorish(v)]
+            sure = [v for v in tensors if syncs_on(v)]
+            if sure:
+                self.api_flag(node, "__bool__", "Tensor", _sev(combine(sure)), combine(sure),
+                              f"{name}() of tensors compares them as Python truth values")
+            if tensors and len(tensors) == len(vals):
+                return combine(tensors)
+            return UNKNOWN if tensors else combine(vals)
+        if name in ("sum", "abs") and node.args and name not in self.env:
+            # sum(t) adds its rows, abs(t) is t.abs(): a tensor where the argument is
+            return first if is_tensorish(first) else (PY if first == PY else UNKNOWN)
         if name in ("len", "isinstance", "hasattr", "id", "type", "callable", "getattr"):
             return PY
+        if name not in self.env:
+            loaded = self.checkpoint(node, self.ctx.names.get(name, ""))
+            if loaded is not None:
+                return loaded
+            if name == "pin_memory" and node.args:
+                return PINNED
         if name in ("list", "tuple", "reversed", "iter", "next"):
             return first if first != PY else PY
         if name not in self.env:
@@ -161,8 +190,12 @@ class _Calls(_FuncState):
                 return OBJ + cls
             sym = self.ctx.symbol(name)
             if sym is not None:
+                self.call_always(node, sym[0].syncs.get(sym[1]))
                 return _given(sym[0].returns.get(sym[1], UNKNOWN), vals)
         self.lazy_return(name)
+        if name in self.ctx.defs and self.env.get(name, PY) == PY:
+            self.call_always(node, self.ctx.always.get(name))
+            self.record_call(node, name)
         if name in self.ctx.returns:
             return _given(self.ctx.returns[name], vals)
         return UNKNOWN
@@ -184,6 +217,16 @@ class _Calls(_FuncState):
             return (HOST, True) if s.startswith("cpu") else (DEVICE, True)
         if isinstance(dev, ast.Call) and self.ctx.qual(dev.func) == "torch.device" and dev.args:
             return self.place_of_device(dev.args[0])
+        if isinstance(dev, ast.Attribute) and dev.attr == "device" and not (
+                isinstance(dev.value, ast.Name) and dev.value.id in ("self", "cls")):
+            # device=x.device: where x is when that is known; of an x of unknown place
+            # taken for the device (the common case), but the function then syncs only
+            # where its callers' x is on it
+            base = self.ev_quiet(dev.value)
+            if base in (HOST, PINNED):
+                return HOST, True
+            if base in (TENSOR, UNKNOWN):
+                self.guessed_device = True
         name = _last_name(dev)
         if name is not None:
             if "cpu" in name.lower() or "host" in name.lower():
@@ -199,6 +242,9 @@ class _Calls(_FuncState):
         vals = self.args(node)
         if q.startswith("numpy."):
             return HOST
+        loaded = self.checkpoint(node, q)
+        if loaded is not None:
+            return loaded
         head, _, name = q.rpartition(".")
         if head in ("torch.cuda", "torch.npu") and name == "synchronize":
             self.flag(node, "SG601", q, "blocks the host until the device is idle", CERTAIN,
@@ -219,6 +265,8 @@ class _Calls(_FuncState):
             dev_node = kw.get("device") if "device" in kw else (
                 node.args[2] if name == "as_tensor" and len(node.args) > 2 else None)
             place, sure = self.place_of_device(dev_node)
+            if dev_node is None and _splat(node):
+                place, sure = TENSOR, False  # torch.tensor(v, **kwargs): device unknown
             elems = self.element_places(node.args[0]) if node.args else []
             if node.args and isinstance(node.args[0], (ast.List, ast.Tuple)) and not (
                     node.args[0].elts):
@@ -236,6 +284,8 @@ class _Calls(_FuncState):
             if place == DEVICE and first != DEVICE:
                 self.api_flag(node, name, "torch", CERTAIN if sure else LIKELY, first,
                               "host values copied to the device: the host waits for the copy")
+            if place == HOST and _is_true(kw.get("pin_memory")):
+                return PINNED  # torch.tensor(vals, pin_memory=True): a staging buffer
             return place
         if name in _FACTORIES:
             if not name.endswith("_like") and name not in ("tensor", "as_tensor", "from_numpy"):
@@ -246,6 +296,8 @@ class _Calls(_FuncState):
                 return HOST
             if _is_true(kw.get("pin_memory")):
                 return PINNED
+            if "device" not in kw and _splat(node):
+                return TENSOR  # torch.zeros(n, **kwargs): the device may be in kwargs
             return self.place_of_device(kw.get("device"))[0]
         apis = _owned(name, owner)
         if apis:
@@ -280,6 +332,25 @@ class _Calls(_FuncState):
         if res in (UNKNOWN, PY):
             return TENSOR
         return res
+
+    def checkpoint(self, node: ast.Call, q: str) -> Optional[str]:
+        """Where a checkpoint loader puts what it loads: ``torch.load`` where
+        ``map_location`` says (unknown without one: where it was saved), safetensors'
+        ``load_file``/``load`` on ``device=`` (the host by default); None for other calls."""
+        kw = {k.arg: k.value for k in node.keywords if k.arg}
+        if q == "torch.load":
+            where = kw.get("map_location", node.args[1] if len(node.args) > 1 else None)
+            if where is None:
+                return UNKNOWN
+            if isinstance(where, (ast.Constant, ast.Call)):
+                place, sure = self.place_of_device(where)
+                return place if sure else UNKNOWN
+            return UNKNOWN  # a variable (device = torch.device("cpu")?), a function, a dict
+        if q in ("safetensors.torch.load_file", "safetensors.torch.load"):
+            dev = kw.get("device", node.args[1] if len(node.args) > 1 and (
+                q.endswith("load_file")) else None)
+            return HOST if dev is None else self.place_of_device(dev)[0]
+        return None
 
     def element_places(self, node: ast.expr) -> List[str]:
         """The places of the leaves of a list/tuple literal (nested), or of a list
@@ -332,8 +403,14 @@ class _Calls(_FuncState):
         if cls is not None:
             self.args(node)
             info = self.ctx.classes.get(cls)
-            return info.methods.get(m, UNKNOWN) if info is not None else UNKNOWN
+            if info is None:
+                return UNKNOWN
+            self.call_always(node, info.syncs.get(m))
+            return info.methods.get(m, UNKNOWN)
         vals = self.args(node)
+        if m == "pin_memory" and r != DEVICE:
+            # x.pin_memory(), an accelerator's pin_memory(x) helper: page-locked host memory
+            return PINNED
         kw = {k.arg: k.value for k in node.keywords if k.arg} if node.keywords else {}
         tensor_recv = r in (DEVICE, TENSOR) or (
             r == UNKNOWN and m not in _GENERIC and not m.startswith("__"))
@@ -360,6 +437,8 @@ class _Calls(_FuncState):
                 self.api_flag(node, m, "Tensor", _sev(combine([idx_v, value_v])), idx_v,
                               "a boolean mask index reads the mask on the host")
             return r
+        if m in ("to", "cuda", "npu") and r == UNKNOWN and _is_module_expr(func.value):
+            return UNKNOWN  # model.to(device): the module, moved; no tensor
         if m in ("to", "cuda", "npu") or (m == "copy_" and node.args):
             if self.is_empty(func.value) or (m == "copy_" and self.is_empty(node.args[0])):
                 # a copy of no element returns before copying: nothing waits
@@ -374,6 +453,9 @@ class _Calls(_FuncState):
             self.flag(node, a.rule, f"Tensor.{m}", a.why, SILENT, r)  # a candidate only
         if r == PY and isinstance(func.value, ast.Name) and func.value.id in ("self", "cls"):
             # a method of the class: it may return tensors (or tuples of them)
+            got = self.self_call(node, m)
+            if got is not None:
+                return got
             return PY if m in _PY_METHODS else UNKNOWN
         if r in (HOST, PINNED, PY) and m not in ("to",):
             if m == "pin_memory":
@@ -382,6 +464,8 @@ class _Calls(_FuncState):
                 PY if m in _PY_METHODS or m in ("tolist", "item") else r)
         if m in _PY_METHODS:
             return PY
+        if m in _MODULE_METHODS:
+            return UNKNOWN  # model.to(device).named_modules(): a module's, not a tensor's
         apis = _owned(m, "Tensor")
         if m in ("cpu", "tolist", "numpy") and self.is_empty(func.value):
             apis = []  # a copy of no element: nothing waits
@@ -503,6 +587,29 @@ def _no_check_multinomial(node: ast.Call, pos: int, kw: Dict[str, ast.expr]) -> 
         rep = node.args[pos + 1]
     n = kw.get("num_samples") or (node.args[pos] if len(node.args) > pos else None)
     return _is_true(rep) and not (isinstance(n, ast.Constant) and n.value == 1)
+
+
+#: names of modules and models (``model.to(device)`` moves a module, not a tensor)
+_MODULE_NAME = re.compile(r"(?:^|_)(?:model|module|net|network|encoder|decoder)s?$", re.I)
+
+
+def _is_module_expr(node: ast.expr) -> bool:
+    """A module or model by its syntax: a name like ``model``/``self.encoder``, or what a
+    ``from_pretrained``/``from_config`` call or a class (``Net(...)``) makes."""
+    if isinstance(node, ast.Call):
+        f = node.func
+        if isinstance(f, ast.Attribute):
+            return f.attr in ("from_pretrained", "from_config") or (
+                f.attr in ("to", "cuda", "npu", "eval", "train", "half", "float", "bfloat16")
+                and _is_module_expr(f.value))
+        return isinstance(f, ast.Name) and f.id[:1].isupper() and not f.id.isupper()
+    name = _last_name(node)
+    return name is not None and _MODULE_NAME.search(name) is not None
+
+
+def _splat(node: ast.Call) -> bool:
+    """The call passes ``**kwargs`` (which may hold ``device=``)."""
+    return any(k.arg is None for k in node.keywords)
 
 
 def _is_true(node: Optional[ast.expr]) -> bool:

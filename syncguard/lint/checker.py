@@ -42,7 +42,7 @@ from .project import ModuleSummary, Project
 from .shapes import _Shapes
 from .state import _Ctx, _imports
 from .statements import _element, _Statements
-from .syntax import _attr_key
+from .syntax import _attr_key, comments
 
 __all__ = ["CERTAIN", "LIKELY", "SILENT", "SEVERITIES", "Finding", "check_source", "check_tree"]
 
@@ -121,6 +121,8 @@ class _Func(_Shapes, _Indexing, _Calls, _Statements):
 
     def ev_other(self, node: ast.AST) -> str:
         # await, yield, ...: look inside, know nothing of the result
+        if isinstance(node, (ast.Yield, ast.YieldFrom)):
+            self.generator = True  # a call of it runs nothing until iterated
         for child in ast.iter_child_nodes(node):
             if isinstance(child, ast.expr):
                 self.ev(child)
@@ -143,14 +145,22 @@ class _Func(_Shapes, _Indexing, _Calls, _Statements):
         return v
 
     def boolop(self, node: ast.BoolOp) -> str:
-        vals = [self.ev(x) for x in node.values]
+        vals = [self.ev(node.values[0])]
+        synced = self.synced  # the operands after the first may not run
+        vals += [self.ev(x) for x in node.values[1:]]
+        self.synced = synced
         for x, v in zip(node.values[:-1], vals[:-1]):
             self.condition(x, v)
         return combine(vals)
 
     def ifexp(self, node: ast.IfExp) -> str:
         self.condition(node.test, self.ev(node.test))
-        return join(self.ev(node.body), self.ev(node.orelse))
+        synced = self.synced
+        body = self.ev(node.body)
+        self.synced = synced  # one arm runs: neither is sure to
+        orelse = self.ev(node.orelse)
+        self.synced = synced
+        return join(body, orelse)
 
     def container(self, node: ast.expr) -> str:
         return _container([self.ev(e) for e in node.elts])  # type: ignore[attr-defined]
@@ -197,6 +207,7 @@ class _Func(_Shapes, _Indexing, _Calls, _Statements):
     def comprehension(self, node: ast.expr) -> str:
         saved = dict(self.env)
         saved_shapes = dict(self.shapes)
+        synced = self.synced  # over an empty iterable the body never runs
         for gen in node.generators:  # type: ignore[attr-defined]
             self.bind(gen.target, _element(self.ev(gen.iter)))
             for cond in gen.ifs:
@@ -208,6 +219,7 @@ class _Func(_Shapes, _Indexing, _Calls, _Statements):
             v = self.ev(node.elt)  # type: ignore[attr-defined]
         self.env = saved
         self.shapes = saved_shapes
+        self.synced = synced
         return v if v != PY else PY
 
     def attribute(self, node: ast.Attribute) -> str:
@@ -346,11 +358,12 @@ def check_tree(tree: ast.Module, source: str, path: str, project: Optional[Proje
     ctx.script_funcs = _context.script_functions(tree)
     top = _Func(ctx, "<module>")
     top.body(tree.body)
+    top.reread_module()
     if project is not None and module:
         project.summaries[module] = ModuleSummary(
             dict(ctx.returns), {n: k for n, k in ctx.local_classes.items()},
             {k: v for k, v in top.env.items() if "." not in k and v != UNKNOWN
-             and k not in ctx.local_classes and k not in ctx.defs})
+             and k not in ctx.local_classes and k not in ctx.defs}, dict(ctx.always))
     return _one_per_line(ctx.findings, ctx)
 
 
@@ -364,6 +377,10 @@ def _one_per_line(found: List[Finding], ctx: _Ctx) -> List[Finding]:
         seen.add(k)
         by_line.setdefault(f.line, []).append(f)
     out: List[Finding] = []
+    # the file's comments, read at the first marker (None: the tokenizer refused the file,
+    # the marker on the line is taken as it is)
+    notes: Optional[Dict[int, str]] = None
+    read_notes = False
     for line in sorted(by_line):
         fs = sorted(by_line[line], key=lambda f: (-_RANK[f.severity], f.col))
         best = fs[0]
@@ -371,6 +388,12 @@ def _one_per_line(found: List[Finding], ctx: _Ctx) -> List[Finding]:
         best.end_line = max(f.end_line for f in fs)
         lines = ctx.lines
         m = _ALLOW.search(lines[line - 1]) if 0 < line <= len(lines) else None
+        if m is not None:
+            # a marker counts only in a comment: a log message may mention one
+            if not read_notes:
+                notes, read_notes = comments(ctx.source), True
+            if notes is not None:
+                m = _ALLOW.search(notes.get(line, ""))
         if m is not None:
             best.allowed = m.group(1).strip() or "allowed"
         out.append(best)

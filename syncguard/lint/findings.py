@@ -19,9 +19,10 @@ _RANK = {CERTAIN: 2, LIKELY: 1, SILENT: 0}
 @dataclasses.dataclass
 class Finding:
     """One line that can make a hidden sync. ``line``/``col`` where the syncing expression
-    starts (1-based line, 0-based column), ``end_line`` where it ends; ``rule`` an id of
-    :data:`syncguard.core.syncapis.RULES`; ``api`` the Python entry that syncs; ``why`` the reason;
-    ``severity`` certain/likely/silent; ``value`` what the read value was inferred to be;
+    starts (1-based line as Python numbers lines, 0-based column in characters), ``end_line``
+    where it ends; ``rule`` an id of :data:`syncguard.core.syncapis.RULES`; ``api`` the Python
+    entry that syncs; ``why`` the reason; ``severity`` certain/likely/silent; ``value`` what the
+    read value was inferred to be;
     ``function`` the enclosing function's qualified name; ``allowed`` the reason of an inline
     ``# syncguard: allow[reason]`` (None when not allowed); ``text`` the source line."""
 
@@ -46,6 +47,13 @@ class Finding:
     context: str = _context.SERVING
     #: on which backends it syncs: both, cuda or npu (from the op models, :mod:`.backends`)
     backend: str = BOTH
+    #: in a notebook, the code cell (from 1) whose ``line`` it is (:mod:`.notebook`)
+    cell: Optional[int] = None
+
+    @property
+    def where(self) -> str:
+        """The file, and the cell of a notebook: ``nb.ipynb:cell 3``."""
+        return self.path if self.cell is None else f"{self.path}:cell {self.cell}"
 
     @property
     def reported(self) -> bool:

@@ -11,11 +11,32 @@ from typing import Optional
 from .findings import CERTAIN, LIKELY, _sev
 from .infer import DEVICE, HOST, PINNED, PY, TENSOR, UNKNOWN, combine, is_tensorish, syncs_on
 from .state import _FuncState
-from .syntax import _is_list_expr, _is_number_expr, _last_name
+from .syntax import _attr_key, _is_list_expr, _is_number_expr, _last_name
 
 #: index or value expressions that are no Python int or number, even of a Python place
 _NOT_INT_NODES = (ast.List, ast.Tuple, ast.Set, ast.Dict, ast.ListComp, ast.SetComp,
                   ast.DictComp, ast.GeneratorExp, ast.JoinedStr, ast.Lambda)
+
+
+#: what an index tensor holds, by :meth:`_Indexing.dtype_of`: booleans (a mask) or integers
+BOOL, INT = "bool", "int"
+#: methods and torch functions whose result is a boolean tensor
+_BOOL_OPS = frozenset("""bool isfinite isnan isinf isneginf isposinf isreal logical_and
+logical_or logical_not logical_xor eq ne lt le gt ge greater less greater_equal less_equal
+not_equal isin isclose signbit""".split())
+#: ... an integer tensor
+_INT_OPS = frozenset("""long int short argmax argmin argsort nonzero argwhere multinomial
+searchsorted bucketize randperm arange randint""".split())
+#: methods whose result holds what their receiver holds (moves, views, copies)
+_SAME_OPS = frozenset("""to cuda npu cpu contiguous view reshape squeeze unsqueeze flatten
+expand expand_as clone detach t transpose permute repeat narrow flip roll pin_memory
+type_as""".split())
+#: functions joining tensors: their result holds what the joined ones hold
+_JOIN_OPS = frozenset("cat concat concatenate stack hstack vstack".split())
+#: methods returning (values, indices): the second element is an integer tensor
+_PAIR_OPS = frozenset("topk sort max min kthvalue mode median cummax cummin".split())
+_DTYPES = {"bool": BOOL, "long": INT, "int": INT, "int64": INT, "int32": INT, "int16": INT,
+           "int8": INT, "short": INT}
 
 
 class _Indexing(_FuncState):
@@ -70,28 +91,57 @@ class _Indexing(_FuncState):
         if not number or any(k in ("slice", "none", "other") for k in kinds):
             return  # a slice or None keeps a dimension: fill_ into it, no copy
         if "tensor" in kinds:
-            self.flag(node, "SG401", "Tensor.__setitem__",
-                      "a Python number written through an index tensor: on CUDA index_put_ "
-                      "copies the value to the device and waits (no sync on NPU)",
-                      _sev(base), base,
-                      ("Tensor.__setitem__", "setitem_scalar_int_tensor_index"))
+            tensors = [it for it, k in zip(items, kinds) if k == "tensor"]
+            if all(self.dtype_of(it) == INT for it in tensors):
+                self.flag(node, "SG401", "Tensor.__setitem__",
+                          "a Python number written through an index tensor: on CUDA "
+                          "index_put_ copies the value to the device and waits (no sync on "
+                          "NPU)", _sev(base), base,
+                          ("Tensor.__setitem__", "setitem_scalar_int_tensor_index"))
+            else:
+                # the dtype decides the backend: a mask runs nonzero on the NPU, an integer
+                # index copies the value on CUDA; not known to be integers, it is either
+                self.flag(node, "SG401", "Tensor.__setitem__",
+                          "a Python number written through an index tensor of unknown dtype: "
+                          "a boolean mask runs nonzero on NPU (index_put_), an integer index "
+                          "copies the value to the device on CUDA", _sev(base), base,
+                          models=(("Tensor.__setitem__", "setitem_scalar_bool_mask"),
+                                  ("Tensor.__setitem__", "setitem_scalar_int_tensor_index")))
             return
         rank = self.rank_of(recv)
         ints = sum(k in ("int", "unknown") for k in kinds)
+        # x[keep] = 0 with keep of unknown place and dtype: a boolean mask (nonzero on NPU)
+        # unless shown to be an integer
+        maybe_mask = kinds == ["unknown"] and self.dtype_of(idx_node) != INT
+        mask_model = ("Tensor.__setitem__", "setitem_scalar_bool_mask")
         if rank is None:
             if "ellipsis" in kinds:
                 return  # x[..., 0] = 0: mostly on tensors of several dimensions
             sev = LIKELY
         elif rank != ints:
-            return  # the destination keeps a dimension: fill_, no sync
+            if maybe_mask:
+                self.flag(node, "SG301", "Tensor.__setitem__",
+                          "a Python number written through an index of unknown dtype: a "
+                          "boolean mask runs nonzero on NPU (index_put_) and reads the count "
+                          "on the host", LIKELY, base, mask_model)
+            return  # the destination keeps a dimension: fill_, no sync on CUDA
         else:
             sev = CERTAIN if base == DEVICE and "unknown" not in kinds else LIKELY
+        into_0d = ("Tensor.__setitem__", "setitem_scalar_into_0d")
+        if maybe_mask:
+            self.flag(node, "SG401", "Tensor.__setitem__",
+                      "a Python number written through an index of unknown dtype: the cost "
+                      "is backend-dependent (CUDA: an integer into a 0-d destination is a "
+                      "blocking host-to-device copy of the value, a row of a 2-d tensor a "
+                      "fill_ with no sync; NPU: a boolean mask runs nonzero in index_put_ "
+                      "and reads the count on the host)", sev, base,
+                      models=(into_0d, mask_model))
+            return
         self.flag(node, "SG401", "Tensor.__setitem__",
                   "a Python number written through an integer index: the cost is "
                   "backend-dependent (CUDA: a blocking host-to-device copy of the value into "
                   "a 0-d destination, e.g. x[i] of a 1-d x; a row of a 2-d tensor is a fill_ "
-                  "with no sync; NPU: no sync)", sev, base,
-                  ("Tensor.__setitem__", "setitem_scalar_into_0d"))
+                  "with no sync; NPU: no sync)", sev, base, into_0d)
 
     def index_kind(self, it: ast.expr) -> str:
         """One item of an index: ``slice``, ``none``, ``ellipsis``, ``int``, ``tensor``,
@@ -121,18 +171,119 @@ class _Indexing(_FuncState):
         return "unknown"
 
     def is_mask(self, idx_node: ast.expr, idx: str) -> bool:
-        """An index that is a boolean tensor (a comparison, ~/&/| of them, ``*mask``)."""
+        """An index that is a boolean tensor (a comparison, ~/&/| of them, ``*mask``, a cast
+        to bool, ``cat`` of masks), or a tuple holding one."""
         if isinstance(idx_node, ast.Tuple):
             return any(self.is_mask(e, UNKNOWN) for e in idx_node.elts)
-        if isinstance(idx_node, ast.Compare) and not any(
-                isinstance(o, (ast.Is, ast.IsNot, ast.In, ast.NotIn)) for o in idx_node.ops):
-            return True
-        if isinstance(idx_node, ast.UnaryOp) and isinstance(idx_node.op, ast.Invert):
-            return self.is_mask(idx_node.operand, idx)
-        if isinstance(idx_node, ast.BinOp) and isinstance(idx_node.op, (ast.BitAnd, ast.BitOr)):
-            return self.is_mask(idx_node.left, idx) or self.is_mask(idx_node.right, idx)
-        name = _last_name(idx_node)
-        return name is not None and (name.lower().endswith("mask") or name in self.masks)
+        return self.dtype_of(idx_node) == BOOL
+
+    def dtype_of(self, node: ast.expr) -> Optional[str]:  # noqa: C901 - one walk of shapes
+        """What tensor ``node`` holds, as its syntax and the names bound so far say:
+        :data:`BOOL` (a mask), :data:`INT` (an index) or None (unknown)."""
+        cls = node.__class__
+        if cls is ast.Compare:
+            ops = node.ops  # type: ignore[attr-defined]
+            return None if any(isinstance(o, (ast.Is, ast.IsNot, ast.In, ast.NotIn))
+                               for o in ops) else BOOL
+        if cls is ast.UnaryOp:
+            op = node.op  # type: ignore[attr-defined]
+            return self.dtype_of(node.operand) if isinstance(  # type: ignore[attr-defined]
+                op, ast.Invert) else None
+        if cls is ast.BinOp:
+            if isinstance(node.op, (ast.BitAnd, ast.BitOr, ast.BitXor)):  # type: ignore
+                sides = (self.dtype_of(node.left),  # type: ignore[attr-defined]
+                         self.dtype_of(node.right))  # type: ignore[attr-defined]
+                return BOOL if BOOL in sides else None
+            return None
+        if cls is ast.Name or cls is ast.Attribute:
+            name = _last_name(node)
+            key = node.id if cls is ast.Name else _attr_key(node)  # type: ignore
+            if key in self.masks or (name is not None and name.lower().endswith("mask")):
+                return BOOL
+            if key in self.ints or name == "indices":
+                return INT
+            return None
+        if cls is ast.Subscript:
+            base = node.value  # type: ignore[attr-defined]
+            if isinstance(base, ast.Name) and base.id in self.mask_lists:
+                return BOOL  # masks[i]
+            sl = node.slice  # type: ignore[attr-defined]
+            if isinstance(base, ast.Call) and isinstance(sl, ast.Constant) and sl.value == 1 \
+                    and _call_name(base) in _PAIR_OPS:
+                return INT  # x.topk(k)[1]
+            return None
+        if cls is not ast.Call:
+            return None
+        call: ast.Call = node  # type: ignore[assignment]
+        for kw in call.keywords:
+            if kw.arg == "dtype":
+                return _dtype_const(kw.value)
+        name = _call_name(call)
+        if name is None:
+            return None
+        if name in ("to", "type") and call.args:
+            got = _dtype_const(call.args[0])
+            if got is not None or _is_dtype_expr(call.args[0]):
+                return got
+        if name in _BOOL_OPS:
+            return BOOL
+        if name in _INT_OPS:
+            return INT
+        if name in ("any", "all") and (call.args or call.keywords) and isinstance(
+                call.func, ast.Attribute):
+            return BOOL  # m.any(dim=-1): a reduced mask
+        if name in _SAME_OPS and isinstance(call.func, ast.Attribute):
+            return self.dtype_of(call.func.value)
+        if name in _JOIN_OPS and call.args:
+            arg = call.args[0]
+            if isinstance(arg, (ast.List, ast.Tuple)) and arg.elts:
+                kinds = {self.dtype_of(e) for e in arg.elts}
+                return kinds.pop() if len(kinds) == 1 else None
+            if isinstance(arg, ast.ListComp):
+                return self.dtype_of(arg.elt)
+            if isinstance(arg, ast.Name) and arg.id in self.mask_lists:
+                return BOOL
+        return None
+
+    def bind_dtype(self, target: ast.expr, value: Optional[ast.expr]) -> None:
+        """Keep what ``target`` now holds: a mask, an integer index, a list of masks (a
+        name or ``self.x``; the elements of a tuple unpacked element by element)."""
+        if isinstance(target, (ast.Tuple, ast.List)):
+            elts = target.elts
+            if isinstance(value, (ast.Tuple, ast.List)) and len(value.elts) == len(elts):
+                for t, v in zip(elts, value.elts):
+                    self.bind_dtype(t, v)
+                return
+            pair = isinstance(value, ast.Call) and len(elts) == 2 and (
+                _call_name(value) in _PAIR_OPS)
+            where = isinstance(value, ast.Call) and _call_name(value) in (
+                "where", "nonzero") and len(value.args) == 1 and not value.keywords
+            for i, t in enumerate(elts):
+                self.bind_dtype(t, None)
+                key = _target_key(t)
+                if key is not None and ((pair and i == 1) or where):
+                    self.ints.add(key)
+            return
+        key = _target_key(target)
+        if key is None:
+            return
+        self.masks.discard(key)
+        self.ints.discard(key)
+        self.mask_lists.discard(key)
+        if value is None or isinstance(value, ast.Name) and value.id == key:
+            return
+        kind = self.dtype_of(value)
+        if kind == BOOL:
+            self.masks.add(key)
+        elif kind == INT:
+            self.ints.add(key)
+        elif isinstance(value, (ast.List, ast.Tuple)) and value.elts and all(
+                self.dtype_of(e) == BOOL for e in value.elts):
+            self.mask_lists.add(key)
+        elif isinstance(value, ast.ListComp) and self.dtype_of(value.elt) == BOOL:
+            self.mask_lists.add(key)
+        elif isinstance(value, ast.Name) and value.id in self.mask_lists:
+            self.mask_lists.add(key)
 
     def slice_bounds(self, sl: ast.expr) -> None:
         items = sl.elts if isinstance(sl, ast.Tuple) else [sl]
@@ -152,7 +303,9 @@ class _Indexing(_FuncState):
         if base in (DEVICE, TENSOR) or (base == UNKNOWN and idx in (DEVICE, TENSOR)):
             if self.is_mask(node.slice, idx) and idx not in (HOST, PINNED) and (
                     is_tensorish(idx) or base != UNKNOWN):
-                mask_v = idx if is_tensorish(idx) else base
+                # a mask of a device tensor: nonzero on the device (or a host mask's indices
+                # copied to it): the tensor's place is enough
+                mask_v = combine([idx, base]) if is_tensorish(idx) else base
                 self.api_flag(node, "__getitem__", "Tensor", _sev(mask_v), mask_v,
                               "boolean-mask indexing runs nonzero: the output size is read "
                               "on the host")
@@ -177,6 +330,40 @@ class _Indexing(_FuncState):
         if is_tensorish(idx) or _is_list_expr(idx_node):
             return True
         return isinstance(idx_node, ast.Name) and idx_node.id in self.lists
+
+
+def _call_name(call: ast.Call) -> Optional[str]:
+    """The method or function name a call ends with (``x.bool()``, ``torch.cat(...)``)."""
+    f = call.func
+    if isinstance(f, ast.Attribute):
+        return f.attr
+    if isinstance(f, ast.Name):
+        return f.id
+    return None
+
+
+def _target_key(t: ast.expr) -> Optional[str]:
+    if isinstance(t, ast.Name):
+        return t.id
+    if isinstance(t, ast.Attribute):
+        return _attr_key(t)
+    return None
+
+
+def _dtype_const(node: ast.expr) -> Optional[str]:
+    """``torch.bool``, ``torch.long``, ``bool``, ``int``... as :data:`BOOL`/:data:`INT`."""
+    if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and (
+            node.value.id == "torch"):
+        return _DTYPES.get(node.attr)
+    if isinstance(node, ast.Name) and node.id in ("bool", "int"):
+        return BOOL if node.id == "bool" else INT
+    return None
+
+
+def _is_dtype_expr(node: ast.expr) -> bool:
+    """``torch.float16`` and the like: a dtype (not a device) as ``.to()``'s argument."""
+    return isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and (
+        node.value.id == "torch") and node.attr not in ("device",)
 
 
 def _is_number(node: ast.expr, v: str) -> bool:

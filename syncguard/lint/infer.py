@@ -32,6 +32,8 @@ PINNED_NAME = re.compile(r"(?:^|_)(?:pinned|pin)(?:$|_)", re.I)
 #: names the code marks as device tensors: ``x_gpu``, ``buf_npu``, ``logits_cuda`` (a suffix:
 #: ``npu_top_k_eligible`` is a flag about the npu, not a tensor on it)
 DEVICE_NAME = re.compile(r"_(?:gpu|npu|cuda)$", re.I)
+#: names of counts per device: ``train_micro_batch_size_per_gpu``
+_PER_DEVICE = re.compile(r"_per_(?:gpu|npu|cuda)$", re.I)
 #: names that hold a device *object* (``device``, ``self.device``, ``target_dev``)
 DEVICE_OBJ_NAME = re.compile(r"(?:^|_)(?:device|dev)$", re.I)
 #: names that are tensors by convention (device unknown)
@@ -80,7 +82,8 @@ def by_name(name: str) -> Optional[str]:
             "torch_npu", "torch_mlu", "torch_xla"):
         return PY  # a device object, or a CONSTANT
     if DEVICE_NAME.search(name):
-        return DEVICE
+        # micro_batch_size_per_gpu, tokens_per_npu: a count per device, not a tensor on one
+        return PY if _PER_DEVICE.search(name) else DEVICE
     if PINNED_NAME.search(name):
         return PINNED
     if HOST_NAME.search(name):

@@ -13,7 +13,19 @@ from __future__ import annotations
 import dataclasses
 import os
 import re
-from typing import Dict, Iterable, Iterator, List, Optional, Set, Tuple
+from typing import Dict, Iterable, Iterator, List, NamedTuple, Optional, Set, Tuple
+
+
+class Always(NamedTuple):
+    """A function that syncs on every path through it: the sync (``rule``, ``api``, ``why``
+    and the ``backend`` of the first sure one), and the chain of calls that reaches it
+    (``helper() -> torch.cuda.synchronize``)."""
+
+    rule: str
+    api: str
+    why: str
+    chain: str
+    backend: str
 
 
 @dataclasses.dataclass
@@ -25,6 +37,8 @@ class ClassInfo:
     name: str
     attrs: Dict[str, str] = dataclasses.field(default_factory=dict)
     methods: Dict[str, str] = dataclasses.field(default_factory=dict)
+    #: methods that sync on every path
+    syncs: Dict[str, Always] = dataclasses.field(default_factory=dict)
 
 
 @dataclasses.dataclass
@@ -35,6 +49,8 @@ class ModuleSummary:
     returns: Dict[str, str] = dataclasses.field(default_factory=dict)
     classes: Dict[str, str] = dataclasses.field(default_factory=dict)
     globals: Dict[str, str] = dataclasses.field(default_factory=dict)
+    #: functions that sync on every path
+    syncs: Dict[str, Always] = dataclasses.field(default_factory=dict)
 
 
 # `from a.b import c` / `from . import c` / `import a.b` at the start of a line (any indent)

@@ -50,7 +50,7 @@ def tags(f: Finding) -> str:
 def line_of(f: Finding) -> str:
     """``path:line:col: SG103 certain Tensor.item [npu only] [test]: why (in function)``."""
     also = f" (+{', '.join(f.also)})" if f.also else ""
-    return (f"{f.path}:{f.line}:{f.col + 1}: {f.rule} {f.severity} {f.api}{tags(f)}: {f.why}"
+    return (f"{f.where}:{f.line}:{f.col + 1}: {f.rule} {f.severity} {f.api}{tags(f)}: {f.why}"
             f" (in {f.function}){also}{_run_note(f)}")
 
 
@@ -95,6 +95,8 @@ def render_github(findings: Sequence[Finding], summary: Dict[str, Any]) -> str:
     for f in findings:
         level = "error" if f.severity == CERTAIN else "warning"
         msg = f"{f.severity}{tags(f)}: {f.why} (in {f.function}){_run_note(f)}"
+        if f.cell is not None:
+            msg = f"cell {f.cell}: {msg}"
         out.append(workflow_command(level, f.path, f.line, f"syncguard {f.rule} {f.api}", msg,
                                     col=f.col + 1, end_line=f.end_line))
     for e in _errors(summary):
@@ -122,11 +124,14 @@ def render_sarif(findings: Sequence[Finding], summary: Dict[str, Any]) -> str:
                                  "backend": f.backend}
         if f.run:
             props["run"] = f.run
+        if f.cell is not None:
+            props["cell"] = f.cell
         results.append({
             "ruleId": f.rule, "ruleIndex": index[f.rule],
             "level": "error" if f.severity == CERTAIN else "warning",
-            "message": {"text": f"{f.api}{tags(f)}: {f.why} ({f.severity}, in "
-                                f"{f.function}){_run_note(f)}"},
+            "message": {"text": ("" if f.cell is None else f"cell {f.cell}: ")
+                        + f"{f.api}{tags(f)}: {f.why} ({f.severity}, in "
+                        f"{f.function}){_run_note(f)}"},
             "locations": [location(f.path, {"startLine": f.line, "startColumn": f.col + 1,
                                             "endLine": max(f.line, f.end_line)})],
             "partialFingerprints": {"syncguardLint/v1": finding_key(f)},
@@ -146,6 +151,9 @@ def render_sarif(findings: Sequence[Finding], summary: Dict[str, Any]) -> str:
                       for e in _errors(summary)]}
     log = sarif_log("syncguard-lint", rules, results, invocation,
                     {"files": summary["files"], "counts": summary["counts"]})
+    # columns count characters (code points), as Python's columns do; SARIF's default is
+    # UTF-16 code units, which differ from them past the Basic Multilingual Plane
+    log["runs"][0]["columnKind"] = "unicodeCodePoints"
     return json.dumps(_escape.json_safe(log), indent=2) + "\n"
 
 
@@ -153,6 +161,8 @@ def finding_dict(f: Finding) -> Dict[str, Any]:
     d = {k: getattr(f, k) for k in ("path", "line", "col", "end_line", "rule", "api", "why",
                                     "severity", "value", "function", "text", "allowed",
                                     "also", "run", "context", "backend")}
+    if f.cell is not None:
+        d["cell"] = f.cell
     d["key"] = finding_key(f)
     return d
 

@@ -11,15 +11,16 @@ finding and the binding and lookup of names.
 from __future__ import annotations
 
 import ast
-from typing import TYPE_CHECKING, Dict, List, Optional, Sequence, Set, Tuple
+import dataclasses
+from typing import TYPE_CHECKING, Any, Dict, List, Optional, Sequence, Set, Tuple
 
 from ..core import syncapis
 from . import context as _context
-from .backends import BOTH, backends_of
-from .findings import Finding, _sev
+from .backends import BOTH, backends_any, backends_of
+from .findings import CERTAIN, Finding, _sev
 from .infer import HOST, PINNED, PY, UNKNOWN, by_name, is_tensorish
-from .project import ClassInfo, ModuleSummary, Project
-from .syntax import _attr_key, _dotted
+from .project import Always, ClassInfo, ModuleSummary, Project
+from .syntax import _attr_key, _dotted, char_col, source_lines
 
 _APIS = syncapis.by_name()
 #: the op-model condition an in-kernel read flagged by the lint has been proved to meet (the
@@ -30,6 +31,23 @@ _IN_KERNEL_WHEN = {"multinomial": "no_replacement_or_one_sample",
 #: (rank or None, known to have no element): what the code says of a tensor's shape
 _Shape = Tuple[Optional[int], bool]
 _NO_SHAPE: _Shape = (None, False)
+
+
+@dataclasses.dataclass
+class _ClassRead:
+    """A class of this file while its methods are read: what a method needs to read another
+    one (``self.m()`` before ``m``'s ``def``) and the places each ``self.m(...)`` call gives
+    ``m``'s parameters (a parameter every caller fills from the device is on the device)."""
+
+    #: the class body's dataflow (methods are read as its functions) and the methods' seed
+    body: Any
+    seed: Dict[str, str]
+    #: the methods by name; those whose return is known (read in order or ahead of it)
+    methods: Dict[str, ast.AST]
+    known: Set[str] = dataclasses.field(default_factory=set)
+    #: method -> one ``{parameter: place}`` per ``self.m(...)`` call read in the class
+    calls: Dict[str, List[Dict[str, str]]] = dataclasses.field(default_factory=dict)
+    recording: bool = True
 
 
 class _Ctx:
@@ -52,12 +70,21 @@ class _Ctx:
         self.local_classes: Dict[str, str] = {}
         self.aliases: Dict[str, str] = {}
         self.returns: Dict[str, str] = {}
+        #: module-level functions that sync on every path
+        self.always: Dict[str, Always] = {}
         #: what module-level functions' returns say of the shape, where every return agrees
         self.shape_returns: Dict[str, _Shape] = {}
         #: module-level functions, by name; those whose return is known; those being read
         self.defs: Dict[str, ast.AST] = {}
         self.returns_known: Set[str] = set()
         self.in_progress: Set[str] = set()
+        #: the classes being read, by key (:class:`_ClassRead`)
+        self.class_reads: Dict[str, _ClassRead] = {}
+        #: module-level functions: where their findings are in :attr:`findings`; for the
+        #: private ones, the places each call in the module gives their parameters
+        self.spans: Dict[str, Tuple[int, int]] = {}
+        self.calls: Dict[str, List[Dict[str, str]]] = {}
+        self.recording = True
         self.findings: List[Finding] = []
         self.collect = True
         #: the file imports torch: without it an unknown value is not taken for a tensor
@@ -77,7 +104,7 @@ class _Ctx:
     def lines(self) -> List[str]:
         """The file's lines, split when a finding first needs one (most files have few)."""
         if self._lines is None:
-            self._lines = self.source.splitlines()
+            self._lines = source_lines(self.source)
         return self._lines
 
     def symbol(self, name: str) -> Optional[Tuple[ModuleSummary, str]]:
@@ -190,8 +217,25 @@ class _FuncState:
         self.context = context or ctx.file_context
         self.env: Dict[str, str] = dict(env or {})
         self.ret: Optional[str] = None
+        #: the key of the class whose method (or a function nested in one) this is
+        self.cls: Optional[str] = None
+        #: every path to here has made a sure sync; some return was reached before one;
+        #: the first sure sync; the function yields (a call runs nothing)
+        self.synced = False
+        self.unsynced_exit = False
+        self.first_sync: Optional[Always] = None
+        self.generator = False
+        #: a cache decorator (lru_cache, functools.cache, tensor_cache...) wraps the function
+        self.cached = False
+        #: a tensor was put on ``x.device`` of an ``x`` of unknown place
+        self.guessed_device = False
         #: names bound to boolean tensors (comparisons, ~ & | of them)
         self.masks: Set[str] = set()
+        #: names bound to integer index tensors (argmax, topk's indices, ``.long()``...)
+        self.ints: Set[str] = set()
+        #: names bound to Python lists or tuples of boolean tensors (``torch.cat`` of one is
+        #: a mask)
+        self.mask_lists: Set[str] = set()
         #: names bound to Python lists (``sorted(...)``, ``[...]``): as an index they copy
         self.lists: Set[str] = set()
         #: names (and ``self.x`` keys) bound to tensors of a known rank or known empty
@@ -201,23 +245,33 @@ class _FuncState:
 
     # -- findings ---------------------------------------------------------------------
     def flag(self, node: ast.AST, rule: str, api: str, why: str, severity: str,
-             value: str, model: Optional[Tuple[str, str]] = None) -> None:
+             value: str, model: Optional[Tuple[str, str]] = None,
+             models: Tuple[Tuple[str, str], ...] = (), via: Optional[Always] = None
+             ) -> None:
         """Record a finding; ``model``: (op or entry point, condition) of an op-model entry
-        that decides the backends it syncs on (none: every backend)."""
-        if not self.ctx.collect:
-            return
-        backend = BOTH
-        if model is not None:
-            found = backends_of(*model)
+        that decides the backends it syncs on (none: every backend); ``models``: several
+        such entries, any of which may hold (the backends of all of them); ``via``: the
+        helper that always syncs, for a call of one."""
+        backend = BOTH if via is None else via.backend
+        if model is not None or models:
+            found = backends_of(*model) if model is not None else backends_any(models)
             if found is None:
                 return  # no op model counts a read here: no sync on any backend
             backend = found
+        if severity == CERTAIN and rule != "SG401":
+            # a read or a wait, not an upload: a helper that uploads host values it was given
+            # makes its caller's inputs (the copy is flagged where the helper makes it)
+            self.synced = True
+            if self.first_sync is None:
+                self.first_sync = via or Always(rule, api, why, api, backend)
+        if not self.ctx.collect:
+            return
         line = getattr(node, "lineno", 1)
-        text = self.ctx.lines[line - 1].strip() if 0 < line <= len(self.ctx.lines) else ""
+        raw = self.ctx.lines[line - 1] if 0 < line <= len(self.ctx.lines) else ""
         self.ctx.findings.append(Finding(
-            self.ctx.path, line, getattr(node, "col_offset", 0),
+            self.ctx.path, line, char_col(raw, getattr(node, "col_offset", 0)),
             getattr(node, "end_lineno", None) or line, rule, api, why, severity, value,
-            self.name, text, context=self.context, backend=backend))
+            self.name, raw.strip(), context=self.context, backend=backend))
 
     def api_flag(self, node: ast.AST, name: str, owner: str, severity: str, value: str,
                  why: Optional[str] = None) -> None:
@@ -292,6 +346,12 @@ class _FuncState:
 
         def lazy_return(self, name: str) -> None: ...
 
+        def self_call(self, node: ast.Call, m: str) -> Optional[str]: ...
+
+        def call_always(self, node: ast.Call, always: Optional[Always]) -> None: ...
+
+        def record_call(self, node: ast.Call, name: str) -> None: ...
+
         def bind_shape(self, key: str, value: Optional[ast.expr]) -> None: ...
 
         def rank_of(self, node: Optional[ast.expr]) -> Optional[int]: ...
@@ -303,6 +363,10 @@ class _FuncState:
         def index_kind(self, it: ast.expr) -> str: ...
 
         def is_mask(self, idx_node: ast.expr, idx: str) -> bool: ...
+
+        def dtype_of(self, node: ast.expr) -> Optional[str]: ...
+
+        def bind_dtype(self, target: ast.expr, value: Optional[ast.expr]) -> None: ...
 
         def store_subscript(self, target: ast.Subscript, v: str,
                             value: Optional[ast.expr] = None) -> None: ...

@@ -5,7 +5,40 @@ env key of ``self.x``, number and list literals. Every part of the function data
 from __future__ import annotations
 
 import ast
-from typing import List, Optional
+import io
+import re
+import tokenize
+from typing import Dict, List, Optional
+
+#: the line breaks of Python's tokenizer (and of tracebacks and editors): not the form feed,
+#: ``\v``, ``\x1c``-``\x1e``, ``\x85`` or U+2028/2029 that ``str.splitlines()`` also breaks at
+_LINE_BREAK = re.compile(r"\r\n|\r|\n")
+
+
+def source_lines(source: str) -> List[str]:
+    """The lines of ``source`` as Python numbers them (``lines[n - 1]`` is line ``n``)."""
+    return _LINE_BREAK.split(source)
+
+
+def char_col(line: str, col: int) -> int:
+    """The character (code point) column of ``col``, a UTF-8 byte offset into ``line`` as
+    :mod:`ast` gives it."""
+    if col <= 0 or line.isascii():
+        return col
+    return len(line.encode("utf-8", "surrogatepass")[:col].decode("utf-8", "replace"))
+
+
+def comments(source: str) -> Optional[Dict[int, str]]:
+    """The comment of each line that has one (its text from ``#``), by Python's tokenizer;
+    None when the tokenizer refuses the source."""
+    out: Dict[int, str] = {}
+    try:
+        for tok in tokenize.generate_tokens(io.StringIO(source).readline):
+            if tok.type == tokenize.COMMENT:
+                out[tok.start[0]] = tok.string
+    except (tokenize.TokenError, SyntaxError):
+        return None
+    return out
 
 
 def _is_list_expr(node: Optional[ast.expr]) -> bool:

@@ -54,14 +54,19 @@ def _branch_copying(self: Any, *bodies: Any) -> None:
     """``_Func.branch`` as first written: each body from a copy of the start state."""
     start = dict(self.env)
     start_shapes = dict(self.shapes)
+    start_synced = self.synced
     ends = []
     end_shapes = []
+    synced = []
     for b in bodies:
         self.env = dict(start)
         self.shapes = dict(start_shapes)
+        self.synced = start_synced
         self.body(b)
         ends.append(self.env)
         end_shapes.append(self.shapes)
+        synced.append(self.synced)
+    self.synced = all(synced)
     self.shapes = {k: r for k, r in end_shapes[0].items()
                    if all(e.get(k) == r for e in end_shapes[1:])}
     changed: Set[str] = set()
