@@ -326,8 +326,11 @@ def _run(opts: ExecOptions, target: Any, out: str, program: Any, path: str,
             what = "; ".join(_never_called(t, parts) for t in unmatched)
             writer.note(message=f"no step matched: {what}", no_step=True)
         # a part with no end (killed, still running) cannot say: not taken as host-only
-        used = follow.device_used(target) or any(
-            res.footer is None or res.footer.get("device_used", True) for _, res in parts)
+        # a read of a device tensor is evidence too (a device whose memory statistics say 0)
+        used = follow.device_used(target) or session.outside.hidden > 0 or any(
+            t.syncs for t in session.totals.values()) or any(
+            res.footer is None or res.footer.get("device_used", True)
+            or any(s.syncs for s in res.steps) for _, res in parts)
         host_only = not used and not opts.allow_host
         if host_only:
             writer.note(message=_host_only_line(target), host_only=True)

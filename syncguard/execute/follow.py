@@ -224,7 +224,9 @@ class _Part:
         w = self.writer
         if w is None:
             return  # no step and no read: no part
-        fields: Dict[str, Any] = {"device_used": device_used(session.target)}
+        used = device_used(session.target) or session.outside.hidden > 0 or any(
+            t.syncs for t in session.totals.values())
+        fields: Dict[str, Any] = {"device_used": used}
         if reason:
             fields["reason"] = reason
         with contextlib.suppress(Exception):
