@@ -678,7 +678,13 @@ def _step() -> Optional[int]:
     guards = HUB.guards
     if not guards:
         return None
-    return guards[-1].current_step()[0]
+    g = guards[-1]
+    step = g.current_step()[0]
+    if step is None:  # exec's guard: its steps are per context, its session's
+        of = getattr(g, "context_step", None)
+        if of is not None:
+            return of()  # type: ignore[no-any-return]
+    return step
 
 
 _OWN_DIR = PKG_DIR + os.sep
