@@ -52,7 +52,9 @@ def _readbacks_outside(path: str) -> int:
 
 
 @pytest.mark.parametrize("args", [["eager", "cpu"], ["aot_eager", "cpu"], ["eager", "npu"],
-                                  ["aot_eager", "npu"]])
+                                  ["aot_eager", "npu"],
+                                  pytest.param(["inductor", "cpu"], marks=pytest.mark.slow)],
+                         ids="-".join)
 def test_loop_on_a_fullgraph_compiled_step_counts_each_token(here, tmp_path, capsys, args):
     rc, path = _exec(tmp_path, "--loop", "__main__:decode_one_token", args)
     captured = capsys.readouterr()
@@ -62,7 +64,7 @@ def test_loop_on_a_fullgraph_compiled_step_counts_each_token(here, tmp_path, cap
     assert _steps(path) == {i: 1 for i in range(TOKENS)}
 
 
-@pytest.mark.parametrize("args", [["eager", "cpu"], ["aot_eager", "npu"]])
+@pytest.mark.parametrize("args", [["eager", "cpu"], ["aot_eager", "npu"]], ids="-".join)
 def test_step_on_a_fullgraph_compiled_step_is_a_step_per_call(here, tmp_path, capsys, args):
     rc, path = _exec(tmp_path, "--step", "__main__:decode_one_token", args)
     captured = capsys.readouterr()
