@@ -28,7 +28,7 @@ import functools
 import inspect
 import sys
 import threading
-from typing import Any, Callable, List, Optional, Protocol, Tuple, TypeVar
+from typing import Any, Callable, List, Optional, Protocol, Set, Tuple, TypeVar
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -238,7 +238,7 @@ def wrap_step(fn: F, name: str) -> F:
 
     @functools.wraps(fn)
     def stepped(*args: Any, **kwargs: Any) -> Any:
-        if _RECORDER is None or (_tracing() and _one_graph()):
+        if _RECORDER is None or (_tracing() and _one_graph(name)):
             return fn(*args, **kwargs)
         cell = _enter(name)
         try:
@@ -280,7 +280,7 @@ def wrap_loop(fn: F, name: str) -> F:
 
     @functools.wraps(fn)
     def looped(*args: Any, **kwargs: Any) -> Any:
-        if _RECORDER is not None and not (_tracing() and _one_graph()):
+        if _RECORDER is not None and not (_tracing() and _one_graph(name)):
             _tick(name, sys._getframe(1), args, kwargs)
         return fn(*args, **kwargs)
 
@@ -304,19 +304,38 @@ def _never() -> bool:
 _tracing: Callable[[], bool] = _never
 
 
-def _one_graph() -> bool:
-    """Asked by a step wrapper only while Dynamo traces it (inside a compiled region):
-    whether that region must stay one graph (``fullgraph=True``, ``error_on_graph_break``).
-    Then the wrapper is a plain call in the graph: a step boundary cannot run inside it.
-    Otherwise the wrapper's own work breaks the graph there and runs eagerly, every call.
-    Dynamo calls this once per trace and keeps the answer (``assume_constant_result``)."""
+#: names of the steps whose wrapper Dynamo traced inside a one-graph region (:func:`inlined`)
+_INLINED: Set[str] = set()
+
+
+def _one_graph(name: str) -> bool:
+    """Asked by the wrapper of step ``name`` only while Dynamo traces it (inside a compiled
+    region): whether that region must stay one graph (``fullgraph=True``,
+    ``error_on_graph_break``). Then the wrapper is a plain call in the graph: a step boundary
+    cannot run inside it (:func:`inlined` names it). Otherwise the wrapper's own work breaks
+    the graph there and runs eagerly, every call. Dynamo calls this once per trace and keeps
+    the answer (``assume_constant_result``)."""
     try:
         from torch._dynamo.symbolic_convert import InstructionTranslator
 
         tx = InstructionTranslator.current_tx()
-        return bool(tx.one_graph or getattr(tx, "error_on_graph_break", False))
+        one = bool(tx.one_graph or getattr(tx, "error_on_graph_break", False))
     except Exception:  # another torch: a plain call never breaks the program
-        return True
+        one = True
+    if one:
+        _INLINED.add(name)
+    return one
+
+
+def inlined() -> List[str]:
+    """The steps (by name) whose calls inside a ``torch.compile(fullgraph=True)`` region ran
+    as plain calls, no step: a boundary cannot run inside a graph."""
+    return sorted(_INLINED)
+
+
+def forget_inlined() -> None:
+    """Start :func:`inlined` afresh (a new run in this process)."""
+    _INLINED.clear()
 
 
 _one_graph._dynamo_marked_constant = True  # type: ignore[attr-defined]

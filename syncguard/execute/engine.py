@@ -203,6 +203,8 @@ def _run(opts: ExecOptions, target: Any, out: str, program: Any, path: str,
         session.finish(complete=not stopped)
         if opts.record_lines:
             writer.note(**recorder.note())
+        for line in hooks.notes():  # a step traced inside a fullgraph region
+            writer.note(message=line)
         if opts.steps and set(session.step_names()) <= {PROGRAM_STEP}:
             # no --step/--loop target was ever called: the headline says so, not a count of
             # the whole program's syncs that would read like a result

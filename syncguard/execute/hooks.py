@@ -211,6 +211,7 @@ class StepHooks:
         return out
 
     def install(self) -> None:
+        markers.forget_inlined()
         for name in [*self.pending(), _DYNAMO]:
             if name == "__main__":  # the program's own code: bound by .mainhook as it runs
                 continue
@@ -284,6 +285,15 @@ class StepHooks:
                                 f"method")
         setattr(owner, last, new)
         self._patched.append(_Installed(owner, last, had_own, original))
+
+    def notes(self) -> List[str]:
+        """One line per target whose calls inside a one-graph compiled region were not
+        steps (:func:`syncguard.core.steps.inlined`)."""
+        names = set(markers.inlined())
+        return [f"{t.flag} {t.spec}: called inside a torch.compile(fullgraph=True) region, "
+                f"where no step boundary can run: those calls are not steps (name the "
+                f"compiled function, or its caller)" for t in self.targets
+                if t.installed and t.label in names]
 
     def errors(self) -> List[str]:
         """One line per target that was never installed: attribute missing, or its module

@@ -77,13 +77,16 @@ def test_step_on_a_fullgraph_compiled_step_is_a_step_per_call(here, tmp_path, ca
 @pytest.mark.parametrize("fullgraph,steps", [(True, 1), (False, 1 + TOKENS)])
 def test_step_inside_a_compiled_region(here, tmp_path, capsys, fullgraph, steps):
     """`sample` runs inside the compiled step: under fullgraph its wrapper is a plain call
-    in the graph (only prefill's eager call is a step); without, each call is a step."""
+    in the graph (only prefill's eager call is a step, and a note says so); without, each
+    call is a step."""
     args = ["eager", "cpu"] + ([] if fullgraph else ["--no-fullgraph"])
     rc, path = _exec(tmp_path, "--step", "__main__:sample", args)
     captured = capsys.readouterr()
     assert rc == 0, captured.err
     assert "generated 6 tokens" in captured.out, captured.err
     assert len(_steps(path)) == steps
+    said = "--step __main__:sample: called inside a torch.compile(fullgraph=True) region"
+    assert (said in " ".join(captured.err.split())) == fullgraph, captured.err
 
 
 def test_inductor_fullgraph_loop_in_a_real_process(tmp_path):
