@@ -9,8 +9,11 @@ import os
 import subprocess
 import sys
 
+import pytest
+from _cli import program_env
 from _paths import TESTS
 
+from syncguard.cli import main
 from syncguard.results import format as results
 
 HERE = os.path.join(str(TESTS), "data", "exec", "nanogpt")
@@ -40,3 +43,23 @@ def test_nanogpt_sample_loads_its_checkpoint_onto_the_simulated_npu(tmp_path):
     # boolean index (nonzero)
     assert {s.syncs for s in steps} == {3}
     assert [s.step for s in steps if (s.labels or {}).get("phase") == "prefill"] == [0, TOKENS]
+
+
+def test_what_the_simulated_npu_cannot_do_is_one_line_and_exit_2(
+        tmp_path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture) -> None:
+    """A device tensor's storage holds no bytes on the simulated npu: a program that sets a
+    tensor from it gets syncguard's one line, exit 2 (not a traceback), reports written."""
+    program_env(monkeypatch)
+    prog = tmp_path / "storage_prog.py"
+    prog.write_text("import torch\n"
+                    "s = torch.zeros(3, device='npu').untyped_storage()\n"
+                    "torch.empty(0, device='npu').set_(s)\n")
+    out = str(tmp_path / "o")
+    rc = main(["exec", "--device", "sim", "--out", out, "--", "python", str(prog)])
+    err = capsys.readouterr().err
+    assert rc == 2, err
+    assert "Traceback" not in err
+    said = [ln for ln in err.splitlines() if ln.startswith("syncguard: error: ")]
+    assert len(said) == 1 and "set_ with a Storage is not supported" in said[0], err
+    footer = results.load(os.path.join(out, "result.jsonl")).footer
+    assert footer["reason"] == "program raised SimulatedDeviceError", footer
