@@ -327,6 +327,9 @@ def _one_graph(name: str) -> bool:
     return one
 
 
+_one_graph._dynamo_marked_constant = True  # type: ignore[attr-defined]
+
+
 def inlined() -> List[str]:
     """The steps (by name) whose calls inside a ``torch.compile(fullgraph=True)`` region ran
     as plain calls, no step: a boundary cannot run inside a graph."""
@@ -336,9 +339,6 @@ def inlined() -> List[str]:
 def forget_inlined() -> None:
     """Start :func:`inlined` afresh (a new run in this process)."""
     _INLINED.clear()
-
-
-_one_graph._dynamo_marked_constant = True  # type: ignore[attr-defined]
 
 
 def under_compile(tracing: Callable[[], bool]) -> Tuple[List[Any], List[Any]]:

@@ -173,7 +173,12 @@ def _compile_safe() -> None:
     ``--step`` or ``--loop`` function fails (a ContextVar read, ``sys._getframe``)."""
     import torch
 
-    wrappers, work = markers.under_compile(torch.compiler.is_dynamo_compiling)
+    compiler = getattr(torch, "compiler", None)
+    tracing = getattr(compiler, "is_dynamo_compiling", None) or getattr(
+        compiler, "is_compiling", None)
+    if tracing is None:  # a torch too old to tell
+        return
+    wrappers, work = markers.under_compile(tracing)
     try:
         from torch._dynamo import eval_frame as ef
 
