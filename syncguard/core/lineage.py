@@ -38,7 +38,7 @@ from torch.utils.weak import WeakIdKeyDictionary
 
 from .._paths import PKG_DIR
 from .hub import HUB
-from .lineage_words import DEVICE_KINDS, HOST_KINDS, site_verdict, verdict_text
+from .lineage_words import CARRIED, DEVICE_KINDS, HOST_KINDS, site_verdict, verdict_text
 
 log = logging.getLogger("syncguard")
 
@@ -98,12 +98,19 @@ class Node:
     ``roots`` still say where it came from. A node with ``op`` None and inputs is a join (two
     records of one tensor: an in-place write into a view's base, several tensors read)."""
 
-    __slots__ = ("roots", "ops", "more", "op", "inputs", "dropped", "cut", "height", "size")
+    __slots__ = ("roots", "ops", "more", "op", "inputs", "dropped", "cut", "height", "size",
+                 "made", "fed")
 
     def __init__(self, roots: Tuple[Root, ...], ops: Tuple[str, ...] = (),
                  more: bool = False, op: Optional[str] = None,
-                 inputs: Tuple[Node, ...] = (), dropped: int = 0, cut: bool = False) -> None:
+                 inputs: Tuple[Node, ...] = (), dropped: int = 0, cut: bool = False,
+                 made: Optional[int] = None, fed: bool = False) -> None:
         self.roots = roots
+        #: the step whose op made it last (None: a root, or made outside every step)
+        self.made = made
+        #: an op of its history, in a step, took a value an op of an earlier step made:
+        #: state carried between steps on the device (a fed-back state, a position, a buffer)
+        self.fed = fed
         self.ops = ops
         self.more = more  # roots were left out (over MAX_ROOTS)
         self.op = op  # the op that made it (its short name), None for a root or a join
@@ -121,10 +128,11 @@ class Node:
 
 
 def _made(roots: Tuple[Root, ...], ops: Tuple[str, ...], more: bool, op: Optional[str],
-          inputs: Tuple[Node, ...], dropped: int = 0) -> Node:
+          inputs: Tuple[Node, ...], dropped: int = 0, made: Optional[int] = None,
+          fed: bool = False) -> Node:
     """A node with inputs, its history trimmed when it grew over the bounds (so a tensor
     updated every step keeps :data:`KEEP_DEPTH` levels, never the whole run)."""
-    n = Node(roots, ops, more, op, inputs, dropped)
+    n = Node(roots, ops, more, op, inputs, dropped, made=made, fed=fed)
     if n.height > MAX_HEIGHT or n.size > MAX_SIZE:
         n = _trim(n, KEEP_DEPTH, [KEEP_NODES])
     return n
@@ -137,18 +145,34 @@ def _trim(n: Node, depth: int, budget: List[int]) -> Node:
         return n
     budget[0] -= 1
     if depth <= 0 or budget[0] <= 0:
-        return Node(n.roots, n.ops, n.more, n.op, (), n.dropped, cut=True)
+        return Node(n.roots, n.ops, n.more, n.op, (), n.dropped, cut=True, made=n.made,
+                    fed=n.fed)
     return Node(n.roots, n.ops, n.more, n.op,
-                tuple(_trim(i, depth - 1, budget) for i in n.inputs), n.dropped, n.cut)
+                tuple(_trim(i, depth - 1, budget) for i in n.inputs), n.dropped, n.cut,
+                n.made, n.fed)
 
 
-def _merge(nodes: List[Node], op: Optional[str]) -> Node:
+def _carried(nodes: List[Node], step: Optional[int]) -> Tuple[Optional[int], bool]:
+    """(made, fed) of what an op running in ``step`` makes from ``nodes`` (``step`` None: a
+    join of records, no op: the latest of theirs)."""
+    fed = any(n.fed for n in nodes)
+    if step is None:
+        made = max((n.made for n in nodes if n.made is not None), default=None)
+        return made, fed
+    return step, fed or any(n.made is not None and n.made < step for n in nodes)
+
+
+def _merge(nodes: List[Node], op: Optional[str], step: Optional[int] = None) -> Node:
+    """What ``op`` (None: a join of records) made from ``nodes``, in ``step``."""
+    made, fed = _carried(nodes, step if op is not None else None)
     if len(nodes) == 1:  # the common case (a unary op, a chain): no new roots to join
         n = nodes[0]
         if op is None or (n.ops and n.ops[-1] == op):
-            return n
+            if n.made == made and n.fed == fed:
+                return n
+            return Node(n.roots, n.ops, n.more, n.op, n.inputs, n.dropped, n.cut, made, fed)
         chain = tuple(o for o in n.ops if o != op) + (op,)
-        return _made(n.roots, chain[-MAX_OPS:], n.more, op, (n,))
+        return _made(n.roots, chain[-MAX_OPS:], n.more, op, (n,), made=made, fed=fed)
     roots: List[Root] = []
     keys = set()
     ops: List[str] = []
@@ -179,7 +203,16 @@ def _merge(nodes: List[Node], op: Optional[str]) -> Node:
         ops.append(op)
     if len(inputs) == 1 and op is None:
         return inputs[0]
-    return _made(tuple(roots), tuple(ops[-MAX_OPS:]), more, op, tuple(inputs), dropped)
+    return _made(tuple(roots), tuple(ops[-MAX_OPS:]), more, op, tuple(inputs), dropped, made,
+                 fed)
+
+
+def _holds(n: Node, other: Node) -> bool:
+    """Whether ``n`` already says all ``other`` says (its roots, carried state)."""
+    if other.fed and not n.fed:
+        return False
+    keys = {(r.kind, r.label, r.site, r.digest) for r in n.roots}
+    return all((r.kind, r.label, r.site, r.digest) in keys for r in other.roots)
 
 
 def _short(op_name: str) -> str:
@@ -355,6 +388,11 @@ class LineageTracker:
         n = self.records.get(t)
         if n is not None and (n.roots[:1] and n.roots[0].kind == "param"
                               or not isinstance(t, torch.nn.Parameter)):
+            base = t._base
+            if base is not None:  # the base written since (in place, or through a view)
+                bn = self.records.get(base)
+                if bn is not None and bn is not n and not _holds(n, bn):
+                    n = self.records[t] = _merge([n, bn], None)
             return n
         if isinstance(t, torch.nn.Parameter):  # a weight, however it reached the device
             n = self.records[t] = Node((Root("param", "model parameters"),))
@@ -426,22 +464,28 @@ class LineageTracker:
             outs = _tensors(out) if isinstance(out, (list, tuple)) else (
                 [out] if isinstance(out, torch.Tensor) else [])
             if not ins:
-                if outs:
-                    self._set_out(out, self._upload(None, args, kwargs, "const"))
+                if outs:  # a factory: random draws (torch.rand...) are not constants
+                    self._set_out(out, rand if rand is not None else self._upload(
+                        None, args, kwargs, "const"))
                 return
             nodes = [self._node(t) for t in ins]
             if rand is not None:
                 nodes.append(rand)
-            node = _merge(nodes, short)
+            node = _merge(nodes, short, _step())
             for pos, an in written:
                 w = _arg(args, kwargs, pos, an)
                 for t in _tensors((w,)):
                     records[t] = node
-                    b = getattr(t, "_base", None)
-                    if b is not None:
-                        records[b] = _merge([self._node(b), node], None)
+                    self._to_base(t, node)
             for t in outs:
                 records[t] = node
+
+    def _to_base(self, t: torch.Tensor, node: Node) -> None:
+        """A write into view ``t`` (``buf[i:i+1] = tok``, ``e[1] = tok[0]``) is a write into
+        its base: the base's record joins ``node``."""
+        b = t._base
+        if b is not None:
+            self.records[b] = _merge([self._node(b), node], None)
 
     def _set_out(self, out: Any, node: Node) -> None:
         for t in _tensors(out if isinstance(out, (list, tuple)) else (out,)):
@@ -465,6 +509,8 @@ class LineageTracker:
             node = self._upload(src, args, kwargs)  # host data put on the device here
         else:
             node = self._node(src)
+        if base not in ("aten::_to_copy", "aten::copy"):  # a write into dst
+            self._to_base(dst, node)
         self.records[dst] = node
         if out is not dst and isinstance(out, torch.Tensor):
             self.records[out] = node
@@ -570,10 +616,11 @@ def summarize(node: Node) -> Dict[str, Any]:
     ``path:line``, comma-separated), ``digest`` (of every upload's bytes together; empty when
     one was not hashed) and ``once`` (1 when every upload happened outside the steps)."""
     order = {"param": 0, "input": 1, "random": 2, "unknown": 3, "upload": 4, "const": 5}
+    fed = node.fed
     node = Node(tuple(sorted(node.roots, key=lambda r: order.get(r.kind, 9))), node.ops,
                 node.more)
     kinds = {r.kind for r in node.roots}
-    if kinds & DEVICE_KINDS:
+    if kinds & DEVICE_KINDS or fed:
         verdict = "device"
     elif "unknown" in kinds or not kinds or node.more:
         verdict = "unknown"
@@ -587,10 +634,12 @@ def summarize(node: Node) -> Dict[str, Any]:
         elif r.label not in words:
             words.append(r.label)
     words = list(dict.fromkeys(words))
+    if fed:
+        words.insert(0, CARRIED)
     if node.more:
         words.append("more")
     dig = ""
-    if ups and all(r.digest for r in ups):
+    if ups and all(r.digest for r in ups) and not fed:  # carried: not the uploads' value
         dig = hashlib.blake2b("".join(sorted(r.digest for r in ups)).encode(),
                               digest_size=6).hexdigest()
     return {
@@ -599,7 +648,7 @@ def summarize(node: Node) -> Dict[str, Any]:
         "ops": ", ".join(node.ops),
         "uploads": ", ".join(dict.fromkeys(r.site for r in ups if r.site)),
         "digest": dig,
-        "once": int(bool(ups) and all(r.step is None for r in ups)),
+        "once": int(bool(ups) and all(r.step is None for r in ups) and not fed),
     }
 
 
@@ -629,7 +678,13 @@ def _step() -> Optional[int]:
     guards = HUB.guards
     if not guards:
         return None
-    return guards[-1].current_step()[0]
+    g = guards[-1]
+    step = g.current_step()[0]
+    if step is None:  # exec's guard: its steps are per context, its session's
+        of = getattr(g, "context_step", None)
+        if of is not None:
+            return of()  # type: ignore[no-any-return]
+    return step
 
 
 _OWN_DIR = PKG_DIR + os.sep

@@ -8,6 +8,8 @@ from typing import Any, Dict, Iterable, List, Optional, Tuple
 #: Root kinds that are host data (hoistable) and device results (not).
 HOST_KINDS = frozenset({"upload", "const"})
 DEVICE_KINDS = frozenset({"param", "input", "random"})
+#: The words a lineage gives state carried on the device from an earlier step.
+CARRIED = "state carried on the device from an earlier step"
 #: The verdicts, most cautious first.
 VERDICTS = ("device", "unknown", "hoistable")
 

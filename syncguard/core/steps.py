@@ -28,7 +28,7 @@ import functools
 import inspect
 import sys
 import threading
-from typing import Any, Callable, List, Optional, Protocol, Tuple, TypeVar
+from typing import Any, Callable, List, Optional, Protocol, Set, Tuple, TypeVar
 
 from . import signals as _signals
 
@@ -240,7 +240,7 @@ def wrap_step(fn: F, name: str) -> F:
 
     @functools.wraps(fn)
     def stepped(*args: Any, **kwargs: Any) -> Any:
-        if _RECORDER is None:
+        if _RECORDER is None or (_tracing() and _one_graph(name)):
             return fn(*args, **kwargs)
         cell = _enter(name)
         try:
@@ -282,14 +282,77 @@ def wrap_loop(fn: F, name: str) -> F:
 
     @functools.wraps(fn)
     def looped(*args: Any, **kwargs: Any) -> Any:
-        tick = getattr(_RECORDER, "loop_call", None)
-        if tick is not None:
-            tick(name, sys._getframe(1), _first_shape(args, kwargs))
+        if _RECORDER is not None and not (_tracing() and _one_graph(name)):
+            _tick(name, sys._getframe(1), args, kwargs)
         return fn(*args, **kwargs)
 
     looped.__syncguard_step__ = name  # type: ignore[attr-defined]
     looped.__syncguard_loop__ = name  # type: ignore[attr-defined]
     return looped  # type: ignore[return-value]
+
+
+def _tick(name: str, caller: Any, args: Any, kwargs: Any) -> None:
+    tick = getattr(_RECORDER, "loop_call", None)
+    if tick is not None:
+        tick(name, caller, _first_shape(args, kwargs))
+
+
+def _never() -> bool:
+    return False
+
+
+#: Whether Dynamo is tracing the calling code: torch.compiler.is_dynamo_compiling once
+#: :func:`under_compile` ran (False when code runs; a constant True to Dynamo as it traces).
+_tracing: Callable[[], bool] = _never
+
+
+#: names of the steps whose wrapper Dynamo traced inside a one-graph region (:func:`inlined`)
+_INLINED: Set[str] = set()
+
+
+def _one_graph(name: str) -> bool:
+    """Asked by the wrapper of step ``name`` only while Dynamo traces it (inside a compiled
+    region): whether that region must stay one graph (``fullgraph=True``,
+    ``error_on_graph_break``). Then the wrapper is a plain call in the graph: a step boundary
+    cannot run inside it (:func:`inlined` names it). Otherwise the wrapper's own work breaks
+    the graph there and runs eagerly, every call. Dynamo calls this once per trace and keeps
+    the answer (``assume_constant_result``)."""
+    try:
+        from torch._dynamo.symbolic_convert import InstructionTranslator
+
+        tx = InstructionTranslator.current_tx()
+        one = bool(tx.one_graph or getattr(tx, "error_on_graph_break", False))
+    except Exception:  # another torch: a plain call never breaks the program
+        one = True
+    if one:
+        _INLINED.add(name)
+    return one
+
+
+_one_graph._dynamo_marked_constant = True  # type: ignore[attr-defined]
+
+
+def inlined() -> List[str]:
+    """The steps (by name) whose calls inside a ``torch.compile(fullgraph=True)`` region ran
+    as plain calls, no step: a boundary cannot run inside a graph."""
+    return sorted(_INLINED)
+
+
+def forget_inlined() -> None:
+    """Start :func:`inlined` afresh (a new run in this process)."""
+    _INLINED.clear()
+
+
+def under_compile(tracing: Callable[[], bool]) -> Tuple[List[Any], List[Any]]:
+    """Make the step wrappers safe under ``torch.compile``: ``tracing`` is
+    ``torch.compiler.is_dynamo_compiling``. Returns the code objects Dynamo must run as
+    plain Python, each call, when it meets them as a frame (a wrapper is the function
+    ``torch.compile`` was given): the wrappers' own, whose callee (the step function) it still
+    compiles; and the boundary work's, with all it calls."""
+    global _tracing
+    _tracing = tracing
+    probe = wrap_step(_never, "probe"), wrap_loop(_never, "probe")
+    return [w.__code__ for w in probe], [_enter.__code__, _leave.__code__, _tick.__code__]
 
 
 def _first_shape(args: Any, kwargs: Any) -> Optional[Tuple[int, ...]]:

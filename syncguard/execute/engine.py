@@ -251,7 +251,7 @@ def _run(opts: ExecOptions, target: Any, out: str, program: Any, path: str,
     from ..core import signals as _signals
     from ..core import steps as markers
     from ..core.atomic import stream_of
-    from ..errors import EXIT_BROKEN_PIPE, EXIT_OK, EXIT_OVER, EXIT_USAGE
+    from ..errors import EXIT_BROKEN_PIPE, EXIT_OK, EXIT_OVER, EXIT_USAGE, SyncguardError
     from ..results import drain
     from ..results.format import ResultWriter
     from .hooks import StepHooks
@@ -302,6 +302,9 @@ def _run(opts: ExecOptions, target: Any, out: str, program: Any, path: str,
             code, raised = 130, type(exc).__name__
     except BrokenPipeError:  # the reader of its output went away (`| head`): as `run`, 141
         code = EXIT_BROKEN_PIPE
+    except SyncguardError as exc:  # syncguard's own refusal (the simulated device's): a line
+        print(f"syncguard: error: {exc}", file=sys.stderr)
+        code, raised = exc.exit_code, type(exc).__name__
     except BaseException as exc:  # the program failed: its traceback, as a plain run shows
         show_exception(exc)
         code, raised = 1, type(exc).__name__
@@ -317,6 +320,8 @@ def _run(opts: ExecOptions, target: Any, out: str, program: Any, path: str,
         session.finish(complete=not stopped)
         if opts.record_lines:
             writer.note(**recorder.note())
+        for line in hooks.notes():  # a step traced inside a fullgraph region
+            writer.note(message=line)
         parts = _parts(out, settings)
         seen = set(session.step_names()) | {s.path for _, res in parts for s in res.steps}
         unmatched = [t for t in opts.steps if t.label not in seen]

@@ -15,6 +15,7 @@ import threading
 import types
 from typing import Any, Dict, List, Optional, Sequence
 
+from ..core import steps as markers
 from ..core.steps import wrap_loop, wrap_step
 from ..errors import SyncguardError
 
@@ -160,6 +161,35 @@ class _Installed:
                 pass
 
 
+#: the module whose import makes the step wrappers safe under torch.compile (_compile_safe)
+_DYNAMO = "torch._dynamo"
+
+
+def _compile_safe() -> None:
+    """Dynamo runs the step wrappers as plain Python where they are the function
+    ``torch.compile`` was given (their callee, the step function, still compiled, each call
+    a step), and a wrapper it traces inside a one-graph region is a plain call
+    (:func:`syncguard.core.steps.under_compile`). Without this, ``fullgraph=True`` on a
+    ``--step`` or ``--loop`` function fails (a ContextVar read, ``sys._getframe``)."""
+    import torch
+
+    compiler = getattr(torch, "compiler", None)
+    tracing = getattr(compiler, "is_dynamo_compiling", None) or getattr(
+        compiler, "is_compiling", None)
+    if tracing is None:  # a torch too old to tell
+        return
+    wrappers, work = markers.under_compile(tracing)
+    try:
+        from torch._dynamo import eval_frame as ef
+
+        for codes, inner in ((wrappers, ef.FrameAction.DEFAULT), (work, ef.FrameAction.SKIP)):
+            for code in codes:
+                ef.set_code_exec_strategy(code, ef.FrameExecStrategy(ef.FrameAction.SKIP,
+                                                                     inner))
+    except (ImportError, AttributeError):  # a torch without per-code rules (< 2.6)
+        pass
+
+
 class StepHooks:
     """Owns the ``--step`` wrappers: installs them (now or on import) and removes them."""
 
@@ -168,6 +198,11 @@ class StepHooks:
         self._patched: List[_Installed] = []
         self._finder: Optional[_PostImportFinder] = None
         self._lock = threading.RLock()
+        self._dynamo = False  # _compile_safe done
+
+    def watches(self, module: str) -> bool:
+        """Whether ``module``'s import is awaited (a target's module, or Dynamo's)."""
+        return (module == _DYNAMO and not self._dynamo) or module in self.pending()
 
     def main_names(self) -> List[str]:
         """First names of the targets in the program's own code (``__main__``)."""
@@ -181,7 +216,8 @@ class StepHooks:
         return out
 
     def install(self) -> None:
-        for name in list(self.pending()):
+        markers.forget_inlined()
+        for name in [*self.pending(), _DYNAMO]:
             if name == "__main__":  # the program's own code: bound by .mainhook as it runs
                 continue
             mod = sys.modules.get(name)
@@ -196,7 +232,7 @@ class StepHooks:
                 spec._syncguard_ready = (self.module_ready, mod)  # type: ignore[attr-defined]
                 continue
             self.module_ready(mod)
-        if self.pending():
+        if self.pending() or not self._dynamo:
             self._finder = _PostImportFinder(self)
             sys.meta_path.insert(0, self._finder)
 
@@ -230,6 +266,9 @@ class StepHooks:
         runs) only targets whose first name is bound by now: the others stay pending until
         their own statement (:meth:`errors` names those never defined)."""
         with self._lock:
+            if mod.__name__ == _DYNAMO and not self._dynamo:
+                self._dynamo = True
+                _compile_safe()
             for t in self.pending().get(mod.__name__, []):
                 if t.module == "__main__" and t.qualname.split(".")[0] not in vars(mod):
                     continue
@@ -274,6 +313,15 @@ class StepHooks:
         setattr(owner, last, new)
         self._patched.append(_Installed(owner, last, had_own, original))
 
+    def notes(self) -> List[str]:
+        """One line per target whose calls inside a one-graph compiled region were not
+        steps (:func:`syncguard.core.steps.inlined`)."""
+        names = set(markers.inlined())
+        return [f"{t.flag} {t.spec}: called inside a torch.compile(fullgraph=True) region, "
+                f"where no step boundary can run: those calls are not steps (name the "
+                f"compiled function, or its caller)" for t in self.targets
+                if t.installed and t.label in names]
+
     def errors(self) -> List[str]:
         """One line per target that was never installed: attribute missing, or its module
         never imported by the program."""
@@ -313,7 +361,7 @@ class _PostImportFinder:
         self._busy = threading.local()
 
     def find_spec(self, fullname: str, path: Any = None, target: Any = None) -> Any:
-        if fullname not in self.hooks.pending() or getattr(self._busy, "on", False):
+        if not self.hooks.watches(fullname) or getattr(self._busy, "on", False):
             return None
         self._busy.on = True
         try:

@@ -242,6 +242,18 @@ class ExecSession:
         self.guard = SyncGuard(warmup=0, on_event=self._on_event, on_read=self._on_read,
                                keep_events=False, allow_sites=allow_sites,
                                exhaustive=target.exhaustive, devices=devices)
+        self.guard.context_step = self.context_step  # type: ignore[attr-defined]
+
+    def context_step(self) -> Optional[int]:
+        """The index of the step open in the calling context, None outside every step
+        (what lineage asks, :func:`syncguard.core.lineage._step`: this guard never opens a
+        step of its own)."""
+        st: Any = _current()
+        if not self._mine(st):
+            st = _LOOP.get()
+            if not self._mine(st):
+                return None
+        return int(st.index)
 
     # -- lifetime ------------------------------------------------------------------------
     def __enter__(self) -> ExecSession:

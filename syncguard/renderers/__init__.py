@@ -103,6 +103,7 @@ REGISTRY: Tuple[Renderer, ...] = (
              compare=".csv:render_compare", stream=".csv:write_steps"),
     Renderer("csv-events", ".csv:render_events", file_name="events.csv",
              compare=".csv:render_compare"),
+    Renderer("csv-sites", ".csv:render_sites", file_name="sites.csv"),
     Renderer("markdown", ".markdown:render", file_name="report.md",
              extensions=(".md", ".markdown"), compare=".markdown:render_compare"),
     Renderer("html", ".html:render", file_name="report.html", extensions=(".html", ".htm"),
@@ -239,9 +240,9 @@ def write(result: RunResult, path: str, fmt: Optional[str] = None, **options: An
 
 def write_reports(result: RunResult, out_dir: str) -> List[str]:
     """Write every report with a file name (:data:`REPORT_FILES`: ``steps.csv``,
-    ``events.csv``, ``report.md``, ``report.html``, ``result.json``, ``trace.json``) into
-    ``out_dir`` (created if needed); returns their paths in that order. (``result.jsonl`` is
-    the runner's, not written here.)"""
+    ``events.csv``, ``sites.csv``, ``report.md``, ``report.html``, ``result.json``,
+    ``trace.json``) into ``out_dir`` (created if needed); returns their paths in that order.
+    (``result.jsonl`` is the runner's, not written here.)"""
     from .trace import has_steps
 
     os.makedirs(out_dir, exist_ok=True)

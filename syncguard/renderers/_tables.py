@@ -252,7 +252,7 @@ def sites_tbl(st: pd.DataFrame, allowed: bool, base: Optional[str] = None,
         sub = rest.iloc[:top]
         footer = (f"... and {len(left)} more {'allowed' if allowed else 'hidden'} sync sites "
                   f"({int(left['count'].sum())} syncs), not shown: every site is in "
-                  f"report.md, report.html and events.csv")
+                  f"report.md, report.html and sites.csv (totals)")
     cols = [Column("scenario", "scenario", short="scenario\npath"),
             Column("path", "path", under="scenario"),
             Column("site", "site", short="site\nfunction"),

@@ -56,13 +56,24 @@ def render_events(result: RunResult) -> str:
     return _safe_df(result.events_df()).to_csv(index=False, lineterminator="\n")
 
 
+def render_sites(result: RunResult) -> str:
+    """One row per sync site with its totals over the whole run (every read counted, warm-up
+    steps left out; :data:`syncguard.results.analysis.SITES_COLUMNS`): ``events.csv`` holds
+    each site's first events whole, the later ones only as counts."""
+    from ..results import analysis
+
+    return _safe_df(analysis.sites(result)).to_csv(index=False, lineterminator="\n")
+
+
 def render(result: RunResult, table: str = "steps") -> str:
-    """``table`` is ``"steps"`` or ``"events"``."""
+    """``table`` is ``"steps"``, ``"events"`` or ``"sites"``."""
     if table == "steps":
         return render_steps(result)
     if table == "events":
         return render_events(result)
-    raise ValueError(f"csv table must be 'steps' or 'events', not {table!r}")
+    if table == "sites":
+        return render_sites(result)
+    raise ValueError(f"csv table must be 'steps', 'events' or 'sites', not {table!r}")
 
 
 def render_table(t: _tables.Table) -> str:

@@ -47,9 +47,11 @@ the C++ allocator and still raise ``NotImplementedError``: use ``.pin_memory()``
 Known differences from a real device: autograd is not supported; ``torch.Generator`` of the
 device cannot be made (random ops use CPU generators, and ``torch.npu.manual_seed`` seeds the
 CPU default generator); ``untyped_storage()`` of a device tensor is an empty placeholder (no
-bytes); the conjugate/negative view bits of complex views live on the CPU values, so
-``is_conj()`` of a device tensor is False while values are right; ``aten::view.dtype`` must be
-called as ``tensor.view(dtype)``; dense strided tensors only.
+bytes), while a storage moved to the device (``torch.load(map_location="npu")``,
+``storage.to``) is host bytes that say they are on it (:mod:`syncguard.sim.storage`); the
+conjugate/negative view bits of complex views live on the CPU values, so ``is_conj()`` of a
+device tensor is False while values are right; ``aten::view.dtype`` must be called as
+``tensor.view(dtype)``; dense strided tensors only.
 """
 
 from __future__ import annotations
@@ -675,6 +677,21 @@ def _to_copy_kernel(keyset: Any, self: Any, **kw: Any) -> Any:
 
 
 def _set_storage_kernel(keyset: Any, *args: Any, **kwargs: Any) -> Any:
+    """``aten::set_`` of a device tensor with a storage: one of host bytes (a
+    :class:`syncguard.sim.storage.SimStorage`, which ``torch.load`` onto the device rebuilds
+    its tensors from) makes the tensor's values a view of those bytes; a device storage (the
+    empty placeholder of a simulated tensor) cannot."""
+    self, source = args[0], args[1]
+    if type(self) is SimTensor and isinstance(source, torch.UntypedStorage) and (
+            torch._C.StorageBase.device.__get__(source).type == "cpu"):  # type: ignore[attr-defined]
+        v = torch.empty(0, dtype=self.dtype)
+        if len(args) > 2:
+            v.set_(source, *args[2:], **kwargs)
+        else:
+            v.set_(source)
+        self._v = v
+        _restride(self, v)
+        return self
     return _set_from_storage(None, args, kwargs)
 
 
@@ -952,6 +969,10 @@ def setup(name: str = "npu") -> torch.device:
         from syncguard.sim import compiler
 
         compiler.install(name, SimTensor)
+        if not WRAPPER_ROUTE:
+            from syncguard.sim import storage
+
+            storage.install(name)
         _classify.register_backend(name, SimTensor, "npu")
         _STATE.name = name
         _STATE.device = torch.device(name, 0)

@@ -301,3 +301,84 @@ def test_the_tree_is_bounded_in_depth_width_and_memory(run: Run) -> None:
     cat = gt["in"][0]["in"][0]
     assert cat["op"] == "cat" and len(cat["in"]) == lineage.TREE_WIDTH, cat
     assert cat["more"] == 50 - lineage.TREE_WIDTH, cat
+
+
+def test_state_carried_between_steps_depends_on_device_results(run: Run) -> None:
+    """A state fed back from step to step on the device (a hidden state, a position) is
+    rooted in its first upload, yet no host holds its value: a stop check on a token made
+    from it, or on the position, is not hoistable."""
+    def setup() -> Dict[str, torch.Tensor]:
+        return {"h": torch.zeros(4, device=run.dev),
+                "pos": torch.tensor([3], device=run.dev)}
+
+    def body(step: int, st: Dict[str, torch.Tensor]) -> None:
+        st["h"] = torch.tanh(st["h"] * 1.5 + 0.25)  # fed back
+        st["pos"] += 1
+        tok = st["h"].argmax()
+        bool(tok == 3)  # stop check on the token
+        bool((st["pos"] >= 100).any())  # and on the position
+
+    lins = run.run(body, setup=setup)
+    assert len(lins) == 6
+    for site in (lins[0::2], lins[1::2]):
+        v = site_verdict(site)
+        assert v is not None and v["verdict"] == "device", v
+        assert v["roots"].startswith("state carried on the device from an earlier step"), v
+        assert v["same"] == 0, v
+        text = verdict_text(v)
+        assert text.startswith("depends on device results (state carried"), text
+
+
+def test_state_made_once_from_host_data_stays_hoistable(run: Run) -> None:
+    """A value computed once from host data and read in later steps is not fed back."""
+    def setup() -> torch.Tensor:
+        return torch.tensor([1, 20, 1024], device=run.dev) * 2
+
+    def body(step: int, lim: torch.Tensor) -> None:
+        bool((lim > 1).all())
+
+    v = site_verdict(run.run(body, setup=setup))
+    assert v is not None and v["verdict"] == "hoistable", v
+
+
+def test_writes_through_views_carry_lineage_to_the_base(run: Run) -> None:
+    def body(step: int) -> None:
+        logits = torch.randn(2, 8).to(run.dev)
+        mark_input(logits, "logits")
+        tok = logits.argmax(-1)
+        buf = torch.zeros(4, dtype=torch.long, device=run.dev)
+        buf[0:2] = tok  # a slice write
+        bool((buf == 5).any())
+        e = torch.zeros(3, dtype=torch.long, device=run.dev)
+        e[1] = tok[0]  # an element write
+        bool((e > 0).any())
+        b = torch.zeros(4, device=run.dev)
+        v = b[1:3]  # a view taken before the base is written
+        b.add_(logits[0, :4])
+        bool((v > 0).any())
+
+    lins = run.run(body)
+    assert len(lins) == 9
+    for i in range(3):
+        v = site_verdict(lins[i::3])
+        assert v is not None and v["verdict"] == "device", (i, v)
+        assert "step input logits" in v["roots"], (i, v)
+
+
+@pytest.mark.parametrize("name,make", [
+    ("rand", lambda d: torch.rand(4, device=d)),
+    ("randn", lambda d: torch.randn(4, device=d)),
+    ("randint", lambda d: torch.randint(0, 9, (4,), device=d)),
+    ("randperm", lambda d: torch.randperm(4, device=d)),
+    ("normal", lambda d: torch.normal(0.0, 1.0, (4,), device=d)),
+    ("uniform", lambda d: torch.empty(4, device=d).uniform_()),
+    ("rand_like", lambda d: torch.rand_like(torch.zeros(4, device=d))),
+])
+def test_random_factories_are_random_draws(run: Run, name: str, make: Any) -> None:
+    """A random draw is never a constant, with or without a tensor argument."""
+    def body(step: int) -> None:
+        bool((make(run.dev) > 100).any())
+
+    v = site_verdict(run.run(body))
+    assert v is not None and v["verdict"] == "device", v
+    assert f"random draws ({name}" in v["roots"], v

@@ -132,7 +132,10 @@ def test_a_forked_child_never_finalises_the_run(end: str, tmp_path: Path) -> Non
                            "--out", str(out), "--", "python", "forky.py"], cwd=tmp_path,
                           env=env(), capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
-    assert proc.stderr.count("Wrote ") == 7, proc.stderr  # six reports and result.jsonl, once
+    from syncguard.renderers import REPORT_FILES
+
+    # the reports and result.jsonl, once
+    assert proc.stderr.count("Wrote ") == len(REPORT_FILES) + 1, proc.stderr
     assert proc.stderr.count("Summary") == 1  # one report: the child prints none
     lines = (out / "result.jsonl").read_text(encoding="utf-8").splitlines()
     footers = [i for i, ln in enumerate(lines) if '"type":"footer"' in ln]

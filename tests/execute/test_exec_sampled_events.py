@@ -96,6 +96,23 @@ def test_a_long_run_writes_a_sample_per_site_and_counts_every_sync(
     assert len(hidden) == 2 * STEPS
 
 
+def test_sites_csv_holds_the_totals_events_csv_a_sample(
+        budgets: None, tmp_path: Any, capsys: pytest.CaptureFixture) -> None:
+    import csv
+
+    out = str(tmp_path / "o")
+    _exec(capsys, out)
+    with open(os.path.join(out, "events.csv"), encoding="utf-8") as f:
+        events = [r for r in csv.DictReader(f) if r["lineno"] == "16"]
+    with open(os.path.join(out, "sites.csv"), encoding="utf-8") as f:
+        sites = {(r["path"], r["lineno"]): r for r in csv.DictReader(f)}
+    assert len(events) == EVENTS_PER_SITE  # the sample
+    item = sites[("step", "16")]
+    assert (item["count"], item["steps"], item["per_step"]) == (str(STEPS), f"0-{STEPS - 1}",
+                                                               "True")
+    assert sites[(results.OUTSIDE_PATH, "33")]["count"] == str(STEPS // 2)
+
+
 def _result(tmp_path: Any, *lines: Dict[str, Any]) -> str:
     head = {"type": "header", "schema": 1, "env": {}, "scenarios": {}}
     step = {"type": "step", "scenario": "p", "path": "s", "pass": "exec", "step": 0,

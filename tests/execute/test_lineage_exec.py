@@ -43,3 +43,28 @@ def test_hf_generate_stop_check_depends_on_device_results(tmp_path, clean, capsy
     assert "keep the decision on the device" in text
     err = " ".join(capsys.readouterr().err.split())  # exec reports on stderr
     assert "Why, and how to remove it (lineage)" in err and "depends on device results" in err
+
+
+CARRIED = str(DATA / "exec" / "lineage" / "carried.py")
+
+
+def _tagged(tag: str) -> int:
+    with open(CARRIED) as f:
+        return next(i for i, t in enumerate(f, 1) if f"# sync: {tag}" in t)
+
+
+def test_state_carried_between_steps_is_not_hoistable_under_exec(tmp_path, clean) -> None:
+    """exec's steps reach lineage: a position advanced in place and a state fed back depend
+    on device results; a limit uploaded once before the loop stays hoistable."""
+    out = str(tmp_path / "o")
+    rc = main(["exec", "--device", "sim", "--out", out, "--force", "--lineage", "--step",
+               "__main__:step", "--", "python", CARRIED])
+    assert rc == 0
+    st = analysis.sites(results.load(os.path.join(out, "result.jsonl")))
+    hoist = {int(r["lineno"]): (r["hoist"], r["lineage"]) for r in st.to_dict("records")}
+    for tag in ("position", "state"):
+        verdict, text = hoist[_tagged(tag)]
+        assert verdict == "device", text
+        assert text.startswith("depends on device results (state carried on the device"), text
+    verdict, text = hoist[_tagged("limit")]
+    assert verdict == "hoistable" and "the same value every step" in text, text

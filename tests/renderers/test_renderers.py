@@ -603,7 +603,7 @@ def test_load_keeps_a_torn_last_line_but_not_a_torn_middle_line(tmp_path: Any) -
 
 def test_registry_and_extensions(result: RunResult) -> None:
     assert set(RENDERERS) == {"terminal", "markdown", "html", "json", "csv-steps",
-                              "csv-events", "trace"}
+                              "csv-events", "csv-sites", "trace"}
     for name, fmt in [("r.md", "markdown"), ("r.html", "html"), ("out/R.HTML", "html"),
                       ("r.json", "json"), ("steps.csv", "csv-steps"),
                       ("events.csv", "csv-events"), ("r.txt", "terminal")]:
@@ -622,11 +622,12 @@ def test_write_reports(tmp_path: Any, result: RunResult) -> None:
     out = os.path.join(str(tmp_path), "reports", "run1")
     paths = write_reports(result, out)
     assert [os.path.basename(p) for p in paths] == [
-        "steps.csv", "events.csv", "report.md", "report.html", "result.json", "trace.json"]
+        "steps.csv", "events.csv", "sites.csv", "report.md", "report.html", "result.json",
+        "trace.json"]
     assert all(os.path.isfile(p) for p in paths)
     with open(paths[-2], encoding="utf-8") as f:
         assert json.load(f)["header"]["syncguard"] == "0.1.0"
-    with open(paths[2], encoding="utf-8") as f:
+    with open(paths[3], encoding="utf-8") as f:
         assert "### Verdict" in f.read()
 
 

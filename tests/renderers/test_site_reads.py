@@ -239,7 +239,8 @@ def _trace(s: str, site: str, root: str) -> List[str]:
 DECODERS: Dict[str, Tuple[Callable[[str, str, str], List[str]], bool, bool]] = {
     "terminal": (_text, True, True), "markdown": (_markdown, True, True),
     "html": (_html, True, True), "csv-steps": (_text, False, False),
-    "csv-events": (_csv_events, False, False), "json": (_json_result, False, False),
+    "csv-events": (_csv_events, False, False), "csv-sites": (_csv_events, False, False),
+    "json": (_json_result, False, False),
     "trace": (_trace, False, False), "text": (_text, True, True),
     "github": (_github, True, True), "sarif": (_sarif, True, False),
     "junit": (_xml, True, True),
