@@ -119,7 +119,7 @@ def test_a_killed_child_marks_the_run_incomplete_for_it_in_one_line(tmp_path: Pa
     assert len(lines) == 1 and "worker pid" in lines[0], proc.stderr
     assert not res.complete
     (p,) = res.header["processes"]
-    assert not p["complete"] and p["label"].startswith("worker pid")
+    assert not p["complete"] and p["label"].startswith("doomed: worker pid")
     # the steps it finished before the kill were written (the drain had them)
     assert [s.step for s in res.steps if s.path == "Dec.forward"] == [0, 1, 2]
     # nothing of syncguard's left behind: no drain of the dead child still running
