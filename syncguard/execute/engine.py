@@ -138,14 +138,16 @@ def execute(opts: ExecOptions, target: Any, out: str) -> int:
                                      "warmup": opts.warmup, "max_syncs": {}}},
     }
     from ..core.atomic import claim
+    from ..core.fds import Own
 
     # the result file is this run's alone until its reports are written (a second run into
     # the same --out is refused in one line); released when the process closes it
     claimed = claim(path, opts.force)
+    held = Own(claimed)  # the program may close the number, or open a file of its own on it
     try:
         return _run(opts, target, out, program, path, header, claimed)
     finally:
-        os.close(claimed)
+        held.close()
 
 
 def _run(opts: ExecOptions, target: Any, out: str, program: Any, path: str,

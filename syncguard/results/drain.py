@@ -52,6 +52,7 @@ import sys
 import time
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
+from ..core import fds
 from ..core.events import Frame, Read, ReadSite, Stack, SyncEvent
 from .format import ResultWriter, _site_of
 
@@ -109,6 +110,8 @@ class DrainWriter:
         #: since sites come and go with the hub's stacks (their numbers stay in _sites)
         self._site_ids: Dict[ReadSite, int] = {}
         self._closed = False
+        # the program may close or reuse descriptors: each is checked before it is used
+        self._own, self._own_status = fds.Own(pipe), fds.Own(status)
 
     # -- what the run calls --------------------------------------------------------------
     def exec_step(self, scenario: str, path: str, pass_: str, step: int, warmup: bool,
@@ -191,6 +194,9 @@ class DrainWriter:
         if self.error is not None or self._closed:
             return
         data = marshal.dumps(msg, _MARSHAL)
+        if not self._own.ok():  # closed or reused by the program: never written into
+            self._lose()
+            return
         try:
             n = os.write(self._pipe, data)
             while n < len(data):  # a pipe takes a large message in parts
@@ -201,14 +207,19 @@ class DrainWriter:
                                             f"({exc.strerror})")
             self._finish()
 
+    def _lose(self) -> None:
+        """The program closed the pipe's descriptor, or opened another file on its number:
+        the run goes on, its file ends at the last step sent (no footer: incomplete)."""
+        self.error = OSError(0, f"the program closed or reused syncguard's pipe to the "
+                                f"process writing it (descriptor {self._pipe}); the steps "
+                                f"after that are not in it")
+        self._finish()
+
     def _finish(self) -> None:
         """Close the pipe, wait for the drain, take its status (its first write error)."""
         if self._pipe in _OPEN_FDS:
             _OPEN_FDS.remove(self._pipe)
-        try:
-            os.close(self._pipe)
-        except OSError:
-            pass
+        self._own.close()  # only if still ours
         self._closed = True
         try:
             code = self._proc.wait(timeout=CLOSE_S)
@@ -216,11 +227,11 @@ class DrainWriter:
             self._proc.kill()
             code = self._proc.wait()
         try:
-            status = os.read(self._status, 1 << 16)
+            status = os.read(self._status, 1 << 16) if self._own_status.same() else b""
         except OSError:
             status = b""
         finally:
-            os.close(self._status)
+            self._own_status.close()
         err = _status_error(status, code)
         if err is not None and self.error is None:
             self.error = err
@@ -268,20 +279,22 @@ def start(path: str, fd: int, header: Dict[str, Any],
             fcntl.fcntl(pipe_w, getattr(fcntl, "F_SETPIPE_SZ", 1031), _PIPE_SIZE)
         except (ImportError, OSError):
             pass  # the default pipe size: the program waits sooner on a slow drain
+        pipe_w, status_r = fds.high(pipe_w), fds.high(status_r)  # out of the program's way
         root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
         cmd = [sys.executable, "-I", "-c",
                "import sys; sys.path.insert(0, sys.argv[1]); "
                "from syncguard.results.drain import main; main(sys.argv[2:])",
                root, str(pipe_r), str(fd), str(status_w)]
         proc = subprocess.Popen(cmd, pass_fds=(pipe_r, fd, status_w), stdin=subprocess.DEVNULL,
-                                stdout=subprocess.DEVNULL, close_fds=True)
+                                stdout=subprocess.DEVNULL, close_fds=True,
+                                start_new_session=True)  # no signal sent to the group
         os.close(pipe_r)
         os.close(status_w)
         pipe_r = status_w = -1
         writer = DrainWriter(path, proc, pipe_w, status_r)
         _OPEN_FDS.append(pipe_w)
         writer._send(("open", path, _json(header), events_per_site))
-        ready, _, _ = select.select([status_r], [], [], START_S)
+        ready = _readable(status_r, START_S)
         if not ready or os.read(status_r, 6) != b"ready\n" or writer.error is not None:
             raise OSError("the drain did not start")
         return writer
@@ -302,6 +315,16 @@ def start(path: str, fd: int, header: Dict[str, Any],
                 except OSError:
                     pass
         return None
+
+
+def _readable(fd: int, timeout: float) -> bool:
+    """Whether ``fd`` has something to read within ``timeout`` s (``poll``: the descriptor
+    is a high one, past ``select``'s limit of 1024)."""
+    if hasattr(select, "poll"):
+        p = select.poll()
+        p.register(fd, select.POLLIN)
+        return bool(p.poll(timeout * 1000))
+    return bool(select.select([fd], [], [], timeout)[0])  # pragma: no cover
 
 
 # -- the drain process ---------------------------------------------------------------------

@@ -1,0 +1,120 @@
+"""``syncguard exec`` under a program that treats the process as its own: it closes or reuses
+descriptors, signals its process group, removes its working folder, closes its streams. Each
+test runs a real ``python -m syncguard exec`` doing what the program did; syncguard never
+writes into the program's files, never raises into it, and keeps or names what it lost."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any, List, Optional, Tuple
+
+import pytest
+from _subprocess import env
+
+from syncguard.results import format as results
+
+posix = pytest.mark.skipif(os.name != "posix", reason="POSIX descriptors and signals")
+
+#: four steps, the program's own file opened after the first: ``{attack}`` runs between them
+STEPS = (
+    "import os, resource, signal, sys\n"
+    "import torch\n"
+    "import syncguard\n\n"
+    "x = torch.ones(2, device='npu')\n"
+    "with syncguard.step('decode'):\n"
+    "    x.sum().item()\n"
+    "{attack}\n"
+    "for i in range(3):\n"
+    "    with syncguard.step('decode'):\n"
+    "        x.sum().item()\n"
+    "{after}\n"
+    "print('program done', flush=True)\n")
+
+
+def _exec(tmp_path: Path, attack: str, after: str = "", nofile: Optional[int] = None,
+          extra: Tuple[str, ...] = (), **kw: Any) -> Tuple[int, str, str]:
+    """``exec --device sim --out tmp_path/o -- python p.py``; (exit code, stdout, stderr)."""
+    (tmp_path / "p.py").write_text(STEPS.replace("{attack}", attack).replace("{after}", after))
+
+    def limit() -> None:
+        if nofile is not None:
+            import resource
+
+            resource.setrlimit(resource.RLIMIT_NOFILE,
+                               (nofile, resource.getrlimit(resource.RLIMIT_NOFILE)[1]))
+
+    proc = subprocess.run([sys.executable, "-m", "syncguard", "exec", "--device", "sim",
+                           *extra, "--out", str(tmp_path / "o"), "--", "python", "p.py"],
+                          cwd=tmp_path, env=env(), capture_output=True, text=True,
+                          timeout=180, preexec_fn=limit, **kw)
+    return proc.returncode, proc.stdout, proc.stderr
+
+
+def _steps(tmp_path: Path) -> List[int]:
+    return [s.step for s in results.load(str(tmp_path / "o")).steps]
+
+
+def _errors(err: str) -> List[str]:
+    assert "Traceback" not in err, err[-3000:]
+    return [ln for ln in err.splitlines() if ln.startswith("syncguard: error:")]
+
+
+MINE = ("os.closerange(3, {top})\n"
+        "mine = open('mine.txt', 'w')\n")
+MINE_AFTER = "mine.write('mine\\n')\nmine.close()"
+
+
+@posix
+def test_a_program_that_closes_descriptors_and_opens_a_file_keeps_both(tmp_path: Path) -> None:
+    """``os.closerange(3, 1024)`` then ``open``: syncguard's descriptors are above 1024 (the
+    limit allows it here), the program's file is its own, and every step is kept."""
+    rc, out, err = _exec(tmp_path, MINE.replace("{top}", "1024"), MINE_AFTER)
+    assert rc == 0, err[-3000:]
+    assert not _errors(err)
+    assert "program done" in out
+    assert (tmp_path / "mine.txt").read_text() == "mine\n"
+    assert _steps(tmp_path) == [0, 1, 2, 3]
+    assert results.load(str(tmp_path / "o")).complete
+
+
+@posix
+def test_a_program_that_closes_syncguards_descriptors_runs_on_and_is_told_in_one_line(
+        tmp_path: Path) -> None:
+    """Open files limited to 1024: the same close takes syncguard's pipe too. The program runs
+    to its end with its own file intact; the run keeps the step before the close and says in
+    one line that the rest are not in the file (exit 2, its reports written)."""
+    rc, out, err = _exec(tmp_path, MINE.replace("{top}", "1024"), MINE_AFTER, nofile=1024)
+    errors = _errors(err)
+    assert rc == 2, err[-3000:]
+    assert "program done" in out
+    assert (tmp_path / "mine.txt").read_text() == "mine\n"
+    assert len(errors) == 1 and "closed or reused syncguard's pipe" in errors[0], errors
+    assert _steps(tmp_path) == [0]
+    assert not results.load(str(tmp_path / "o")).complete
+    assert (tmp_path / "o" / "report.md").is_file()
+
+
+REUSE = ("soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]\n"
+         "mine = open('mine.txt', 'w')\n"
+         "for fd in range(3, soft):\n"
+         "    if fd != mine.fileno():\n"
+         "        os.dup2(mine.fileno(), fd)\n")
+REUSE_AFTER = ("for fd in range(3, soft):\n"
+               "    if fd != mine.fileno():\n"
+               "        os.close(fd)\n" + MINE_AFTER)
+
+
+@posix
+def test_a_descriptor_the_program_reuses_is_never_written_into(tmp_path: Path) -> None:
+    """Every descriptor number made the program's file (``dup2``): syncguard writes nothing
+    into it, and the run says in one line what it lost."""
+    rc, out, err = _exec(tmp_path, REUSE, REUSE_AFTER, nofile=2048)
+    errors = _errors(err)
+    assert (tmp_path / "mine.txt").read_text() == "mine\n"
+    assert rc == 2, err[-3000:]
+    assert "program done" in out
+    assert len(errors) == 1 and "closed or reused syncguard's pipe" in errors[0], errors
+    assert _steps(tmp_path) == [0]
