@@ -331,7 +331,7 @@ def _readable(fd: int, timeout: float) -> bool:
 def main(argv: Sequence[str]) -> None:
     """The drain: read messages from the pipe ``argv[0]``, write the result file ``argv[1]``
     (an inherited descriptor), report on ``argv[2]``."""
-    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+    for sig in _ignored():
         signal.signal(sig, signal.SIG_IGN)  # the program's process ends the drain
     pipe, fd, status = (int(a) for a in argv[:3])
     os.set_blocking(pipe, False)
@@ -355,6 +355,18 @@ def main(argv: Sequence[str]) -> None:
         if not got and not eof and not drain.closed:
             time.sleep(POLL_S)
     drain.end()
+
+
+#: the signals the drain ignores: every one a program, a terminal, a shell or a job scheduler
+#: may send (SLURM's ``--signal=USR1``, a reload's SIGHUP, a timer's SIGALRM); it is in a
+#: session of its own besides, away from the program's process group
+_IGNORED = ("SIGINT", "SIGTERM", "SIGHUP", "SIGQUIT", "SIGUSR1", "SIGUSR2", "SIGALRM",
+            "SIGVTALRM", "SIGPROF", "SIGTSTP", "SIGTTIN", "SIGTTOU", "SIGXFSZ", "SIGXCPU",
+            "SIGPIPE", "SIGIO", "SIGPOLL", "SIGPWR", "SIGWINCH", "SIGURG")
+
+
+def _ignored() -> List[signal.Signals]:
+    return [getattr(signal, n) for n in _IGNORED if hasattr(signal, n)]
 
 
 class _Drain:

@@ -235,3 +235,28 @@ def test_a_drain_that_exits_at_once_leaves_no_descriptor_open(
         assert not drain._OPEN_FDS
     finally:
         os.close(fd)
+
+
+@posix
+def test_the_drain_outlives_the_signals_a_program_or_scheduler_sends(tmp_path: Path) -> None:
+    """SIGUSR1 (SLURM's --signal=USR1), SIGUSR2, SIGHUP, SIGALRM, SIGQUIT sent to the drain
+    itself: it writes on, every step kept and the footer written."""
+    path = tmp_path / "r.jsonl"
+    fd = claim(str(path), False)
+    try:
+        w = drain.start(str(path), fd, {}, 2)
+        assert isinstance(w, drain.DrainWriter)
+        assert os.getsid(w._proc.pid) != os.getsid(0), "the drain left the program's session"
+        for i, sig in enumerate([signal.SIGUSR1, signal.SIGUSR2, signal.SIGHUP, signal.SIGALRM,
+                                 signal.SIGQUIT]):
+            os.kill(w._proc.pid, sig)
+            w.exec_step("p", "s", "exec", i, False, 1, 0, 1.0, None, 1.0, None, None,
+                        [_ev(12, i)])
+            w.sync()
+        w.close(True)
+        w.raise_error()
+    finally:
+        os.close(fd)
+    res = results.load(str(path))
+    assert [s.step for s in res.steps] == [0, 1, 2, 3, 4]
+    assert res.complete

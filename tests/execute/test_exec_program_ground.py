@@ -118,3 +118,21 @@ def test_a_descriptor_the_program_reuses_is_never_written_into(tmp_path: Path) -
     assert "program done" in out
     assert len(errors) == 1 and "closed or reused syncguard's pipe" in errors[0], errors
     assert _steps(tmp_path) == [0]
+
+
+USR1 = ("got = []\n"
+        "signal.signal(signal.SIGUSR1, lambda *a: got.append(1))\n"
+        "os.killpg(os.getpgrp(), signal.SIGUSR1)\n")
+
+
+@posix
+def test_a_signal_the_program_sends_its_group_leaves_the_run_whole(tmp_path: Path) -> None:
+    """SIGUSR1 to the process group (a reload or pre-emption notice, as SLURM's
+    ``--signal=USR1`` sends it), which the program handles: the run is the plain program's,
+    exit 0, every step kept."""
+    rc, out, err = _exec(tmp_path, USR1, "assert got", start_new_session=True)
+    assert rc == 0, err[-3000:]
+    assert not _errors(err)
+    assert "program done" in out
+    assert _steps(tmp_path) == [0, 1, 2, 3]
+    assert results.load(str(tmp_path / "o")).complete
