@@ -136,3 +136,67 @@ def test_a_signal_the_program_sends_its_group_leaves_the_run_whole(tmp_path: Pat
     assert "program done" in out
     assert _steps(tmp_path) == [0, 1, 2, 3]
     assert results.load(str(tmp_path / "o")).complete
+
+
+HANDLER = (
+    "import os, signal, sys\n"
+    "import torch\n"
+    "import syncguard\n\n"
+    "imported = []\n\n\n"
+    "class Finder:\n"
+    "    def find_spec(self, name, path, target=None):\n"
+    "        imported.append(name)\n"
+    "        return None\n\n\n"
+    "x = torch.ones(2, device='npu')\n"
+    "sys.meta_path.insert(0, Finder())\n\n\n"
+    "def handler(signum, frame):\n"
+    "    with syncguard.step('tick'):\n"
+    "        x.sum().item()\n\n\n"
+    "signal.signal(signal.SIGUSR2, handler)\n"
+    "for i in range(3):\n"
+    "    with syncguard.step('decode'):\n"
+    "        x.sum().item()\n"
+    "        signal.raise_signal(signal.SIGUSR2)\n"
+    "        bool(x.sum() > 0)\n"
+    "x.sum().item()\n"
+    "sys.meta_path.pop(0)\n"
+    "ours = [m for m in imported if m.split('.')[0] == 'syncguard']\n"
+    "assert not ours, f'imported while the program ran: {ours}'\n"
+    "print('program done', flush=True)\n")
+
+
+@posix
+def test_no_syncguard_module_is_imported_where_a_signal_handler_can_enter(
+        tmp_path: Path) -> None:
+    """Reads at new sites, in steps, outside them and in a signal handler that opens a step:
+    syncguard imports nothing while the program runs (an import a handler interrupts and
+    enters again raises ImportError, a partly initialised module, into the program)."""
+    (tmp_path / "p.py").write_text(HANDLER)
+    proc = subprocess.run([sys.executable, "-m", "syncguard", "exec", "--device", "sim",
+                           "--max-syncs", "100", "--out", str(tmp_path / "o"), "--", "python",
+                           "p.py"], cwd=tmp_path, env=env(), capture_output=True, text=True,
+                          timeout=180)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "program done" in proc.stdout
+    res = results.load(str(tmp_path / "o"))  # the handler's step is inside the decode step
+    assert [(s.path, s.syncs) for s in res.steps] == [("decode", 3)] * 3
+
+
+@posix
+def test_a_function_name_longer_than_the_loader_reads_is_cut_not_refused(
+        tmp_path: Path) -> None:
+    """A read in a function whose name is 5,000 characters long: the result loads (the name
+    cut with a mark), the reports are written, exit 0."""
+    from syncguard.results import fit
+
+    name = "f" * 5000
+    (tmp_path / "longmod.py").write_text(
+        f"import torch\nx = torch.ones(2, device='npu')\n\n\ndef {name}():\n"
+        f"    return x.sum().item()\n")
+    rc, out, err = _exec(tmp_path, f"import longmod\nfn = getattr(longmod, {name!r})",
+                         "fn()")
+    assert rc == 0, err[-3000:]
+    assert not _errors(err)
+    res = results.load(str(tmp_path / "o"))
+    assert any(e["function"].endswith(fit.CUT) for e in res.events)
+    assert (tmp_path / "o" / "report.html").is_file()
