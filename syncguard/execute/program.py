@@ -132,6 +132,7 @@ def run(program: Program, main_names: Sequence[str] = (),
     from .mainhook import run_bound
 
     saved_argv, saved_path = sys.argv[:], sys.path[:]
+    home = _cwd()
     unbuffered = _unbuffered(program.unbuffered)
     unbuffered.__enter__()
     root = HUB.program_root(sys._getframe())  # the frames outside are exec's, not the user's
@@ -155,6 +156,30 @@ def run(program: Program, main_names: Sequence[str] = (),
         sys.argv[:] = saved_argv
         sys.path[:] = saved_path
         unbuffered.__exit__(None, None, None)
+        _out_of_a_removed_folder(home)
+
+
+def _cwd() -> Optional[str]:
+    try:
+        return os.getcwd()
+    except OSError:
+        return None
+
+
+def _out_of_a_removed_folder(home: Optional[str]) -> None:
+    """Back to ``home`` (the folder the program started in) when the program removed the
+    folder it is in: the reports resolve and show paths from the current folder, which must
+    exist. A program that only changed folders stays where it went."""
+    if _cwd() is not None:
+        return
+    for folder in (home, os.sep):
+        if folder is None:
+            continue
+        try:
+            os.chdir(folder)
+            return
+        except OSError:
+            pass
 
 
 def user_traceback(tb: Optional[types.TracebackType]) -> Optional[types.TracebackType]:

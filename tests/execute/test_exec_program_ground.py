@@ -200,3 +200,29 @@ def test_a_function_name_longer_than_the_loader_reads_is_cut_not_refused(
     res = results.load(str(tmp_path / "o"))
     assert any(e["function"].endswith(fit.CUT) for e in res.events)
     assert (tmp_path / "o" / "report.html").is_file()
+
+
+@posix
+@pytest.mark.parametrize("removed", ["a temporary folder", "the folder it started in"])
+def test_a_program_that_removes_its_working_folder_gets_its_reports(removed: str,
+                                                                    tmp_path: Path) -> None:
+    """The program changes into a folder and removes it (or removes the folder it was
+    started in): every report is written, exit 0, as the plain program exits."""
+    from syncguard.renderers import REPORT_FILES
+
+    work = tmp_path / "work"
+    work.mkdir()
+    attack = ("import shutil, tempfile\n"
+              + ("d = tempfile.mkdtemp()\nos.chdir(d)\n" if removed.startswith("a temp")
+                 else "d = os.getcwd()\n")
+              + "shutil.rmtree(d)\n")
+    (work / "p.py").write_text(STEPS.replace("{attack}", attack).replace("{after}", ""))
+    proc = subprocess.run([sys.executable, "-m", "syncguard", "exec", "--device", "sim",
+                           "--out", str(tmp_path / "o"), "--", "python", "p.py"], cwd=work,
+                          env=env(), capture_output=True, text=True, timeout=180)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert not _errors(proc.stderr)
+    assert "program done" in proc.stdout
+    for name in [*REPORT_FILES, "result.jsonl"]:
+        assert (tmp_path / "o" / name).is_file(), name
+    assert _steps(tmp_path) == [0, 1, 2, 3]
