@@ -35,9 +35,12 @@ STEPS = (
 
 
 def _exec(tmp_path: Path, attack: str, after: str = "", nofile: Optional[int] = None,
-          extra: Tuple[str, ...] = (), **kw: Any) -> Tuple[int, str, str]:
-    """``exec --device sim --out tmp_path/o -- python p.py``; (exit code, stdout, stderr)."""
-    (tmp_path / "p.py").write_text(STEPS.replace("{attack}", attack).replace("{after}", after))
+          extra: Tuple[str, ...] = (), program: Optional[str] = None,
+          **kw: Any) -> Tuple[int, str, str]:
+    """``exec --device sim --out tmp_path/o -- python p.py``, ``p.py`` :data:`STEPS` with
+    ``attack`` and ``after`` (or ``program``); (exit code, stdout, stderr)."""
+    (tmp_path / "p.py").write_text(program if program is not None else
+                                   STEPS.replace("{attack}", attack).replace("{after}", after))
 
     def limit() -> None:
         if nofile is not None:
@@ -226,3 +229,27 @@ def test_a_program_that_removes_its_working_folder_gets_its_reports(removed: str
     for name in [*REPORT_FILES, "result.jsonl"]:
         assert (tmp_path / "o" / name).is_file(), name
     assert _steps(tmp_path) == [0, 1, 2, 3]
+
+
+@posix
+@pytest.mark.parametrize("close, verdict_on", [
+    ("sys.stdout.close()", "stdout"),
+    ("sys.stdout.close()\nsys.stderr.close()", "stdout"),
+    ("sys.stdout.close()\nos.close(1)", "stderr"),
+], ids=["stdout", "stdout-and-stderr", "stdout-and-its-descriptor"])
+def test_a_program_that_closes_its_streams_at_exit_still_passes(close: str, verdict_on: str,
+                                                                tmp_path: Path) -> None:
+    """Within budget, the program closes ``sys.stdout`` (and ``sys.stderr``, or descriptor 1
+    itself) at its end: exit 0, never an internal error or a fatal Python error; the verdict
+    goes to a stream still open and every report is written."""
+    from syncguard.renderers import REPORT_FILES
+
+    rc, out, err = _exec(tmp_path, "", "", extra=("--max-syncs", "10"),
+                         program=STEPS.replace("{attack}", "").replace("{after}", "")
+                         + close + "\n")
+    assert "program done" in out
+    assert rc == 0, err[-3000:]
+    assert "Fatal Python error" not in err and "internal error" not in err, err[-3000:]
+    assert "1 gated step OK" in (out if verdict_on == "stdout" else err)
+    for name in [*REPORT_FILES, "result.jsonl"]:
+        assert (tmp_path / "o" / name).is_file(), name
