@@ -1341,6 +1341,9 @@ def _load_lines(path: str, f: IO[str]) -> RunResult:
             raise ResultError(f"{path}:{i}: not a syncguard result line (a JSON object)")
         t = obj.pop("type", None)
         if t == "header":
+            if header is not None:  # `>>` appended a second run: never one run counted twice
+                raise ResultError(f"{path}:{i}: a second header line: two runs in one file "
+                                  f"(appended?); a result file holds one run")
             header = _check_header(f"{path}:{i}", {"type": "header", **obj})
         elif t == "step":
             rows = obj.pop("reads", None)

@@ -253,3 +253,24 @@ def test_a_program_that_closes_its_streams_at_exit_still_passes(close: str, verd
     assert "1 gated step OK" in (out if verdict_on == "stdout" else err)
     for name in [*REPORT_FILES, "result.jsonl"]:
         assert (tmp_path / "o" / name).is_file(), name
+
+
+def test_a_result_file_with_a_second_run_appended_is_one_error_naming_the_line(
+        tmp_path: Path) -> None:
+    """A run's result.jsonl appended to itself (``cat r >> r``, a second run's lines after the
+    first's): ``check`` refuses it in one line naming the second header's line, exit 2,
+    never gating every step counted twice."""
+    rc, _, err = _exec(tmp_path, "", "")
+    assert rc == 0, err[-3000:]
+    result = tmp_path / "o" / "result.jsonl"
+    one = result.read_text(encoding="utf-8")
+    with open(result, "a", encoding="utf-8") as f:
+        f.write(one)
+    second = one.count("\n") + 1
+    proc = subprocess.run([sys.executable, "-m", "syncguard", "check", str(tmp_path / "o"),
+                           "--max-syncs", "5"], cwd=tmp_path, env=env(), capture_output=True,
+                          text=True, timeout=120)
+    errors = _errors(proc.stderr)
+    assert proc.returncode == 2, proc.stderr[-3000:]
+    assert len(errors) == 1, proc.stderr
+    assert f"result.jsonl:{second}: a second header line" in errors[0]
