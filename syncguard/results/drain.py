@@ -110,6 +110,7 @@ class DrainWriter:
         #: since sites come and go with the hub's stacks (their numbers stay in _sites)
         self._site_ids: Dict[ReadSite, int] = {}
         self._closed = False
+        self.sent = 0  # steps sent (a lost drain's error says how many of them are lost)
         # the program may close or reuse descriptors: each is checked before it is used
         self._own, self._own_status = fds.Own(pipe), fds.Own(status)
 
@@ -161,8 +162,14 @@ class DrainWriter:
         self._closed = True
         self._finish()
 
-    #: the first write error as one line naming the file, as the in-process writer gives it
-    raise_error = ResultWriter.raise_error
+    def raise_error(self) -> None:
+        """The first write error as one line naming the file, as the in-process writer gives
+        it, with how many of the steps sent to the drain are not in the file."""
+        if self.error is not None and self.sent:
+            self.error = OSError(self.error.errno, f"{self.error.strerror}; "
+                                                   f"{_lost(self.path, self.sent)}")
+            self.sent = 0  # said once
+        ResultWriter.raise_error(self)  # type: ignore[arg-type]
 
     # -- the pipe ------------------------------------------------------------------------
     def _reads(self, events: Sequence[SyncEvent]) -> Tuple[Tuple[Any, ...], ...]:
@@ -178,6 +185,7 @@ class DrainWriter:
                    wait_us: float, labels: Optional[Dict[str, Any]], rank: Optional[int],
                    reads: Tuple[Tuple[Any, ...], ...]) -> None:
         """The ``step`` message (:meth:`_Drain.act` reads it back), its reads numbered."""
+        self.sent += 1
         self._send(("step", scenario, path, pass_, step, warmup, syncs, allowed, latency_ms,
                     device_ms, wait_us, _json(labels), rank, reads))
 
@@ -235,6 +243,17 @@ class DrainWriter:
         err = _status_error(status, code)
         if err is not None and self.error is None:
             self.error = err
+
+
+def _lost(path: str, sent: int) -> str:
+    """How many of the ``sent`` steps the file at ``path`` lacks (read once, after an
+    error)."""
+    try:
+        with open(path, "rb") as f:
+            kept = sum(1 for line in f if line.startswith(b'{"type":"step"'))
+    except OSError:
+        return f"{sent} steps sent to it"
+    return f"{max(0, sent - kept)} of {sent} steps sent to it are not in the file"
 
 
 def _site_fields(ev: SyncEvent) -> Tuple[Any, ...]:

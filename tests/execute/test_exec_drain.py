@@ -260,3 +260,27 @@ def test_the_drain_outlives_the_signals_a_program_or_scheduler_sends(tmp_path: P
     res = results.load(str(path))
     assert [s.step for s in res.steps] == [0, 1, 2, 3, 4]
     assert res.complete
+
+
+@posix
+def test_a_drain_killed_outright_says_how_many_steps_are_not_in_the_file(
+        tmp_path: Path) -> None:
+    """A drain killed with SIGKILL (no signal the program sends reaches it now; the OOM
+    killer, an operator's kill -9 may): the error line counts the steps sent to it that the
+    file lacks."""
+    path = tmp_path / "r.jsonl"
+    fd = claim(str(path), False)
+    try:
+        w = drain.start(str(path), fd, {}, 2)
+        assert isinstance(w, drain.DrainWriter)
+        os.kill(w._proc.pid, signal.SIGKILL)
+        w._proc.wait()
+        for i in range(7):
+            w.exec_step("p", "s", "exec", i, False, 1, 0, 1.0, None, 1.0, None, None,
+                        [_ev(12, i)])
+        w.close(True)
+        with pytest.raises(OutputError, match="r.jsonl: .* 7 of 7 steps sent to it are not "
+                                              "in the file"):
+            w.raise_error()
+    finally:
+        os.close(fd)
