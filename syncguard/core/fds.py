@@ -11,8 +11,9 @@ same file. A descriptor the program closed or reused is given up, never written.
 
 from __future__ import annotations
 
+import functools
 import os
-from typing import Optional, Tuple
+from typing import Any, Callable, Optional, Tuple
 
 #: how far below the soft limit of open files :func:`high` puts a descriptor: above the
 #: numbers a program's own files get, within the limit
@@ -67,20 +68,32 @@ def _pipe_size(fd: int) -> Optional[int]:
 
 
 class Own:
-    """What descriptor ``fd`` is now (the file it opens), to tell later whether it still is."""
+    """What descriptor ``fd`` is now (the file it opens), to tell later whether it still is.
+
+    For a check made before each write, ``probe() == expected`` while ``fd`` is the same
+    (``probe`` may raise ``OSError`` for a closed one): for a pipe on Linux its size, one
+    ``fcntl`` called straight from C (syncguard sets its pipe's size; a file, a socket or a
+    closed descriptor has none), else the device and inode."""
 
     def __init__(self, fd: int) -> None:
         self.fd = fd
         self._id = _identity(fd)
-        self._size = _pipe_size(fd)
+        size = _pipe_size(fd)
+        self.probe: Callable[[], Any]
+        self.expected: Any
+        if size is not None:
+            self.probe, self.expected = functools.partial(_fcntl.fcntl, fd, _GETPIPE_SZ), size
+        else:
+            self.probe, self.expected = functools.partial(_identity, fd), self._id
 
     def ok(self) -> bool:
-        """Whether ``fd`` is still the file it was, checked before each write: for a pipe on
-        Linux by its size (one ``fcntl``, a quarter of an ``fstat``'s cost; syncguard sets its
-        pipe's size, and a file, a socket or a closed descriptor has none), else exactly."""
-        if self._size is not None:
-            return self._id is not None and _pipe_size(self.fd) == self._size
-        return self.same()
+        """Whether ``fd`` is still the file it was (:attr:`probe`)."""
+        if self._id is None:
+            return False
+        try:
+            return bool(self.probe() == self.expected)
+        except OSError:
+            return False
 
     def same(self) -> bool:
         """Whether ``fd`` is still the file it was (device and inode)."""

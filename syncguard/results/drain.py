@@ -113,6 +113,7 @@ class DrainWriter:
         self.sent = 0  # steps sent (a lost drain's error says how many of them are lost)
         # the program may close or reuse descriptors: each is checked before it is used
         self._own, self._own_status = fds.Own(pipe), fds.Own(status)
+        self._probe, self._expected = self._own.probe, self._own.expected
 
     # -- what the run calls --------------------------------------------------------------
     def exec_step(self, scenario: str, path: str, pass_: str, step: int, warmup: bool,
@@ -202,15 +203,17 @@ class DrainWriter:
         if self.error is not None or self._closed:
             return
         data = marshal.dumps(msg, _MARSHAL)
-        if not self._own.ok():  # closed or reused by the program: never written into
-            self._lose()
-            return
         try:
+            if self._probe() != self._expected:  # the program closed or reused the number
+                raise OSError(0, "not the pipe")
             n = os.write(self._pipe, data)
             while n < len(data):  # a pipe takes a large message in parts
                 data = data[n:]
                 n = os.write(self._pipe, data)
         except OSError as exc:  # the drain is gone: what it wrote is kept, the rest is lost
+            if not self._own.ok():  # never written into: the program's now
+                self._lose()
+                return
             self.error = OSError(exc.errno, f"the process writing it ended early "
                                             f"({exc.strerror})")
             self._finish()
