@@ -42,6 +42,7 @@ after it is ``(site, step, count, wait_us, warmup, lineage)``.
 from __future__ import annotations
 
 import io
+import itertools
 import json
 import marshal
 import os
@@ -110,6 +111,7 @@ class DrainWriter:
         #: since sites come and go with the hub's stacks (their numbers stay in _sites)
         self._site_ids: Dict[ReadSite, int] = {}
         self._closed = False
+        self._numbers = itertools.count()  # the sites' template numbers
         self.sent = 0  # steps sent (a lost drain's error says how many of them are lost)
         # the program may close or reuse descriptors: each is checked before it is used
         self._own, self._own_status = fds.Own(pipe), fds.Own(status)
@@ -195,8 +197,11 @@ class DrainWriter:
         key = _site_of(ev)
         sid = self._sites.get(key)
         if sid is None:
-            sid = self._sites[key] = len(self._sites)
+            # numbered (one C call), sent, then known: a signal handler whose read lands in
+            # between makes a template of its own, and never names one not yet sent
+            sid = next(self._numbers)
             self._send(("site", sid, _site_fields(ev)))
+            self._sites[key] = sid
         return sid
 
     def _send(self, msg: Tuple[Any, ...]) -> None:

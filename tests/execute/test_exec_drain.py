@@ -284,3 +284,36 @@ def test_a_drain_killed_outright_says_how_many_steps_are_not_in_the_file(
             w.raise_error()
     finally:
         os.close(fd)
+
+
+@posix
+def test_a_signal_handlers_read_landing_as_a_site_is_numbered_keeps_the_drain_whole(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A handler that reads (and ends a step) while the writer numbers that same site: its
+    step never names a template the drain has not been sent (the drain died of a KeyError,
+    the run lost every step after)."""
+    path = tmp_path / "r.jsonl"
+    fd = claim(str(path), False)
+    fields = drain._site_fields
+    nested: List[int] = []
+
+    def handler_lands_here(ev: SyncEvent) -> Any:
+        if not nested:  # as a signal handler would, once: a step with the same read
+            nested.append(1)
+            w.exec_step("p", "s", "exec", 0, False, 1, 0, 1.0, None, 1.0, None, None,
+                        [_ev(12, 0)])
+        return fields(ev)
+
+    monkeypatch.setattr(drain, "_site_fields", handler_lands_here)
+    try:
+        w = drain.start(str(path), fd, {}, 4)
+        assert isinstance(w, drain.DrainWriter)
+        w.exec_step("p", "s", "exec", 1, False, 1, 0, 1.0, None, 1.0, None, None,
+                    [_ev(12, 1)])
+        w.close(True)
+        w.raise_error()
+    finally:
+        os.close(fd)
+    res = results.load(str(path))
+    assert [s.step for s in res.steps] == [0, 1]
+    assert res.complete
