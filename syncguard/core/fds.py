@@ -18,6 +18,9 @@ from typing import Any, Callable, Optional, Tuple
 #: how far below the soft limit of open files :func:`high` puts a descriptor: above the
 #: numbers a program's own files get, within the limit
 _BELOW_LIMIT = 64
+#: the highest limit :func:`high` goes by: the kernel's descriptor table grows to the highest
+#: number in use (8 bytes a slot), so a limit of a million does not cost the program 8 MB
+_HIGHEST = 1 << 16
 
 
 def high(fd: int) -> int:
@@ -28,8 +31,8 @@ def high(fd: int) -> int:
         import resource
 
         soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
-        if soft == resource.RLIM_INFINITY or soft > 1 << 20:
-            soft = 1 << 20
+        if soft == resource.RLIM_INFINITY or soft > _HIGHEST:
+            soft = _HIGHEST
         floor = max(3, int(soft) - _BELOW_LIMIT)
         if fd >= floor:
             return fd
