@@ -6,6 +6,7 @@ writes into the program's files, never raises into it, and keeps or names what i
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -274,3 +275,23 @@ def test_a_result_file_with_a_second_run_appended_is_one_error_naming_the_line(
     assert proc.returncode == 2, proc.stderr[-3000:]
     assert len(errors) == 1, proc.stderr
     assert f"result.jsonl:{second}: a second header line" in errors[0]
+
+
+@posix
+def test_a_run_killed_with_its_group_keeps_the_steps_sent_to_the_drain(tmp_path: Path) -> None:
+    """The program kills its whole process group with SIGKILL right after its steps (a job
+    scheduler's cancel does that): the drain, in a session of its own, is not killed with
+    it; it writes every step the pipe holds, the file without a footer."""
+    import time
+
+    rc, _, err = _exec(tmp_path, "", "os.killpg(os.getpgrp(), signal.SIGKILL)",
+                       start_new_session=True)
+    assert rc == -signal.SIGKILL, err[-3000:]
+    result = tmp_path / "o" / "result.jsonl"
+    deadline = time.monotonic() + 60  # the drain writes on after the group is gone
+    while time.monotonic() < deadline:
+        if result.read_text(encoding="utf-8").count('{"type":"step"') == 4:
+            break
+        time.sleep(0.05)
+    assert _steps(tmp_path) == [0, 1, 2, 3]
+    assert not results.load(str(tmp_path / "o")).complete
