@@ -22,6 +22,7 @@ import stat
 from typing import IO, Any, Iterator, Optional
 
 from ..errors import SyncguardError
+from .fds import high
 
 _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 _NONBLOCK = getattr(os, "O_NONBLOCK", 0)
@@ -213,7 +214,7 @@ def claim(path: str, force: bool) -> int:
                 pass
             fcntl.fcntl(fd, fcntl.F_SETFL, fcntl.fcntl(fd, fcntl.F_GETFL) & ~_NONBLOCK)
         os.ftruncate(fd, 0)
-        return fd
+        return high(fd)  # out of the way of a program that closes and reopens descriptors
     except BaseException:
         os.close(fd)
         raise
@@ -222,5 +223,5 @@ def claim(path: str, force: bool) -> int:
 def stream_of(fd: int, encoding: str = "utf-8") -> IO[str]:
     """A text stream writing to a copy of ``fd`` (from :func:`claim`): closing it keeps the
     claim's lock, which lasts until ``fd`` itself is closed."""
-    f: IO[Any] = os.fdopen(os.dup(fd), "w", encoding=encoding)
+    f: IO[Any] = os.fdopen(high(os.dup(fd)), "w", encoding=encoding)
     return f

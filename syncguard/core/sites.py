@@ -12,13 +12,19 @@ separators), :func:`key_path` and :func:`site_key` (a key that survives lines mo
 
 from __future__ import annotations
 
+import io
 import os
 import re
 import sys
 import sysconfig
+import tokenize
 from typing import Any, Iterable, List, Optional, Protocol, Tuple
 
 from .._paths import PKG_DIR
+
+# imported here, not where used: a read's first site reaches source_lines, and an import
+# there, interrupted by a signal handler that reads too, re-enters a partly made module
+from .untrusted import UntrustedError, open_regular
 
 
 class SiteOf(Protocol):
@@ -225,9 +231,6 @@ def strip_comment(line: str) -> str:
     does not tokenize on its own (inside a multi-line string) is returned whole."""
     if "#" not in line:
         return line
-    import io
-    import tokenize
-
     try:
         for tok in tokenize.generate_tokens(io.StringIO(line.strip() + "\n").readline):
             if tok.type == tokenize.COMMENT:
@@ -295,8 +298,6 @@ def source_lines(filename: Any) -> List[str]:
     if (not isinstance(filename, str) or not filename or filename.startswith("<")
             or "\x00" in filename or not filename.endswith(_SOURCE_SUFFIXES)):
         return []
-    from .untrusted import UntrustedError, open_regular
-
     try:
         with open_regular(filename, "Python source") as f:
             st = os.fstat(f.fileno())
@@ -311,9 +312,6 @@ def source_lines(filename: Any) -> List[str]:
         return []
     if len(raw) > MAX_SOURCE_BYTES:
         return []
-    import io
-    import tokenize
-
     try:
         encoding, _ = tokenize.detect_encoding(io.BytesIO(raw).readline)
     except SyntaxError:

@@ -154,6 +154,7 @@ def execute(opts: ExecOptions, target: Any, out: str) -> int:
                                      "warmup": opts.warmup, "max_syncs": {}}},
     }
     from ..core.atomic import claim
+    from ..core.fds import Own
 
     # the result file is this run's alone until its reports are written (a second run into
     # the same --out is refused in one line); released when the process closes it
@@ -167,10 +168,11 @@ def execute(opts: ExecOptions, target: Any, out: str) -> int:
             warmup=opts.warmup, allow=[list(a) for a in opts.allow_sites],
             lineage=opts.lineage, events_per_site=opts.events_per_site, rank=opts.rank,
             program=program.name, header=header)
+    held = Own(claimed)  # the program may close the number, or open a file of its own on it
     try:
         return _run(opts, target, out, program, path, header, claimed, settings)
     finally:
-        os.close(claimed)
+        held.close()
 
 
 def _clear_parts(out: str) -> None:

@@ -132,6 +132,7 @@ def run(program: Program, main_names: Sequence[str] = (),
     from .mainhook import run_bound
 
     saved_argv, saved_path = sys.argv[:], sys.path[:]
+    home = _cwd()
     unbuffered = _unbuffered(program.unbuffered)
     unbuffered.__enter__()
     root = HUB.program_root(sys._getframe())  # the frames outside are exec's, not the user's
@@ -155,6 +156,56 @@ def run(program: Program, main_names: Sequence[str] = (),
         sys.argv[:] = saved_argv
         sys.path[:] = saved_path
         unbuffered.__exit__(None, None, None)
+        _out_of_a_removed_folder(home)
+        _streams_back()
+
+
+def _streams_back() -> None:
+    """``sys.stderr`` and ``sys.stdout`` open again when the program closed them (the report
+    and the verdict go after the program): over descriptors 2 and 1 where those are still
+    open (closing ``sys.stdout`` leaves them open), else a closed stdout's text goes to
+    stderr, and a closed stderr's nowhere."""
+    sys.stderr = _open_stream(sys.stderr, 2) or open(os.devnull, "w")
+    sys.stdout = _open_stream(sys.stdout, 1) or sys.stderr
+
+
+def _open_stream(stream: Any, fd: int) -> Any:
+    """``stream`` while it is open, else a new text stream over ``fd`` (None when that is
+    closed too)."""
+    try:
+        if stream is not None and not stream.closed:
+            return stream
+    except (AttributeError, ValueError):  # a stream of the program's own making
+        return stream
+    try:
+        os.fstat(fd)
+        return open(fd, "w", encoding=getattr(stream, "encoding", None) or "utf-8",
+                    errors="backslashreplace", closefd=False, buffering=1)
+    except (OSError, ValueError):
+        return None
+
+
+def _cwd() -> Optional[str]:
+    try:
+        return os.getcwd()
+    except OSError:
+        return None
+
+
+def _out_of_a_removed_folder(home: Optional[str]) -> None:
+    """Back to ``home`` (the folder the program started in) when the program removed the
+    folder it is in: the reports resolve and show paths from the current folder, which must
+    exist. A program that only changed folders stays where it went."""
+    if _cwd() is not None:
+        return
+    for folder in (home, os.sep):
+        if folder is None:
+            continue
+        try:
+            os.chdir(folder)
+            return
+        except OSError:
+            pass
 
 
 def user_traceback(tb: Optional[types.TracebackType]) -> Optional[types.TracebackType]:

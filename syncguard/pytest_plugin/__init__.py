@@ -81,6 +81,7 @@ from .settings import (
     _session_device,
     _settings_for,
 )
+from .threads import BodyThreads
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..core.guard import SyncGuard
@@ -170,14 +171,16 @@ def pytest_runtest_call(item: pytest.Item) -> Generator[None, Any, None]:
         yield
         return
     if not item.config.getoption("syncguard_lineage", default=False):
-        with guard:  # the test function only: fixtures ran in setup and run again in teardown
+        # the test function only (fixtures ran in setup and run again in teardown), on its
+        # own threads (not a fixture's background thread)
+        with BodyThreads(guard), guard:
             yield
         return
     from ..driving.lineage import start_auto
 
     tracker = start_auto(cpu="cpu" in guard.devices)
     try:
-        with guard:
+        with BodyThreads(guard), guard:
             yield
     finally:
         tracker.stop()

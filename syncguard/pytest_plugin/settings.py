@@ -6,12 +6,14 @@ from __future__ import annotations
 import dataclasses
 import inspect
 import os
+import threading
 from typing import (
     TYPE_CHECKING,
     Any,
     Dict,
     Optional,
     Sequence,
+    Set,
     Tuple,
     Union,
 )
@@ -354,6 +356,15 @@ def _guard_class() -> type:
         def __init__(self, max_syncs: int, **kwargs: Any) -> None:
             super().__init__(**kwargs)
             self.max_syncs = max_syncs
+            #: the test body's threads while it runs (:class:`.threads.BodyThreads`), whose
+            #: reads alone count; None: every thread's
+            self.body_threads: Optional[Set[int]] = None
+
+        def accepts(self, device: Optional[str]) -> bool:
+            body = self.body_threads
+            if body is not None and threading.get_ident() not in body:
+                return False  # a fixture's thread, started before the body
+            return super().accepts(device)
 
     _GUARD_CLASSES.clear()
     _GUARD_CLASSES[SyncGuard] = PytestSyncGuard

@@ -42,6 +42,7 @@ after it is ``(site, step, count, wait_us, warmup, lineage)``.
 from __future__ import annotations
 
 import io
+import itertools
 import json
 import marshal
 import os
@@ -52,6 +53,7 @@ import sys
 import time
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
+from ..core import fds
 from ..core.events import Frame, Read, ReadSite, Stack, SyncEvent
 from .format import ResultWriter, _site_of
 
@@ -109,6 +111,11 @@ class DrainWriter:
         #: since sites come and go with the hub's stacks (their numbers stay in _sites)
         self._site_ids: Dict[ReadSite, int] = {}
         self._closed = False
+        self._numbers = itertools.count()  # the sites' template numbers
+        self.sent = 0  # steps sent (a lost drain's error says how many of them are lost)
+        # the program may close or reuse descriptors: each is checked before it is used
+        self._own, self._own_status = fds.Own(pipe), fds.Own(status)
+        self._probe, self._expected = self._own.probe, self._own.expected
 
     # -- what the run calls --------------------------------------------------------------
     def exec_step(self, scenario: str, path: str, pass_: str, step: int, warmup: bool,
@@ -158,8 +165,14 @@ class DrainWriter:
         self._closed = True
         self._finish()
 
-    #: the first write error as one line naming the file, as the in-process writer gives it
-    raise_error = ResultWriter.raise_error
+    def raise_error(self) -> None:
+        """The first write error as one line naming the file, as the in-process writer gives
+        it, with how many of the steps sent to the drain are not in the file."""
+        if self.error is not None and self.sent:
+            self.error = OSError(self.error.errno, f"{self.error.strerror}; "
+                                                   f"{_lost(self.path, self.sent)}")
+            self.sent = 0  # said once
+        ResultWriter.raise_error(self)  # type: ignore[arg-type]
 
     # -- the pipe ------------------------------------------------------------------------
     def _reads(self, events: Sequence[SyncEvent]) -> Tuple[Tuple[Any, ...], ...]:
@@ -175,6 +188,7 @@ class DrainWriter:
                    wait_us: float, labels: Optional[Dict[str, Any]], rank: Optional[int],
                    reads: Tuple[Tuple[Any, ...], ...]) -> None:
         """The ``step`` message (:meth:`_Drain.act` reads it back), its reads numbered."""
+        self.sent += 1
         self._send(("step", scenario, path, pass_, step, warmup, syncs, allowed, latency_ms,
                     device_ms, wait_us, _json(labels), rank, reads))
 
@@ -183,8 +197,11 @@ class DrainWriter:
         key = _site_of(ev)
         sid = self._sites.get(key)
         if sid is None:
-            sid = self._sites[key] = len(self._sites)
+            # numbered (one C call), sent, then known: a signal handler whose read lands in
+            # between makes a template of its own, and never names one not yet sent
+            sid = next(self._numbers)
             self._send(("site", sid, _site_fields(ev)))
+            self._sites[key] = sid
         return sid
 
     def _send(self, msg: Tuple[Any, ...]) -> None:
@@ -192,23 +209,33 @@ class DrainWriter:
             return
         data = marshal.dumps(msg, _MARSHAL)
         try:
+            if self._probe() != self._expected:  # the program closed or reused the number
+                raise OSError(0, "not the pipe")
             n = os.write(self._pipe, data)
             while n < len(data):  # a pipe takes a large message in parts
                 data = data[n:]
                 n = os.write(self._pipe, data)
         except OSError as exc:  # the drain is gone: what it wrote is kept, the rest is lost
+            if not self._own.ok():  # never written into: the program's now
+                self._lose()
+                return
             self.error = OSError(exc.errno, f"the process writing it ended early "
                                             f"({exc.strerror})")
             self._finish()
+
+    def _lose(self) -> None:
+        """The program closed the pipe's descriptor, or opened another file on its number:
+        the run goes on, its file ends at the last step sent (no footer: incomplete)."""
+        self.error = OSError(0, f"the program closed or reused syncguard's pipe to the "
+                                f"process writing it (descriptor {self._pipe}); the steps "
+                                f"after that are not in it")
+        self._finish()
 
     def _finish(self) -> None:
         """Close the pipe, wait for the drain, take its status (its first write error)."""
         if self._pipe in _OPEN_FDS:
             _OPEN_FDS.remove(self._pipe)
-        try:
-            os.close(self._pipe)
-        except OSError:
-            pass
+        self._own.close()  # only if still ours
         self._closed = True
         try:
             code = self._proc.wait(timeout=CLOSE_S)
@@ -216,14 +243,25 @@ class DrainWriter:
             self._proc.kill()
             code = self._proc.wait()
         try:
-            status = os.read(self._status, 1 << 16)
+            status = os.read(self._status, 1 << 16) if self._own_status.same() else b""
         except OSError:
             status = b""
         finally:
-            os.close(self._status)
+            self._own_status.close()
         err = _status_error(status, code)
         if err is not None and self.error is None:
             self.error = err
+
+
+def _lost(path: str, sent: int) -> str:
+    """How many of the ``sent`` steps the file at ``path`` lacks (read once, after an
+    error)."""
+    try:
+        with open(path, "rb") as f:
+            kept = sum(1 for line in f if line.startswith(b'{"type":"step"'))
+    except OSError:
+        return f"{sent} steps sent to it"
+    return f"{max(0, sent - kept)} of {sent} steps sent to it are not in the file"
 
 
 def _site_fields(ev: SyncEvent) -> Tuple[Any, ...]:
@@ -268,20 +306,22 @@ def start(path: str, fd: int, header: Dict[str, Any],
             fcntl.fcntl(pipe_w, getattr(fcntl, "F_SETPIPE_SZ", 1031), _PIPE_SIZE)
         except (ImportError, OSError):
             pass  # the default pipe size: the program waits sooner on a slow drain
+        pipe_w, status_r = fds.high(pipe_w), fds.high(status_r)  # out of the program's way
         root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
         cmd = [sys.executable, "-I", "-c",
                "import sys; sys.path.insert(0, sys.argv[1]); "
                "from syncguard.results.drain import main; main(sys.argv[2:])",
                root, str(pipe_r), str(fd), str(status_w)]
         proc = subprocess.Popen(cmd, pass_fds=(pipe_r, fd, status_w), stdin=subprocess.DEVNULL,
-                                stdout=subprocess.DEVNULL, close_fds=True)
+                                stdout=subprocess.DEVNULL, close_fds=True,
+                                start_new_session=True)  # no signal sent to the group
         os.close(pipe_r)
         os.close(status_w)
         pipe_r = status_w = -1
         writer = DrainWriter(path, proc, pipe_w, status_r)
         _OPEN_FDS.append(pipe_w)
         writer._send(("open", path, _json(header), events_per_site))
-        ready, _, _ = select.select([status_r], [], [], START_S)
+        ready = _readable(status_r, START_S)
         if not ready or os.read(status_r, 6) != b"ready\n" or writer.error is not None:
             raise OSError("the drain did not start")
         return writer
@@ -304,11 +344,21 @@ def start(path: str, fd: int, header: Dict[str, Any],
         return None
 
 
+def _readable(fd: int, timeout: float) -> bool:
+    """Whether ``fd`` has something to read within ``timeout`` s (``poll``: the descriptor
+    is a high one, past ``select``'s limit of 1024)."""
+    if hasattr(select, "poll"):
+        p = select.poll()
+        p.register(fd, select.POLLIN)
+        return bool(p.poll(timeout * 1000))
+    return bool(select.select([fd], [], [], timeout)[0])  # pragma: no cover
+
+
 # -- the drain process ---------------------------------------------------------------------
 def main(argv: Sequence[str]) -> None:
     """The drain: read messages from the pipe ``argv[0]``, write the result file ``argv[1]``
     (an inherited descriptor), report on ``argv[2]``."""
-    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+    for sig in _ignored():
         signal.signal(sig, signal.SIG_IGN)  # the program's process ends the drain
     pipe, fd, status = (int(a) for a in argv[:3])
     os.set_blocking(pipe, False)
@@ -332,6 +382,18 @@ def main(argv: Sequence[str]) -> None:
         if not got and not eof and not drain.closed:
             time.sleep(POLL_S)
     drain.end()
+
+
+#: the signals the drain ignores: every one a program, a terminal, a shell or a job scheduler
+#: may send (SLURM's ``--signal=USR1``, a reload's SIGHUP, a timer's SIGALRM); it is in a
+#: session of its own besides, away from the program's process group
+_IGNORED = ("SIGINT", "SIGTERM", "SIGHUP", "SIGQUIT", "SIGUSR1", "SIGUSR2", "SIGALRM",
+            "SIGVTALRM", "SIGPROF", "SIGTSTP", "SIGTTIN", "SIGTTOU", "SIGXFSZ", "SIGXCPU",
+            "SIGPIPE", "SIGIO", "SIGPOLL", "SIGPWR", "SIGWINCH", "SIGURG")
+
+
+def _ignored() -> List[signal.Signals]:
+    return [getattr(signal, n) for n in _IGNORED if hasattr(signal, n)]
 
 
 class _Drain:

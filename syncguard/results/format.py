@@ -71,6 +71,7 @@ from typing import (
 from .._paths import PKG_DIR
 from ..core.events import Read, SyncEvent
 from ..errors import ResultWarning, SyncguardError
+from . import fit
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
@@ -409,10 +410,8 @@ class ResultWriter:
         if stack is None:
             if len(self._stacks) >= _STACKS_KEPT:
                 self._stacks.clear()
-            stack = self._stacks[ev.stack] = self._encode([
-                {"filename": f.filename, "lineno": f.lineno, "function": f.function,
-                 "qualname": f.qualname} for f in ev.stack])
-        d = {**head, **ev.__dict__}  # the fields, in their order (a plain dataclass)
+            stack = self._stacks[ev.stack] = self._encode([fit.frame(f) for f in ev.stack])
+        d = fit.event({**head, **ev.__dict__})  # the fields, in their order; as load reads
         del d["stack"]
         lin = d.get("lineage")
         if lin is None:  # off by default: results without lineage as they were
@@ -549,7 +548,8 @@ class ResultWriter:
         heads = self._step_heads.get(key)
         if heads is None:
             heads = self._step_heads[key] = (self._line(
-                {"type": "step", "scenario": scenario, "path": path, "pass": pass_})[:-2],
+                {"type": "step", "scenario": fit.text(scenario), "path": fit.text(path),
+                 "pass": fit.text(pass_)})[:-2],
                 {"type": "event", "scenario": scenario, "path": path, "pass": pass_,
                  **({} if rank is None else {"rank": rank})})
         for ev in events:
@@ -1433,6 +1433,9 @@ def _load_lines(path: str, f: IO[str]) -> RunResult:
             raise ResultError(f"{path}:{i}: not a syncguard result line (a JSON object)")
         t = obj.pop("type", None)
         if t == "header":
+            if header is not None:  # `>>` appended a second run: never one run counted twice
+                raise ResultError(f"{path}:{i}: a second header line: two runs in one file "
+                                  f"(appended?); a result file holds one run")
             header = _check_header(f"{path}:{i}", {"type": "header", **obj})
         elif t == "step":
             rows = obj.pop("reads", None)

@@ -235,3 +235,85 @@ def test_a_drain_that_exits_at_once_leaves_no_descriptor_open(
         assert not drain._OPEN_FDS
     finally:
         os.close(fd)
+
+
+@posix
+def test_the_drain_outlives_the_signals_a_program_or_scheduler_sends(tmp_path: Path) -> None:
+    """SIGUSR1 (SLURM's --signal=USR1), SIGUSR2, SIGHUP, SIGALRM, SIGQUIT sent to the drain
+    itself: it writes on, every step kept and the footer written."""
+    path = tmp_path / "r.jsonl"
+    fd = claim(str(path), False)
+    try:
+        w = drain.start(str(path), fd, {}, 2)
+        assert isinstance(w, drain.DrainWriter)
+        assert os.getsid(w._proc.pid) != os.getsid(0), "the drain left the program's session"
+        for i, sig in enumerate([signal.SIGUSR1, signal.SIGUSR2, signal.SIGHUP, signal.SIGALRM,
+                                 signal.SIGQUIT]):
+            os.kill(w._proc.pid, sig)
+            w.exec_step("p", "s", "exec", i, False, 1, 0, 1.0, None, 1.0, None, None,
+                        [_ev(12, i)])
+            w.sync()
+        w.close(True)
+        w.raise_error()
+    finally:
+        os.close(fd)
+    res = results.load(str(path))
+    assert [s.step for s in res.steps] == [0, 1, 2, 3, 4]
+    assert res.complete
+
+
+@posix
+def test_a_drain_killed_outright_says_how_many_steps_are_not_in_the_file(
+        tmp_path: Path) -> None:
+    """A drain killed with SIGKILL (no signal the program sends reaches it now; the OOM
+    killer, an operator's kill -9 may): the error line counts the steps sent to it that the
+    file lacks."""
+    path = tmp_path / "r.jsonl"
+    fd = claim(str(path), False)
+    try:
+        w = drain.start(str(path), fd, {}, 2)
+        assert isinstance(w, drain.DrainWriter)
+        os.kill(w._proc.pid, signal.SIGKILL)
+        w._proc.wait()
+        for i in range(7):
+            w.exec_step("p", "s", "exec", i, False, 1, 0, 1.0, None, 1.0, None, None,
+                        [_ev(12, i)])
+        w.close(True)
+        with pytest.raises(OutputError, match="r.jsonl: .* 7 of 7 steps sent to it are not "
+                                              "in the file"):
+            w.raise_error()
+    finally:
+        os.close(fd)
+
+
+@posix
+def test_a_signal_handlers_read_landing_as_a_site_is_numbered_keeps_the_drain_whole(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A handler that reads (and ends a step) while the writer numbers that same site: its
+    step never names a template the drain has not been sent (the drain died of a KeyError,
+    the run lost every step after)."""
+    path = tmp_path / "r.jsonl"
+    fd = claim(str(path), False)
+    fields = drain._site_fields
+    nested: List[int] = []
+
+    def handler_lands_here(ev: SyncEvent) -> Any:
+        if not nested:  # as a signal handler would, once: a step with the same read
+            nested.append(1)
+            w.exec_step("p", "s", "exec", 0, False, 1, 0, 1.0, None, 1.0, None, None,
+                        [_ev(12, 0)])
+        return fields(ev)
+
+    monkeypatch.setattr(drain, "_site_fields", handler_lands_here)
+    try:
+        w = drain.start(str(path), fd, {}, 4)
+        assert isinstance(w, drain.DrainWriter)
+        w.exec_step("p", "s", "exec", 1, False, 1, 0, 1.0, None, 1.0, None, None,
+                    [_ev(12, 1)])
+        w.close(True)
+        w.raise_error()
+    finally:
+        os.close(fd)
+    res = results.load(str(path))
+    assert [s.step for s in res.steps] == [0, 1]
+    assert res.complete
