@@ -397,15 +397,11 @@ class _TorchFinder:
                 return None
             return importlib.util.spec_from_loader(
                 "torch_npu", _Existing(mod))  # type: ignore[arg-type]
+        from .hooks import find_elsewhere
+
         self._busy = True
         try:
-            spec = None
-            for finder in sys.meta_path:
-                if finder is self or not hasattr(finder, "find_spec"):
-                    continue
-                spec = finder.find_spec(fullname, path, target)
-                if spec is not None:
-                    break
+            spec = find_elsewhere(self, fullname, path, target)
         finally:
             self._busy = False
         loader = getattr(spec, "loader", None)

@@ -251,14 +251,7 @@ class StepHooks:
         """Wrap the pending ``__main__`` targets in ``mod``, the program's main module as a
         spawn child re-imports it (``__mp_main__``)."""
         with self._lock:
-            for t in self.pending().get("__main__", []):
-                if t.qualname.split(".")[0] not in vars(mod):
-                    continue
-                try:
-                    self._patch(mod, t)
-                    t.installed = True
-                except StepSpecError as exc:
-                    t.error = str(exc)
+            self._wrap_pending(mod, "__main__")
 
     def module_ready(self, mod: types.ModuleType) -> None:
         """Wrap every pending target of ``mod`` (called right after its body ran). For the
@@ -269,14 +262,19 @@ class StepHooks:
             if mod.__name__ == _DYNAMO and not self._dynamo:
                 self._dynamo = True
                 _compile_safe()
-            for t in self.pending().get(mod.__name__, []):
-                if t.module == "__main__" and t.qualname.split(".")[0] not in vars(mod):
-                    continue
-                try:
-                    self._patch(mod, t)
-                    t.installed = True
-                except StepSpecError as exc:
-                    t.error = str(exc)
+            self._wrap_pending(mod, mod.__name__)
+
+    def _wrap_pending(self, mod: types.ModuleType, name: str) -> None:
+        """Wrap the pending targets of module ``name`` in ``mod`` (those of ``__main__`` once
+        their first name is bound)."""
+        for t in self.pending().get(name, []):
+            if t.module == "__main__" and t.qualname.split(".")[0] not in vars(mod):
+                continue
+            try:
+                self._patch(mod, t)
+                t.installed = True
+            except StepSpecError as exc:
+                t.error = str(exc)
 
     def _patch(self, mod: types.ModuleType, t: StepTarget) -> None:
         names = t.qualname.split(".")
@@ -352,6 +350,18 @@ class _SpecOnReady(importlib.machinery.ModuleSpec):
                 ready[0](ready[1])
 
 
+def find_elsewhere(me: Any, fullname: str, path: Any = None, target: Any = None) -> Any:
+    """The spec the finders on ``sys.meta_path`` other than ``me`` give ``fullname`` (None
+    when none does): what an import would load, for a finder that watches imports."""
+    for finder in sys.meta_path:
+        if finder is me or not hasattr(finder, "find_spec"):
+            continue
+        spec = finder.find_spec(fullname, path, target)
+        if spec is not None:
+            return spec
+    return None
+
+
 class _PostImportFinder:
     """A ``sys.meta_path`` finder that finds nothing itself: for a watched module it asks the
     other finders, then has the module's loader call back once the body ran."""
@@ -365,13 +375,7 @@ class _PostImportFinder:
             return None
         self._busy.on = True
         try:
-            spec = None
-            for finder in sys.meta_path:
-                if finder is self or not hasattr(finder, "find_spec"):
-                    continue
-                spec = finder.find_spec(fullname, path, target)
-                if spec is not None:
-                    break
+            spec = find_elsewhere(self, fullname, path, target)
         except (ImportError, ValueError):
             return None
         finally:
