@@ -149,6 +149,10 @@ def main(args: argparse.Namespace) -> int:
     if args.warmup is not None and args.warmup < 0:
         raise UsageError(f"--warmup: must be >= 0, got {args.warmup}")
     budget_flags(args)
+    if args.program and args.program[0] != "--" and "--" not in getattr(args, "argv", ["--"]):
+        # without it, the program's own options (--tokens) would read as syncguard's
+        raise UsageError(f"{args.program[0]}: put `--` before the program: syncguard exec "
+                         f"[OPTIONS] -- python SCRIPT [ARGS] (or -m MODULE [ARGS])")
     try:
         program = parse_command(args.program or [], args.module)
         steps = [parse_step(s) for s in args.step]
