@@ -312,7 +312,7 @@ def main(args: argparse.Namespace) -> int:
         written = write_reports(res, out)
     full = bool(getattr(args, "verbose", False))
     RENDERERS["terminal"].render(res, stdout_console(args.width), steps=full, sites=full,
-                                 legend=full)
+                                 legend=full, brief=not full)
     if not full:
         print("Per-step tables, every sync site and the legend: --verbose, or the reports "
               "below (report.html first).", file=sys.stderr)

@@ -448,3 +448,101 @@ def _modeled_text(r: Dict[str, Any]) -> str:
 
 def step_label(step: Any, warmup: Any) -> str:
     return f"{int(step)}w" if bool(warmup) else str(int(step))
+
+
+def path_headlines(summary_df: pd.DataFrame, sites_df: pd.DataFrame, code: str = "",
+                   base: Optional[str] = None) -> List[Tuple[str, str]]:
+    """One ``(path, sentence)`` per path of a run over its scenarios: the count per step, its
+    sites (once, not once per scenario), the host-time verdict against the baseline path
+    counted over the scenarios, and the modeled cost, e.g. ``legacy: 1.00 hidden syncs per
+    step in 6 of 7 scenarios (greedy_mix 0.71) at sampler.py:219 (Tensor.__bool__); modeled on
+    910b: 25 to 78 us per step, 0.4% to 6.8% of a modeled step`` and ``flag: 0 hidden syncs
+    per step in all 7 scenarios; host time vs legacy: 0.90x, faster in tiny_vocab; no
+    difference beyond 5% in 1, not shown either way in 5``. ``sites_df`` as for
+    :func:`verdicts` (through :func:`analysis.merge_paths` or not)."""
+    from collections import Counter
+
+    from ..results.stats import MARGIN
+    from ._tables import _ratio_of
+
+    out: List[Tuple[str, str]] = []
+    if not len(summary_df):
+        return out
+    hidden = sites_df[~sites_df["allowed"].astype(bool)] if len(sites_df) else sites_df
+    site_rows = hidden.to_dict("records") if len(hidden) else []
+    for path in dict.fromkeys(summary_df["path"]):
+        rows = summary_df[summary_df["path"] == path].to_dict("records")
+        counted = [(str(r["scenario"]), float(r["syncs_mean"])) for r in rows
+                   if not is_missing(r["syncs_mean"])]
+        n = len(rows)
+        if not counted:
+            text = "not counted"
+        else:
+            common, k = Counter(m for _, m in counted).most_common(1)[0]
+            rate = "0" if common == 0.0 else f"{common:.2f}"
+            noun = "sync" if rate == "1" else "syncs"
+            if k == n:
+                text = f"{rate} hidden {noun} per step in {_all(n)}"
+            else:
+                others = [f"{s} {'0' if m == 0.0 else f'{m:.2f}'}" for s, m in counted
+                          if m != common]
+                shown = ", ".join(others[:3]) + (f" and {len(others) - 3} more"
+                                                 if len(others) > 3 else "")
+                text = f"{rate} hidden {noun} per step in {k} of {n} scenarios ({shown})"
+        mine: Dict[Any, Dict[str, Any]] = {}
+        for s in site_rows:  # each site once over the scenarios, its counts summed
+            if path not in str(s["path"]).split(", "):
+                continue
+            key = (s["site"], s["api"], s.get("function"))
+            if key in mine:
+                mine[key] = {**mine[key], "count": int(mine[key]["count"]) + int(s["count"]),
+                             "per_step": bool(mine[key].get("per_step", True)
+                                              or s.get("per_step", True))}
+            else:
+                mine[key] = dict(s)
+        if counted and any(m > 0 for _, m in counted):
+            text += _where(list(mine.values()), 2, code, base)
+        ratios = [(str(r["scenario"]), _ratio_of(r)) for r in rows
+                  if r.get("baseline") and r["path"] != r.get("baseline")
+                  and not is_missing(r.get("ratio_vs_baseline"))]
+        if ratios:
+            faster = [(s, rt) for s, rt in ratios if rt.differs and rt.shown[1] < 1.0]
+            slower = [(s, rt) for s, rt in ratios if rt.differs and rt.shown[0] > 1.0]
+            within = [s for s, rt in ratios if rt.known and not rt.thin and rt.within]
+            told = {s for s, _ in faster + slower} | set(within)
+            rest = [s for s, _ in ratios if s not in told]
+            parts = [f"{', '.join(f'{rt.ratio:.2f}x' for _, rt in found)}, {word} in "
+                     f"{', '.join(s for s, _ in found)}"
+                     for found, word in ((faster, "faster"), (slower, "slower")) if found]
+            if within:
+                parts.append(f"no difference beyond {MARGIN:.0%} in {_count(within, n)}")
+            if rest:
+                parts.append(f"no measurable difference in {_count(rest, n)}")
+            text += f"; host time vs {rows[0]['baseline']}: " + "; ".join(parts)
+        costs = [(float(r["modeled_sync_us"]), 100.0 * float(r["modeled_sync_us"])
+                  / (1000.0 * float(r["modeled_ms"]))) for r in rows
+                 if not is_missing(r.get("modeled_sync_us")) and float(r["modeled_sync_us"]) > 0
+                 and not is_missing(r.get("modeled_ms")) and float(r["modeled_ms"]) > 0]
+        if costs:
+            profiles = {str(r.get("profile") or "") for r in rows} - {""}
+            prof = next(iter(profiles)) if len(profiles) == 1 else "the device profile"
+            us = _span([c for c, _ in costs], "{:.0f}") + " us"
+            pct = _span([p for _, p in costs], "{:.1f}") + "%"
+            text += f"; modeled on {prof}: {us} per step, {pct} of a modeled step"
+        out.append((str(path), text))
+    return out
+
+
+def _all(n: int) -> str:
+    return "the scenario" if n == 1 else f"all {n} scenarios"
+
+
+def _count(names: List[str], n: int) -> str:
+    if len(names) == n:
+        return _all(n)
+    return names[0] if len(names) == 1 else f"{len(names)} of {n} scenarios"
+
+
+def _span(values: List[float], fmt: str) -> str:
+    lo, hi = fmt.format(min(values)), fmt.format(max(values))
+    return lo if lo == hi else f"{lo} to {hi}"
