@@ -182,15 +182,17 @@ class Plan:
 
 class Eta:
     """The time a run of ``plan`` has left as its steps finish (:meth:`step`): the plan's time
-    for what is left, scaled by how long the finished scenarios took against their plan (a
-    machine busier than at the probe, or less busy) once they are a fifth of it."""
+    for what is left, scaled by how long the run has taken against the plan's time for what is
+    done, at every step (a machine busier than at the probe, or less busy), not only when a
+    scenario ends: one slow scenario that is most of the run counts down evenly instead of
+    jumping at its end. The scale comes in gradually over the first fifth of the plan (the
+    first steps also pay the run's own start) and never exceeds 4x either way."""
 
     def __init__(self, plan: Plan, clock: Callable[[], float] = time.perf_counter) -> None:
         self.plan, self.clock = plan, clock
         self.start = clock()
         self.done: Dict[str, int] = {}
         self.finished: List[ScenarioPlan] = []
-        self.factor = 1.0
 
     def step(self, scenario: str) -> Optional[ScenarioPlan]:
         """Count a finished step of ``scenario``; its plan when that was its last step."""
@@ -199,12 +201,18 @@ class Eta:
         if sp is None or k != sp.total_steps:
             return None
         self.finished.append(sp)
-        planned = sum(s.counted_s + s.timed_s for s in self.finished)
-        # the first scenario also pays the run's own start (imports, the guard's set-up): the
-        # plan is corrected once a fifth of it is done, and never by more than 4x either way
-        if planned > 0 and planned >= 0.2 * (self.plan.expected_s - REPORT_S):
-            self.factor = min(4.0, max(0.25, (self.clock() - self.start) / planned))
         return sp
+
+    @property
+    def factor(self) -> float:
+        """How much longer (above 1) or shorter the run is taking than planned, so far."""
+        work = self.plan.expected_s - REPORT_S
+        planned_done = self.plan.expected_s - self.plan.left_s(self.done)
+        if work <= 0 or planned_done <= 0:
+            return 1.0
+        measured = min(4.0, max(0.25, (self.clock() - self.start) / planned_done))
+        weight = min(1.0, planned_done / (0.2 * work))
+        return weight * measured + (1.0 - weight)
 
     def left_s(self) -> float:
         return max(0.0, self.plan.left_s(self.done) * self.factor)

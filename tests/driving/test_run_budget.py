@@ -147,6 +147,10 @@ def test_run_prints_the_expected_total_and_gives_every_path_30_timed_steps(tmp_p
     first = next(ln for ln in err.splitlines() if ln.startswith("syncguard: "))
     assert first.startswith("syncguard: 2 scenarios, 4 scenario paths: expect about "), first
     assert "probe of this machine" in first and "at least 30 timed steps per path" in first
+    # the minimum evidence over the budget is said as information, not as an error
+    assert first.endswith("at least 30 timed steps per path (the least a latency verdict "
+                          "needs; on this machine it takes longer than --budget 1 s)"), first
+    assert "does not" not in first
     res = results.load(os.path.join(out, "result.jsonl"))
     with open(os.path.join(out, "result.jsonl"), encoding="utf-8") as f:
         header = json.loads(f.readline())
