@@ -354,15 +354,42 @@ def headline(result: RunResult, summary_df: pd.DataFrame, sites_df: pd.DataFrame
         if outside:
             rate = sum(float(s["rate"]) for s in outside)
             return (f"{rate_phrase(rate, unit, True)} outside every step"
-                    f"{_where(outside, 2, '', base)} [{r['scenario']}: 0 in {r['path']}]")
+                    f"{_where(outside, 2, '', base, True)} [{r['scenario']}: none inside "
+                    f"{r['path']}]")
         return f"0 hidden syncs per {unit} {where}"
     mine = [s for s in hidden.to_dict("records") if s["scenario"] == r["scenario"]
             and r["path"] in str(s["path"]).split(", ")]
     every = [s for s in mine if bool(s.get("per_step", True))]
+    hint = _step_hint(result, r["path"], mine)
+    if mine and hint:  # no step named: the count is the program's, not a step's
+        n = sum(int(s["count"]) for s in mine)
+        return (f"{n} hidden sync{'' if n == 1 else 's'} in the whole program, run as one "
+                f"step{_where(mine, 2, '', base, True)} {where}; {hint}")
     if mine and not every:  # syncs, but none per step: never "per step ... once"
-        return f"{_not_per_step(mine, unit)}{_where(mine, 2, '', base)} {where}"
-    return (f"{rate_phrase(float(r['syncs_mean']), unit, True)}{_where(every, 2, '', base)} "
-            f"{where}")
+        return f"{_not_per_step(mine, unit)}{_where(mine, 2, '', base, True)} {where}"
+    return (f"{rate_phrase(float(r['syncs_mean']), unit, True)}"
+            f"{_where(every, 2, '', base, True)} {where}")
+
+
+def _step_hint(result: RunResult, path: str, sites: List[Dict[str, Any]]) -> str:
+    """For an exec run with no --step, --loop or marker (the whole program one step): that
+    per-token counts need one, naming the function of the site that synced most, e.g.
+    ``per-token counts need --loop or --step, e.g. --step stopping:StopOnToken.__call__
+    (where the most syncs are)``. ``""`` otherwise."""
+    import os
+
+    options = result.header.get("options") or {}
+    if path != "program" or options.get("steps") or options.get("loops") or not sites:
+        return ""
+    text = "per-token counts need --loop or --step"
+    top = max(sites, key=lambda s: int(s["count"]))
+    for file, func in ((top.get("filename"), top.get("function")),
+                       (top.get("caller_filename"), top.get("caller_function"))):
+        name = os.path.splitext(os.path.basename(str(file or "")))[0]
+        if func and name.isidentifier() and all(
+                p.isidentifier() for p in str(func).split(".")):
+            return f"{text}, e.g. --step {name}:{func} (where the most syncs are)"
+    return text
 
 
 def _not_per_step(sites: List[Dict[str, Any]], unit: str) -> str:
@@ -381,25 +408,38 @@ def rate_phrase(rate: float, unit: str = "step", exact: bool = False) -> str:
     return f"{rate:.2f} hidden syncs per {unit}"
 
 
-def site_phrase(s: Dict[str, Any], code: str = "`", base: Optional[str] = None) -> str:
+def site_phrase(s: Dict[str, Any], code: str = "`", base: Optional[str] = None,
+                function: bool = False) -> str:
     """A :func:`analysis.sites` row's site for a sentence: ```sampler.py:123``` or, in a
-    helper, ```stopping.py:14` in __call__, called from `generate.py:25` in decode_loop``."""
+    helper, ```stopping.py:14` in __call__, called from `generate.py:25` in decode_loop``;
+    with ``function``, a site called from its own file names its function too
+    (```gen.py:5` in decode_one``)."""
     text = f"{code}{short_site(s['site'], base)}{code}"
     if s.get("caller_filename"):
         caller = f"{short_path(s['caller_filename'], base)}:{s['caller_lineno']}"
         text += (f" in {s['function']}, called from {code}{caller}{code} in "
                  f"{s['caller_function']}")
+    elif function and _named_function(s.get("function")):  # a helper in its caller's file
+        text += f" in {s['function']}"
     return text
 
 
-def _where(mine: List[Dict[str, Any]], max_sites: int, code: str, base: Optional[str]) -> str:
+def _named_function(function: Any) -> bool:
+    """Whether ``function`` names a function (not a module's or a class's body, ``?``)."""
+    return isinstance(function, str) and bool(function) and not function.startswith("<") \
+        and function != "?"
+
+
+def _where(mine: List[Dict[str, Any]], max_sites: int, code: str, base: Optional[str],
+           function: bool = False) -> str:
     """`` at `a.py:3` (Tensor.item), `b.py:9` (Tensor.cpu, once) and 2 more``: per-step
     sites first, most syncs first (stable: file order among ties)."""
     mine = sorted(mine, key=lambda s: (not bool(s.get("per_step", True)), -int(s["count"])))
     where = []
-    for s in mine[:max_sites]:
-        once = "" if bool(s.get("per_step", True)) else ", once"
-        where.append(f"{site_phrase(s, code, base)} ({s['api']}{once})")
+    for s in mine[:max_sites]:  # not every step: "once", or how many times
+        n = int(s["count"])
+        once = "" if bool(s.get("per_step", True)) else ", once" if n == 1 else f", {n} times"
+        where.append(f"{site_phrase(s, code, base, function)} ({s['api']}{once})")
     if not where:
         return ""
     more = len(mine) - len(where)
