@@ -100,14 +100,16 @@ def crosscheck(scenarios: Sequence[Any], opts: Any, out: str) -> int:
 def out_dir(args: argparse.Namespace, device: str) -> str:
     """``--out``, else a new ``reports/<time>-<device>`` with ``reports/latest`` pointing at it
     (:mod:`syncguard._paths`)."""
-    from .._paths import new_report_dir, point_latest
+    from .._paths import keep_runs, new_report_dir, point_latest, prune_reports
     from ..renderers import run_files
     from .common import prepare_out
 
     if args.out:
         return prepare_out(args.out, run_files(), args.force)
+    keep = keep_runs()  # a bad value fails before any folder is made
     out = prepare_out(new_report_dir(device), run_files(), args.force)
     point_latest(out)
+    prune_reports(out, keep)
     return out
 
 
