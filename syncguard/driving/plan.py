@@ -218,19 +218,46 @@ class Eta:
         return max(0.0, self.plan.left_s(self.done) * self.factor)
 
 
+def load_slowdown(load: Optional[float] = None, cores: Optional[int] = None) -> float:
+    """How many times its CPU time a step on one thread takes on this machine as busy as it is
+    now: the runnable jobs (the 1-minute load average, ``load``) share the ``cores`` with it,
+    so ``(load + 1) / cores``, at least 1 and at most :data:`MAX_SLOWDOWN`. On a shared 2-core
+    machine a run of 232 CPU-seconds took 804 s at load 4.4 to 8.8 (3.5x; this gives 3.3x at
+    its start's 5.5) and one of 213 CPU-seconds 261 s at load 0.4 rising to 3 (1.2x; 1x)."""
+    import os
+
+    if load is None:
+        try:
+            load = os.getloadavg()[0]
+        except (OSError, AttributeError):  # no load average (Windows): the idle machine
+            return 1.0
+    if cores is None:
+        try:
+            cores = len(os.sched_getaffinity(0))  # type: ignore[attr-defined]
+        except (AttributeError, OSError):
+            cores = os.cpu_count() or 1
+    return min(MAX_SLOWDOWN, max(1.0, (load + 1.0) / max(1, cores)))
+
+
+#: the most :func:`load_slowdown` says (a load average that high is mostly waiting, not work)
+MAX_SLOWDOWN = 8.0
+
+
 def probe_scenario(sc: Scenario, path: str, target: Target,
                    clock: Callable[[], float] = time.perf_counter,
-                   limit_s: float = PROBE_SCENARIO_S) -> Probe:
+                   limit_s: float = PROBE_SCENARIO_S, slowdown: float = 1.0) -> Probe:
     """Time ``sc`` on ``path`` (no interceptors): its set-up, its warm-up steps, then steps
     until ``limit_s`` seconds have gone since the warm-up ended (at least
     :data:`PROBE_MIN_STEPS` of them) or the scenario ends. A subject that fails is left for the
     run to report: its probe is empty.
 
     A step's time is its wall time; where the kernels run on this thread alone (the simulated
-    npu or the CPU, one torch thread), the geometric mean of its wall time and the thread's
-    CPU time: the wall time alone is the machine as busy as during these few seconds (on a
-    shared 2-core machine a 460 ms step took 680 to 1200 ms while other jobs held the cores,
-    then 455 ms through a whole run), the CPU time alone the machine idle."""
+    npu or the CPU, one torch thread), the thread's CPU time times ``slowdown``
+    (:func:`load_slowdown`: how busy the machine is, from its load average): the wall time of
+    a few steps is the machine as busy as during those seconds (on a shared 2-core machine a
+    460 ms step took 680 to 1200 ms while other jobs held the cores, then 455 ms through a
+    whole run), and a probe that takes the geometric mean of the two announced 6.3 min for a
+    run that took 13.4 min at load 4.4 to 8.8, and 7.9 min for one that took 5.3."""
     import torch
 
     from .decode import DecodeLoop
@@ -258,7 +285,7 @@ def probe_scenario(sc: Scenario, path: str, target: Target,
             t0, c0 = clock(), time.thread_time()
             loop.run_step(step)
             wall, cpu = clock() - t0, time.thread_time() - c0
-            times.append(math.sqrt(wall * cpu) if own_cpu and 0.0 < cpu < wall else wall)
+            times.append(cpu * slowdown if own_cpu and cpu > 0.0 else wall)
     except Exception:  # the counted pass says what is wrong, with its own message
         pass
     return Probe(sc.steps, sc.warmup, tuple(times), setup_s, gc_s)
@@ -266,11 +293,13 @@ def probe_scenario(sc: Scenario, path: str, target: Target,
 
 def probe(scenarios: Sequence[Scenario], paths: Callable[[Scenario], List[str]],
           target: Target) -> Dict[str, Probe]:
-    """:func:`probe_scenario` of every scenario on its first path."""
+    """:func:`probe_scenario` of every scenario on its first path, at the machine's
+    :func:`load_slowdown` as the probe starts."""
     out: Dict[str, Probe] = {}
+    slowdown = load_slowdown()
     for sc in scenarios:
         ps = paths(sc)
-        out[sc.name] = (probe_scenario(sc, ps[0], target) if ps
+        out[sc.name] = (probe_scenario(sc, ps[0], target, slowdown=slowdown) if ps
                         else Probe(sc.steps, sc.warmup, ()))
     return out
 
