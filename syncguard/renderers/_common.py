@@ -30,7 +30,9 @@ LEGEND: Tuple[Tuple[str, str], ...] = (
     ("out", "timed steps beyond Tukey's fences (1.5 IQR): counted, never dropped"),
     ("modeled", "modeled step latency (ms) and device idle (us) on the named device profile "
                 "(simulated device only): deterministic, from the recorded op stream, not "
-                "measured"),
+                "measured; a site's wait and idle are per read (the wait is mostly device work "
+                "queued before the read, which the step does anyway), the verdict's cost per "
+                "step is what the step's hidden syncs add to its modeled latency"),
     ("steps", "step indices as ranges, e.g. 2-4, 7; warm-up steps are marked w"),
 )
 

@@ -273,9 +273,12 @@ def sites_tbl(st: pd.DataFrame, allowed: bool, base: Optional[str] = None,
     modeled = bool(len(sub)) and "modeled_stall_us" in sub and bool(
         sub["modeled_stall_us"].notna().any())
     if modeled:
-        cols += [Column("modeled_stall_us", "modeled stall us", "r", "modeled\nstall us"),
-                 Column("modeled_bubble_us", "modeled device idle us", "r",
-                        "modeled\nidle us")]
+        # per read, not per step: the host waits for the device work queued before the read
+        # (work the step does anyway); a sync's cost per step is the verdict's modeled cost
+        cols += [Column("modeled_stall_us", "modeled host wait us/read", "r",
+                        "modeled\nwait\nus/read"),
+                 Column("modeled_bubble_us", "modeled device idle us/read", "r",
+                        "modeled\nidle\nus/read")]
     rows: List[Row] = []
     for r in sub.to_dict("records"):
         row = [Cell(str(r["scenario"])), Cell(str(r["path"])),

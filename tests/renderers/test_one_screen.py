@@ -99,3 +99,22 @@ def test_a_wide_terminal_keeps_the_columns_a_narrow_one_gives_up(
     narrow = terminal.render(case_study, width=80, steps=False, sites=False, legend=False)
     wide = terminal.render(case_study, width=200, steps=False, sites=False, legend=False)
     assert "p99" in wide and "p99" not in narrow
+
+
+def test_a_sites_modeled_wait_reads_per_read_not_as_the_steps_cost() -> None:
+    """The verdict's modeled cost (78 us a step) and a site's modeled stall (20,227 us) read
+    as two different things: the site's columns are per read, and the legend says which is
+    the cost."""
+    import pandas as pd
+
+    from syncguard.renderers import _common, _tables
+
+    st = pd.DataFrame([{
+        "scenario": "realistic", "path": "legacy", "site": f"{SITE}:219", "function": FUNCTION,
+        "api": "Tensor.__bool__", "op": "", "kind": "scalar_read", "allowed": False,
+        "reason": "", "count": 49, "steps": "1-49", "per_step": True, "rate": 1.0,
+        "modeled_stall_us": 20227.0, "modeled_bubble_us": 40.0}])
+    headers = _tables.sites_tbl(st, False).headers
+    assert "modeled host wait us/read" in headers and "modeled device idle us/read" in headers
+    modeled = dict(_common.LEGEND)["modeled"]
+    assert "per read" in modeled and "cost per step" in modeled
