@@ -237,6 +237,11 @@ def print_brief(result: RunResult, console: Console, *, show_time: bool = True,
         line = _t(f"{path}: ", "bold")
         line.append(_safe(sentence))
         console.print(line)
+    why = lineage_lines(st, code="", base=base)  # --lineage: why each site reads, the fix
+    if why:
+        console.print(_t("Why, and how to remove it (lineage)", "bold"))
+        for text in dict.fromkeys(why):  # one line per site and path, not per scenario
+            console.print(_safe(text))
     # the modeled values are in the headlines; the rest of the columns in --verbose
     t = _tables.summary_tbl(sm, branches=False)
     console.print(fitted(t, console.width, unders=False, sections=False,
