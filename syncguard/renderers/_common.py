@@ -505,7 +505,6 @@ def path_headlines(summary_df: pd.DataFrame, sites_df: pd.DataFrame, code: str =
     from collections import Counter
 
     from ..results.stats import MARGIN
-    from ._tables import _ratio_of
 
     out: List[Tuple[str, str]] = []
     if not len(summary_df):
@@ -544,7 +543,7 @@ def path_headlines(summary_df: pd.DataFrame, sites_df: pd.DataFrame, code: str =
                 mine[key] = dict(s)
         if counted and any(m > 0 for _, m in counted):
             text += _where(list(mine.values()), 2, code, base)
-        ratios = [(str(r["scenario"]), _ratio_of(r)) for r in rows
+        ratios = [(str(r["scenario"]), row_ratio(r)) for r in rows
                   if r.get("baseline") and r["path"] != r.get("baseline")
                   and not is_missing(r.get("ratio_vs_baseline"))]
         if ratios:
@@ -588,3 +587,15 @@ def _count(names: List[str], n: int) -> str:
 def _span(values: List[float], fmt: str) -> str:
     lo, hi = fmt.format(min(values)), fmt.format(max(values))
     return lo if lo == hi else f"{lo} to {hi}"
+
+
+def row_ratio(r: Dict[str, Any]) -> Any:
+    """The :class:`syncguard.results.stats.Ratio` of an :func:`analysis.summary` row."""
+    from ..results.stats import Ratio, too_thin
+
+    def num(x: Any) -> float:
+        return float("nan") if is_missing(x) else float(x)
+
+    k, n = (0 if is_missing(r.get(c)) else int(r[c]) for c in ("rounds", "pairs"))
+    return Ratio(num(r.get("ratio_vs_baseline")), num(r.get("ratio_lo")),
+                 num(r.get("ratio_hi")), n, rounds=k, thin=too_thin(n, k))

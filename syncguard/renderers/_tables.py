@@ -24,6 +24,7 @@ from ._common import (
     fmt_ratio_ci,
     fmt_syncs,
     fmt_us,
+    row_ratio,
     short_site,
     step_label,
 )
@@ -173,14 +174,6 @@ _MODELED: List[Tuple[str, str, str, Callable[[Any], str], bool]] = [
 _LATENCY = frozenset({"p50_ms", "p90_ms", "p99_ms", "ratio_vs_baseline"})
 
 
-def _ratio_of(r: Dict[str, Any]) -> Any:
-    from ..results.stats import Ratio, too_thin
-
-    k, n = (0 if is_missing(r.get(c)) else int(r[c]) for c in ("rounds", "pairs"))
-    return Ratio(float(_num(r.get("ratio_vs_baseline"))), float(_num(r.get("ratio_lo"))),
-                 float(_num(r.get("ratio_hi"))), n, rounds=k, thin=too_thin(n, k))
-
-
 def _summary_text(r: Any, col: str, fmt: Any) -> str:
     if col == "ratio_lo":
         lo, hi = r.get("ratio_lo"), r.get("ratio_hi")
@@ -221,7 +214,7 @@ def summary_tbl(sm: pd.DataFrame, *, branches: bool = True) -> Table:
         # host latency is coloured only where a ratio is measurable (its interval, as
         # printed, lies wholly beyond the margin: Ratio.differs); counts and the modeled
         # values are exact
-        measurable = any(_ratio_of(r).differs for r in recs)
+        measurable = any(row_ratio(r).differs for r in recs)
         marks = {k: _best_worst([r[k] for r in recs])
                  if colour and (measurable or k not in _LATENCY) else [""] * len(recs)
                  for k, _, _, _, colour in spec}
