@@ -25,11 +25,20 @@ from ..errors import (  # noqa: F401  (the CLI's names for them)
 from .common import add_device_argument, target
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse's parser with a short error: the error and where the options are listed, two
+    lines (argparse's own prints the whole usage first: 10 lines for ``run --device gpu``)."""
+
+    def error(self, message: str) -> Any:  # argparse's signature: NoReturn
+        self.exit(EXIT_USAGE, f"{self.prog}: error: {message}\n"
+                              f"(`{self.prog} --help` lists the options)\n")
+
+
 def _parser() -> argparse.ArgumentParser:
     from . import calibrate, check, compare, lint, run, show
     from . import exec as exec_cmd
 
-    p = argparse.ArgumentParser(
+    p = _Parser(
         prog="syncguard",
         description="Count, attribute and gate hidden host-device syncs in decode loops.",
     )
@@ -99,6 +108,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     if not getattr(args, "command", None):
         parser.print_help(sys.stderr)
         return EXIT_USAGE
+    args.argv = list(sys.argv[1:] if argv is None else argv)  # what was typed (exec's `--`)
     from ..core import signals as _signals
     from ..driving import devices
     from ..errors import ResultWarning

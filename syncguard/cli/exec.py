@@ -65,7 +65,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="hidden syncs allowed outside every step, in total over the run "
                    "(set-up, the readback after the loop; default: no gate)")
     add_allow_arguments(p)
-    add_out_arguments(p, "reports/<time>-exec-<device>, reports/latest pointing at it")
+    add_out_arguments(p, "reports/<time>-exec-<device>, reports/latest-exec pointing at it")
     add_gate_format_arguments(p, files_under_out=True)
     add_width_argument(p)
     add_record_lines_argument(p, "(file or folder) ran")
@@ -106,8 +106,16 @@ _RUN_ID = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}", re.ASCII)
 
 def _out_dir(args: argparse.Namespace, device: str, files: Tuple[str, ...]) -> str:
     """``--out``, else ``reports/<time>-exec-<device>`` (under torchrun, the ranks' shared
-    ``reports/exec-<run id>-<device>``) with ``reports/latest`` pointing at it."""
-    from .._paths import new_report_dir, point_latest, reports_dir
+    ``reports/exec-<run id>-<device>``) with ``reports/latest-exec`` pointing at it (and, with
+    ``SYNCGUARD_KEEP_RUNS=N``, only the newest N of exec's folders kept)."""
+    from .._paths import (
+        LATEST_EXEC,
+        keep_runs,
+        new_report_dir,
+        point_latest,
+        prune_reports,
+        reports_dir,
+    )
     from ..errors import UsageError
     from .common import prepare_out
 
@@ -121,8 +129,10 @@ def _out_dir(args: argparse.Namespace, device: str, files: Tuple[str, ...]) -> s
     # every rank of one torchrun job shares its folder; other runs never share one
     out = (os.path.join(reports_dir(), f"exec-{run_id}-{device}") if run_id
            else new_report_dir(f"exec-{device}"))
+    keep = keep_runs()
     out = prepare_out(os.path.abspath(out), files, args.force)
-    point_latest(out)
+    point_latest(out, LATEST_EXEC)  # run's reports/latest stays on run's last report
+    prune_reports(out, keep)
     return out
 
 
@@ -162,6 +172,10 @@ def main(args: argparse.Namespace) -> int:
     if args.warmup is not None and args.warmup < 0:
         raise UsageError(f"--warmup: must be >= 0, got {args.warmup}")
     budget_flags(args)
+    if args.program and args.program[0] != "--" and "--" not in getattr(args, "argv", ["--"]):
+        # without it, the program's own options (--tokens) would read as syncguard's
+        raise UsageError(f"{args.program[0]}: put `--` before the program: syncguard exec "
+                         f"[OPTIONS] -- python SCRIPT [ARGS] (or -m MODULE [ARGS])")
     try:
         program = parse_command(args.program or [], args.module)
         steps = [parse_step(s) for s in args.step]

@@ -182,15 +182,17 @@ class Plan:
 
 class Eta:
     """The time a run of ``plan`` has left as its steps finish (:meth:`step`): the plan's time
-    for what is left, scaled by how long the finished scenarios took against their plan (a
-    machine busier than at the probe, or less busy) once they are a fifth of it."""
+    for what is left, scaled by how long the run has taken against the plan's time for what is
+    done, at every step (a machine busier than at the probe, or less busy), not only when a
+    scenario ends: one slow scenario that is most of the run counts down evenly instead of
+    jumping at its end. The scale comes in gradually over the first fifth of the plan (the
+    first steps also pay the run's own start) and never exceeds 4x either way."""
 
     def __init__(self, plan: Plan, clock: Callable[[], float] = time.perf_counter) -> None:
         self.plan, self.clock = plan, clock
         self.start = clock()
         self.done: Dict[str, int] = {}
         self.finished: List[ScenarioPlan] = []
-        self.factor = 1.0
 
     def step(self, scenario: str) -> Optional[ScenarioPlan]:
         """Count a finished step of ``scenario``; its plan when that was its last step."""
@@ -199,30 +201,63 @@ class Eta:
         if sp is None or k != sp.total_steps:
             return None
         self.finished.append(sp)
-        planned = sum(s.counted_s + s.timed_s for s in self.finished)
-        # the first scenario also pays the run's own start (imports, the guard's set-up): the
-        # plan is corrected once a fifth of it is done, and never by more than 4x either way
-        if planned > 0 and planned >= 0.2 * (self.plan.expected_s - REPORT_S):
-            self.factor = min(4.0, max(0.25, (self.clock() - self.start) / planned))
         return sp
+
+    @property
+    def factor(self) -> float:
+        """How much longer (above 1) or shorter the run is taking than planned, so far."""
+        work = self.plan.expected_s - REPORT_S
+        planned_done = self.plan.expected_s - self.plan.left_s(self.done)
+        if work <= 0 or planned_done <= 0:
+            return 1.0
+        measured = min(4.0, max(0.25, (self.clock() - self.start) / planned_done))
+        weight = min(1.0, planned_done / (0.2 * work))
+        return weight * measured + (1.0 - weight)
 
     def left_s(self) -> float:
         return max(0.0, self.plan.left_s(self.done) * self.factor)
 
 
+def load_slowdown(load: Optional[float] = None, cores: Optional[int] = None) -> float:
+    """How many times its CPU time a step on one thread takes on this machine as busy as it is
+    now: the runnable jobs (the 1-minute load average, ``load``) share the ``cores`` with it,
+    so ``(load + 1) / cores``, at least 1 and at most :data:`MAX_SLOWDOWN`. On a shared 2-core
+    machine a run of 232 CPU-seconds took 804 s at load 4.4 to 8.8 (3.5x; this gives 3.3x at
+    its start's 5.5) and one of 213 CPU-seconds 261 s at load 0.4 rising to 3 (1.2x; 1x)."""
+    import os
+
+    if load is None:
+        try:
+            load = os.getloadavg()[0]
+        except (OSError, AttributeError):  # no load average (Windows): the idle machine
+            return 1.0
+    if cores is None:
+        try:
+            cores = len(os.sched_getaffinity(0))  # type: ignore[attr-defined]
+        except (AttributeError, OSError):
+            cores = os.cpu_count() or 1
+    return min(MAX_SLOWDOWN, max(1.0, (load + 1.0) / max(1, cores)))
+
+
+#: the most :func:`load_slowdown` says (a load average that high is mostly waiting, not work)
+MAX_SLOWDOWN = 8.0
+
+
 def probe_scenario(sc: Scenario, path: str, target: Target,
                    clock: Callable[[], float] = time.perf_counter,
-                   limit_s: float = PROBE_SCENARIO_S) -> Probe:
+                   limit_s: float = PROBE_SCENARIO_S, slowdown: float = 1.0) -> Probe:
     """Time ``sc`` on ``path`` (no interceptors): its set-up, its warm-up steps, then steps
     until ``limit_s`` seconds have gone since the warm-up ended (at least
     :data:`PROBE_MIN_STEPS` of them) or the scenario ends. A subject that fails is left for the
     run to report: its probe is empty.
 
     A step's time is its wall time; where the kernels run on this thread alone (the simulated
-    npu or the CPU, one torch thread), the geometric mean of its wall time and the thread's
-    CPU time: the wall time alone is the machine as busy as during these few seconds (on a
-    shared 2-core machine a 460 ms step took 680 to 1200 ms while other jobs held the cores,
-    then 455 ms through a whole run), the CPU time alone the machine idle."""
+    npu or the CPU, one torch thread), the thread's CPU time times ``slowdown``
+    (:func:`load_slowdown`: how busy the machine is, from its load average): the wall time of
+    a few steps is the machine as busy as during those seconds (on a shared 2-core machine a
+    460 ms step took 680 to 1200 ms while other jobs held the cores, then 455 ms through a
+    whole run), and a probe that takes the geometric mean of the two announced 6.3 min for a
+    run that took 13.4 min at load 4.4 to 8.8, and 7.9 min for one that took 5.3."""
     import torch
 
     from .decode import DecodeLoop
@@ -250,7 +285,7 @@ def probe_scenario(sc: Scenario, path: str, target: Target,
             t0, c0 = clock(), time.thread_time()
             loop.run_step(step)
             wall, cpu = clock() - t0, time.thread_time() - c0
-            times.append(math.sqrt(wall * cpu) if own_cpu and 0.0 < cpu < wall else wall)
+            times.append(cpu * slowdown if own_cpu and cpu > 0.0 else wall)
     except Exception:  # the counted pass says what is wrong, with its own message
         pass
     return Probe(sc.steps, sc.warmup, tuple(times), setup_s, gc_s)
@@ -258,11 +293,13 @@ def probe_scenario(sc: Scenario, path: str, target: Target,
 
 def probe(scenarios: Sequence[Scenario], paths: Callable[[Scenario], List[str]],
           target: Target) -> Dict[str, Probe]:
-    """:func:`probe_scenario` of every scenario on its first path."""
+    """:func:`probe_scenario` of every scenario on its first path, at the machine's
+    :func:`load_slowdown` as the probe starts."""
     out: Dict[str, Probe] = {}
+    slowdown = load_slowdown()
     for sc in scenarios:
         ps = paths(sc)
-        out[sc.name] = (probe_scenario(sc, ps[0], target) if ps
+        out[sc.name] = (probe_scenario(sc, ps[0], target, slowdown=slowdown) if ps
                         else Probe(sc.steps, sc.warmup, ()))
     return out
 

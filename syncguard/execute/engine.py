@@ -101,6 +101,7 @@ def execute(opts: ExecOptions, target: Any, out: str) -> int:
     from ..driving.devices import EXEC_CPU_NAME
     from ..errors import UsageError
     from ..results.format import environment
+    from ..results.machine import machine_state
     from .hooks import findable, static_missing
     from .mainhook import main_source
     from .program import ProgramError, check, program_path
@@ -140,6 +141,7 @@ def execute(opts: ExecOptions, target: Any, out: str) -> int:
         _clear_parts(out)
     header = {
         "env": environment(target.kind, EXEC_CPU_NAME if target.kind == "cpu" else target.name),
+        "machine": machine_state(),  # compare of two exec runs: same machine or not
         "argv": opts.argv,
         "options": {"steps": [t.spec for t in opts.steps if not t.loop],
                     "loops": [t.spec for t in opts.steps if t.loop], "warmup": opts.warmup,

@@ -13,7 +13,7 @@ import inspect
 import sys
 import threading
 import types
-from typing import Any, Dict, List, Optional, Sequence
+from typing import Any, Dict, List, Optional, Sequence, Set, Tuple
 
 from ..core import steps as markers
 from ..core.steps import wrap_loop, wrap_step
@@ -120,12 +120,122 @@ def static_missing(target: StepTarget, source: Optional[str] = None) -> Optional
         if found.keywords or depth == len(names) - 1:  # a metaclass; or the class itself
             return None
         if found.bases:
-            # an inherited method cannot be told from this file alone
+            attr = names[depth + 1]
             if not any(isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))
-                       and n.name == names[depth + 1] for n in found.body):
-                return None
+                       and n.name == attr for n in found.body):
+                # inherited, unless every base is known (this file's classes, or classes of
+                # modules imported already: nothing is imported here) and lacks it too
+                if any(_may_bind(n, attr) for n in found.body
+                       if not isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef,
+                                             ast.ClassDef))):
+                    return None
+                known = _bases_lacking(found, tree, attr)
+                if known is None:
+                    return None
+                bases, have = known
+                where = ".".join([target.module] + names[:depth + 1])
+                have.update(n.name for n in found.body
+                            if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)))
+                nor = f", nor has its base {', '.join(bases)}" if bases else ""
+                return f"{where} has no attribute {attr!r}{nor}{_near(attr, have)} ({path})"
         body = found.body
     return None
+
+
+def _near(attr: str, names: Set[str]) -> str:
+    """``; did you mean 'forward'?`` when one of ``names`` is spelled close to ``attr``."""
+    import difflib
+
+    close = difflib.get_close_matches(attr, sorted(n for n in names if not n.startswith("__")),
+                                      n=1, cutoff=0.6)
+    return f"; did you mean {close[0]!r}?" if close else ""
+
+
+def _bases_lacking(cls: ast.ClassDef, tree: ast.Module, attr: str,
+                   depth: int = 0) -> Optional[Tuple[List[str], Set[str]]]:
+    """The names of the bases of ``cls`` and the attributes they have, when every base (and,
+    for a base defined in the same file, its own bases) is known and none has ``attr``; None
+    when one is unknown or has it (running the program would have to tell)."""
+    import builtins
+
+    if depth > 8 or cls.keywords:
+        return None
+    out: List[str] = []
+    have: Set[str] = set()
+    for base in cls.bases:
+        local = _local_class(base, tree)
+        if local is not None:
+            if local is cls or local.decorator_list or any(
+                    (isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))
+                     and n.name == attr) or _may_bind(n, attr) for n in local.body):
+                return None
+            inner = _bases_lacking(local, tree, attr, depth + 1)
+            if inner is None:
+                return None
+            out.append(local.name)
+            have.update(inner[1])
+            have.update(n.name for n in local.body
+                        if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)))
+            continue
+        obj = _imported(base, tree)
+        if obj is None and isinstance(base, ast.Name) and not _bound(tree, base.id):
+            obj = getattr(builtins, base.id, None)
+        if not isinstance(obj, type) or type(obj) is not type and type(obj).__module__ != "abc":
+            return None  # unknown, or a metaclass that may make attributes
+        if hasattr(obj, attr):
+            return None
+        if obj is not object:
+            out.append(f"{obj.__module__}.{obj.__qualname__}")
+            have.update(dir(obj))
+    return out, have
+
+
+def _local_class(base: ast.expr, tree: ast.Module) -> Optional[ast.ClassDef]:
+    """The class ``base`` names when it is defined at the top of this file (and bound only
+    there)."""
+    if not isinstance(base, ast.Name):
+        return None
+    defs = [n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == base.id]
+    others = [n for n in tree.body if not isinstance(n, ast.ClassDef) and _may_bind(n, base.id)]
+    return defs[0] if len(defs) == 1 and not others else None
+
+
+def _bound(tree: ast.Module, name: str) -> bool:
+    return any(_may_bind(n, name) or (isinstance(
+        n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and n.name == name)
+        for n in tree.body)
+
+
+def _imported(base: ast.expr, tree: ast.Module) -> Any:
+    """The object ``base`` (``nn.Module``, ``Module``) names through one top-level import of
+    a module already imported (``sys.modules``; nothing is imported here); None otherwise."""
+    chain: List[str] = []
+    node = base
+    while isinstance(node, ast.Attribute):
+        chain.insert(0, node.attr)
+        node = node.value
+    if not isinstance(node, ast.Name):
+        return None
+    binds = [n for n in tree.body if _may_bind(n, node.id)]
+    if len(binds) != 1 or not isinstance(binds[0], (ast.Import, ast.ImportFrom)):
+        return None
+    imp = binds[0]
+    alias = next((a for a in imp.names if (a.asname or a.name.split(".")[0]) == node.id), None)
+    if alias is None or alias.name == "*":
+        return None
+    obj: Any
+    if isinstance(imp, ast.Import):
+        mod = alias.name if alias.asname else alias.name.split(".")[0]
+        obj = sys.modules.get(mod)
+    else:
+        if imp.level or not imp.module or imp.module not in sys.modules:
+            return None
+        obj = getattr(sys.modules[imp.module], alias.name, None)
+        if obj is None:
+            obj = sys.modules.get(f"{imp.module}.{alias.name}")
+    for part in chain:
+        obj = getattr(obj, part, None)
+    return obj
 
 
 def _may_bind(node: ast.stmt, name: str) -> bool:

@@ -211,6 +211,18 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
     wrote = config.stash.get(_WROTE_KEY, None)
     if wrote:
         terminalreporter.write_line(wrote)
+    # a module that imports torch_npu failed to collect on a machine without it: say the
+    # one setting that runs it on the simulated npu
+    if any(isinstance(r, pytest.CollectReport) and _NO_TORCH_NPU in str(r.longrepr)
+           for r in terminalreporter.stats.get("error", [])):
+        terminalreporter.write_line(NPU_HINT, yellow=True)
+
+
+_NO_TORCH_NPU = "No module named 'torch_npu'"
+#: what the summary says when a module could not be collected for want of torch_npu
+NPU_HINT = ("syncguard: a test module imports torch_npu, which is not installed here: "
+            "[tool.syncguard] device = \"sim\" in pyproject.toml collects and runs it on "
+            "the simulated npu (docs/plugin.md)")
 
 
 @pytest.hookimpl(hookwrapper=True)

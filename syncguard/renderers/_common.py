@@ -30,7 +30,9 @@ LEGEND: Tuple[Tuple[str, str], ...] = (
     ("out", "timed steps beyond Tukey's fences (1.5 IQR): counted, never dropped"),
     ("modeled", "modeled step latency (ms) and device idle (us) on the named device profile "
                 "(simulated device only): deterministic, from the recorded op stream, not "
-                "measured"),
+                "measured; a site's wait and idle are per read (the wait is mostly device work "
+                "queued before the read, which the step does anyway), the verdict's cost per "
+                "step is what the step's hidden syncs add to its modeled latency"),
     ("steps", "step indices as ranges, e.g. 2-4, 7; warm-up steps are marked w"),
 )
 
@@ -354,15 +356,42 @@ def headline(result: RunResult, summary_df: pd.DataFrame, sites_df: pd.DataFrame
         if outside:
             rate = sum(float(s["rate"]) for s in outside)
             return (f"{rate_phrase(rate, unit, True)} outside every step"
-                    f"{_where(outside, 2, '', base)} [{r['scenario']}: 0 in {r['path']}]")
+                    f"{_where(outside, 2, '', base, True)} [{r['scenario']}: none inside "
+                    f"{r['path']}]")
         return f"0 hidden syncs per {unit} {where}"
     mine = [s for s in hidden.to_dict("records") if s["scenario"] == r["scenario"]
             and r["path"] in str(s["path"]).split(", ")]
     every = [s for s in mine if bool(s.get("per_step", True))]
+    hint = _step_hint(result, r["path"], mine)
+    if mine and hint:  # no step named: the count is the program's, not a step's
+        n = sum(int(s["count"]) for s in mine)
+        return (f"{n} hidden sync{'' if n == 1 else 's'} in the whole program, run as one "
+                f"step{_where(mine, 2, '', base, True)} {where}; {hint}")
     if mine and not every:  # syncs, but none per step: never "per step ... once"
-        return f"{_not_per_step(mine, unit)}{_where(mine, 2, '', base)} {where}"
-    return (f"{rate_phrase(float(r['syncs_mean']), unit, True)}{_where(every, 2, '', base)} "
-            f"{where}")
+        return f"{_not_per_step(mine, unit)}{_where(mine, 2, '', base, True)} {where}"
+    return (f"{rate_phrase(float(r['syncs_mean']), unit, True)}"
+            f"{_where(every, 2, '', base, True)} {where}")
+
+
+def _step_hint(result: RunResult, path: str, sites: List[Dict[str, Any]]) -> str:
+    """For an exec run with no --step, --loop or marker (the whole program one step): that
+    per-token counts need one, naming the function of the site that synced most, e.g.
+    ``per-token counts need --loop or --step, e.g. --step stopping:StopOnToken.__call__
+    (where the most syncs are)``. ``""`` otherwise."""
+    import os
+
+    options = result.header.get("options") or {}
+    if path != "program" or options.get("steps") or options.get("loops") or not sites:
+        return ""
+    text = "per-token counts need --loop or --step"
+    top = max(sites, key=lambda s: int(s["count"]))
+    for file, func in ((top.get("filename"), top.get("function")),
+                       (top.get("caller_filename"), top.get("caller_function"))):
+        name = os.path.splitext(os.path.basename(str(file or "")))[0]
+        if func and name.isidentifier() and all(
+                p.isidentifier() for p in str(func).split(".")):
+            return f"{text}, e.g. --step {name}:{func} (where the most syncs are)"
+    return text
 
 
 def _not_per_step(sites: List[Dict[str, Any]], unit: str) -> str:
@@ -381,25 +410,38 @@ def rate_phrase(rate: float, unit: str = "step", exact: bool = False) -> str:
     return f"{rate:.2f} hidden syncs per {unit}"
 
 
-def site_phrase(s: Dict[str, Any], code: str = "`", base: Optional[str] = None) -> str:
+def site_phrase(s: Dict[str, Any], code: str = "`", base: Optional[str] = None,
+                function: bool = False) -> str:
     """A :func:`analysis.sites` row's site for a sentence: ```sampler.py:123``` or, in a
-    helper, ```stopping.py:14` in __call__, called from `generate.py:25` in decode_loop``."""
+    helper, ```stopping.py:14` in __call__, called from `generate.py:25` in decode_loop``;
+    with ``function``, a site called from its own file names its function too
+    (```gen.py:5` in decode_one``)."""
     text = f"{code}{short_site(s['site'], base)}{code}"
     if s.get("caller_filename"):
         caller = f"{short_path(s['caller_filename'], base)}:{s['caller_lineno']}"
         text += (f" in {s['function']}, called from {code}{caller}{code} in "
                  f"{s['caller_function']}")
+    elif function and _named_function(s.get("function")):  # a helper in its caller's file
+        text += f" in {s['function']}"
     return text
 
 
-def _where(mine: List[Dict[str, Any]], max_sites: int, code: str, base: Optional[str]) -> str:
+def _named_function(function: Any) -> bool:
+    """Whether ``function`` names a function (not a module's or a class's body, ``?``)."""
+    return isinstance(function, str) and bool(function) and not function.startswith("<") \
+        and function != "?"
+
+
+def _where(mine: List[Dict[str, Any]], max_sites: int, code: str, base: Optional[str],
+           function: bool = False) -> str:
     """`` at `a.py:3` (Tensor.item), `b.py:9` (Tensor.cpu, once) and 2 more``: per-step
     sites first, most syncs first (stable: file order among ties)."""
     mine = sorted(mine, key=lambda s: (not bool(s.get("per_step", True)), -int(s["count"])))
     where = []
-    for s in mine[:max_sites]:
-        once = "" if bool(s.get("per_step", True)) else ", once"
-        where.append(f"{site_phrase(s, code, base)} ({s['api']}{once})")
+    for s in mine[:max_sites]:  # not every step: "once", or how many times
+        n = int(s["count"])
+        once = "" if bool(s.get("per_step", True)) else ", once" if n == 1 else f", {n} times"
+        where.append(f"{site_phrase(s, code, base, function)} ({s['api']}{once})")
     if not where:
         return ""
     more = len(mine) - len(where)
@@ -448,3 +490,112 @@ def _modeled_text(r: Dict[str, Any]) -> str:
 
 def step_label(step: Any, warmup: Any) -> str:
     return f"{int(step)}w" if bool(warmup) else str(int(step))
+
+
+def path_headlines(summary_df: pd.DataFrame, sites_df: pd.DataFrame, code: str = "",
+                   base: Optional[str] = None) -> List[Tuple[str, str]]:
+    """One ``(path, sentence)`` per path of a run over its scenarios: the count per step, its
+    sites (once, not once per scenario), the host-time verdict against the baseline path
+    counted over the scenarios, and the modeled cost, e.g. ``legacy: 1.00 hidden syncs per
+    step in 6 of 7 scenarios (greedy_mix 0.71) at sampler.py:219 (Tensor.__bool__); modeled on
+    910b: 25 to 78 us per step, 0.4% to 6.8% of a modeled step`` and ``flag: 0 hidden syncs
+    per step in all 7 scenarios; host time vs legacy: 0.90x, faster in tiny_vocab; no
+    difference beyond 5% in 1, not shown either way in 5``. ``sites_df`` as for
+    :func:`verdicts` (through :func:`analysis.merge_paths` or not)."""
+    from collections import Counter
+
+    from ..results.stats import MARGIN
+
+    out: List[Tuple[str, str]] = []
+    if not len(summary_df):
+        return out
+    hidden = sites_df[~sites_df["allowed"].astype(bool)] if len(sites_df) else sites_df
+    site_rows = hidden.to_dict("records") if len(hidden) else []
+    for path in dict.fromkeys(summary_df["path"]):
+        rows = summary_df[summary_df["path"] == path].to_dict("records")
+        counted = [(str(r["scenario"]), float(r["syncs_mean"])) for r in rows
+                   if not is_missing(r["syncs_mean"])]
+        n = len(rows)
+        if not counted:
+            text = "not counted"
+        else:
+            common, k = Counter(m for _, m in counted).most_common(1)[0]
+            rate = "0" if common == 0.0 else f"{common:.2f}"
+            noun = "sync" if rate == "1" else "syncs"
+            if k == n:
+                text = f"{rate} hidden {noun} per step in {_all(n)}"
+            else:
+                others = [f"{s} {'0' if m == 0.0 else f'{m:.2f}'}" for s, m in counted
+                          if m != common]
+                shown = ", ".join(others[:3]) + (f" and {len(others) - 3} more"
+                                                 if len(others) > 3 else "")
+                text = f"{rate} hidden {noun} per step in {k} of {n} scenarios ({shown})"
+        mine: Dict[Any, Dict[str, Any]] = {}
+        for s in site_rows:  # each site once over the scenarios, its counts summed
+            if path not in str(s["path"]).split(", "):
+                continue
+            key = (s["site"], s["api"], s.get("function"))
+            if key in mine:
+                mine[key] = {**mine[key], "count": int(mine[key]["count"]) + int(s["count"]),
+                             "per_step": bool(mine[key].get("per_step", True)
+                                              or s.get("per_step", True))}
+            else:
+                mine[key] = dict(s)
+        if counted and any(m > 0 for _, m in counted):
+            text += _where(list(mine.values()), 2, code, base)
+        ratios = [(str(r["scenario"]), row_ratio(r)) for r in rows
+                  if r.get("baseline") and r["path"] != r.get("baseline")
+                  and not is_missing(r.get("ratio_vs_baseline"))]
+        if ratios:
+            faster = [(s, rt) for s, rt in ratios if rt.differs and rt.shown[1] < 1.0]
+            slower = [(s, rt) for s, rt in ratios if rt.differs and rt.shown[0] > 1.0]
+            within = [s for s, rt in ratios if rt.known and not rt.thin and rt.within]
+            told = {s for s, _ in faster + slower} | set(within)
+            rest = [s for s, _ in ratios if s not in told]
+            parts = [f"{', '.join(f'{rt.ratio:.2f}x' for _, rt in found)}, {word} in "
+                     f"{', '.join(s for s, _ in found)}"
+                     for found, word in ((faster, "faster"), (slower, "slower")) if found]
+            if within:
+                parts.append(f"no difference beyond {MARGIN:.0%} in {_count(within, n)}")
+            if rest:
+                parts.append(f"no measurable difference in {_count(rest, n)}")
+            text += f"; host time vs {rows[0]['baseline']}: " + "; ".join(parts)
+        costs = [(float(r["modeled_sync_us"]), 100.0 * float(r["modeled_sync_us"])
+                  / (1000.0 * float(r["modeled_ms"]))) for r in rows
+                 if not is_missing(r.get("modeled_sync_us")) and float(r["modeled_sync_us"]) > 0
+                 and not is_missing(r.get("modeled_ms")) and float(r["modeled_ms"]) > 0]
+        if costs:
+            profiles = {str(r.get("profile") or "") for r in rows} - {""}
+            prof = next(iter(profiles)) if len(profiles) == 1 else "the device profile"
+            us = _span([c for c, _ in costs], "{:.0f}") + " us"
+            pct = _span([p for _, p in costs], "{:.1f}") + "%"
+            text += f"; modeled on {prof}: {us} per step, {pct} of a modeled step"
+        out.append((str(path), text))
+    return out
+
+
+def _all(n: int) -> str:
+    return "the scenario" if n == 1 else f"all {n} scenarios"
+
+
+def _count(names: List[str], n: int) -> str:
+    if len(names) == n:
+        return _all(n)
+    return names[0] if len(names) == 1 else f"{len(names)} of {n} scenarios"
+
+
+def _span(values: List[float], fmt: str) -> str:
+    lo, hi = fmt.format(min(values)), fmt.format(max(values))
+    return lo if lo == hi else f"{lo} to {hi}"
+
+
+def row_ratio(r: Dict[str, Any]) -> Any:
+    """The :class:`syncguard.results.stats.Ratio` of an :func:`analysis.summary` row."""
+    from ..results.stats import Ratio, too_thin
+
+    def num(x: Any) -> float:
+        return float("nan") if is_missing(x) else float(x)
+
+    k, n = (0 if is_missing(r.get(c)) else int(r[c]) for c in ("rounds", "pairs"))
+    return Ratio(num(r.get("ratio_vs_baseline")), num(r.get("ratio_lo")),
+                 num(r.get("ratio_hi")), n, rounds=k, thin=too_thin(n, k))

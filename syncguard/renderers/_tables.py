@@ -24,6 +24,7 @@ from ._common import (
     fmt_ratio_ci,
     fmt_syncs,
     fmt_us,
+    row_ratio,
     short_site,
     step_label,
 )
@@ -173,14 +174,6 @@ _MODELED: List[Tuple[str, str, str, Callable[[Any], str], bool]] = [
 _LATENCY = frozenset({"p50_ms", "p90_ms", "p99_ms", "ratio_vs_baseline"})
 
 
-def _ratio_of(r: Dict[str, Any]) -> Any:
-    from ..results.stats import Ratio, too_thin
-
-    k, n = (0 if is_missing(r.get(c)) else int(r[c]) for c in ("rounds", "pairs"))
-    return Ratio(float(_num(r.get("ratio_vs_baseline"))), float(_num(r.get("ratio_lo"))),
-                 float(_num(r.get("ratio_hi"))), n, rounds=k, thin=too_thin(n, k))
-
-
 def _summary_text(r: Any, col: str, fmt: Any) -> str:
     if col == "ratio_lo":
         lo, hi = r.get("ratio_lo"), r.get("ratio_hi")
@@ -221,7 +214,7 @@ def summary_tbl(sm: pd.DataFrame, *, branches: bool = True) -> Table:
         # host latency is coloured only where a ratio is measurable (its interval, as
         # printed, lies wholly beyond the margin: Ratio.differs); counts and the modeled
         # values are exact
-        measurable = any(_ratio_of(r).differs for r in recs)
+        measurable = any(row_ratio(r).differs for r in recs)
         marks = {k: _best_worst([r[k] for r in recs])
                  if colour and (measurable or k not in _LATENCY) else [""] * len(recs)
                  for k, _, _, _, colour in spec}
@@ -273,9 +266,12 @@ def sites_tbl(st: pd.DataFrame, allowed: bool, base: Optional[str] = None,
     modeled = bool(len(sub)) and "modeled_stall_us" in sub and bool(
         sub["modeled_stall_us"].notna().any())
     if modeled:
-        cols += [Column("modeled_stall_us", "modeled stall us", "r", "modeled\nstall us"),
-                 Column("modeled_bubble_us", "modeled device idle us", "r",
-                        "modeled\nidle us")]
+        # per read, not per step: the host waits for the device work queued before the read
+        # (work the step does anyway); a sync's cost per step is the verdict's modeled cost
+        cols += [Column("modeled_stall_us", "modeled host wait us/read", "r",
+                        "modeled\nwait\nus/read"),
+                 Column("modeled_bubble_us", "modeled device idle us/read", "r",
+                        "modeled\nidle\nus/read")]
     rows: List[Row] = []
     for r in sub.to_dict("records"):
         row = [Cell(str(r["scenario"])), Cell(str(r["path"])),

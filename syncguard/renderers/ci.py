@@ -70,15 +70,16 @@ TEXT_MAX_SITES = 20
 
 
 #: what ``check`` and ``exec`` call one verdict in the gate's first line
-_UNITS = {"check": "scenario path", "exec": "gated step"}
+_UNITS = {"check": "scenario path", "exec": "budget check"}
 
 
 def render_text(verdicts: Sequence[Verdict], command: str = "check") -> str:
     """The gate's summary line, one :meth:`~syncguard.gate.verdicts.Verdict.row` per verdict, and
     under each failing one its :meth:`~syncguard.gate.verdicts.Verdict.site_lines` (against a
     baseline each says why it fails), at most :data:`TEXT_MAX_SITES` of them, then a line counting
-    the rest. ``command``: ``check`` (scenario paths) or ``exec`` (the program's gated steps:
-    each ``--loop``/``--step`` name, and the reads outside every step)."""
+    the rest. ``command``: ``check`` (scenario paths) or ``exec`` (its budget checks:
+    each ``--loop``/``--step`` name's total and per-step count, and the reads outside every
+    step, which are not a step: "1 of 2 budget checks failed")."""
     head = f"syncguard {command}: {summary(verdicts, _UNITS.get(command, 'scenario path'))}"
     lines = [_escape.terminal(head)]
     for v in verdicts:

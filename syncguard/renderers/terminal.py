@@ -15,10 +15,12 @@ from ..results import analysis
 from . import _tables
 from ._common import (
     LEGEND,
+    header_get,
     header_line,
     headline,
     lineage_lines,
     note_texts,
+    path_headlines,
     verdict_options,
     verdicts,
 )
@@ -63,15 +65,70 @@ def _table(title: str, **kw: Any) -> Table:
                  pad_edge=False, collapse_padding=True, **kw)
 
 
-def rich_table(t: _tables.Table) -> Table:
+#: the columns a table gives up, first to last, when the terminal is too narrow for all of
+#: them (the scenario, path, site and the main numbers are never among them): fewer columns,
+#: never a cut number
+DROP_ORDER: Tuple[str, ...] = (
+    "p99_ms", "outliers", "allowed_mean", "syncs_max", "bubble_us", "device_ms_mean",
+    "branches", "p90_ms", "saved_per_token_us", "modeled_ms", "p50_lo_ms", "ratio_lo",
+    "modeled_bubble_us", "modeled_stall_us", "steps", "kind", "op", "reason",
+)
+
+
+def fitted(t: _tables.Table, width: int, *, unders: bool = True, sections: bool = True,
+           drop: Sequence[str] = ()) -> Table:
+    """:func:`rich_table` of ``t`` with as many columns as fit ``width`` without cutting a
+    cell: the columns of :data:`DROP_ORDER` go, first to last, until the narrowest the table
+    can be drawn (long names folded, numbers whole) fits. ``unders=False`` leaves out the
+    lines printed under a cell (the intervals), ``sections=False`` the lines between
+    sections and the blank edges above and below the rows: a shorter table. The columns in
+    ``drop`` are left out whatever the width."""
+    drop = [*drop, *([] if unders else [c.key for c in t.columns if c.under is not None])]
+    edge = 2 if sections else 0
+    for key in DROP_ORDER:
+        if _narrowest(t, drop) - 2 + edge <= width:
+            break
+        if any(c.key == key for c in t.columns) and key not in drop:
+            drop.append(key)
+    table = rich_table(t, drop, sections)
+    table.show_edge = sections
+    return table
+
+
+def _narrowest(t: _tables.Table, drop: Sequence[str]) -> int:
+    """The fewest columns :func:`rich_table` needs to draw ``t`` without ``drop`` and without
+    cutting a number: each number column as wide as its widest line (header included), each
+    text column its folding width, two columns between columns and one at each edge."""
+    index = {c.key: i for i, c in enumerate(t.columns)}
+    widths = []
+    for i, c in enumerate(t.columns):
+        if c.under is not None or c.key in drop:
+            continue
+        lines = (c.short or c.header).split("\n")
+        for sec in t.sections:
+            for r in sec:
+                if isinstance(r, _tables.Gap):
+                    continue
+                lines.append(r[i].text)
+                lines += [r[j].text for j, u in enumerate(t.columns)
+                          if u.under == c.key and u.key not in drop]
+        longest = max(len(_safe(x)) for x in lines)
+        widths.append(longest if c.align == "r" else min(longest, 14))
+    del index
+    return sum(widths) + 2 * max(len(widths) - 1, 0) + 2
+
+
+def rich_table(t: _tables.Table, drop: Sequence[str] = (), sections: bool = True) -> Table:
     """A :class:`_tables.Table` as a rich Table: styles by :data:`STYLE_LOOK`; ``under``
-    columns printed dim below their column's cell; ``group`` cells on a section's first row."""
+    columns printed dim below their column's cell; ``group`` cells on a section's first row.
+    The columns whose key is in ``drop`` are left out; ``sections=False`` draws no line
+    between sections."""
     table = _table(t.title)
-    shown = [i for i, c in enumerate(t.columns) if c.under is None]
+    shown = [i for i, c in enumerate(t.columns) if c.under is None and c.key not in drop]
     unders: Dict[int, List[int]] = {i: [] for i in shown}
     index = {c.key: i for i, c in enumerate(t.columns)}
     for i, c in enumerate(t.columns):
-        if c.under is not None:
+        if c.under is not None and c.key not in drop and index[c.under] in unders:
             unders[index[c.under]].append(i)
     for i in shown:
         c = t.columns[i]
@@ -84,7 +141,7 @@ def rich_table(t: _tables.Table) -> Table:
                            if not isinstance(r, _tables.Gap)] + [1])
             table.add_column(head, overflow="fold", min_width=min(longest, 14))
     for n, section in enumerate(t.sections):
-        if n:
+        if n and sections:
             table.add_section()
         for k, row in enumerate(section):
             if isinstance(row, _tables.Gap):
@@ -157,18 +214,66 @@ def print_header(result: RunResult, console: Console, show_time: bool = True) ->
         console.print(_t(f"note: {n}", "dim"))
 
 
+def print_brief(result: RunResult, console: Console, *, show_time: bool = True,
+                base: Optional[str] = None) -> None:
+    """The main job's answer on one screen: the header, one headline per path over every
+    scenario (its count per step, its sites, the host-time verdict against the baseline, the
+    modeled cost: :func:`._common.path_headlines`), then the summary with the columns that
+    fit the console's width, one line per scenario and path. ``run --verbose`` and the files
+    hold the rest."""
+    sm = analysis.summary(result)
+    style = "bold" if result.complete else "bold red"
+    console.print(_t(header_line(result, show_time), style))
+    notes = note_texts(result)
+    if header_get(result.header, "device") == "sim" and notes:  # the modeled columns' note
+        notes = [SIM_NOTE] + [n for n in notes[1:] if not n.startswith("Modeled columns")]
+    for n in notes:
+        console.print(_t(f"note: {n}", "dim"))
+    if sm.empty:
+        console.print(_t("no steps recorded", "bold red"))
+        return
+    st = analysis.merge_paths(analysis.sites(result, max_parts=8))
+    for path, sentence in path_headlines(sm, st, base=base):
+        line = _t(f"{path}: ", "bold")
+        line.append(_safe(sentence))
+        console.print(line)
+    why = lineage_lines(st, code="", base=base)  # --lineage: why each site reads, the fix
+    if why:
+        console.print(_t("Why, and how to remove it (lineage)", "bold"))
+        for text in dict.fromkeys(why):  # one line per site and path, not per scenario
+            console.print(_safe(text))
+    # the modeled values are in the headlines; the rest of the columns in --verbose
+    t = _tables.summary_tbl(sm, branches=False)
+    console.print(fitted(t, console.width, unders=False, sections=False,
+                         drop=[c.key for c in t.columns if c.key not in BRIEF_COLUMNS]))
+
+
+#: the summary's columns on the one screen of :func:`print_brief` (as many as fit)
+BRIEF_COLUMNS = ("scenario", "path", "syncs_mean", "p50_ms", "p90_ms", "ratio_vs_baseline",
+                 "saved_per_token_us")
+
+
+#: the simulated device's caveat in one line (:func:`print_brief`)
+SIM_NOTE = "simulated npu: latencies are host CPU time; counts and sites carry over"
+
+
 def print_report(result: RunResult, console: Console, *, steps: bool = True,
                  sites: bool = True, legend: bool = True, head: int = 5, tail: int = 5,
                  show_time: bool = True, base: Optional[str] = None,
-                 max_sites: Optional[int] = MAX_SITES) -> None:
+                 max_sites: Optional[int] = MAX_SITES, brief: bool = False) -> None:
     """Print the whole report to ``console``.
 
     ``steps``/``sites``/``legend`` switch those parts; ``head``/``tail`` steps are always shown
     per scenario; ``show_time=False`` leaves the creation time out of the header; ``base`` is
     the directory site paths are shown relative to (default: the current directory);
     ``max_sites``: the sites tables show the sites with the most syncs, then a line counting
-    the rest (the file reports list them all; None: every site).
+    the rest (the file reports list them all; None: every site). ``brief`` (a run of
+    scenarios, not ``exec``): :func:`print_brief` instead, the answer on one screen. Tables
+    keep the columns that fit the console's width (:func:`fitted`).
     """
+    if brief and not analysis.is_exec(result):
+        print_brief(result, console, show_time=show_time, base=base)
+        return
     sm = analysis.summary(result)
     lead = headline(result, sm, analysis.sites(result, max_parts=8), base)
     if lead:  # an exec run: the answer first
@@ -178,7 +283,7 @@ def print_report(result: RunResult, console: Console, *, steps: bool = True,
 
     def show(t: _tables.Table) -> None:
         used.extend(t.styles_used())
-        console.print(rich_table(t))
+        console.print(fitted(t, console.width))
 
     if sm.empty:
         console.print(_t("no steps recorded", "bold red"))

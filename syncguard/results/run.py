@@ -67,23 +67,42 @@ class Run:
 
     @functools.cached_property
     def steps(self) -> pd.DataFrame:
-        """One row per step record (scenario, path, pass, step, syncs, latency_ms...)."""
-        return self.result.steps_df()
+        """One row per step record (scenario, path, pass, step, syncs, latency_ms...).
+
+        Syncs are counted in the counted pass only (and in ``exec``'s one pass); a timed
+        step ran without interceptors, so its ``syncs``, ``allowed`` and ``sync_wait_us``
+        are missing (``<NA>``), not 0: a plain mean over a path's rows is its count per
+        step (``run.steps.groupby(["scenario", "path"]).syncs.mean()``; the reports' syncs
+        per step leave out the warm-up steps as well: ``run.steps[~run.steps.warmup]``), and
+        ``latency_ms`` over the timed rows (``pass == "timed"``) is the measured latency.
+        ``syncs`` and ``allowed`` are whole numbers with gaps (pandas ``Int64``)."""
+        df = self.result.steps_df()
+        timed = df["pass"] == "timed"
+        for col in ("syncs", "allowed"):
+            df[col] = df[col].astype("Int64")
+            df.loc[timed, col] = None
+        df["sync_wait_us"] = df["sync_wait_us"].astype(float)
+        df.loc[timed, "sync_wait_us"] = float("nan")
+        return df
 
     @functools.cached_property
     def sites(self) -> pd.DataFrame:
         """One row per sync site: where (``site``, ``function``), what (``api``, ``op``,
-        ``kind``), how often (``count``, ``steps``, ``per_step``), hidden or ``allowed``."""
+        ``kind``), how often (``count``, ``steps``, ``per_step``), hidden or ``allowed``.
+        ``site`` is ``file:line`` as the reports and ``syncguard show`` print it (relative
+        to the current directory when inside it); ``filename`` keeps the file as recorded
+        (absolute)."""
         from .analysis import sites
 
-        return sites(self.result)
+        return _shown_sites(sites(self.result))
 
     @functools.cached_property
     def events(self) -> pd.DataFrame:
         """One row per sync event written whole (with its step and stack). An ``exec`` run
         writes the first 16 of each site unless ``--all-events`` (:attr:`sampled`); the
-        counts of :attr:`sites`, :attr:`steps` and :attr:`summary` include every sync."""
-        return self.result.events_df()
+        counts of :attr:`sites`, :attr:`steps` and :attr:`summary` include every sync.
+        ``site`` as in :attr:`sites`; ``filename`` as recorded."""
+        return _shown_sites(self.result.events_df())
 
     @property
     def sampled(self) -> bool:
@@ -103,6 +122,15 @@ class Run:
         return (f"<syncguard.Run {self.source!r}: {len(self.result.steps)} step records, "
                 f"{len(self.result.events)} events"
                 f"{' (a sample per site)' if self.result.sampled else ''}, {state}>")
+
+
+def _shown_sites(df: pd.DataFrame) -> pd.DataFrame:
+    """``df`` with its ``site`` column as the reports show it (:func:`shown_site`)."""
+    from ..core.sites import shown_site
+
+    if len(df) and "site" in df.columns:
+        df["site"] = [shown_site(x) for x in df["site"]]
+    return df
 
 
 def load(path: str) -> Run:

@@ -42,13 +42,38 @@ def test_runs_go_under_reports_with_latest_pointing_at_the_newest(
         (reports / n / "result.jsonl").stat().st_mtime_ns))
     assert (latest / "report.html").is_file()
     assert syncguard.load(str(latest)).steps.shape[0] == 2  # the reader takes the link
-    # exec writes beside them and takes the link over
+    # exec writes beside them with its own link: run's latest stays on run's report
     (tmp_path / "prog.py").write_text(STEPS)
+    before = os.readlink(latest)
     assert main(["exec", "--device", "cpu", "--", "python", "prog.py"]) == 0
     capsys.readouterr()
-    assert os.readlink(latest).endswith("-exec-cpu")
-    assert (latest / "result.jsonl").is_file()
+    assert os.readlink(latest) == before
+    assert os.readlink(reports / "latest-exec").endswith("-exec-cpu")
+    assert (reports / "latest-exec" / "result.jsonl").is_file()
     assert sorted(os.listdir(tmp_path)) == ["prog.py", "reports"]
+
+
+def test_keep_runs_prunes_the_oldest_of_each_kind_and_nothing_of_the_users(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture) -> None:
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv(_paths.REPORTS_ENV, raising=False)
+    reports = tmp_path / "reports"
+    old = ["20200101-000000-sim", "20200101-000001-sim", "20200101-000001-sim-2",
+           "20200101-000002-exec-cpu"]
+    for name in old + ["mine"]:
+        (reports / name).mkdir(parents=True)
+        (reports / name / "result.jsonl").write_text("")
+    (reports / "20200101-000003-sim").mkdir()  # not a report (no result): never removed
+    monkeypatch.setenv(_paths.KEEP_ENV, "2")
+    assert _run(capsys) == 0
+    left = sorted(p.name for p in reports.iterdir())
+    new = os.readlink(reports / "latest")
+    # run's two newest (the one just made and the newest before it); exec's folder, the
+    # user's own and the folder without a result untouched
+    assert left == sorted(["20200101-000001-sim-2", new, "20200101-000002-exec-cpu",
+                           "20200101-000003-sim", "mine", "latest"]), left
+    monkeypatch.setenv(_paths.KEEP_ENV, "two")
+    assert _run(capsys) == 2
 
 
 def test_out_overrides_and_a_folder_named_latest_is_never_replaced(

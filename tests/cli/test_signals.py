@@ -256,12 +256,14 @@ def test_plain_progress_prints_a_line_per_scenario_and_at_most_every_interval() 
     # 5 s or more after the previous one (14 s); sc2 ends at 20 s. Time left: the plan's
     # (counted steps 1.15 s each, the reports 3 s) scaled by the time the finished scenarios
     # took over their plan's (2 s a step where it planned 1.15 s)
+    # (every line says the time left: a scenario that is most of the run counts down, it
+    # does not jump at its end)
     assert lines == ["syncguard: progress: sc flag counted step 3/4, 3/10 steps done, "
-                     "0.5 steps/s",
+                     "0.5 steps/s, about 19 s left",
                      "syncguard: progress: scenario 1/2 sc done (4 steps in 8 s), 4/10 steps "
                      "done, about 17 s left",
                      "syncguard: progress: sc2 flag counted step 3/6, 7/10 steps done, "
-                     "0.5 steps/s",
+                     "0.5 steps/s, about 11 s left",
                      "syncguard: progress: scenario 2/2 sc2 done (6 steps in 12 s), 10/10 "
                      "steps done, about 5 s left"]
 

@@ -79,8 +79,9 @@ def test_a_per_step_site_outside_every_step_is_gated_with_the_steps(tmp_path, cl
     assert rc == 1
     cap = capsys.readouterr()
     assert "FAIL  helper_loop.py [outside steps, per step]: 6 hidden syncs, budget 0" in cap.out
-    # the gate speaks exec's words: the program's gated steps, not scenario paths
-    assert "syncguard exec: 1 of 2 gated steps failed (gate: budget)" in cap.out, cap.out
+    # the gate speaks exec's words: its budget checks (the reads outside every step are
+    # one, not a step), not scenario paths
+    assert "syncguard exec: 1 of 2 budget checks failed (gate: budget)" in cap.out, cap.out
     assert "scenario path" not in cap.out
     first = cap.err.splitlines()[0]
     assert first.startswith("1 hidden sync per step outside every step at ") and (
