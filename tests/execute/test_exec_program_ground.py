@@ -251,7 +251,7 @@ def test_a_program_that_closes_its_streams_at_exit_still_passes(close: str, verd
     assert "program done" in out
     assert rc == 0, err[-3000:]
     assert "Fatal Python error" not in err and "internal error" not in err, err[-3000:]
-    assert "1 gated step OK" in (out if verdict_on == "stdout" else err)
+    assert "1 budget check OK" in (out if verdict_on == "stdout" else err)
     for name in [*REPORT_FILES, "result.jsonl"]:
         assert (tmp_path / "o" / name).is_file(), name
 
