@@ -9,7 +9,7 @@ import dataclasses
 import importlib.util
 import os
 import sys
-from typing import TYPE_CHECKING, Any, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple
+from typing import TYPE_CHECKING, Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from .hooks import StepTarget
 
@@ -131,11 +131,11 @@ def execute(opts: ExecOptions, target: Any, out: str) -> int:
         raise UsageError(f"--format {opts.fmt}: needs --max-syncs, --max-syncs-per-step or "
                          f"--max-syncs-outside (the budget to gate on)")
     selftest(None if target.kind == "cpu" else str(target.device))
-    _forget_device_use(target)  # the self-test's ops are syncguard's, not the program's
-
-    path = os.path.join(out, result_name(opts.rank))
     from . import follow
 
+    follow.forget_device_use(target)  # the self-test's ops are syncguard's, not the program's
+
+    path = os.path.join(out, result_name(opts.rank))
     run_id = follow.new_run_id() if opts.follow else None
     if opts.follow and opts.rank is None:
         _clear_parts(out)
@@ -195,23 +195,6 @@ def _clear_parts(out: str) -> None:
                 pass
 
 
-def _forget_device_use(target: Any) -> None:
-    """Start the evidence that the program used the device afresh (syncguard's own set-up
-    and self-test ran ops there)."""
-    from ..driving.devices import HARDWARE
-    if target.kind == "sim":
-        from ..sim import device as simdev
-
-        simdev.USED = False
-    elif target.kind in HARDWARE:
-        try:
-            import torch
-
-            getattr(torch, target.kind).reset_peak_memory_stats()
-        except Exception:
-            pass
-
-
 class _EndLikePython:
     """Around the program: what Python does after the main module returns or raises, done
     while the guard is on (``on``: this process is the program's): join the non-daemon
@@ -235,19 +218,8 @@ class _EndLikePython:
         import atexit
         import threading
 
-        shutdown = getattr(threading, "_shutdown", None)
-        if shutdown is not None:
-            shutdown()
-        else:  # pragma: no cover - every CPython this runs on has it
-            for t in threading.enumerate():
-                if t is not threading.current_thread() and not t.daemon:
-                    t.join()
+        threading._shutdown()  # type: ignore[attr-defined]  # joins them, as Python does
         atexit._run_exitfuncs()
-
-
-@contextlib.contextmanager
-def _nothing() -> Iterator[None]:
-    yield
 
 
 def _run(opts: ExecOptions, target: Any, out: str, program: Any, path: str,
@@ -284,7 +256,8 @@ def _run(opts: ExecOptions, target: Any, out: str, program: Any, path: str,
             session.record_empty = False
         follow.set_session(session)
         follow.install_fork_hook()
-    following = follow.following(settings) if settings is not None else _nothing()
+    following: Any = (follow.following(settings) if settings is not None
+                      else contextlib.nullcontext())
     try:
         with tracking(target, opts.lineage), session, following:
             hooks.install()
@@ -328,18 +301,15 @@ def _run(opts: ExecOptions, target: Any, out: str, program: Any, path: str,
             writer.note(message=line)
         parts = _parts(out, settings)
         seen = set(session.step_names()) | {s.path for _, res in parts for s in res.steps}
-        unmatched = [t for t in opts.steps if t.label not in seen]
+        # a --step/--loop target no process called: the headline says so, not a count of
+        # the whole program's syncs that would read like a result; never a pass
+        unmatched = [_never_called(t, parts, program.name) for t in opts.steps
+                     if t.label not in seen]
         if unmatched:
-            # a --step/--loop target no process called: the headline says so, not a count of
-            # the whole program's syncs that would read like a result; never a pass
-            what = "; ".join(_never_called(t, parts) for t in unmatched)
-            writer.note(message=f"no step matched: {what}", no_step=True)
+            writer.note(message=f"no step matched: {'; '.join(unmatched)}", no_step=True)
         # a part with no end (killed, still running) cannot say: not taken as host-only
-        # a read of a device tensor is evidence too (a device whose memory statistics say 0)
-        used = follow.device_used(target) or session.outside.hidden > 0 or any(
-            t.syncs for t in session.totals.values()) or any(
-            res.footer is None or res.footer.get("device_used", True)
-            or any(s.syncs for s in res.steps) for _, res in parts)
+        used = follow.process_used_device(session) or any(
+            res.footer is None or res.footer.get("device_used", True) for _, res in parts)
         host_only = not used and not opts.allow_host
         if host_only:
             writer.note(message=_host_only_line(target), host_only=True)
@@ -379,10 +349,8 @@ def _run(opts: ExecOptions, target: Any, out: str, program: Any, path: str,
     if step_errors:
         return EXIT_USAGE
     if unmatched:
-        for t in unmatched:
-            if not any(e.startswith(f"{t.flag} {t.spec}:") for e in step_errors):
-                print(f"syncguard: error: {_never_called(t, parts, root=program.name)}",
-                      file=sys.stderr)
+        for line in unmatched:
+            print(f"syncguard: error: {line}", file=sys.stderr)
         return EXIT_USAGE
     if host_only:
         print(f"syncguard: error: {_host_only_line(target)}", file=sys.stderr)
@@ -404,15 +372,15 @@ def _parts(out: str, settings: Any) -> List[Tuple[Dict[str, Any], Any]]:
 
 
 def _never_called(t: StepTarget, parts: Sequence[Tuple[Dict[str, Any], Any]],
-                  root: Optional[str] = None) -> str:
-    """``--loop m:f was never called in any process (gen.py pid 1, worker pid 2)``."""
+                  root: str) -> str:
+    """``--loop m:f was never called in any of the 2 processes that ran (gen.py pid 1,
+    worker pid 2)``; with no process followed, ``... was never called`` (or ``installed``)."""
     from ..results.format import process_label
 
     if not parts:
-        return f"{t.flag} {t.spec} " + ("was never called" if t.installed or root else
+        return f"{t.flag} {t.spec} " + ("was never called" if t.installed else
                                        "was never installed")
-    who = [f"{root} pid {os.getpid()}"] if root else []
-    who += [process_label(info) for info, _ in parts]
+    who = [f"{root} pid {os.getpid()}"] + [process_label(info) for info, _ in parts]
     more = f" and {len(who) - 4} more" if len(who) > 4 else ""
     return (f"{t.flag} {t.spec} was never called in any of the {len(who)} processes that ran "
             f"({', '.join(who[:4])}{more})")

@@ -173,8 +173,8 @@ class _Part:
     """This process's part of the run: its writer, opened at the first step or read, and
     closed once at the process's end."""
 
-    def __init__(self, settings: Settings, session: Any, hooks: Any) -> None:
-        self.settings, self.session, self.hooks = settings, session, hooks
+    def __init__(self, settings: Settings, session: Any) -> None:
+        self.settings, self.session = settings, session
         self.pid = os.getpid()
         self.writer: Any = None
         self.done = False
@@ -224,9 +224,7 @@ class _Part:
         w = self.writer
         if w is None:
             return  # no step and no read: no part
-        used = device_used(session.target) or session.outside.hidden > 0 or any(
-            t.syncs for t in session.totals.values())
-        fields: Dict[str, Any] = {"device_used": used}
+        fields: Dict[str, Any] = {"device_used": process_used_device(session)}
         if reason:
             fields["reason"] = reason
         with contextlib.suppress(Exception):
@@ -267,11 +265,14 @@ class _LazyWriter:
         pass
 
 
-def device_used(target: Any) -> bool:
-    """Whether this process put anything on the run's device: ops ran on the simulated npu,
-    memory was allocated on the GPU or NPU. On ``cpu`` host tensors are the device."""
-    kind = getattr(target, "kind", "cpu")
-    if kind == "cpu":
+def process_used_device(session: Any) -> bool:
+    """Whether this process put anything on the run's device (call after
+    ``session.finish``): it read a device tensor (a hidden sync), ops ran on the simulated
+    npu, or memory was allocated on the GPU or NPU (a device whose memory statistics say 0
+    still counts by its reads). On ``cpu`` host tensors are the device."""
+    kind = session.target.kind
+    if kind == "cpu" or session.outside.hidden or any(
+            t.syncs for t in session.totals.values()):
         return True
     try:
         if kind == "sim":
@@ -280,10 +281,25 @@ def device_used(target: Any) -> bool:
             return bool(simdev.USED)
         import torch
 
-        mod = getattr(torch, "cuda" if kind == "cuda" else "npu", None)
-        return bool(mod is not None and mod.max_memory_allocated() > 0)
+        return bool(getattr(torch, kind).max_memory_allocated() > 0)
     except Exception:
         return True  # cannot tell: no claim that it stayed on the host
+
+
+def forget_device_use(target: Any) -> None:
+    """Start the evidence of :func:`process_used_device` afresh (syncguard's own set-up and
+    self-test ran ops on the device)."""
+    try:
+        if target.kind == "sim":
+            from ..sim import device as simdev
+
+            simdev.USED = False
+        elif target.kind != "cpu":
+            import torch
+
+            getattr(torch, target.kind).reset_peak_memory_stats()
+    except Exception:
+        pass
 
 
 def _start_child(settings: Settings) -> None:
@@ -307,7 +323,7 @@ def _start_child(settings: Settings) -> None:
                           rank=settings.rank,
                           devices=("cpu",) if target.kind == "cpu" else ())
     session.record_empty = False
-    part = _Part(settings, session, hooks)
+    part = _Part(settings, session)
     session.writer = _LazyWriter(part)  # type: ignore[assignment]
     _SETTINGS, _CHILD = settings, part
     set_session(session)
@@ -322,14 +338,7 @@ def _start_child(settings: Settings) -> None:
     markers.set_recorder(session)
     _install_exit_hooks()
     install_fork_hook()
-    _forget_device_use()
-
-
-def _forget_device_use() -> None:
-    with contextlib.suppress(Exception):
-        from ..sim import device as simdev
-
-        simdev.USED = False
+    forget_device_use(target)
 
 
 def _main_ready_at_bootstrap(hooks: Any) -> None:
@@ -517,7 +526,7 @@ def _after_fork() -> None:
         return
     from ..core import steps as markers
 
-    part = _Part(settings, session, None)
+    part = _Part(settings, session)
     session.record_empty = False
     session.restart(_LazyWriter(part))
     _CHILD = part

@@ -1169,27 +1169,53 @@ def check_ranks(folder: str, parts: List[Tuple[int, RunResult]]) -> None:
                           f"{rank_name(missing[0])}")
 
 
+class _Merged:
+    """Results merged into one, each added result's scenarios named ``<name> [<tag>]`` (a row
+    per rank or process in every table), ``fields`` set on its steps, events and timelines
+    and ``note_fields`` on its notes; a result added with no tag keeps its own names."""
+
+    def __init__(self) -> None:
+        self.steps: List[StepRecord] = []
+        self.events: List[Dict[str, Any]] = []
+        self.notes: List[Dict[str, Any]] = []
+        self.timelines: List[Dict[str, Any]] = []
+        self.reads = Reads()
+
+    def add(self, res: RunResult, tag: Optional[str] = None,
+            fields: Optional[Dict[str, Any]] = None,
+            note_fields: Optional[Dict[str, Any]] = None) -> None:
+        self.reads.extend(res.reads, len(self.events))  # reads name events by their index
+        if tag is None:
+            self.steps += res.steps
+            self.events += res.events
+            self.notes += res.notes
+            self.timelines += res.timelines
+            return
+        more, note_more = fields or {}, note_fields or {}
+        self.steps += [dataclasses.replace(s, scenario=f"{s.scenario} [{tag}]", **more)
+                       for s in res.steps]
+        self.events += [{**e, "scenario": f"{e.get('scenario')} [{tag}]", **more}
+                        for e in res.events]
+        self.notes += [{**n, **note_more} for n in res.notes]
+        self.timelines += [{**t, "scenario": f"{t.get('scenario')} [{tag}]", **more}
+                           for t in res.timelines]
+
+    def result(self, header: Dict[str, Any], footer: Optional[Dict[str, Any]],
+               source: str) -> RunResult:
+        return RunResult(header, self.steps, self.events, footer, self.notes, source,
+                         self.timelines, self.reads)
+
+
 def merge_ranks(parts: List[Tuple[int, RunResult]], source: str) -> RunResult:
     """One result from per-rank results: each rank's scenarios become ``<name> [rank N]``
     (so every table gets a row per rank), steps and events keep their ``rank``."""
-    steps: List[StepRecord] = []
-    events: List[Dict[str, Any]] = []
-    notes: List[Dict[str, Any]] = []
-    reads = Reads()
+    merged = _Merged()
     for rank, res in parts:
-        steps += [dataclasses.replace(s, scenario=f"{s.scenario} [rank {rank}]", rank=rank)
-                  for s in res.steps]
-        reads.extend(res.reads, len(events))
-        events += [{**e, "scenario": f"{e.get('scenario')} [rank {rank}]", "rank": rank}
-                   for e in res.events]
-        notes += [{**n, "rank": rank} for n in res.notes]
+        merged.add(res, f"rank {rank}", {"rank": rank}, {"rank": rank})
     header = dict(parts[0][1].header)
     header["ranks"] = [r for r, _ in parts]
     complete = all(res.complete for _, res in parts)
-    footer = {"type": "footer", "complete": complete}
-    timelines = [{**t, "scenario": f"{t.get('scenario')} [rank {rank}]", "rank": rank}
-                 for rank, res in parts for t in res.timelines]
-    return RunResult(header, steps, events, footer, notes, source, timelines, reads)
+    return merged.result(header, {"type": "footer", "complete": complete}, source)
 
 
 #: the folder, beside a followed run's ``result.jsonl``, of its processes' parts
@@ -1248,20 +1274,12 @@ def merge_processes(root: RunResult, parts: List[Tuple[Dict[str, Any], RunResult
     events keep their own. Complete when every process's part is; ``header["processes"]``
     says, per process, its label, pid, whether it ended whole and why not, its steps, and
     whether it used the device."""
-    steps = list(root.steps)
-    events = list(root.events)
-    notes = list(root.notes)
-    timelines = list(root.timelines)
-    reads = Reads()
-    reads.extend(root.reads, 0)
+    merged = _Merged()
+    merged.add(root)
     procs = []
     for info, res in parts:
         tag = process_label(info)
-        steps += [dataclasses.replace(s, scenario=f"{s.scenario} [{tag}]") for s in res.steps]
-        reads.extend(res.reads, len(events))
-        events += [{**e, "scenario": f"{e.get('scenario')} [{tag}]"} for e in res.events]
-        notes += [{**n, "process": tag} for n in res.notes]
-        timelines += [{**t, "scenario": f"{t.get('scenario')} [{tag}]"} for t in res.timelines]
+        merged.add(res, tag, note_fields={"process": tag})
         footer = res.footer or {}
         procs.append({"label": tag, "pid": info.get("pid"), "ppid": info.get("ppid"),
                       "complete": bool(res.complete), "reason": footer.get("reason"),
@@ -1272,7 +1290,7 @@ def merge_processes(root: RunResult, parts: List[Tuple[Dict[str, Any], RunResult
     end = dict(root.footer) if root.footer else None
     if end is not None and not all(p["complete"] for p in procs):
         end["complete"] = False
-    return RunResult(header, steps, events, end, notes, root.source, timelines, reads)
+    return merged.result(header, end, root.source)
 
 
 def _follow_run(res: RunResult) -> Optional[str]:
