@@ -8,7 +8,7 @@ from __future__ import annotations
 import ast
 import re
 from pathlib import Path
-from typing import Dict, List, Set
+from typing import Dict, List, Set, Tuple
 
 import pytest
 
@@ -232,7 +232,8 @@ def test_the_case_study_check_sees_every_kind_of_use(tmp_path: Path) -> None:
 #: The bottom of the package: what everything may import, importing nothing of syncguard but
 #: each other.
 BOTTOM = {"syncguard.errors", "syncguard._version", "syncguard._paths", "syncguard._words",
-          "syncguard._escape", "syncguard.standin", "syncguard.console"}
+          "syncguard._escape", "syncguard.standin", "syncguard.console",
+          "syncguard.devicenames"}
 
 
 @pytest.mark.parametrize("mod", sorted(BOTTOM))
@@ -263,11 +264,15 @@ def test_every_module_lies_in_a_layer() -> None:
     assert top <= BOTTOM, top - BOTTOM
 
 
-def test_layers_depend_downwards_only() -> None:
+def _upward(graph: Dict[str, Set[str]]) -> List[str]:
     rank = {name: i for i, name in enumerate(LAYERS)}
-    bad = sorted(f"{m} ({_layer(m)}) -> {d} ({_layer(d)})"
-                 for m, deps in GRAPH.items() if _layer(m)
-                 for d in deps if _layer(d) and rank[_layer(d)] > rank[_layer(m)])
+    return sorted(f"{m} ({_layer(m)}) -> {d} ({_layer(d)})"
+                  for m, deps in graph.items() if _layer(m)
+                  for d in deps if _layer(d) and rank[_layer(d)] > rank[_layer(m)])
+
+
+def test_layers_depend_downwards_only() -> None:
+    bad = _upward(GRAPH)
     assert not bad, "\n".join(bad)
 
 
@@ -341,18 +346,156 @@ def _device_name_lists(path: Path) -> List[int]:
     return out
 
 
+#: the one owner of the device names, on the bottom floor: core, the lint, driving, the
+#: renderers and the commands all import them from here
+DEVICE_NAMES_OWNER = "syncguard.devicenames"
+
+
+def _device_name_retyped(modules: Dict[str, Path]) -> List[str]:
+    return sorted(f"{m}:{line}" for m, path in modules.items() if m != DEVICE_NAMES_OWNER
+                  for line in _device_name_lists(path))
+
+
 def test_one_module_defines_the_device_names() -> None:
-    """``driving/devices.py`` names the devices (``run``'s, ``calibrate``'s, the marker's, the
-    plugin session's); commands, the plugin and the selftest take theirs from it."""
-    owner = "syncguard.driving.devices"
-    assert _device_name_lists(MODULES[owner])
-    # the lint names op-model backends
-    # (``--backend any|cuda|npu``), not devices; the core, below the driving layer, knows
-    # torch's device types of its op models
-    exempt = {owner} | {m for m in MODULES if m.startswith(("syncguard.lint", "syncguard.core"))}
-    found = sorted(f"{m}:{line}" for m, path in MODULES.items() if m not in exempt
-                   for line in _device_name_lists(path))
+    """The device names (``--device``, the accelerators, the lint's backends, the op models'
+    device types) are written once, in a bottom module, with no exemption for any layer."""
+    assert DEVICE_NAMES_OWNER in BOTTOM
+    assert _device_name_lists(MODULES[DEVICE_NAMES_OWNER])
+    found = _device_name_retyped(MODULES)
     assert not found, found
+
+
+def test_the_device_name_check_sees_a_retyped_list(tmp_path: Path) -> None:
+    src = tmp_path / "retyped.py"
+    src.write_text("KINDS = ('cuda', 'npu')\n", encoding="utf-8")
+    assert _device_name_retyped({"syncguard.core.retyped": src}) == [
+        "syncguard.core.retyped:1"]
+
+
+#: a module holds one concern; none is longer than this
+MAX_LINES = 800
+
+
+def _oversized(modules: Dict[str, Path]) -> List[str]:
+    return sorted(f"{m} ({n} lines)" for m, path in modules.items()
+                  if (n := len(path.read_text(encoding="utf-8").splitlines())) > MAX_LINES)
+
+
+def test_no_module_is_longer_than_800_lines() -> None:
+    found = _oversized(MODULES)
+    assert not found, found
+
+
+def test_the_length_check_sees_a_long_module(tmp_path: Path) -> None:
+    src = tmp_path / "long.py"
+    src.write_text("x = 1\n" * (MAX_LINES + 1), encoding="utf-8")
+    assert _oversized({"syncguard.long": src}) == [f"syncguard.long ({MAX_LINES + 1} lines)"]
+
+
+def test_the_layer_check_sees_an_upward_import() -> None:
+    planted = {**GRAPH, "syncguard.core.planted": {"syncguard.cli.common"}}
+    assert _upward(planted) == [
+        "syncguard.core.planted (core) -> syncguard.cli.common (cli)"]
+
+
+#: third-party modules a command that does not need them must not load: torch (seconds on a
+#: 910B host with torch_npu), the optional plots, the model library, and pandas (the lint
+#: and ``--help`` stay light)
+HEAVY = ("torch", "torch_npu", "matplotlib", "transformers", "pandas")
+
+
+def _top_level(mod: str) -> Tuple[Set[str], Set[str]]:
+    """What importing ``mod`` runs at once (its imports outside functions, not under ``if
+    TYPE_CHECKING:``): (the package's own modules, the :data:`HEAVY` roots)."""
+    tree = ast.parse(MODULES[mod].read_text(encoding="utf-8"))
+    skip = _type_checking_nodes(tree)
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+            skip.update(id(n) for n in ast.walk(node))
+    own: Set[str] = set()
+    heavy: Set[str] = set()
+    for node in ast.walk(tree):
+        if id(node) in skip or not isinstance(node, (ast.Import, ast.ImportFrom)):
+            continue
+        own |= _targets(mod, node)
+        if isinstance(node, ast.Import):
+            heavy.update(a.name.split(".")[0] for a in node.names)
+        elif not node.level and node.module:
+            heavy.add(node.module.split(".")[0])
+    parts = mod.split(".")
+    own.update(".".join(parts[:i]) for i in range(2, len(parts))
+               if ".".join(parts[:i]) in MODULES)  # a module's packages run first
+    own.discard(mod)
+    return own, heavy & set(HEAVY)
+
+
+def _loads_heavy() -> Dict[str, Set[str]]:
+    """The :data:`HEAVY` modules importing each module loads, through its top-level imports."""
+    top = {m: _top_level(m) for m in MODULES}
+    out: Dict[str, Set[str]] = {}
+    for m in MODULES:
+        seen, todo, heavy = {m}, [m], set()
+        while todo:
+            v = todo.pop()
+            heavy |= top[v][1]
+            for w in top[v][0] - seen:
+                seen.add(w)
+                todo.append(w)
+        out[m] = heavy
+    return out
+
+
+def _lazy_nodes(path: Path) -> List[ast.stmt]:
+    """The import statements of ``path`` inside a function (``if TYPE_CHECKING:`` ones not)."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    skip = _type_checking_nodes(tree)
+    out: List[ast.stmt] = []
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            out += [n for n in ast.walk(node) if isinstance(n, (ast.Import, ast.ImportFrom))
+                    and id(n) not in skip and id(n) not in {id(x) for x in out}]
+    return out
+
+
+def _targets(mod: str, node: ast.stmt) -> Set[str]:
+    """The package's modules one import statement of ``mod`` names."""
+    is_pkg = MODULES[mod].name == "__init__.py"
+    if isinstance(node, ast.Import):
+        return {_owner(a.name) for a in node.names if a.name.startswith(PKG)} & set(MODULES)
+    assert isinstance(node, ast.ImportFrom)
+    if node.level:
+        base = mod.split(".") if is_pkg else mod.split(".")[:-1]
+        base = base[:len(base) - (node.level - 1)]
+        target = ".".join(base + ([node.module] if node.module else []))
+    else:
+        target = node.module or ""
+    if not target.startswith(PKG):
+        return set()
+    subs = {f"{target}.{a.name}" for a in node.names if f"{target}.{a.name}" in MODULES}
+    return (subs or {_owner(target)}) & set(MODULES)
+
+
+def _needless_lazy_imports() -> List[str]:
+    """Imports of the package's own modules inside a function that load nothing heavy the
+    importing module has not loaded already: they belong at the module's top."""
+    heavy = _loads_heavy()
+    out = []
+    for m, path in MODULES.items():
+        if m == "syncguard" or m.startswith("syncguard._boot"):
+            continue  # the lazy facade, and the boot file every Python child runs
+        for node in _lazy_nodes(path):
+            for dep in sorted(_targets(m, node)):
+                if dep != m and not heavy[dep] - heavy[m]:
+                    out.append(f"{m}:{node.lineno} {dep}")
+    return sorted(out)
+
+
+def test_imports_sit_at_the_top_unless_they_load_something_heavy() -> None:
+    """A dependency hidden inside a function is one a reader does not see: an import of the
+    package's own module is lazy only where it keeps torch (or another of :data:`HEAVY`) from
+    loading in a process that does not need it."""
+    found = _needless_lazy_imports()
+    assert not found, f"{len(found)} lazy imports: " + "; ".join(found)
 
 
 def test_no_underscored_core_module_is_used_outside_core() -> None:
