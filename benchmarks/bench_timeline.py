@@ -46,7 +46,7 @@ import torch
 from _common import REPORTS, environment, interleaved, median, rounded, write_report
 
 from syncguard.driving import devices, runner, scenario
-from syncguard.model import timeline
+from syncguard.model.profile import load_profile
 from syncguard.results import stats
 
 TARGET_RATIO = 1.10
@@ -82,7 +82,7 @@ def main(argv: List[str]) -> int:
     torch.set_num_threads(1)  # process CPU time then measures this thread's work
     env = environment()
     target = devices.resolve_target("sim")
-    prof = timeline.load_profile(args.profile)
+    prof = load_profile(args.profile)
     out: Dict[str, Any] = {}
     for name in args.scenarios:
         sc = scenario.resolve([name])[0]

@@ -115,7 +115,7 @@ def _top_k_top_p_topk(logits: torch.Tensor, p: torch.Tensor, k: torch.Tensor
 
 def _host(t: torch.Tensor) -> torch.Tensor:
     """Values of ``t`` on the host for validation, without counting a device read."""
-    from syncguard.sim.device import SimTensor
+    from syncguard.sim.kernel import SimTensor
 
     if isinstance(t, SimTensor):
         return t._v

@@ -64,6 +64,6 @@ def _torch_left_clean() -> Iterator[None]:
     assert not left, f"interceptors left installed on {left}"
     # the modeled timeline's op observer is unhooked with its pass, whatever ended it
     from syncguard.model import timeline
-    from syncguard.sim import device as simdev
+    from syncguard.sim import kernel as simkernel
 
-    assert not simdev.OP_OBSERVERS and not timeline._ACTIVE, "timeline observer left hooked"
+    assert not simkernel.OP_OBSERVERS and not timeline._ACTIVE, "timeline observer left hooked"

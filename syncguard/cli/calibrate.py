@@ -97,7 +97,7 @@ def _write_profile(args: argparse.Namespace, target: Any) -> None:
     from ..console import wrote
     from ..driving.calibration import measure_profile
     from ..errors import UsageError
-    from ..model.timeline import ProfileError, load_profile, parse_profile
+    from ..model.profile import ProfileError, load_profile, parse_profile
 
     try:
         base = load_profile(args.profile_base or ("h200" if args.device == "cuda" else "910b"))

@@ -85,7 +85,7 @@ def main(args: argparse.Namespace) -> int:
         if target.kind != "sim":
             raise UsageError("--max-bubble-us: the modeled timeline exists on the simulated "
                              "device only (--device sim)")
-        from ..model.timeline import load_profile
+        from ..model.profile import load_profile
 
         prof = load_profile(opts.profile)
     bubbles: List[str] = []

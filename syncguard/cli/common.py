@@ -175,7 +175,7 @@ def run_options(args: argparse.Namespace, counted: bool = True, timed: bool = Tr
         raise UsageError(f"--threads: must be >= 0, got {threads}")
     profile = getattr(args, "profile", None)
     if profile is not None and profile != "none":
-        from ..model.timeline import ProfileError, load_profile
+        from ..model.profile import ProfileError, load_profile
 
         try:
             load_profile(profile)  # one clear line (exit 2) before anything runs

@@ -7,7 +7,9 @@ from __future__ import annotations
 import contextlib
 from typing import Iterator, Optional
 
+from ..core.hub import HUB
 from ..core.lineage import LineageTracker
+from ..sim.kernel import OP_OBSERVERS
 from .devices import Target
 
 
@@ -20,9 +22,7 @@ def start_for(kind: str) -> LineageTracker:
     """As :func:`start`, from a device kind (sim, cpu, cuda, npu)."""
     tracker = LineageTracker(host_devices=() if kind == "cpu" else ("cpu",))
     if kind == "sim":
-        from ..sim import device as sim_device
-
-        return tracker.start(observers=sim_device.OP_OBSERVERS)
+        return tracker.start(observers=OP_OBSERVERS)
     return tracker.start()
 
 
@@ -30,8 +30,6 @@ def start_auto(cpu: bool = False) -> LineageTracker:
     """A tracker for code whose device is not known in advance (a guarded test): the
     simulated device's observers when it is set up in this process, else a dispatch mode on
     this thread; ``cpu``: cpu tensors stand for device ones (``devices=("cpu",)``)."""
-    from ..core.hub import HUB
-
     if cpu:  # cpu tensors stand for device ones: only a dispatch mode sees their ops
         return start_for("cpu")
     if HUB.backends:  # the simulated device's backend is registered: it sees every op

@@ -30,7 +30,7 @@ def run_pass(sc: Scenario, path: str, target: Target, counted: bool,
     """One pass of ``sc`` on ``path``. Counted: under a :class:`SyncGuard` (its warm-up =
     the scenario's); timed: no interceptors at all. Each step is written as it finishes;
     with ``collect=False`` nothing per step is kept in memory (long runs stay flat).
-    ``profile`` (a :class:`syncguard.model.timeline.Profile`): on a counted pass on the simulated
+    ``profile`` (a :class:`syncguard.model.profile.Profile`): on a counted pass on the simulated
     device, also model each step's device timeline (StepRecord.modeled_ms and friends).
     ``lineage``: on a counted pass, track where each read value came from (from the batch
     build on: :mod:`syncguard.driving.lineage`); each event then carries its verdict."""
@@ -244,7 +244,7 @@ def _run(scenarios: List[Scenario], opts: RunOptions, target: Target, result_pat
          lines: Optional[Any]) -> str:
     prof = None
     if target.kind == "sim" and opts.profile != "none":
-        from ..model.timeline import load_profile
+        from ..model.profile import load_profile
 
         prof = load_profile(opts.profile)
     header = {

@@ -276,7 +276,7 @@ def process_used_device(session: Any) -> bool:
         return True
     try:
         if kind == "sim":
-            from ..sim import device as simdev
+            from ..sim import kernel as simdev
 
             return bool(simdev.USED)
         import torch
@@ -291,7 +291,7 @@ def forget_device_use(target: Any) -> None:
     self-test ran ops on the device)."""
     try:
         if target.kind == "sim":
-            from ..sim import device as simdev
+            from ..sim import kernel as simdev
 
             simdev.USED = False
         elif target.kind != "cpu":

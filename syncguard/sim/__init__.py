@@ -34,21 +34,19 @@ from typing import Iterator
 
 import torch
 
+from syncguard.core.intercept import suppressed
 from syncguard.sim import device as _device_module
 from syncguard.sim import torch_npu_standin
 from syncguard.sim.device import (
     MIN_TORCH_VERSION,
-    SimTensor,
-    SimulatedDeviceError,
     current_name,
-    host_value,
-    is_pinned_host,
-    is_simulated,
 )
 from syncguard.sim.device import (
     _check_can_setup as _check_can_setup,
 )
 from syncguard.sim.device import setup as _setup
+from syncguard.sim.kernel import SimTensor, SimulatedDeviceError, host_value, is_simulated
+from syncguard.sim.pinned import is_pinned_host
 from syncguard.standin import is_standin
 
 if _device_module.WRAPPER_ROUTE:  # torch < 2.9: the wrapper-subclass route registers itself
@@ -76,8 +74,6 @@ def kernel_reads() -> Iterator[None]:
     """Inside, host reads on this thread are a stand-in kernel's own, which the real kernel
     does not make (a fused operator checking its arguments' values to warn): not the
     program's, never reported to a guard."""
-    from syncguard.core.intercept import suppressed
-
     with suppressed():
         yield
 

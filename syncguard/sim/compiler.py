@@ -2,7 +2,7 @@
 
 Installed once by :func:`syncguard.sim.device.setup` (process-global and permanent, as the
 device itself is). Three places of torch's compile stack meet a device whose tensors keep their
-values in Python (:class:`~syncguard.sim.device.SimTensor`):
+values in Python (:class:`~syncguard.sim.kernel.SimTensor`):
 
 * ``FakeTensor.__new__`` calls ``Tensor._make_subclass(cls, elem, ...)``, which detaches
   ``elem``, a data-less ``meta`` tensor that can carry the device's dispatch keys (the meta
@@ -10,7 +10,7 @@ values in Python (:class:`~syncguard.sim.device.SimTensor`):
   kernel, and ``_make_subclass`` refuses any result a Python kernel gives (a tensor with a
   Python object already). While such a fake tensor is built, the device's key is excluded, so
   the detach runs the stock meta kernel. (Other ops on such meta tensors are run by the device
-  kernel as the Meta backend would: :func:`syncguard.sim.device._on_meta`.)
+  kernel as the Meta backend would: :func:`syncguard.sim.kernel._on_meta`.)
 * AOT autograd's tracing and its first-call check of custom ops accept only the tensor types
   they know (``proxy_tensor.HANDLED_TYPES``) and give up on any other: ``SimTensor`` is added
   there, as the plain device tensor it stands for.

@@ -34,7 +34,7 @@ _DeviceLike = Union[None, int, str, torch.device]
 
 #: Observers of the simulated events, ``(on_record, on_wait)`` each called with the event:
 #: the modeled timeline adds itself while a step model records (as it records ops as
-#: ``syncguard.sim.device.RECORDER``); the device never imports the model.
+#: ``syncguard.sim.kernel.RECORDER``); the device never imports the model.
 EVENT_OBSERVERS: List[Tuple[Callable[[Any], None], Callable[[Any], None]]] = []
 
 

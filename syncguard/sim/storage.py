@@ -7,7 +7,7 @@ onto the device call) ends the process with a segmentation fault. Simulated tens
 values in CPU tensors, so a storage of the device is a :class:`SimStorage`: host bytes (its own
 copy) that say they are on the device. ``torch.load`` rebuilds a tensor from it with
 ``torch.empty(0, device=storage.device).set_(storage, offset, size, stride)``; the device's
-``set_`` kernel (:func:`syncguard.sim.device._set_storage_kernel`) makes the tensor's values a
+``set_`` kernel (:func:`syncguard.sim.kernel._set_storage_kernel`) makes the tensor's values a
 view of those bytes. Installed by setup, process-wide, as the device itself.
 """
 

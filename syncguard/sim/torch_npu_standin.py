@@ -16,6 +16,7 @@ from typing import Any
 import torch
 
 from syncguard.errors import SyncguardError
+from syncguard.sim import device as _device
 from syncguard.standin import provided
 
 #: Marks this module as syncguard's stand-in (a real torch_npu never has it).
@@ -42,8 +43,6 @@ def _not_simulated(name: str) -> Any:
 def __getattr__(name: str) -> Any:
     # ``torch_npu.npu`` is the device module, as in the real package.
     if name == "npu":
-        from syncguard.sim import device as _device
-
         dev = _device.current_name()
         if dev is not None:
             return getattr(torch, dev)

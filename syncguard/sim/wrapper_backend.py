@@ -3,15 +3,15 @@
 Selected by :mod:`syncguard.sim.device` when torch lacks ``torch._C._acc`` (torch < 2.9), or
 when the environment variable ``SYNCGUARD_SIM_BACKEND=wrapper`` is set (to test this route on
 a newer torch). It changes how device tensors are made and how ops reach the shared kernel
-(:func:`syncguard.sim.device._run`), not what the kernel does, so the hook sees the same ops:
+(:func:`syncguard.sim.kernel._run`), not what the kernel does, so the hook sees the same ops:
 
 * Setup uses the public pieces: ``torch.utils.rename_privateuse1_backend(name)``,
   ``torch.utils.generate_methods_for_privateuse1_backend()`` and
   ``torch._register_device_module(name, npu_module)``. Python cannot register PrivateUse1
   hooks or a device guard before torch 2.9; the device guard is supplied through ctypes (see
   :func:`_install_device_guard`), the hooks are not needed (pinned memory has its own CPU
-  kernels, see :mod:`syncguard.sim.device`).
-* A device tensor is a :class:`~syncguard.sim.device.SimTensor` made by
+  kernels, see :mod:`syncguard.sim.pinned`).
+* A device tensor is a :class:`~syncguard.sim.kernel.SimTensor` made by
   ``torch.Tensor._make_wrapper_subclass(..., device=npu:0)`` with the sizes, strides and offset
   of its CPU values ``_v``. Such a tensor carries the Python dispatch key, so every op with a
   device tensor argument reaches ``SimTensor.__torch_dispatch__`` (:func:`torch_dispatch`),
@@ -20,7 +20,7 @@ a newer torch). It changes how device tensors are made and how ops reach the sha
   they do there (where they get direct PrivateUse1 registrations). The composite kernels that
   backend keeps are replayed here in Python: ``copy_``/``copy`` go through
   ``aten::_copy_from`` (as PyTorch's composite does for a device it does not know),
-  ``_to_copy`` runs :func:`syncguard.sim.device._to_copy_kernel`, ``_pin_memory`` of a device
+  ``_to_copy`` runs :func:`syncguard.sim.kernel._to_copy_kernel`, ``_pin_memory`` of a device
   tensor raises as PyTorch does.
 * Ops without a tensor argument (factories with ``device="npu"``: ``empty.memory_format``,
   ``empty_strided``, ``zeros``, ``full``, ``arange``, ``randn``...), and ops run where the
@@ -49,7 +49,9 @@ from typing import Any, Callable, Dict, List, Optional, Tuple
 
 import torch
 
-from syncguard.sim import device as _d
+from syncguard.core import classify, intercept
+from syncguard.sim import device as _dev
+from syncguard.sim import kernel as _k
 
 #: The simulated device (``name:0``), set by :func:`setup`.
 _DEVICE: Optional[torch.device] = None
@@ -93,7 +95,7 @@ def available() -> Optional[str]:
 def wrap(v: torch.Tensor) -> Any:
     """A new device wrapper around CPU tensor ``v`` (aliases ``v``: no copy)."""
     w = _MAKE(  # type: ignore[misc]
-        _d.SimTensor, v.shape, strides=v.stride(), storage_offset=v.storage_offset(),
+        _k.SimTensor, v.shape, strides=v.stride(), storage_offset=v.storage_offset(),
         dtype=v.dtype, device=_DEVICE, requires_grad=False,
     )
     w._v = v
@@ -133,8 +135,6 @@ def _numpy_impl(self: Any, *, force: bool = False) -> Any:
 
 def make_numpy() -> Callable[..., Any]:
     """``SimTensor.numpy``, wrapped as syncguard's interceptor wraps ``Tensor.numpy``."""
-    from syncguard.core import classify, intercept
-
     return intercept._wrap(_numpy_impl, "Tensor.numpy", classify._numpy)
 
 
@@ -142,8 +142,6 @@ def make_tolist() -> Callable[..., Any]:
     """``SimTensor.tolist``, wrapped as syncguard's interceptor wraps ``Tensor.tolist`` (with the
     same API name and classifier), so a guard reports it exactly as on torch >= 2.9, where
     ``Tensor.tolist`` itself works on a device tensor."""
-    from syncguard.core import classify, intercept
-
     return intercept._wrap(_tolist_impl, "Tensor.tolist", classify._d2h)
 
 
@@ -178,12 +176,12 @@ def _copy(args: Tuple[Any, ...], kwargs: Dict[str, Any]) -> Any:
 
 
 def _to_copy(args: Tuple[Any, ...], kwargs: Dict[str, Any]) -> Any:
-    return _d._to_copy_kernel(None, *args, **kwargs)
+    return _k._to_copy_kernel(None, *args, **kwargs)
 
 
 def _pin_memory(args: Tuple[Any, ...], kwargs: Dict[str, Any]) -> Any:
     raise RuntimeError(
-        f"cannot pin '{_d._NAME}{str(args[0].dtype).rsplit('.', 1)[-1].capitalize()}Type' "
+        f"cannot pin '{_k._NAME}{str(args[0].dtype).rsplit('.', 1)[-1].capitalize()}Type' "
         f"only dense CPU tensors can be pinned"
     )
 
@@ -206,8 +204,8 @@ def torch_dispatch(cls: Any, func: Any, types: Any, args: Tuple[Any, ...] = (),
     h = _COMPOSITE_IDS.get(id(func))
     if h is not None:
         return h(args, kwargs)
-    info = _d._INFO.get(id(func))
-    return _d._run_observed(info if info is not None else _d._info(func), args, kwargs)
+    info = _k._INFO.get(id(func))
+    return _k._run_observed(info if info is not None else _k._info(func), args, kwargs)
 
 
 # --------------------------------------------------------------------------------------------
@@ -264,7 +262,7 @@ def _install_device_guard() -> None:
         return  # a guard is registered already
     cpu_impl = registry[cpu]
     if not cpu_impl:
-        raise _d.SimulatedDeviceError("c10 has no CPU device guard registered")
+        raise _k.SimulatedDeviceError("c10 has no CPU device guard registered")
     vptr = ctypes.c_void_p.from_address(cpu_impl).value
     assert vptr is not None
     word = ctypes.sizeof(ctypes.c_void_p)
@@ -307,24 +305,23 @@ def register_kernels(libs: Any) -> None:
     # Python dispatch key is excluded (``torch.tensor(..., device="npu")``), through the
     # transfer ops: register those per op.
     for opname in ("_copy_from", "_copy_from_and_resize"):
-        lib.impl(opname, _d._make_kernel(getattr(torch.ops.aten, opname).default),
+        lib.impl(opname, _k._make_kernel(getattr(torch.ops.aten, opname).default),
                  "PrivateUse1", with_keyset=True)
     libs.append(lib)
-    from syncguard.core import intercept
-
-    intercept._never_compile(torch_dispatch.__code__)  # as the shared kernels (device.py)
+    intercept._never_compile(torch_dispatch.__code__)  # as the shared kernels (kernel.py)
 
 
 def _install() -> None:
     """Make this module the simulated device's route: device tensors become
     ``__torch_dispatch__`` wrapper subclasses (run by :mod:`syncguard.sim` at import, on the
     wrapper route only)."""
-    _d._route = sys.modules[__name__]
-    _d.SimTensor.__torch_dispatch__ = classmethod(torch_dispatch)  # type: ignore[assignment]
-    _d.SimTensor.tolist = make_tolist()  # type: ignore[method-assign]
-    _d.SimTensor.numpy = make_numpy()  # type: ignore[method-assign]
-    _d._wrap = wrap  # type: ignore[assignment]
+    _dev._route = sys.modules[__name__]
+    _k.SimTensor.__torch_dispatch__ = classmethod(torch_dispatch)  # type: ignore[assignment]
+    _k.SimTensor.tolist = make_tolist()  # type: ignore[method-assign]
+    _k.SimTensor.numpy = make_numpy()  # type: ignore[method-assign]
+    _k._wrap = wrap  # type: ignore[assignment]
+    _k._shell = shell  # type: ignore[assignment]
 
 
-if _d.WRAPPER_ROUTE:
+if _dev.WRAPPER_ROUTE:
     _install()

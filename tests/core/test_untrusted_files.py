@@ -164,7 +164,7 @@ def test_random_baseline_and_profile_mutations_raise_only_their_error(
     """Fuzz: a mutated baseline or profile loads or raises the reader's own one-line error
     (exit 2 in the CLI), never anything else."""
     from syncguard.gate.baseline import Baseline, BaselineError, BaselineSite
-    from syncguard.model.timeline import ProfileError, load_profile
+    from syncguard.model.profile import ProfileError, load_profile
 
     good = tmp_path / "good.json"
     Baseline([BaselineSite("s", "p", f"k{i}", i, site="a.py:1") for i in range(3)]).save(

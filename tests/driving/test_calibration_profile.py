@@ -10,18 +10,18 @@ from typing import Any
 import pytest
 
 from syncguard.driving import calibration
-from syncguard.model import timeline
+from syncguard.model.profile import load_profile
 
 
 def test_measured_profile_loads_and_marks_what_it_measured(tmp_path: Any) -> None:
     import torch
 
-    base = timeline.load_profile("h200")
+    base = load_profile("h200")
     doc = calibration.measure_profile(torch.device("cpu"), base, small=True)
     path = os.path.join(str(tmp_path), "cal.json")
     with open(path, "w", encoding="utf-8") as f:
         json.dump(doc, f)
-    prof = timeline.load_profile(path)
+    prof = load_profile(path)
     measured = {k for k, v in doc["params"].items() if v["source"] == "calibrated"}
     assert {"launch_us", "sync_rtt_us", "mem_gbps", "h2d_gbps", "d2h_gbps", "kernel_us",
             "copy_us", "matmul_tflops_16", "matmul_tflops_32", "view_us"} == measured
@@ -68,7 +68,7 @@ def test_measured_cuda_profile_is_plausible() -> None:
 
     if not torch.cuda.is_available():
         pytest.skip("needs a CUDA GPU")
-    doc = calibration.measure_profile(torch.device("cuda"), timeline.load_profile("h200"))
+    doc = calibration.measure_profile(torch.device("cuda"), load_profile("h200"))
     p = {k: v["value"] for k, v in doc["params"].items()}
     assert 0.5 < p["launch_us"] < 200 and 1 < p["sync_rtt_us"] < 2000
     assert p["mem_gbps"] > 100 and p["matmul_tflops_16"] > 1
@@ -82,6 +82,6 @@ def test_measured_npu_profile_is_plausible() -> None:
         target = resolve_target("npu")
     except Exception as exc:
         pytest.skip(f"needs an Ascend NPU: {exc}")
-    doc = calibration.measure_profile(target.device, timeline.load_profile("910b"))
+    doc = calibration.measure_profile(target.device, load_profile("910b"))
     p = {k: v["value"] for k, v in doc["params"].items()}
     assert 0.5 < p["launch_us"] < 500 and p["mem_gbps"] > 50

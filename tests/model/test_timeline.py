@@ -1,5 +1,5 @@
-"""syncguard.model.timeline: the replay on hand-computed timelines, profiles, the recorder on the
-simulated device, and the modeled columns of real scenario runs."""
+"""syncguard.model (timeline, recorder, profile): the replay on hand-computed timelines,
+profiles, the recorder on the simulated device, and the modeled columns of real scenario runs."""
 
 from __future__ import annotations
 
@@ -11,12 +11,22 @@ from typing import Any, Dict, List, Tuple
 import pytest
 from _paths import DATA
 
-from syncguard.model import timeline
-from syncguard.model.timeline import Op, Profile
+from syncguard.model import recorder, timeline
+from syncguard.model.profile import (
+    NUMERIC,
+    OPTIONAL,
+    PROFILE_DIR,
+    SOURCES,
+    Profile,
+    ProfileError,
+    load_profile,
+    profile_names,
+)
+from syncguard.model.recorder import Op
 
 
 def _profile(**over: float) -> Profile:
-    base = timeline.load_profile("910b")
+    base = load_profile("910b")
     values = dict(base.values)
     values.update(launch_us=10.0, view_us=2.0, submit_us=0.0, sync_rtt_us=20.0)
     values.update(over)
@@ -99,13 +109,13 @@ def test_views_have_no_kernel() -> None:
 
 # -- profiles ---------------------------------------------------------------------------------
 def test_shipped_profiles_name_a_source_for_every_parameter() -> None:
-    assert {"910b", "h200"} <= set(timeline.profile_names())
+    assert {"910b", "h200"} <= set(profile_names())
     for name in ("910b", "h200"):
-        p = timeline.load_profile(name)
-        assert set(p.sources) == set(timeline.NUMERIC) | set(timeline.OPTIONAL) | {"combine"}
+        p = load_profile(name)
+        assert set(p.sources) == set(NUMERIC) | set(OPTIONAL) | {"combine"}
         for key, src in p.sources.items():
             kind, _, why = src.partition(": ")
-            assert kind in timeline.SOURCES and len(why) > 20, (name, key)
+            assert kind in SOURCES and len(why) > 20, (name, key)
 
 
 def _write(tmp_path: Any, doc: Dict[str, Any]) -> str:
@@ -116,7 +126,7 @@ def _write(tmp_path: Any, doc: Dict[str, Any]) -> str:
 
 
 def test_profile_errors_name_file_and_field(tmp_path: Any) -> None:
-    with open(os.path.join(timeline.PROFILE_DIR, "h200.json"), encoding="utf-8") as f:
+    with open(os.path.join(PROFILE_DIR, "h200.json"), encoding="utf-8") as f:
         good = json.load(f)
     cases: List[Tuple[Any, str]] = []
     bad = json.loads(json.dumps(good))
@@ -136,11 +146,11 @@ def test_profile_errors_name_file_and_field(tmp_path: Any) -> None:
     cases.append((bad, "params.typo_us: unknown"))
     for doc, field in cases:
         path = _write(tmp_path, doc)
-        with pytest.raises(timeline.ProfileError) as ei:
-            timeline.load_profile(path)
+        with pytest.raises(ProfileError) as ei:
+            load_profile(path)
         assert str(ei.value).startswith(f"{path}: {field}"), str(ei.value)
-    with pytest.raises(timeline.ProfileError, match="shipped: 910b, h200"):
-        timeline.load_profile("nope")
+    with pytest.raises(ProfileError, match="shipped: 910b, h200"):
+        load_profile("nope")
 
 
 # -- on the simulated device ------------------------------------------------------------------
@@ -148,11 +158,11 @@ def test_recorder_sees_every_launch_with_shapes_and_the_sync() -> None:
     import torch
 
     from syncguard import SyncGuard
-    from syncguard.sim import device as simdev
+    from syncguard.sim import kernel as simkernel
     from syncguard.sim import simulated_device
 
     dev = simulated_device("npu")
-    prof = timeline.load_profile("h200")
+    prof = load_profile("h200")
     x = torch.ones(4, 1000, device=dev)
     evs: List[Any] = []
     model = timeline.StepModel(prof)
@@ -162,7 +172,7 @@ def test_recorder_sees_every_launch_with_shapes_and_the_sync() -> None:
         if bool(y.sum() > 0):
             pass
         cost, line = model.end(False)
-    assert not simdev.OP_OBSERVERS and not timeline._ACTIVE  # always removed
+    assert not simkernel.OP_OBSERVERS and not timeline._ACTIVE  # always removed
     names = [sp[0] for sp in cost.replay.spans]
     assert names[:3] == ["mul.Tensor", "sum", "gt.Scalar"] or "mul" in names[0], names
     assert line["shapes"][0][0] == "float32[4, 1000]"
@@ -190,7 +200,7 @@ def _counted(name: str, path: str, steps: int = None, warmup: int = None,  # typ
     if steps is not None:
         sc = sc.with_steps(steps, warmup)
     target = devices.resolve_target("sim")
-    return runner.run_pass(sc, path, target, True, profile=timeline.load_profile(profile))
+    return runner.run_pass(sc, path, target, True, profile=load_profile(profile))
 
 
 def test_legacy_models_slower_where_it_syncs_and_equal_where_it_does_not() -> None:
@@ -230,7 +240,7 @@ def test_forward_ms_adds_modeled_device_time() -> None:
     sc = scenario.resolve(["steady"])[0].with_steps(3, 1)
     fwd = dataclasses.replace(sc, forward_ms=20.0)
     target = devices.resolve_target("sim")
-    prof = timeline.load_profile("910b")
+    prof = load_profile("910b")
     a = runner.run_pass(sc, "flag", target, True, profile=prof)
     b = runner.run_pass(fwd, "flag", target, True, profile=prof)
     launch_ms = prof.values["forward_launch_us"] / 1000.0
@@ -315,7 +325,7 @@ def test_recorder_sees_explicit_waits_and_event_records_on_the_sim() -> None:
 
     dev = simulated_device("npu")
     npu = torch.npu  # type: ignore[attr-defined]
-    prof = timeline.load_profile("h200")
+    prof = load_profile("h200")
     x = torch.ones(4, 1000, device=dev)
     model = timeline.StepModel(prof)
     with model, SyncGuard(on_event=model.on_event):
@@ -353,7 +363,7 @@ def test_launch_queue_limit_blocks_the_host() -> None:
     assert r.queue_wait_us == (110.0 - 30.0) + (210.0 - 120.0)
     unbounded = timeline.replay(ops, _profile(queue_depth=0))
     assert unbounded.queue_wait_us == 0.0 and unbounded.spans[3][2] == 40.0
-    assert timeline.load_profile("h200").values["queue_depth"] == 1024
+    assert load_profile("h200").values["queue_depth"] == 1024
 
 
 def test_item_pays_its_copy_once() -> None:
@@ -363,7 +373,7 @@ def test_item_pays_its_copy_once() -> None:
     from syncguard.sim import simulated_device
 
     dev = simulated_device("npu")
-    prof = timeline.load_profile("h200")
+    prof = load_profile("h200")
     p = prof.values
     x = torch.ones(1, device=dev)
     model = timeline.StepModel(prof)
@@ -384,12 +394,12 @@ def test_sort_passes_and_small_matmul_efficiency() -> None:
     from syncguard.sim import simulated_device
 
     dev = simulated_device("npu")
-    prof = timeline.load_profile("h200")
+    prof = load_profile("h200")
     p = prof.values
-    rec = timeline.Recorder(prof)
-    from syncguard.sim import device as simdev
+    rec = recorder.Recorder(prof)
+    from syncguard.sim import kernel as simkernel
 
-    simdev.OP_OBSERVERS.append(rec.on_op)
+    simkernel.OP_OBSERVERS.append(rec.on_op)
     try:
         v = torch.ones(1, 32000, device=dev)
         torch.sort(v, dim=-1)
@@ -397,7 +407,7 @@ def test_sort_passes_and_small_matmul_efficiency() -> None:
         w = torch.ones(4096, 4096, device=dev, dtype=torch.float16)
         torch.mm(a, w)
     finally:
-        simdev.OP_OBSERVERS.remove(rec.on_op)
+        simkernel.OP_OBSERVERS.remove(rec.on_op)
     ops = {o.name: o for o in rec.take()}
     # sort: in 128 kB, out 128 kB values + 256 kB int64 indices, 4 passes over all of it
     assert ops["sort"].dev_us == pytest.approx(
@@ -446,7 +456,7 @@ def _model_outputs(name: str, path: str, profile: str, steps: Any, warmup: Any,
         sc = sc.with_steps(steps, warmup)
     w = _Lines()
     recs = runner.run_pass(sc, path, devices.resolve_target("sim"), True, writer=w,
-                           profile=timeline.load_profile(profile))
+                           profile=load_profile(profile))
     out: List[Dict[str, Any]] = []
     trace: List[Any] = []
     for rec, line in zip(recs, w.lines):
@@ -525,26 +535,26 @@ def test_a_kernel_is_costed_by_its_bytes_only_when_memory_decides() -> None:
     units decide (a profile with slow vector units): each time is the model's formula."""
     import torch
 
-    from syncguard.sim import device as simdev
+    from syncguard.sim import kernel as simkernel
     from syncguard.sim import simulated_device
 
     dev = simulated_device("npu")
     a = torch.ones(2000, device=dev, dtype=torch.float32)  # 8000 B in, 8000 B out, 2000 elems
     b = torch.ones(1000, device=dev, dtype=torch.float64)  # 8000 B in, 8000 B out, 1000 elems
     for slow_vector in (False, True):
-        base = timeline.load_profile("910b")
+        base = load_profile("910b")
         values = dict(base.values)
         if slow_vector:
             values["vector_tflops"] = 1e-6  # 1 element per us
         prof = dataclasses.replace(base, values=values)
-        rec = timeline.Recorder(prof)
+        rec = recorder.Recorder(prof)
         rec.keep_shapes = False
-        simdev.OP_OBSERVERS.append(rec.on_op)
+        simkernel.OP_OBSERVERS.append(rec.on_op)
         try:
             torch.neg(a)
             torch.neg(b)
         finally:
-            simdev.OP_OBSERVERS.remove(rec.on_op)
+            simkernel.OP_OBSERVERS.remove(rec.on_op)
         ka, kb = rec.take()
         p = prof.values
         mem = 16000.0 / (p["mem_gbps"] * 1e3)
@@ -570,7 +580,7 @@ def test_a_step_with_other_sizes_is_replayed_afresh(monkeypatch: pytest.MonkeyPa
     calls = _count_replays(monkeypatch)
     small = torch.ones(4, 100000, device=dev)
     large = torch.ones(8, 100000, device=dev)
-    model = timeline.StepModel(timeline.load_profile("910b"))
+    model = timeline.StepModel(load_profile("910b"))
     results = []
     with model:
         for x in (small, large, large, small, large, large):
@@ -587,16 +597,16 @@ def test_a_step_with_other_sizes_is_replayed_afresh(monkeypatch: pytest.MonkeyPa
 
 def test_same_ops_compares_what_the_replay_reads() -> None:
     base = [Op("a", 10.0, 5.0), Op("r", 10.0, 1.0, sync=True, events=[_Ev()])]
-    assert timeline.same_ops(base, [Op("a", 10.0, 5.0),
+    assert recorder.same_ops(base, [Op("a", 10.0, 5.0),
                                     Op("r", 10.0, 1.0, sync=True, events=[_Ev()])])
     for other in (Op("b", 10.0, 5.0), Op("a", 11.0, 5.0), Op("a", 10.0, 6.0),
                   Op("a", 10.0, 5.0, sync=True, events=[_Ev()]),
                   Op("a", 10.0, 5.0, tag=("record", 1))):
-        assert not timeline.same_ops(base, [other, base[1]]), other
+        assert not recorder.same_ops(base, [other, base[1]]), other
     for ev in (_Ev(lineno=1), _Ev(api="Tensor.item"), _Ev(allowed=True)):
-        assert not timeline.same_ops(base, [base[0], Op("r", 10.0, 1.0, sync=True,
+        assert not recorder.same_ops(base, [base[0], Op("r", 10.0, 1.0, sync=True,
                                                           events=[ev])]), ev
-    assert not timeline.same_ops(base, base[:1])
+    assert not recorder.same_ops(base, base[:1])
 
 
 def test_device_side_waits_are_met_on_the_one_modeled_stream() -> None:
@@ -610,7 +620,7 @@ def test_device_side_waits_are_met_on_the_one_modeled_stream() -> None:
 
     dev = simulated_device("npu")
     npu = torch.npu  # type: ignore[attr-defined]
-    prof = timeline.load_profile("910b")
+    prof = load_profile("910b")
     x = torch.ones(4, 1000, device=dev)
 
     def step(waits: bool) -> Tuple[Any, Dict[str, Any]]:
@@ -651,7 +661,7 @@ def test_a_traced_step_shows_shapes_of_launches_first_seen_untraced() -> None:
         torch.mm(a, w)
         torch.add(a, host)
 
-    prof = timeline.load_profile("910b")
+    prof = load_profile("910b")
     first = timeline.StepModel(prof)
     with first:
         for _ in range(timeline.TRACE_STEPS):
@@ -698,18 +708,18 @@ def test_the_device_records_what_the_observer_records(slow_vector: bool) -> None
     record filed the first time (the same object). With slow vector units the key counts
     the result's elements too."""
     from syncguard import SyncGuard
-    from syncguard.sim import device as simdev
+    from syncguard.sim import kernel as simkernel
     from syncguard.sim import simulated_device
 
     dev = simulated_device("npu")
-    prof = timeline.load_profile("910b")
+    prof = load_profile("910b")
     if slow_vector:
         prof = dataclasses.replace(prof, values={**prof.values, "vector_tflops": 1e-6})
 
     slow: List[str] = []  # the ops the device handed to record() on the repeat
 
     def recorded(as_device: bool) -> Tuple[List[Op], List[Any]]:
-        rec = timeline.Recorder(prof)
+        rec = recorder.Recorder(prof)
         rec.keep_shapes = True
         record = rec.record
 
@@ -717,9 +727,9 @@ def test_the_device_records_what_the_observer_records(slow_vector: bool) -> None
             slow.append(op._schema.name.split("::")[-1])
             record(op, *a)
         if as_device:
-            simdev.RECORDER = rec  # type: ignore[assignment]
+            simkernel.RECORDER = rec  # type: ignore[assignment]
         else:
-            simdev.OP_OBSERVERS.append(rec.on_op)
+            simkernel.OP_OBSERVERS.append(rec.on_op)
         try:
             with SyncGuard(on_event=rec.on_event):
                 _workload(dev)
@@ -729,26 +739,26 @@ def test_the_device_records_what_the_observer_records(slow_vector: bool) -> None
                     rec.record = counting  # type: ignore[method-assign]
                 _workload(dev)  # again: the launch records are filed now
         finally:
-            simdev.RECORDER = None
-            if rec.on_op in simdev.OP_OBSERVERS:
-                simdev.OP_OBSERVERS.remove(rec.on_op)
+            simkernel.RECORDER = None
+            if rec.on_op in simkernel.OP_OBSERVERS:
+                simkernel.OP_OBSERVERS.remove(rec.on_op)
         assert shapes is not None and rec.shapes is not None
         assert len(shapes) == len(rec.shapes)  # one entry per op, in both passes
         return rec.take(), rec.shapes
 
     (by_device, device_shapes), (by_observer, observer_shapes) = \
         recorded(True), recorded(False)
-    assert timeline.Recorder(prof).count_elements is slow_vector
-    assert timeline.same_ops(by_device, by_observer)
+    assert recorder.Recorder(prof).count_elements is slow_vector
+    assert recorder.same_ops(by_device, by_observer)
     assert device_shapes == observer_shapes
-    assert len(by_device) == len(timeline.op_shapes(device_shapes))
+    assert len(by_device) == len(recorder.op_shapes(device_shapes))
     # every launch is the shared record but the two syncs (the blocking copy from pageable
     # host memory and the scalar read), which carry their own events
     assert [a.name for a, b in zip(by_device, by_observer) if a is not b] == \
         ["_copy_from", "_local_scalar_dense"]
-    assert ["float32[4, 100]", "float32[100, 8]"] in timeline.op_shape_texts(device_shapes)
-    assert [timeline.shape_text(s) for s in timeline.op_shapes(device_shapes)] == \
-        timeline.op_shape_texts(device_shapes)
+    assert ["float32[4, 100]", "float32[100, 8]"] in recorder.op_shape_texts(device_shapes)
+    assert [recorder.shape_text(s) for s in recorder.op_shapes(device_shapes)] == \
+        recorder.op_shape_texts(device_shapes)
     # on the repeat the device looks up every kernel and view itself, the tuple result of
     # sort and the copy on the device too; what comes to record() is what it may not key
     # by bytes: a tensor list, a matmul (by shapes), a host tensor argument, the copy from
@@ -757,18 +767,18 @@ def test_the_device_records_what_the_observer_records(slow_vector: bool) -> None
 
 
 def test_a_model_inside_another_restores_the_device_recorder() -> None:
-    from syncguard.sim import device as simdev
+    from syncguard.sim import kernel as simkernel
     from syncguard.sim import simulated_device
 
     simulated_device("npu")
-    prof = timeline.load_profile("910b")
+    prof = load_profile("910b")
     outer, inner = timeline.StepModel(prof), timeline.StepModel(prof)
     with outer:
-        assert simdev.RECORDER is outer.rec
+        assert simkernel.RECORDER is outer.rec
         with inner:
-            assert simdev.RECORDER is inner.rec
-        assert simdev.RECORDER is outer.rec
-    assert simdev.RECORDER is None and not timeline._ACTIVE
+            assert simkernel.RECORDER is inner.rec
+        assert simkernel.RECORDER is outer.rec
+    assert simkernel.RECORDER is None and not timeline._ACTIVE
 
 
 def test_a_warm_up_step_keeps_no_shapes() -> None:
@@ -780,7 +790,7 @@ def test_a_warm_up_step_keeps_no_shapes() -> None:
 
     dev = simulated_device("npu")
     x = torch.ones(4, 100, device=dev)
-    model = timeline.StepModel(timeline.load_profile("910b"))
+    model = timeline.StepModel(load_profile("910b"))
     with model:
         model.begin(warmup=True)
         assert not model.rec.keep_shapes
@@ -805,7 +815,7 @@ def test_traced_steps_share_one_object_per_shape() -> None:
     dev = simulated_device("npu")
     x = torch.ones(4, 100, device=dev)
     seen = []
-    with SyncGuard(), timeline.StepModel(timeline.load_profile("910b")) as model:
+    with SyncGuard(), timeline.StepModel(load_profile("910b")) as model:
         for _ in range(2):
             model.begin()
             torch.neg(x)  # the device records it (after the first time)

@@ -25,6 +25,7 @@ from sglang_ascend_sampling import npu_op
 from sglang_ascend_sampling.npu_op import top_k_top_p_reference
 from syncguard import sim
 from syncguard.sim import device as simdev
+from syncguard.sim import pinned as simpinned
 from syncguard.sim import torch_npu_standin as standin
 
 _MIN = "{}.{}".format(*simdev.MIN_TORCH_VERSION)
@@ -534,14 +535,14 @@ def test_non_blocking_copies(ops_seen: List[Tuple[str, str, str]]) -> None:
 def test_pinned_marker_is_forgotten_with_the_memory() -> None:
     pinned = torch.ones(1024).pin_memory()
     ptr = pinned.untyped_storage().data_ptr()
-    assert ptr in simdev._PINNED
+    assert ptr in simpinned._PINNED
     view = pinned[10:]
     del pinned
     gc.collect()
-    assert ptr in simdev._PINNED and view.is_pinned()  # the storage lives on in the view
+    assert ptr in simpinned._PINNED and view.is_pinned()  # the storage lives on in the view
     del view
     gc.collect()
-    assert ptr not in simdev._PINNED
+    assert ptr not in simpinned._PINNED
 
 
 # ---- torch_npu stand-in -------------------------------------------------------------------------

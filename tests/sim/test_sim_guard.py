@@ -141,7 +141,7 @@ def test_fused_operator_never_receives_an_ineligible_top_k() -> None:
     calls: List[List[int]] = []
 
     def spy(logits: torch.Tensor, p: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
-        from syncguard.sim.device import host_value
+        from syncguard.sim.kernel import host_value
 
         calls.append(host_value(k).tolist())
         return npu_op.npu_top_k_top_p(logits, p, k)
@@ -250,7 +250,7 @@ def test_backend_layer_counts_a_host_index_tensor_too() -> None:
 
 def test_the_simulated_backend_is_registered_with_the_interception_layer() -> None:
     from syncguard.core.hub import HUB
-    from syncguard.sim.device import SimTensor
+    from syncguard.sim.kernel import SimTensor
 
     b = HUB.backends["npu"]
     assert (b.tensor_type, b.model) == (SimTensor, "npu")
