@@ -126,3 +126,29 @@ def test_docs_reading_a_run_snippet_runs_on_an_exec_result(tmp_path: Path) -> No
     assert lines[1].endswith(": 4}"), lines
     site, api_name, count = lines[2].split()
     assert site.endswith("loop.py:7") and api_name == "Tensor.__bool__" and count == "4"
+
+
+#: a word that reads as a commit hash: 7 to 40 hex digits, at least one a letter and one a digit
+_HASH = re.compile(r"\b(?=[0-9a-f]*[a-f])(?=[0-9a-f]*[0-9])[0-9a-f]{7,40}\b")
+
+
+def _hashes(paths: List[Path]) -> List[str]:
+    return [f"{p.relative_to(ROOT) if p.is_relative_to(ROOT) else p}:{i}: {m.group()}"
+            for p in paths
+            for i, line in enumerate(p.read_text(encoding="utf-8").splitlines(), 1)
+            for m in _HASH.finditer(line)]
+
+
+def test_the_user_docs_cite_no_commit_hashes() -> None:
+    """The user docs name a state of the code in words or by date; a commit hash is the
+    provenance of a measurement and stays in its record under ``reports/bench/``."""
+    pages = [ROOT / "README.md", ROOT / "reports" / "README.md",
+             *(ROOT / "docs").rglob("*.md"), *(ROOT / "examples").rglob("*.md")]
+    assert not _hashes(pages)
+
+
+def test_the_hash_check_sees_a_hash(tmp_path: Path) -> None:
+    page = tmp_path / "page.md"
+    page.write_text("1.09x against 94bcd99's 1.10x, 1,214 bytecodes on 2026-12-07\n",
+                    encoding="utf-8")
+    assert _hashes([page]) == [f"{page}:1: 94bcd99"]
