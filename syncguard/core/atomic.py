@@ -8,8 +8,8 @@ regular file (or a link) is ever replaced: a character device (``/dev/null``, a 
 FIFO at the path is written as a stream, never swapped for a file, and a folder, socket or
 block device is refused (:class:`OutputError`). :func:`check_output` says so before any work.
 
-:func:`open_stream` opens a file that is written as it goes (``result.jsonl``): a link at the
-path is removed first and the file opened with ``O_NOFOLLOW``.
+:func:`claim` opens the file a run streams (``result.jsonl``) for that run alone, never
+through a link.
 """
 
 from __future__ import annotations
@@ -161,18 +161,6 @@ def write_text(path: str, text: str, *, newline: Optional[str] = None) -> str:
     with atomic_open(path, newline=newline) as f:
         f.write(text)
     return path
-
-
-def open_stream(path: str, *, encoding: str = "utf-8") -> IO[str]:
-    """Open ``path`` for writing line by line, truncating it, without following a link: a
-    symbolic link at ``path`` is removed and a regular file created in its place."""
-    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-    if output_kind(path) == "stream":
-        raise OutputError(f"{path}: is a device or FIFO, not a regular file")
-    if os.path.islink(path):
-        os.unlink(path)
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | _NOFOLLOW, 0o666)
-    return os.fdopen(fd, "w", encoding=encoding)
 
 
 def claim(path: str, force: bool) -> int:

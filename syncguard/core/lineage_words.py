@@ -10,8 +10,6 @@ HOST_KINDS = frozenset({"upload", "const"})
 DEVICE_KINDS = frozenset({"param", "input", "random"})
 #: The words a lineage gives state carried on the device from an earlier step.
 CARRIED = "state carried on the device from an earlier step"
-#: The verdicts, most cautious first.
-VERDICTS = ("device", "unknown", "hoistable")
 
 
 def site_verdict(lineages: Iterable[Optional[Dict[str, Any]]]) -> Optional[Dict[str, Any]]:

@@ -88,7 +88,3 @@ def group(name: str) -> Dict[str, str]:
     return out
 
 
-def clear_cache() -> None:
-    """Read the entry points afresh (after installing a distribution in this process)."""
-    _checkout_groups.cache_clear()
-    _installed.cache_clear()

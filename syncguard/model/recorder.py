@@ -18,7 +18,7 @@ from ..core.plain import PLAIN, is_plain
 from ..sim.kernel import SimTensor
 from .profile import Profile
 
-VIEW, KERNEL = "view", "kernel"
+VIEW = "view"
 _MATMUL = frozenset({"mm", "addmm", "bmm", "baddbmm", "matmul", "linear", "addbmm"})
 #: Ops that make ``sort_passes`` passes over their data (radix sort / select).
 _SORTS = frozenset({"sort", "argsort", "topk", "msort", "kthvalue"})

@@ -48,7 +48,6 @@ STYLE_LOOK: Dict[str, str] = {s: _LOOKS[look][0] for s, look in _tables.LOOKS.it
 #: how each rich style reads, for the legend
 LOOK_WORDS: Dict[str, str] = dict(_LOOKS.values())
 BEST = STYLE_LOOK["best"]
-WORST = STYLE_LOOK["worst"]
 
 
 def _t(value: Any, style: str = "") -> Text:
@@ -161,25 +160,6 @@ def rich_table(t: _tables.Table, drop: Sequence[str] = (), sections: bool = True
                 cells.append(text)
             table.add_row(*cells)
     return table
-
-
-def summary_table(summary_df: pd.DataFrame) -> Table:
-    """The summary: one row per (scenario, path), scenarios separated."""
-    return rich_table(_tables.summary_tbl(summary_df, branches=False))
-
-
-def per_step_table(result: RunResult, scenario: str, head: int = 5, tail: int = 5) -> Table:
-    """Steps of one scenario side by side: the first ``head``, the last ``tail`` and every
-    notable step (yellow; see :func:`analysis.per_step`); an ellipsis row says how many steps
-    were hidden. Warm-up steps are dim and marked ``w``."""
-    return rich_table(_tables.per_step_tbl(result, scenario, 0, head, tail))
-
-
-def sites_table(sites_df: pd.DataFrame, allowed: bool = False,
-                base: Optional[str] = None) -> Table:
-    """Hidden (or, with ``allowed=True``, allowed) sync sites: scenario over path, file:line
-    over function, API over ATen op and kind (and the reason of allowed ones), count, steps."""
-    return rich_table(_tables.sites_tbl(sites_df, allowed, base))
 
 
 def style_legend(styles: List[str]) -> List[Tuple[str, str]]:
@@ -324,17 +304,9 @@ def print_report(result: RunResult, console: Console, *, steps: bool = True,
         console.print(legend_table(list(dict.fromkeys(used)), _legend(result)))
 
 
-def compare_table(df: pd.DataFrame, label_a: str = "A", label_b: str = "B",
-                  title: Optional[str] = None) -> Table:
-    """A table of :func:`analysis.compare` / :func:`analysis.compare_paths` rows, styled as
-    in every format (:func:`_tables.compare_styles`): green fewer syncs or faster, red more
-    or slower; the change column says so in words."""
-    return rich_table(_tables.compare_tbl(df, label_a, label_b, title))
-
-
 def print_compare(df: pd.DataFrame, console: Console, title: Optional[str] = None,
                   label_a: str = "A", label_b: str = "B") -> None:
-    """Print :func:`compare_table`, a one-line count of changed rows and the colour legend."""
+    """Print the comparison table, a one-line count of changed rows and the colour legend."""
     t = _tables.compare_tbl(df, label_a, label_b, title)
     console.print(rich_table(t))
     console.print(_t(t.footer, STYLE_LOOK.get(t.footer_style, "")))

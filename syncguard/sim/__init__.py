@@ -41,9 +41,6 @@ from syncguard.sim.device import (
     MIN_TORCH_VERSION,
     current_name,
 )
-from syncguard.sim.device import (
-    _check_can_setup as _check_can_setup,
-)
 from syncguard.sim.device import setup as _setup
 from syncguard.sim.kernel import SimTensor, SimulatedDeviceError, host_value, is_simulated
 from syncguard.sim.pinned import is_pinned_host

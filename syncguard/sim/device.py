@@ -71,9 +71,6 @@ class _SimState:
 
 
 _STATE = _SimState()
-#: The simulated device's name once set up in this process (None before). syncguard.core.intercept
-#: learns it from ``register_backend`` at setup, not from this attribute.
-SIM_NAME: Optional[str] = None
 
 
 def _torch_version() -> Tuple[int, int]:
@@ -191,7 +188,6 @@ def _check_can_setup(name: str = "npu") -> None:
 
 def setup(name: str = "npu") -> torch.device:
     """Set up (once per process) the simulated device ``name``; return ``torch.device(name, 0)``."""
-    global SIM_NAME
     with _STATE.lock:
         if _STATE.name is not None and _STATE.device is not None:
             _check_can_setup(name)  # raises for a different name
@@ -208,13 +204,12 @@ def setup(name: str = "npu") -> torch.device:
         kernel.register(_STATE.libs)
         if WRAPPER_ROUTE:
             _route.register_kernels(_STATE.libs)
-        compiler.install(name, SimTensor)
-        if not WRAPPER_ROUTE:
+        else:
             storage.install(name)
+        compiler.install(name, SimTensor)
         _classify.register_backend(name, SimTensor, "npu")
         _STATE.name = name
         _STATE.device = torch.device(name, 0)
-        SIM_NAME = name
         return _STATE.device
 
 

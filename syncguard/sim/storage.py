@@ -35,10 +35,6 @@ class SimStorage(torch.UntypedStorage):
         return False
 
 
-def is_sim_storage(s: Any) -> bool:
-    return isinstance(s, SimStorage)
-
-
 def _device_of(device: Any) -> Optional[torch.device]:
     if device is None:
         return None
