@@ -7,6 +7,8 @@ from __future__ import annotations
 import os
 from typing import List, Optional
 
+from .errors import UsageError
+
 #: the ``syncguard`` package folder (no trailing separator)
 PKG_DIR = os.path.dirname(os.path.abspath(__file__))
 
@@ -78,8 +80,6 @@ def point_latest(folder: str, name: str = LATEST) -> Optional[str]:
 
 def keep_runs() -> int:
     """:data:`KEEP_ENV` as a number of folders (0: keep every one)."""
-    from .errors import UsageError
-
     raw = os.environ.get(KEEP_ENV, "").strip()
     if not raw:
         return 0

@@ -14,6 +14,8 @@ from typing import Any, Callable, ContextManager, Dict, List, Union
 
 import torch
 
+from .hub import allow
+
 
 @dataclasses.dataclass(frozen=True)
 class Case:
@@ -53,8 +55,6 @@ def _any(x: torch.Tensor) -> Any:
 
 
 def _setup() -> ContextManager[None]:
-    from .hub import allow
-
     return allow("catalogue setup: build the input on the device")
 
 

@@ -39,6 +39,7 @@ from torch.utils.weak import WeakIdKeyDictionary
 from .._paths import PKG_DIR
 from .hub import HUB
 from .lineage_words import CARRIED, DEVICE_KINDS, HOST_KINDS, site_verdict, verdict_text
+from .sites import key_path
 
 log = logging.getLogger("syncguard")
 
@@ -694,8 +695,6 @@ _OWN_DIR = PKG_DIR + os.sep
 def _shown(filename: str, cwd: str) -> Optional[str]:
     """The file as a lineage names it (:func:`syncguard.core.sites.key_path`), or None for
     syncguard's own files (cached: it walks ``sys.path``)."""
-    from .sites import key_path
-
     if os.path.abspath(filename).startswith(_OWN_DIR):
         return None
     return key_path(filename, cwd)

@@ -17,6 +17,7 @@ from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from ..errors import SyncguardError
 from .events import KINDS
+from .hub import HUB
 
 _DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "opmodels")
 
@@ -28,8 +29,6 @@ def _arg(args: Tuple[Any, ...], kwargs: Dict[str, Any], i: int, name: str, defau
 
 
 def _is_dev_tensor(x: Any) -> bool:
-    from .hub import HUB  # light: no torch import, so the model loads without torch
-
     if not (hasattr(x, "device") and hasattr(x, "dim")):
         return False
     return HUB.is_device_type(x.device.type)

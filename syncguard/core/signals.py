@@ -37,6 +37,8 @@ import signal
 import threading
 from typing import Any, Dict, Iterator, List, Optional
 
+from .._escape import one_line
+
 _HANDLED = tuple(s for s in (getattr(signal, "SIGINT", None), getattr(signal, "SIGTERM", None))
                  if s is not None)
 _SIGTERM = int(getattr(signal, "SIGTERM", 15))
@@ -129,8 +131,6 @@ class Stop:
 
     def kept(self, steps: int, path: str) -> str:
         """``"terminated (SIGTERM): kept 3 finished steps in OUT/result.jsonl"``."""
-        from .._escape import one_line
-
         return f"{self.describe()}: kept {steps} finished steps in {one_line(path)}"
 
     @property

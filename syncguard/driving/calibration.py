@@ -15,7 +15,11 @@ import platform
 import sys
 from typing import Any, Dict, List, Optional, Tuple
 
-from .devices import HARDWARE
+from ..core.atomic import write_text
+from ..core.events import IN_KERNEL
+from ..model.groundtruth import KNOWN_BLIND_SPOTS, native_counter
+from ..results.format import load
+from .devices import HARDWARE, DeviceError, prepare_process, resolve_target
 
 MECHANISMS = {"cuda": ["cuda-debug", "cuda-trace"], "npu": ["npu-trace"], "sim": ["sim-backend"]}
 
@@ -69,12 +73,8 @@ def calibrate(kind: str) -> Dict[str, Any]:
     """Run every catalogue case on ``kind`` (cuda, npu or sim)."""
     import torch
 
-    from ..core.catalogue import CATCH, ZERO
-    from ..core.events import IN_KERNEL
+    from ..core.catalogue import CATCH, ZERO  # torch: after the child's device is prepared
     from ..core.guard import SyncGuard
-    from ..model.groundtruth import KNOWN_BLIND_SPOTS, native_counter
-    from .devices import resolve_target
-
     target = resolve_target(kind)
     dev = str(target.device)
     backend = "cuda" if kind == "cuda" else "npu"  # sim models the npu
@@ -148,7 +148,7 @@ def question_lines(cal: Dict[str, Any]) -> List[str]:
     (:data:`syncguard.core.catalogue.QUESTIONS`): what the op model says and what this device's
     native mechanisms saw. A disagreement is also listed above as unexplained (and fails the
     check): correct the model's entry."""
-    from ..core.catalogue import QUESTIONS
+    from ..core.catalogue import QUESTIONS  # torch: as calibrate
 
     rows = {r["case"]: r for r in cal["cases"]}
     out = []
@@ -180,7 +180,6 @@ def main(argv: Optional[List[str]] = None) -> int:
         return 0
     if not a.device or not a.out:
         ap.error("--device and --out are required")
-    from .devices import DeviceError, prepare_process
 
     prepare_process(a.device)  # a broken torch_npu must not crash `import torch`
     try:
@@ -188,7 +187,6 @@ def main(argv: Optional[List[str]] = None) -> int:
     except DeviceError as exc:
         print(f"syncguard: error: {exc}", file=sys.stderr)
         return 2
-    from ..core.atomic import write_text
 
     # the one writer: atomic, never through a link, a full disk one line
     write_text(os.path.join(a.out, "calibration.json"), json.dumps(cal, indent=1))
@@ -259,7 +257,7 @@ def measure_profile(device: Any, base: Any, small: bool = False) -> Dict[str, An
 
     import torch
 
-    from ..core.intercept import suppressed
+    from ..core.intercept import suppressed  # torch: as calibrate
 
     clock = _Clock(device)
     mb = 1 if small else 256
@@ -350,8 +348,6 @@ def modeled_vs_measured(model_path: str, measured_path: str) -> Tuple[List[str],
     the median measured step latency of a device run (timed pass), and the worst relative
     error over the paths (NaN when nothing to compare)."""
     import math
-
-    from ..results.format import load
 
     model, real = load(model_path), load(measured_path)
     lines = [f"modeled ({model_path}, profile "

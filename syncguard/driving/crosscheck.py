@@ -20,6 +20,13 @@ import json
 import sys
 from typing import Any, Dict, List, Optional
 
+from ..core.atomic import write_text
+from ..model import groundtruth
+from ..model.groundtruth import normalize_site
+from ..results.format import environment
+from .devices import resolve_target
+from .scenario import resolve
+
 #: Native mechanisms per device kind, each a separate counted pass (CUDA: the trace callbacks
 #: and sync debug mode; NPU: the trace callbacks; sim: the backend's own op count).
 MECHANISMS = {"cuda": ["cuda-trace", "cuda-debug"], "npu": ["npu-trace"], "sim": ["sim-backend"]}
@@ -29,13 +36,12 @@ def crosscheck_pass(sc: Any, path: str, target: Any, mechanism: str) -> Dict[str
     """One counted pass with syncguard and ``mechanism`` side by side, per step."""
     from collections import Counter
 
-    from ..core.guard import SyncGuard
-    from ..model.groundtruth import native_counter, normalize_site
+    from ..core.guard import SyncGuard  # torch: after the child's device is prepared
     from .decode import DecodeLoop, _seed
 
     _seed(sc)
     loop = DecodeLoop(sc, path, target)
-    counter = native_counter(mechanism)
+    counter = groundtruth.native_counter(mechanism)  # by the module: tests stand one in
     steps: List[Dict[str, Any]] = []
     with SyncGuard(warmup=sc.warmup, exhaustive=target.exhaustive) as g:
         with counter:
@@ -62,9 +68,6 @@ def crosscheck_pass(sc: Any, path: str, target: Any, mechanism: str) -> Dict[str
 
 
 def run(scenarios: List[Any], device: str, paths: Optional[List[str]]) -> Dict[str, Any]:
-    from ..results.format import environment
-    from .devices import resolve_target
-
     target = resolve_target(device)
     mechs = MECHANISMS[target.kind]
     passes = [crosscheck_pass(sc, p, target, m)
@@ -88,9 +91,7 @@ def summary_lines(doc: Dict[str, Any]) -> List[str]:
 
 
 def main(argv: Optional[List[str]] = None) -> int:
-    from .runner import RunOptions, prepare
-    from .scenario import resolve
-
+    from .runner import RunOptions, prepare  # torch: after --device is read
     ap = argparse.ArgumentParser(prog="python -m syncguard.driving.crosscheck")
     ap.add_argument("scenarios", nargs="*")
     ap.add_argument("--device", required=True, choices=sorted(MECHANISMS))
@@ -101,7 +102,6 @@ def main(argv: Optional[List[str]] = None) -> int:
     a = ap.parse_args(argv)
     scs = prepare(resolve(a.scenarios), RunOptions(steps=a.steps, warmup=a.warmup))
     doc = run(scs, a.device, a.paths)
-    from ..core.atomic import write_text
 
     write_text(a.out, json.dumps(doc, indent=1))  # the one writer: atomic, no link followed
     print("\n".join(summary_lines(doc)))

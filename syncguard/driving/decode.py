@@ -11,9 +11,14 @@ import torch
 
 from ..core.events import HostSyncError
 from ..core.hub import allow
+from ..core.intercept import suppressed
 from ..core.lineage import mark_input
+from ..model.timeline import device_work
+from . import subjects
 from .devices import Target
 from .scenario import Scenario
+from .staging import HostStager
+from .subjects import SubjectError, as_sampled, check_ids, user_error
 
 READBACK = "engine token readback (the one intended sync per step)"
 
@@ -28,8 +33,6 @@ class DecodeLoop:
 
     def __init__(self, scenario: Scenario, path: str, target: Target,
                  subject: Optional[Any] = None) -> None:
-        from . import subjects
-
         self.sc, self.path, self.target = scenario, path, target
         self.subject = subject if subject is not None else subjects.load(path)
         self.name = subjects.label(path, self.subject)
@@ -52,8 +55,6 @@ class DecodeLoop:
     def _call(self, method: str, *args: Any) -> Any:
         """The subject's ``method``; an exception raised in the user's code becomes one
         :class:`~syncguard.subjects.SubjectError` line naming the subject and file:line."""
-        from .subjects import SubjectError, user_error
-
         try:
             return getattr(self.subject, method)(*args)
         except (SubjectError, HostSyncError):
@@ -65,8 +66,6 @@ class DecodeLoop:
             raise err from exc
 
     def _stage(self, values: List[int]) -> torch.Tensor:
-        from .staging import HostStager
-
         return HostStager(self.target.device).stage(values, torch.int64)
 
     def _refresh(self, step: int) -> None:
@@ -100,12 +99,8 @@ class DecodeLoop:
     def run_step(self, step: int) -> Tuple[List[int], Dict[str, Any]]:
         """One step: events, logits, the subject's sampling, the token readback (allowed).
         Returns the tokens and the subject's labels."""
-        from .subjects import as_sampled, check_ids
-
         self.apply_events(step)
         if self.sc.forward_ms:  # exists only in the modeled timeline (syncguard.model.timeline)
-            from ..model.timeline import device_work
-
             device_work("forward (modeled)", self.sc.forward_ms)
         logits = self.logits(step)
         mark_input(logits, "logits (the model's output)")
@@ -146,7 +141,6 @@ class DeviceTimer:
         event not yet complete: wait for it, as syncguard's own read (never counted)."""
         if h is None:
             return None
-        from ..core.intercept import suppressed
 
         with suppressed():
             h[1].synchronize()

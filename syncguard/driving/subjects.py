@@ -43,7 +43,9 @@ import sys
 from typing import Any, Dict, List, Mapping, Optional, Protocol, Sequence
 
 from .._paths import PKG_DIR
+from ..core.sites import display_path
 from ..errors import SyncguardError
+from . import plugins
 
 GROUP = "syncguard.subjects"
 
@@ -88,9 +90,7 @@ class Subject(Protocol):
 
 
 def _entry_points() -> Dict[str, str]:
-    from .plugins import group
-
-    return group(GROUP)
+    return plugins.group(GROUP)  # by the module: tests register entry points there
 
 
 def registered() -> Dict[str, str]:
@@ -182,7 +182,6 @@ def user_error(name: str, method: str, exc: BaseException) -> Optional[SubjectEr
             where = fr
     if where is None:
         return None
-    from ..core.sites import display_path
 
     return SubjectError(f"subject {name}: {method}() raised {type(exc).__name__}: {exc} at "
                         f"{display_path(where.filename)}:{where.lineno}")

@@ -19,6 +19,8 @@ import time
 from typing import TYPE_CHECKING, Any, Callable, Dict, List, Mapping, Optional
 
 from ..core import signals as _signals
+from ..core.atomic import write_text
+from ..results.format import TIMED_PASS, StepRecord
 from .devices import HARDWARE
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -138,8 +140,7 @@ def timed_pass(sc: Scenario, paths: List[str], target: Target,
     Returns the rounds run."""
     import torch
 
-    from ..results.format import TIMED_PASS, StepRecord
-    from .decode import DecodeLoop, DeviceTimer, label_fields
+    from .decode import DecodeLoop, DeviceTimer, label_fields  # torch: a timed pass only
 
     timer = DeviceTimer(target)
     loops: Dict[str, Any] = {}
@@ -201,7 +202,7 @@ def profiled_pass(sc: Scenario, paths: List[str], target: Target, out_dir: str) 
     Returns the files written; a profiler that fails leaves a ``.txt`` saying why instead."""
     import torch
 
-    from .decode import DecodeLoop
+    from .decode import DecodeLoop  # torch: a profiled pass only
 
     written: List[str] = []
     try:
@@ -236,7 +237,6 @@ def _profiler_failed(out_dir: str, scenario: str, paths: List[str], why: str) ->
     out = []
     for path in paths:
         file = profiler_file(out_dir, scenario, path)[:-5] + ".txt"
-        from ..core.atomic import write_text
 
         write_text(file, f"no torch.profiler trace: {why}\n")  # never through a link
         out.append(file)

@@ -21,9 +21,10 @@ import os
 import threading
 import traceback
 import warnings
-from typing import Any, Callable, Dict, List, Optional, Tuple
+from typing import Any, Dict, List, Optional, Tuple
 
 from .._paths import pkg_path
+from ..core.hub import INTERNAL_DIRS
 
 #: Cases where the native mechanism is known to miss a real sync (or see none by design).
 KNOWN_BLIND_SPOTS: Dict[Tuple[str, str], str] = {
@@ -84,8 +85,6 @@ def _user_site() -> str:
     import os
 
     import torch
-
-    from ..core.hub import INTERNAL_DIRS
 
     tdir = os.path.dirname(torch.__file__)
     for fr in reversed(traceback.extract_stack()[:-2]):
@@ -213,7 +212,7 @@ class SimBackendCounter(NativeCounter):
     name = "sim-backend"
 
     def __enter__(self) -> SimBackendCounter:
-        from ..core import aten
+        from ..core import aten  # torch: only a process that drives a device loads it
 
         aten.BACKEND_COUNTERS.append(self._on_op)
         return self
@@ -222,7 +221,7 @@ class SimBackendCounter(NativeCounter):
         self._hit(count)
 
     def __exit__(self, *exc: Any) -> None:
-        from ..core import aten
+        from ..core import aten  # torch: only a process that drives a device loads it
 
         aten.BACKEND_COUNTERS.remove(self._on_op)
 
@@ -256,14 +255,3 @@ def compare(mechanism: str, ours: Dict[str, int], native: Dict[str, int]
         if a != b:
             out.append(Disagreement(key, a, b, KNOWN_BLIND_SPOTS.get((mechanism, key))))
     return out
-
-
-def count_case(fn: Callable[[], object], counter: NativeCounter, guard_kwargs: Dict[str, Any]
-               ) -> Tuple[int, int]:
-    """Run ``fn`` once under both syncguard and ``counter``: (syncguard total, native)."""
-    from ..core.guard import SyncGuard
-
-    with SyncGuard(**guard_kwargs) as g:
-        with counter:
-            fn()
-    return g.count + g.allowed_count, counter.count

@@ -29,6 +29,8 @@ import os
 import sys
 from typing import IO, TYPE_CHECKING, Any, Callable, Dict, List, Optional, Sequence, Tuple
 
+from ..core.atomic import atomic_open
+
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
 
@@ -164,12 +166,14 @@ def emit_gate(fmt: str, verdicts: Sequence[Any], output: Optional[str],
     """Write the gate's report in ``fmt`` to ``output`` (None or ``"-"``: stdout; else a file,
     replaced atomically). When a format with a file of its own (sarif, junit) goes to a file,
     the text summary is also printed on stdout, so the CI log still says what failed."""
-    from .ci import Output
-
     text = render_gate(fmt, verdicts, command)
-    with Output(output) as f:
+    if output in (None, "-"):
+        sys.stdout.write(text)
+        return
+    os.makedirs(os.path.dirname(os.path.abspath(output)), exist_ok=True)
+    with atomic_open(output, newline="\n") as f:  # temp file + rename, never via a link
         f.write(text)
-    if GATE_RENDERERS[fmt].file_name is not None and output not in (None, "-"):
+    if GATE_RENDERERS[fmt].file_name is not None:
         sys.stdout.write(render_gate("text", verdicts, command))
 
 
@@ -222,8 +226,6 @@ def render(result: RunResult, fmt: str, **options: Any) -> str:
 def write(result: RunResult, path: str, fmt: Optional[str] = None, **options: Any) -> str:
     """Render ``result`` to the file ``path`` (format from the extension unless ``fmt``);
     returns ``path``. The file is written atomically, never through a symbolic link."""
-    from ..core.atomic import atomic_open
-
     fmt = fmt or format_for_path(path)
     if fmt not in RENDERERS:
         raise ValueError(f"unknown format {fmt!r}; known: {', '.join(RENDERERS)}")
@@ -243,6 +245,7 @@ def write_reports(result: RunResult, out_dir: str) -> List[str]:
     ``events.csv``, ``sites.csv``, ``report.md``, ``report.html``, ``result.json``,
     ``trace.json``) into ``out_dir`` (created if needed); returns their paths in that order.
     (``result.jsonl`` is the runner's, not written here.)"""
+    # a renderer module: the command line imports this registry while it parses
     from .trace import has_steps
 
     os.makedirs(out_dir, exist_ok=True)

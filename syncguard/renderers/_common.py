@@ -5,7 +5,10 @@ from __future__ import annotations
 import datetime
 from typing import TYPE_CHECKING, Any, Dict, List, Optional, Sequence, Tuple
 
-from ..results.analysis import is_missing
+from ..core.sites import shown_path, shown_site
+from ..results.analysis import is_exec, is_missing, loop_paths
+from ..results.format import OUTSIDE_PATH
+from ..results.stats import MARGIN, Ratio, ratio_verdict, too_thin
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
@@ -52,8 +55,6 @@ EXEC_LEGEND: Tuple[Tuple[str, str], ...] = (
 def legend(result: RunResult) -> Tuple[Tuple[str, str], ...]:
     """The legend's terms for ``result``: :data:`EXEC_LEGEND` for an exec run; the modeled
     columns' term only when the run has modeled values (the columns are shown)."""
-    from ..results.analysis import is_exec
-
     terms = EXEC_LEGEND if is_exec(result) else LEGEND
     modeled = bool(result.timelines) or any(s.modeled_ms is not None for s in result.steps)
     return terms if modeled else tuple(kv for kv in terms if kv[0] != "modeled")
@@ -154,23 +155,12 @@ def note_texts(result: RunResult) -> List[str]:
 
 def short_path(filename: Any, base: Optional[str] = None) -> str:
     """``filename`` as every report shows it (:func:`syncguard.core.sites.shown_path`)."""
-    from ..core.sites import shown_path
-
     return shown_path(None if is_missing(filename) else filename, base)
 
 
 def short_site(site: str, base: Optional[str] = None) -> str:
     """``file:line`` with the file shortened (:func:`syncguard.core.sites.shown_site`)."""
-    from ..core.sites import shown_site
-
     return shown_site(site, base)
-
-
-def fmt_num(x: Any, digits: int = 2) -> str:
-    """A number with ``digits`` decimals; ``-`` for missing."""
-    if is_missing(x):
-        return "-"
-    return f"{float(x):.{digits}f}"
 
 
 def fmt_int(x: Any) -> str:
@@ -271,7 +261,6 @@ def verdicts(summary_df: pd.DataFrame, sites_df: pd.DataFrame, max_sites: int = 
             if base_path and r["path"] != base_path and not is_missing(ratio):
                 measured.append(f"{r['path']} vs {base_path} " + _ratio_text(r))
             parts.append(text)
-        from ..results.format import OUTSIDE_PATH
 
         outside = [s for s in hidden.to_dict("records") if s["scenario"] == scenario
                    and s["path"] == OUTSIDE_PATH and s.get("per_step")]
@@ -319,8 +308,6 @@ def lineage_sites(sites_df: pd.DataFrame) -> List[Dict[str, Any]]:
 def verdict_options(result: RunResult) -> Dict[str, Any]:
     """:func:`verdicts` keywords for ``result``: sync waits on hardware, loops per token, and
     whole numbers for an exec run."""
-    from ..results.analysis import is_exec, loop_paths
-
     return {"show_wait": timed_on_hardware(result), "loops": loop_paths(result),
             "exact": is_exec(result)}
 
@@ -331,8 +318,6 @@ def headline(result: RunResult, summary_df: pd.DataFrame, sites_df: pd.DataFrame
     its per-step sites: ``1 hidden sync per token at stopping.py:14 in __call__, called from
     generate.py:25 in decode_loop (Tensor.__bool__) [generate.py: TinyDecoder.forward]``.
     None for other results."""
-    from ..results.analysis import is_exec, loop_paths
-
     if not is_exec(result):
         return None
     unmatched = next((n for n in result.notes if n.get("no_step")), None)
@@ -348,8 +333,6 @@ def headline(result: RunResult, summary_df: pd.DataFrame, sites_df: pd.DataFrame
     where = f"[{r['scenario']}: {r['path']}]"
     hidden = sites_df[~sites_df["allowed"].astype(bool)] if len(sites_df) else sites_df
     if float(r["syncs_mean"]) == 0.0:
-        from ..results.format import OUTSIDE_PATH
-
         # a per-step site outside every step is a per-step sync all the same (no false "0")
         outside = [s for s in hidden.to_dict("records") if s["scenario"] == r["scenario"]
                    and s["path"] == OUTSIDE_PATH and s.get("per_step")]
@@ -452,8 +435,6 @@ def _ratio_text(r: Dict[str, Any]) -> str:
     """The paired ratio's sentence (:func:`syncguard.results.stats.ratio_verdict`): a
     difference only when its interval lies wholly beyond the margin, then with the median
     saving per token."""
-    from ..results.stats import Ratio, ratio_verdict, too_thin
-
     rounds = r.get("rounds")
     need: Any = r.get("rounds_needed")
     k = 0 if is_missing(rounds) else int(rounds or 0)
@@ -503,8 +484,6 @@ def path_headlines(summary_df: pd.DataFrame, sites_df: pd.DataFrame, code: str =
     difference beyond 5% in 1, not shown either way in 5``. ``sites_df`` as for
     :func:`verdicts` (through :func:`analysis.merge_paths` or not)."""
     from collections import Counter
-
-    from ..results.stats import MARGIN
 
     out: List[Tuple[str, str]] = []
     if not len(summary_df):
@@ -591,8 +570,6 @@ def _span(values: List[float], fmt: str) -> str:
 
 def row_ratio(r: Dict[str, Any]) -> Any:
     """The :class:`syncguard.results.stats.Ratio` of an :func:`analysis.summary` row."""
-    from ..results.stats import Ratio, too_thin
-
     def num(x: Any) -> float:
         return float("nan") if is_missing(x) else float(x)
 

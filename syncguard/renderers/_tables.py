@@ -15,8 +15,10 @@ from __future__ import annotations
 import dataclasses
 from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
 
+from ..core.sites import frame_text
 from ..results import analysis
 from ..results.analysis import is_missing
+from ..results.stats import margin_text
 from ._common import (
     fmt_int,
     fmt_ms,
@@ -297,8 +299,6 @@ def sites_tbl(st: pd.DataFrame, allowed: bool, base: Optional[str] = None,
 def caller_phrase(r: Dict[str, Any], base: Optional[str] = None) -> str:
     """``called from generate.py:25 in decode_loop`` for a :func:`analysis.sites` row whose
     site is in a helper; ``""`` otherwise."""
-    from ..core.sites import frame_text
-
     if not r.get("caller_filename"):
         return ""
     return "called from " + frame_text(r["caller_filename"], r["caller_lineno"],
@@ -457,7 +457,6 @@ def compare_tbl(df: pd.DataFrame, label_a: str = "A", label_b: str = "B",
                            value=_num(r["b_modeled_ms"]))]
         cells.append(Cell(_CHANGE_TEXT[row], style=row))
         rows.append(cells)
-    from ..results.stats import margin_text
 
     n = int(df["changed"].sum()) if len(df) else 0
     margin = margin_text()

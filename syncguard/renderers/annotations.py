@@ -9,6 +9,7 @@ import os
 from typing import Any, Dict, List, Optional
 
 from .. import _escape
+from .._version import __version__
 from ..core.sites import display_path
 
 SARIF_SCHEMA_URI = (
@@ -19,8 +20,6 @@ DEFAULT_INFORMATION_URI = "https://pypi.org/project/syncguard/"
 
 
 def version() -> str:
-    from .._version import __version__
-
     return __version__
 
 

@@ -14,15 +14,13 @@ from __future__ import annotations
 
 import io
 import json
-import os
-import sys
 import xml.etree.ElementTree as ET
-from typing import IO, Any, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from .. import _escape
 from .._words import plural, steps_phrase
-from ..core.atomic import atomic_open
 from ..core.events import KINDS
+from ..core.lineage_words import site_verdict, verdict_text
 from ..core.sites import caller_text, display_path, function_name, site_key
 from ..gate.baseline import Finding
 from ..gate.verdicts import Verdict, summary
@@ -117,8 +115,6 @@ def annotation_message(f: Finding) -> str:
     text = (f"hidden host sync in {fn}{called}: {ev.api}{op} x{f.count}{where} "
             f"[{f.scenario}/{f.path}]: {f.message}")
     if isinstance(ev.lineage, dict):  # --lineage: why the value is on the device, the fix
-        from ..core.lineage_words import site_verdict, verdict_text
-
         v = site_verdict([ev.lineage])
         if v is not None:
             text += f" Lineage: {verdict_text(v)}"
@@ -217,24 +213,3 @@ def render_junit(verdicts: Sequence[Verdict]) -> str:
     buf = io.BytesIO()
     ET.ElementTree(suites).write(buf, encoding="utf-8", xml_declaration=True)
     return buf.getvalue().decode("utf-8") + "\n"
-
-
-# -------------------------------------------------------------------------- output
-class Output:
-    def __init__(self, output: Optional[str]) -> None:
-        self.path = None if output in (None, "-") else output
-        self._f: Optional[IO[str]] = None
-        self._cm: Any = None
-
-    def __enter__(self) -> IO[str]:
-        if self.path is None:
-            return sys.stdout
-        parent = os.path.dirname(os.path.abspath(self.path))
-        os.makedirs(parent, exist_ok=True)
-        self._cm = atomic_open(self.path, newline="\n")  # temp file + rename, never via a link
-        self._f = self._cm.__enter__()
-        return self._f
-
-    def __exit__(self, *exc: Any) -> None:
-        if self._f is not None:
-            self._cm.__exit__(*exc)

@@ -13,6 +13,7 @@ import io
 from typing import IO, TYPE_CHECKING
 
 from .._escape import csv_cell
+from ..results import analysis
 from ..results.analysis import is_missing
 from . import _tables
 
@@ -60,8 +61,6 @@ def render_sites(result: RunResult) -> str:
     """One row per sync site with its totals over the whole run (every read counted, warm-up
     steps left out; :data:`syncguard.results.analysis.SITES_COLUMNS`): ``events.csv`` holds
     each site's first events whole, the later ones only as counts."""
-    from ..results import analysis
-
     return _safe_df(analysis.sites(result)).to_csv(index=False, lineterminator="\n")
 
 

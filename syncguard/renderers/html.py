@@ -14,6 +14,7 @@ import statistics
 from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Tuple
 
 from .._escape import html_text, plot_text
+from ..core.lineage_words import draw_tree
 from ..results import analysis
 from ..results.analysis import is_missing
 from . import _tables
@@ -28,6 +29,7 @@ from ._common import (
     verdict_options,
     verdicts,
 )
+from .trace import has_steps
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
@@ -156,8 +158,6 @@ def lineage_tree(site: Dict[str, Any], base: Optional[str] = None) -> str:
     (:data:`syncguard.core.lineage_words.DRAW_DEPTH`...: "N more" for what is left out);
     every text escaped. Empty when the site has no ``lineage_tree``."""
     import json
-
-    from ..core.lineage_words import draw_tree
 
     raw = site.get("lineage_tree")
     if not isinstance(raw, str) or not raw:
@@ -389,7 +389,6 @@ def render(result: RunResult, *, title: str = "syncguard report", show_time: boo
         f"<h1>{esc(title)}</h1>", f'<p class="env">{env} · {status}</p>',
     ]
     out += [f'<p class="note">{esc(n)}</p>' for n in note_texts(result)]
-    from .trace import has_steps
 
     if has_steps(result):  # trace.json is written only then
         out.append('<p class="note">Timeline: <a href="trace.json">trace.json</a> (Chrome '

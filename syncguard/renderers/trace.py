@@ -30,6 +30,8 @@ import os
 from typing import IO, TYPE_CHECKING, Any, Dict, Iterator, List, Tuple
 
 from ..core.sites import shown_site
+from ..core.untrusted import UntrustedError, load_json
+from ..driving.timing import profiler_file
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..results.format import RunResult
@@ -138,8 +140,6 @@ def _profiler(file: str, first_pid: int, label: str) -> List[Dict[str, Any]]:
     """A torch.profiler Chrome trace's events with its processes renumbered from
     ``first_pid`` (so they cannot collide with ours or another path's) and named after
     ``label``; [] when the file cannot be read."""
-    from ..core.untrusted import UntrustedError, load_json
-
     try:  # a FIFO or device left there is refused without blocking; size and depth bounded
         doc = load_json(file, "torch.profiler trace", 512 << 20)
     except UntrustedError:
@@ -185,8 +185,6 @@ def _events(result: RunResult, profiled: List[str]) -> Iterator[Dict[str, Any]]:
         yield from (_modeled(result, pid, scenario, path, profile) if modeled
                     else _measured(result, pid, scenario, path))
         if result.source and not modeled:
-            from ..driving.timing import profiler_file
-
             file = profiler_file(os.path.dirname(os.path.abspath(result.source)), scenario,
                                  path)
             if os.path.isfile(file):
