@@ -15,7 +15,7 @@ import platform
 import sys
 from typing import Any, Dict, List, Optional, Tuple
 
-from .devices import HARDWARE
+from ..devicenames import HARDWARE
 
 MECHANISMS = {"cuda": ["cuda-debug", "cuda-trace"], "npu": ["npu-trace"], "sim": ["sim-backend"]}
 

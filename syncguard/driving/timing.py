@@ -19,7 +19,7 @@ import time
 from typing import TYPE_CHECKING, Any, Callable, Dict, List, Mapping, Optional
 
 from ..core import signals as _signals
-from .devices import HARDWARE
+from ..devicenames import HARDWARE
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..results.format import ResultWriter

@@ -9,6 +9,7 @@ import ast
 import re
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
+from ..devicenames import HARDWARE
 from .findings import CERTAIN, LIKELY, SILENT, _sev
 from .infer import (
     DEVICE,
@@ -532,7 +533,7 @@ class _Calls(_FuncState):
                 self.flag(node, "SG401", "Tensor.copy_",
                           "a host tensor copied into a device buffer (blocking)", _sev(r), r)
             return r
-        if m in ("cuda", "npu"):
+        if m in HARDWARE:  # .cuda(), .npu()
             if r in (HOST, PINNED) and (not nb or r == HOST):
                 self.api_flag(node, m, "Tensor", CERTAIN, r,
                               "a host tensor copied to the device (blocking)")

@@ -211,9 +211,9 @@ def _run_workers(ordered: List[str], project: Project, deps: Dict[str, List[str]
     conns: List[Connection] = []
     procs = []
     from ..core.opmodel import load_model
-    from .backends import BACKENDS
+    from ..devicenames import HARDWARE
 
-    for b in BACKENDS:  # read once here, not by each worker
+    for b in HARDWARE:  # read once here, not by each worker
         load_model(b)
     # what exists now is never collected in the workers: a collection there would write to
     # every object this process made, and each page written is copied (fork's copy on write)
