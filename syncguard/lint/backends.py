@@ -12,6 +12,7 @@ from __future__ import annotations
 import functools
 from typing import Optional, Set, Tuple
 
+from ..core.opmodel import load_model
 from ..devicenames import HARDWARE
 
 #: a finding that syncs on every backend
@@ -26,8 +27,6 @@ def backends_of(key: str, when: str) -> Optional[str]:
     entry point (``Tensor.__setitem__``), ``when`` the condition the lint proved statically
     (``no_replacement_or_one_sample``...). ``"both"``, ``"cuda"``, ``"npu"``, or None when no
     model counts a read (the line does not sync anywhere)."""
-    from ..core.opmodel import load_model
-
     hits = []
     for b in HARDWARE:
         model = load_model(b)
