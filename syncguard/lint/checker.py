@@ -22,6 +22,7 @@ import re
 from typing import Dict, List, Optional, Set, Tuple
 
 from . import context as _context
+from . import statements
 from .calls import call, format_args
 from .findings import _RANK, CERTAIN, LIKELY, SEVERITIES, SILENT, Finding, _sev
 from .functions import params, reread_module
@@ -42,25 +43,7 @@ from .infer import (
 )
 from .project import ModuleSummary, Project
 from .state import Ctx, Func, Part, _imports
-from .statements import (
-    _element,
-    annassign,
-    assert_stmt,
-    assign,
-    augassign,
-    bind,
-    class_stmt,
-    def_stmt,
-    expr_stmt,
-    for_stmt,
-    if_stmt,
-    import_stmt,
-    return_stmt,
-    stmt_other,
-    try_stmt,
-    while_stmt,
-    with_stmt,
-)
+from .statements import _element, bind
 from .syntax import _attr_key, comments
 
 __all__ = ["CERTAIN", "LIKELY", "SILENT", "SEVERITIES", "Finding", "check_source", "check_tree"]
@@ -253,15 +236,18 @@ _EV: Dict[type, Part] = {
 }
 #: the part that runs each statement class (:mod:`.statements`; :meth:`.state.Func.body`)
 _STMT: Dict[type, Part] = {
-    ast.FunctionDef: def_stmt, ast.AsyncFunctionDef: def_stmt, ast.ClassDef: class_stmt,
-    ast.Assign: assign, ast.AnnAssign: annassign, ast.AugAssign: augassign, ast.If: if_stmt,
-    ast.While: while_stmt, ast.For: for_stmt, ast.AsyncFor: for_stmt, ast.Assert: assert_stmt,
-    ast.Return: return_stmt, ast.Expr: expr_stmt, ast.With: with_stmt, ast.AsyncWith: with_stmt,
-    ast.Try: try_stmt, ast.Import: import_stmt, ast.ImportFrom: import_stmt,
-    ast.AST: stmt_other,
+    ast.FunctionDef: statements.def_stmt, ast.AsyncFunctionDef: statements.def_stmt,
+    ast.ClassDef: statements.class_stmt, ast.Assign: statements.assign,
+    ast.AnnAssign: statements.annassign, ast.AugAssign: statements.augassign,
+    ast.If: statements.if_stmt, ast.While: statements.while_stmt, ast.For: statements.for_stmt,
+    ast.AsyncFor: statements.for_stmt, ast.Assert: statements.assert_stmt,
+    ast.Return: statements.return_stmt, ast.Expr: statements.expr_stmt,
+    ast.With: statements.with_stmt, ast.AsyncWith: statements.with_stmt,
+    ast.Try: statements.try_stmt, ast.Import: statements.import_stmt,
+    ast.ImportFrom: statements.import_stmt, ast.AST: statements.stmt_other,
 }
 if hasattr(ast, "TryStar"):  # Python 3.11
-    _STMT[ast.TryStar] = try_stmt
+    _STMT[ast.TryStar] = statements.try_stmt
 
 
 def _container(vals: List[str]) -> str:
