@@ -89,7 +89,7 @@ def call(st: Func, node: ast.Call) -> str:  # noqa: C901
             func.value.id in st.ctx.modules and func.value.id not in st.env):
         summary = st.module_summary(func.value.id)
         if summary is not None:
-            args(st, node)
+            ev_args(st, node)
             if func.attr in summary.classes:
                 return OBJ + summary.classes[func.attr]
             st.call_always(node, summary.syncs.get(func.attr))
@@ -104,14 +104,14 @@ def call(st: Func, node: ast.Call) -> str:  # noqa: C901
     if isinstance(func, ast.Attribute):
         return method_call(st, node, func)
     st.ev(func)
-    args(st, node)
+    ev_args(st, node)
     return UNKNOWN
 
 
 def log_call(st: Func, node: ast.Call, level: str) -> None:
     """``logger.info("%s", t)``: a logging call formats its arguments on the host (when
     the level is enabled), reading a device tensor's values."""
-    vals = args(st, node)
+    vals = ev_args(st, node)
     skip = 2 if level == "log" else 1  # the level, the message
     for a, v in list(zip(node.args, vals))[skip:]:
         if syncs_on(v):
@@ -120,16 +120,17 @@ def log_call(st: Func, node: ast.Call, level: str) -> None:
                     "is enabled)", _sev(v), v)
 
 
-def format_args(st: Func, node: ast.AST, args: Sequence[ast.expr], how: str) -> None:
+def format_args(st: Func, node: ast.AST, items: Sequence[ast.expr], how: str) -> None:
     """``"%s" % t`` and ``"{}".format(t)``: each tensor argument is formatted."""
-    for a in args:
+    for a in items:
         v = st.ev_quiet(a.value if isinstance(a, ast.Starred) else a)
         if syncs_on(v):
             st.flag(a, "SG501", "Tensor.__format__",
                     f"{how} formats the tensor on the host", _sev(v), v)
 
 
-def args(st: Func, node: ast.Call) -> List[str]:
+def ev_args(st: Func, node: ast.Call) -> List[str]:
+    """The places of a call's positional arguments (its keywords read too)."""
     vals = [st.ev(a) for a in node.args]
     for kw in node.keywords:
         st.ev(kw.value)
@@ -137,7 +138,7 @@ def args(st: Func, node: ast.Call) -> List[str]:
 
 
 def name_call(st: Func, node: ast.Call, name: str) -> str:
-    vals = args(st, node)
+    vals = ev_args(st, node)
     first = vals[0] if vals else PY
     if name in ("print", "str", "repr", "format"):
         for a, v in zip(node.args, vals):
@@ -240,7 +241,7 @@ def place_of_device(st: Func, dev: Optional[ast.expr]) -> Tuple[str, bool]:
 
 
 def module_call(st: Func, node: ast.Call, q: str) -> str:  # noqa: C901
-    vals = args(st, node)
+    vals = ev_args(st, node)
     if q.startswith("numpy."):
         return HOST
     loaded = checkpoint(st, node, q)
@@ -394,25 +395,25 @@ def method_call(st: Func, node: ast.Call, func: ast.Attribute) -> str:  # noqa: 
         return PY
     if m == "format" and isinstance(func.value, ast.Constant) and isinstance(
             func.value.value, str):
-        args(st, node)
+        ev_args(st, node)
         format_args(st, node, [*node.args, *(k.value for k in node.keywords)],
                     "str.format()")
         return PY
     if m in _STR_METHODS and any(isinstance(a, ast.Constant) and isinstance(
             a.value, (str, bytes)) for a in [func.value, *node.args]):
         st.ev(func.value)
-        args(st, node)
+        ev_args(st, node)
         return PY  # text.split("\n"): a string method, not Tensor.split
     r = st.ev(func.value)
     cls = obj_key(r)
     if cls is not None:
-        args(st, node)
+        ev_args(st, node)
         info = st.ctx.classes.get(cls)
         if info is None:
             return UNKNOWN
         st.call_always(node, info.syncs.get(m))
         return info.methods.get(m, UNKNOWN)
-    vals = args(st, node)
+    vals = ev_args(st, node)
     if m == "pin_memory" and r != DEVICE:
         # x.pin_memory(), an accelerator's pin_memory(x) helper: page-locked host memory
         return PINNED

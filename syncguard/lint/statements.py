@@ -9,7 +9,7 @@ import ast
 from typing import Dict, List, Optional, Sequence, Set
 
 from . import context as _context
-from .calls import args
+from .calls import ev_args
 from .functions import analyse_class, function, record_return
 from .indexing import BOOL, bind_dtype, dtype_of, store_subscript
 from .infer import DEVICE, HOST, PINNED, PY, TENSOR, UNKNOWN, by_annotation, by_name, combine, join
@@ -259,7 +259,7 @@ def stmt_other(st: Func, s: ast.stmt) -> None:
 def bind_iter(st: Func, target: ast.expr, it: ast.expr) -> None:
     if isinstance(it, ast.Call) and isinstance(it.func, ast.Name) and isinstance(
             target, ast.Tuple):
-        vals = args(st, it)
+        vals = ev_args(st, it)
         if it.func.id == "enumerate" and vals and len(target.elts) == 2:
             bind(st, target.elts[0], PY)
             bind(st, target.elts[1], _element(vals[0]))
