@@ -14,7 +14,7 @@ import subprocess
 import sys
 from typing import Any
 
-from ..driving.devices import CALIBRATE_DEVICES, HARDWARE
+from ..devicenames import CALIBRATE_DEVICES, HARDWARE
 
 NAME = "calibrate"
 HELP = "cross-check the catalogue against the native ground truth; write the op model"

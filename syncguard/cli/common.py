@@ -32,7 +32,7 @@ class _AppendPaths(argparse.Action):
 def add_device_argument(p: argparse.ArgumentParser, help: str) -> None:
     """``--device`` (auto, sim, npu, cuda, cpu; default auto); ``help`` says what each means
     for the command."""
-    from ..driving.devices import DEVICES
+    from ..devicenames import DEVICES
 
     p.add_argument("--device", default="auto", choices=DEVICES, help=help)
 

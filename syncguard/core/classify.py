@@ -15,6 +15,7 @@ from typing import Any, Callable, Dict, List, Optional, Tuple, Union
 
 import torch
 
+from ..devicenames import HARDWARE
 from . import events as E
 from .hub import HUB, Backend, ByModel
 from .opmodel import OpSyncModel, load_model
@@ -42,7 +43,7 @@ def register_backend(name: str, tensor_type: type, model: str) -> None:
 def model_for(device_type: str) -> Optional[OpSyncModel]:
     """The op sync model of ``device_type`` itself (cuda, npu, a registered backend), or None:
     then each guard's own ``model=`` applies (see :func:`_model_hit`)."""
-    if device_type in ("cuda", "npu"):
+    if device_type in HARDWARE:
         return load_model(device_type)
     b = HUB.backends.get(device_type)
     return load_model(b.model) if b is not None else None
@@ -544,7 +545,7 @@ def _aten_classifier(func: Any) -> Any:
 def _modelled_ops() -> frozenset:
     """Every op some committed op sync model (npu, cuda) has an entry for."""
     ops: set = set()
-    for backend in ("npu", "cuda"):
+    for backend in HARDWARE:
         m = load_model(backend)
         if m is not None:
             ops.update(m.ops)

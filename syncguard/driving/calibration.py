@@ -17,9 +17,10 @@ from typing import Any, Dict, List, Optional, Tuple
 
 from ..core.atomic import write_text
 from ..core.events import IN_KERNEL
+from ..devicenames import HARDWARE
 from ..model.groundtruth import KNOWN_BLIND_SPOTS, native_counter
 from ..results.format import load
-from .devices import HARDWARE, DeviceError, prepare_process, resolve_target
+from .devices import DeviceError, prepare_process, resolve_target
 
 MECHANISMS = {"cuda": ["cuda-debug", "cuda-trace"], "npu": ["npu-trace"], "sim": ["sim-backend"]}
 

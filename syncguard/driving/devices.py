@@ -36,26 +36,12 @@ import sys
 from types import ModuleType
 from typing import TYPE_CHECKING, List, Optional, Sequence
 
+from ..devicenames import DEVICES, HARDWARE, NPU_KINDS
 from ..errors import SyncguardError
 from ..standin import is_standin
 
 if TYPE_CHECKING:  # pragma: no cover
     import torch
-
-# The device names, defined here once; every command, the plugin and the selftest take theirs
-# from these.
-#: ``--device`` of ``run``, ``check``, ``exec`` and ``selftest``
-DEVICES = ("auto", "sim", "npu", "cuda", "cpu")
-#: the accelerators (real hardware; an op model and a calibrated profile each)
-HARDWARE = ("cuda", "npu")
-#: ``calibrate --device``: the simulated npu or an accelerator
-CALIBRATE_DEVICES = ("sim", *HARDWARE)
-#: the pytest marker's ``device`` (a test's own tensors) and ``model`` (whose op model counts)
-MARKER_DEVICES = ("cpu", *HARDWARE)
-#: the plugin's session-wide ``--syncguard-device`` / ``[tool.syncguard] device``
-SESSION_DEVICES = ("sim", "auto")
-#: kinds whose kernels run on the host's CPU (the simulated npu's are CPU ops)
-HOST_KERNEL_KINDS = ("sim", "cpu")
 
 #: torch's switch for loading the installed backends (torch_npu) at ``import torch``.
 AUTOLOAD_VAR = "TORCH_DEVICE_BACKEND_AUTOLOAD"
@@ -227,7 +213,7 @@ def prepare_process(kind: Optional[str], argv: Optional[Sequence[str]] = None) -
         return
     user_autoload = os.environ.get(AUTOLOAD_VAR)
     _import_torch_without_autoload(user_autoload)
-    if kind not in ("auto", "npu"):
+    if kind not in NPU_KINDS:
         return  # sim, cpu, cuda, no device: the real torch_npu stays unloaded
     state = npu_state()
     if state.state == "no-device" and kind == "auto" and argv is not None:
@@ -283,7 +269,7 @@ def exhaustive_for(kind: Optional[str], asked: bool = False) -> bool:
       every ATen op through Python (1.5x to 1.6x the steps of a small decode loop, see
       ``reports/bench/cpp_reads.md``), so cpu mode does not pay for it unasked.
     """
-    if kind in ("cuda", "npu"):
+    if kind in HARDWARE:
         return True
     if kind == "sim":
         return False
@@ -324,7 +310,7 @@ def _resolve(kind: str, gpu: bool) -> Target:
     if kind not in DEVICES:
         raise DeviceError(f"--device: unknown device {kind!r}; valid: {', '.join(DEVICES)}")
     note = ""
-    if kind in ("auto", "npu"):
+    if kind in NPU_KINDS:
         state = npu_state()
         if state.usable:
             dev = torch.device("npu", torch.npu.current_device())  # type: ignore[attr-defined]

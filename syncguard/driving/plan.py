@@ -260,8 +260,8 @@ def probe_scenario(sc: Scenario, path: str, target: Target,
     run that took 13.4 min at load 4.4 to 8.8, and 7.9 min for one that took 5.3."""
     import torch
 
+    from ..devicenames import HOST_KERNEL_KINDS
     from .decode import DecodeLoop
-    from .devices import HOST_KERNEL_KINDS
 
     own_cpu = target.kind in HOST_KERNEL_KINDS and torch.get_num_threads() == 1
 

@@ -14,10 +14,11 @@ from ..core import signals as _signals
 from ..core.events import NoDeviceTensorsWarning, SyncEvent
 from ..core.guard import SyncGuard
 from ..core.steps import is_warmup
+from ..devicenames import HOST_KERNEL_KINDS
 from ..results.format import TIMED_PASS, ResultWriter, StepRecord, environment, scenario_record
 from ..results.machine import machine_state
 from .decode import DecodeLoop, DeviceTimer, Progress, _seed, label_fields
-from .devices import HOST_KERNEL_KINDS, Target, resolve_target
+from .devices import Target, resolve_target
 from .plan import Plan
 from .scenario import Scenario
 from .timing import PROFILED_KINDS

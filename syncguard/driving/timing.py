@@ -20,8 +20,8 @@ from typing import TYPE_CHECKING, Any, Callable, Dict, List, Mapping, Optional
 
 from ..core import signals as _signals
 from ..core.atomic import write_text
+from ..devicenames import HARDWARE
 from ..results.format import TIMED_PASS, StepRecord
-from .devices import HARDWARE
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..results.format import ResultWriter

@@ -18,7 +18,11 @@ import os
 import time
 from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple, Union
 
+from ..core.sites import display_path
+from ..core.untrusted import UntrustedError
+from . import parallel
 from .checker import CERTAIN, LIKELY, SEVERITIES, SILENT, Finding, check_source, check_tree
+from .files import iter_files, read_source
 from .notebook import cell_error, is_notebook, notebook_source, to_cells
 from .project import Project
 
@@ -65,8 +69,6 @@ def lint_file(path: str, display: Optional[str] = None,
     ValueError for a file it will not read: a FIFO, a device, one over the size cap); with
     ``project``, read as one module of that tree (:mod:`.project`)."""
     if source is None:
-        from .files import read_source
-
         source = read_source(path)
     shown = display or path
     with _few_collections():
@@ -109,9 +111,6 @@ def _few_collections() -> Iterator[None]:
 
 def _lint_paths(paths: Sequence[str], exclude: Sequence[str], exclude_root: Optional[str],
                 root: Optional[str], t0: float, jobs: int) -> LintReport:
-    from ..core.sites import display_path
-    from .files import iter_files, read_source
-
     findings: List[Finding] = []
     errors: List[str] = []
     items: List[Dict[str, Any]] = []
@@ -136,10 +135,8 @@ def _lint_paths(paths: Sequence[str], exclude: Sequence[str], exclude_root: Opti
         return _lint_one(p, shown_of[p], project, sources.get(p), read_errors.get(p))
 
     if jobs > 1:
-        from .parallel import lint_ordered
-
-        outcomes, _ = lint_ordered(ordered, project, deps,
-                                   {p: len(s) for p, s in sources.items()}, jobs, one)
+        outcomes, _ = parallel.lint_ordered(ordered, project, deps,
+                                            {p: len(s) for p, s in sources.items()}, jobs, one)
     else:
         outcomes = {}
         for p in ordered:
@@ -177,8 +174,6 @@ def _shown(files: List[str], root: Optional[str], display_path: Any) -> Dict[str
 def _lint_one(p: str, shown: str, project: Project, source: Optional[str],
               read_error: Optional[BaseException]) -> Union[List[Finding], Tuple[int, str]]:
     """The findings of file ``p`` in ``project``, or (line, message) of why it was not read."""
-    from ..core.untrusted import UntrustedError
-
     line, msg = 0, ""
     try:
         if read_error is not None:

@@ -12,12 +12,13 @@ from __future__ import annotations
 import functools
 from typing import Optional, Set, Tuple
 
-#: the backends the lint knows, in the order they are named
-BACKENDS = ("cuda", "npu")
+from ..core.opmodel import load_model
+from ..devicenames import HARDWARE
+
 #: a finding that syncs on every backend
 BOTH = "both"
 #: the values ``--backend`` takes: ``any`` fails on a sync on any backend
-CHOICES = ("any", *BACKENDS)
+CHOICES = ("any", *HARDWARE)
 
 
 @functools.cache
@@ -26,10 +27,8 @@ def backends_of(key: str, when: str) -> Optional[str]:
     entry point (``Tensor.__setitem__``), ``when`` the condition the lint proved statically
     (``no_replacement_or_one_sample``...). ``"both"``, ``"cuda"``, ``"npu"``, or None when no
     model counts a read (the line does not sync anywhere)."""
-    from ..core.opmodel import load_model
-
     hits = []
-    for b in BACKENDS:
+    for b in HARDWARE:
         model = load_model(b)
         if model is None:
             continue
@@ -40,7 +39,7 @@ def backends_of(key: str, when: str) -> Optional[str]:
                 break
     if not hits:
         return None
-    return BOTH if len(hits) == len(BACKENDS) else hits[0]
+    return BOTH if len(hits) == len(HARDWARE) else hits[0]
 
 
 def backends_any(models: Tuple[Tuple[str, str], ...]) -> Optional[str]:
@@ -50,10 +49,10 @@ def backends_any(models: Tuple[Tuple[str, str], ...]) -> Optional[str]:
     for key, when in models:
         got = backends_of(key, when)
         if got is not None:
-            hits.update(BACKENDS if got == BOTH else (got,))
+            hits.update(HARDWARE if got == BOTH else (got,))
     if not hits:
         return None
-    return BOTH if len(hits) == len(BACKENDS) else hits.pop()
+    return BOTH if len(hits) == len(HARDWARE) else hits.pop()
 
 
 def fails_on(backend: str, chosen: str) -> bool:
@@ -66,5 +65,5 @@ def label(backend: str) -> str:
     return "" if backend == BOTH else f"{backend} only"
 
 
-__all__: Tuple[str, ...] = ("BACKENDS", "BOTH", "CHOICES", "backends_any", "backends_of",
+__all__: Tuple[str, ...] = ("BOTH", "CHOICES", "backends_any", "backends_of",
                             "fails_on", "label")

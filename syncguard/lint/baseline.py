@@ -16,6 +16,8 @@ from __future__ import annotations
 import json
 from typing import Dict, List, Sequence, Set, Tuple
 
+from ..core.atomic import write_text
+from ..core.untrusted import UntrustedError, load_json
 from ..gate.baseline import BaselineError
 from .checker import Finding
 from .render import finding_key
@@ -40,8 +42,6 @@ def save(path: str, findings: Sequence[Finding]) -> None:
     """Write the baseline atomically through the project's one writer
     (:func:`syncguard.core.atomic.write_text`: an unpredictable temporary name, never through
     a link, a folder refused, a full disk one line)."""
-    from ..core.atomic import write_text
-
     rows = [{"key": k, "path": f.path, "line": f.line, "rule": f.rule, "api": f.api}
             for k, f in keyed(findings)]
     rows.sort(key=lambda r: (r["path"], r["line"], r["key"]))
@@ -57,8 +57,6 @@ def load(path: str) -> Set[str]:
     """The keys of a lint baseline; :class:`~syncguard.gate.baseline.BaselineError` names the file
     and the problem. Read through the project's one loader of untrusted files (a FIFO or
     device refused without blocking, size and nesting bounded)."""
-    from ..core.untrusted import UntrustedError, load_json
-
     try:
         data = load_json(path, "lint baseline", MAX_BYTES)
     except UntrustedError as exc:

@@ -5,10 +5,15 @@
 from __future__ import annotations
 
 import dataclasses
+import io
 import os
+import tokenize
 from typing import Any, Dict, Iterator, List, Optional, Sequence
 
 import pathspec
+
+from ..core.untrusted import UntrustedError, read_bytes, read_text
+from ..driving.config import checked_table, load_tool_table
 
 #: the keys ``[tool.syncguard.lint]`` may hold
 KEYS = ("exclude", "fail-on", "baseline", "format", "backend", "include-tests")
@@ -52,8 +57,6 @@ def load_config(pyproject: Optional[str]) -> LintConfig:
     naming the file for an unknown key or a value of the wrong type."""
     if pyproject is None:
         return LintConfig()
-    from ..driving.config import checked_table, load_tool_table
-
     table = checked_table(load_tool_table(pyproject).get("lint", {}), pyproject,
                           "tool.syncguard.lint", KEYS)
     cfg = LintConfig(source=pyproject)
@@ -91,11 +94,6 @@ def read_source(path: str) -> str:
     :data:`MAX_SOURCE_BYTES`) and decoded as Python decodes it (PEP 263: a ``coding:`` cookie
     or a BOM, else UTF-8). Raises :class:`~syncguard.core.untrusted.UntrustedError`,
     SyntaxError (a bad cookie) or UnicodeDecodeError."""
-    import io
-    import tokenize
-
-    from ..core.untrusted import read_bytes
-
     raw = read_bytes(path, "Python source", MAX_SOURCE_BYTES)
     encoding, _ = tokenize.detect_encoding(io.BytesIO(raw).readline)
     return raw.decode(encoding)
@@ -128,7 +126,6 @@ _BACKEND = _backend()
 
 
 def _gitignore(root: str) -> List[str]:
-    from ..core.untrusted import UntrustedError, read_text
 
     try:
         return read_text(os.path.join(root, ".gitignore"), ".gitignore",

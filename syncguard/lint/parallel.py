@@ -26,6 +26,8 @@ import os
 import sys
 from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Set, Tuple, TypeVar, cast
 
+from ..core.opmodel import load_model
+from ..devicenames import HARDWARE
 from .project import Project
 
 if TYPE_CHECKING:
@@ -210,10 +212,7 @@ def _run_workers(ordered: List[str], project: Project, deps: Dict[str, List[str]
             pass
     conns: List[Connection] = []
     procs = []
-    from ..core.opmodel import load_model
-    from .backends import BACKENDS
-
-    for b in BACKENDS:  # read once here, not by each worker
+    for b in HARDWARE:  # read once here, not by each worker
         load_model(b)
     # what exists now is never collected in the workers: a collection there would write to
     # every object this process made, and each page written is copied (fork's copy on write)

@@ -9,6 +9,7 @@ import json
 from typing import Any, Dict, List, Optional, Sequence
 
 from .. import _escape
+from ..core.sites import norm_line as _norm
 from ..core.syncapis import RULES
 from ..renderers.annotations import artifact_location, location, sarif_log, workflow_command
 from .backends import BOTH, label
@@ -177,8 +178,6 @@ def render_json(findings: Sequence[Finding], summary: Dict[str, Any]) -> str:
 def finding_key(f: Finding, occurrence: Optional[int] = None) -> str:
     """A line identity that survives lines moving: path, function, rule, API and the line's
     text (comment dropped, whitespace collapsed); see :mod:`.baseline`."""
-    from ..core.sites import norm_line as _norm
-
     key = f"{f.path}::{f.function}::{f.rule}::{f.api}::{_norm(f.text)}"
     return key if occurrence is None else f"{key} #{occurrence}"
 

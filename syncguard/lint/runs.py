@@ -19,6 +19,9 @@ from __future__ import annotations
 import os
 from typing import Any, Dict, List, Optional, Sequence, Set, Tuple
 
+from ..core.lineage_words import site_verdict, verdict_hint
+from ..errors import UsageError
+from ..results.format import ResultError, load
 from .checker import Finding
 
 LINES_NOTE = "lines"
@@ -32,9 +35,6 @@ def load_runs(paths: Sequence[str]) -> List[Any]:
     """The recorded runs of ``--with-run`` (result files or folders), read before the lint
     starts; one that is missing or not a syncguard result raises a one-line
     :class:`~syncguard.errors.UsageError` naming it (exit 2)."""
-    from ..errors import UsageError
-    from ..results.format import ResultError, load
-
     out = []
     for p in paths:
         if not os.path.exists(p):
@@ -127,8 +127,6 @@ def _lineage(evs: Sequence[Dict[str, Any]]) -> Optional[Dict[str, Any]]:
     """What the run's lineage (``--lineage``) says of the values read on these lines:
     ``{"verdict", "hint", "uploads", "same"}`` (the most cautious verdict of the events:
     :func:`~syncguard.core.lineage_words.site_verdict`), or None when it was not tracked."""
-    from ..core.lineage_words import site_verdict, verdict_hint
-
     v = site_verdict(e.get("lineage") for e in evs)
     if v is None:
         return None

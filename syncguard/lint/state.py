@@ -1,26 +1,28 @@
-"""The state the lint's function dataflow works on: per file, :class:`_Ctx` (import aliases,
-what module-level functions and classes return, the findings), and per function,
-:class:`_FuncState` (the place and shape each name is bound to) with the recording of a
-finding and the binding and lookup of names.
+"""The state the lint's function dataflow works on: per file, :class:`Ctx` (import aliases,
+what module-level functions and classes return, the findings, the parts that read each node
+class), and per function, :class:`Func` (the place and shape each name is bound to) with the
+recording of a finding, the lookup of names and the dispatch of a node to its part.
 
-:class:`_FuncState` is the base of each part :class:`syncguard.lint.checker._Func` is built from
-(:mod:`.shapes`, :mod:`.indexing`, :mod:`.calls`, :mod:`.statements`, the expressions in
-:mod:`.checker`), and declares for the type checker what one part calls of another.
+The parts (:mod:`.functions`, :mod:`.shapes`, :mod:`.indexing`, :mod:`.calls`,
+:mod:`.statements`, the expressions in :mod:`.checker`) are functions of one signature,
+``(state, node)``: each takes the function's state explicitly, calls the parts below it by
+name, and reads a sub-expression or a body through :meth:`Func.ev` and :meth:`Func.body`,
+which hand each node to the part the file's :class:`Ctx` lists for its class.
 """
 
 from __future__ import annotations
 
 import ast
 import dataclasses
-from typing import TYPE_CHECKING, Any, Dict, List, Optional, Sequence, Set, Tuple
+from typing import Any, Callable, Dict, List, Optional, Sequence, Set, Tuple
 
 from ..core import syncapis
 from . import context as _context
 from .backends import BOTH, backends_any, backends_of
 from .findings import CERTAIN, Finding, _sev
-from .infer import HOST, PINNED, PY, UNKNOWN, by_name, is_tensorish
+from .infer import DEVICE, PY, UNKNOWN, by_name, is_tensorish
 from .project import Always, ClassInfo, ModuleSummary, Project
-from .syntax import _attr_key, _dotted, char_col, source_lines
+from .syntax import _dotted, char_col, source_lines
 
 _APIS = syncapis.by_name()
 #: the op-model condition an in-kernel read flagged by the lint has been proved to meet (the
@@ -31,6 +33,9 @@ _IN_KERNEL_WHEN = {"multinomial": "no_replacement_or_one_sample",
 #: (rank or None, known to have no element): what the code says of a tensor's shape
 _Shape = Tuple[Optional[int], bool]
 _NO_SHAPE: _Shape = (None, False)
+#: a part's reading of one node class: (the function's state, the node) -> the value's place
+#: (an expression) or None (a statement)
+Part = Callable[["Func", Any], Any]
 
 
 @dataclasses.dataclass
@@ -40,7 +45,7 @@ class _ClassRead:
     ``m``'s parameters (a parameter every caller fills from the device is on the device)."""
 
     #: the class body's dataflow (methods are read as its functions) and the methods' seed
-    body: Any
+    body: Func
     seed: Dict[str, str]
     #: the methods by name; those whose return is known (read in order or ahead of it)
     methods: Dict[str, ast.AST]
@@ -50,11 +55,16 @@ class _ClassRead:
     recording: bool = True
 
 
-class _Ctx:
-    """Per-file state: import aliases, module-level function results and the findings."""
+class Ctx:
+    """Per-file state: import aliases, module-level function results, the findings, and the
+    parts that read each node class (``exprs``, ``stmts``: exact classes; a subclass is read
+    by its base's part, a class neither lists by the part of ``ast.AST``)."""
 
-    def __init__(self, path: str, source: str, project: Optional[Project] = None,
+    def __init__(self, path: str, source: str, exprs: Dict[type, Part],
+                 stmts: Dict[type, Part], project: Optional[Project] = None,
                  module: str = "") -> None:
+        self.exprs = exprs
+        self.stmts = stmts
         self.path = path
         self.source = source
         self._lines: Optional[List[str]] = None
@@ -165,7 +175,7 @@ class _Ctx:
         return ".".join([base, *reversed(parts)])
 
 
-def _imports(ctx: _Ctx, s: ast.stmt, env: Dict[str, str]) -> None:
+def _imports(ctx: Ctx, s: ast.stmt, env: Dict[str, str]) -> None:
     if isinstance(s, ast.Import):
         for a in s.names:
             if a.asname:
@@ -184,7 +194,7 @@ def _imports(ctx: _Ctx, s: ast.stmt, env: Dict[str, str]) -> None:
                 ctx.aliases[a.asname or a.name] = f"{s.module}.{a.name}"
 
 
-def _project_imports(ctx: _Ctx, s: ast.stmt) -> None:
+def _project_imports(ctx: Ctx, s: ast.stmt) -> None:
     """Imports of modules of the linted tree: their names are read from those modules'
     summaries (:mod:`.project`)."""
     project = ctx.project
@@ -206,13 +216,16 @@ def _project_imports(ctx: _Ctx, s: ast.stmt) -> None:
             ctx.imported[local] = (mod, a.name)
 
 
-class _FuncState:
+class Func:
     """One function's (or the module body's) state in the dataflow: what each name is bound
-    to, what its returns give; the findings it records and the binding and lookup of names."""
+    to, what its returns give; the findings it records, the lookup of names, and the
+    dispatch of each expression and statement to its part."""
 
-    def __init__(self, ctx: _Ctx, name: str, env: Optional[Dict[str, str]] = None,
+    def __init__(self, ctx: Ctx, name: str, env: Optional[Dict[str, str]] = None,
                  context: Optional[str] = None) -> None:
         self.ctx = ctx
+        self._exprs = ctx.exprs
+        self._stmts = ctx.stmts
         self.name = name
         self.context = context or ctx.file_context
         self.env: Dict[str, str] = dict(env or {})
@@ -240,7 +253,7 @@ class _FuncState:
         self.lists: Set[str] = set()
         #: names (and ``self.x`` keys) bound to tensors of a known rank or known empty
         self.shapes: Dict[str, _Shape] = {}
-        #: the shape of each return statement's value (:meth:`shape_of`)
+        #: the shape of each return statement's value (:func:`.shapes.shape_of`)
         self.ret_shapes: List[_Shape] = []
 
     # -- findings ---------------------------------------------------------------------
@@ -270,8 +283,9 @@ class _FuncState:
         raw = self.ctx.lines[line - 1] if 0 < line <= len(self.ctx.lines) else ""
         self.ctx.findings.append(Finding(
             self.ctx.path, line, char_col(raw, getattr(node, "col_offset", 0)),
-            getattr(node, "end_lineno", None) or line, rule, api, why, severity, value,
-            self.name, raw.strip(), context=self.context, backend=backend))
+            getattr(node, "end_lineno", None) or line, rule=rule, api=api, why=why,
+            severity=severity, value=value, function=self.name, text=raw.strip(),
+            context=self.context, backend=backend))
 
     def api_flag(self, node: ast.AST, name: str, owner: str, severity: str, value: str,
                  why: Optional[str] = None) -> None:
@@ -289,6 +303,14 @@ class _FuncState:
             self.api_flag(node, "__bool__", "Tensor", _sev(v), v,
                           "a tensor read as a truth value")
 
+    def call_always(self, node: ast.Call, always: Optional[Always]) -> None:
+        """A call of a function that syncs on every path: a sure sync here, the chain in
+        the why."""
+        if always is not None:
+            self.flag(node, always.rule, always.api,
+                      f"calls {always.chain}, which syncs on every path ({always.why})",
+                      CERTAIN, DEVICE, via=always)
+
     # -- places of names --------------------------------------------------------------
     def lookup(self, name: str) -> str:
         if name in self.env:
@@ -304,83 +326,49 @@ class _FuncState:
                 return PY  # a function or a class
         return by_name(name.rsplit(".", 1)[-1]) or UNKNOWN
 
-    def bind(self, target: ast.expr, v: str, value: Optional[ast.expr] = None) -> None:
-        """Bind ``target`` to place ``v`` (``value`` the expression, None for an element
-        of an unpacked tuple)."""
-        if isinstance(target, ast.Name):
-            self.env[target.id] = _named(target.id, v, value)
-            self.bind_shape(target.id, value)
-        elif isinstance(target, ast.Attribute):
-            key = _attr_key(target)
-            self.ev(target.value)
-            if key is not None:
-                self.env[key] = _named(target.attr, v, value)
-                self.bind_shape(key, value)
-        elif isinstance(target, (ast.Tuple, ast.List)):
-            vals = value.elts if isinstance(value, (ast.Tuple, ast.List)) and len(
-                value.elts) == len(target.elts) else None
-            for i, t in enumerate(target.elts):
-                self.bind(t, self.ev_quiet(vals[i]) if vals is not None else v)
-        elif isinstance(target, ast.Starred):
-            self.bind(target.value, v)
-        elif isinstance(target, ast.Subscript):
-            self.store_subscript(target, v, value)
-
     def module_summary(self, alias: str) -> Optional[ModuleSummary]:
         if self.ctx.project is None:
             return None
         return self.ctx.project.summaries.get(self.ctx.modules[alias])
 
-    if TYPE_CHECKING:  # pragma: no cover
-        # what the parts call of each other: each is defined once, in the part that owns it
-        # (:class:`syncguard.lint.checker._Func` inherits them all)
-        def ev(self, node: Optional[ast.AST]) -> str: ...
+    # -- the dispatch to the parts ------------------------------------------------------
+    def ev(self, node: Optional[ast.AST]) -> str:
+        """The place of the value ``node`` evaluates to, by the part its class is read by;
+        the parts flag the syncs it makes on the way."""
+        if node is None:
+            return PY
+        cls = node.__class__
+        if cls is ast.Name:
+            return self.lookup(node.id)  # type: ignore[attr-defined]
+        if cls is ast.Constant:
+            return PY
+        return (self._exprs.get(cls) or _inherited(self._exprs, cls))(self, node)
 
-        def ev_quiet(self, node: ast.expr) -> str: ...
+    def ev_quiet(self, node: ast.expr) -> str:
+        """:meth:`ev` recording no finding (what a value is, read again elsewhere)."""
+        saved = self.ctx.collect
+        self.ctx.collect = False
+        try:
+            return self.ev(node)
+        finally:
+            self.ctx.collect = saved
 
-        def body(self, stmts: Sequence[ast.stmt]) -> None: ...
+    def body(self, stmts: Sequence[ast.stmt]) -> None:
+        """Run statements in order, each by the part its class is read by."""
+        parts = self._stmts
+        for s in stmts:
+            cls = s.__class__
+            (parts.get(cls) or _inherited(parts, cls))(self, s)
 
-        def stmt(self, s: ast.stmt) -> None: ...
-
-        def args(self, node: ast.Call) -> List[str]: ...
-
-        def lazy_return(self, name: str) -> None: ...
-
-        def self_call(self, node: ast.Call, m: str) -> Optional[str]: ...
-
-        def call_always(self, node: ast.Call, always: Optional[Always]) -> None: ...
-
-        def record_call(self, node: ast.Call, name: str) -> None: ...
-
-        def bind_shape(self, key: str, value: Optional[ast.expr]) -> None: ...
-
-        def rank_of(self, node: Optional[ast.expr]) -> Optional[int]: ...
-
-        def is_empty(self, node: Optional[ast.expr]) -> bool: ...
-
-        def shape_of(self, node: Optional[ast.expr]) -> _Shape: ...
-
-        def index_kind(self, it: ast.expr) -> str: ...
-
-        def is_mask(self, idx_node: ast.expr, idx: str) -> bool: ...
-
-        def dtype_of(self, node: ast.expr) -> Optional[str]: ...
-
-        def bind_dtype(self, target: ast.expr, value: Optional[ast.expr]) -> None: ...
-
-        def store_subscript(self, target: ast.Subscript, v: str,
-                            value: Optional[ast.expr] = None) -> None: ...
-
-        def setitem(self, node: ast.AST, recv: ast.expr, base: str, idx_node: ast.expr,
-                    idx: str, value: Optional[ast.expr], v: str) -> None: ...
+    def stmt(self, s: ast.stmt) -> None:
+        """Run one statement (:meth:`body` of one)."""
+        cls = s.__class__
+        (self._stmts.get(cls) or _inherited(self._stmts, cls))(self, s)
 
 
-def _named(name: str, v: str, value: Optional[ast.expr]) -> str:
-    """The place of ``name`` bound to a value in place ``v``: a call's result (or an element
-    unpacked from one) of unknown place takes a host place its name marks (``x_cpu``,
-    ``n_list``: ``a, x_cpu = self.build()``); an alias of a known value keeps what the dataflow
-    says, and a name never makes an unknown value a device tensor."""
-    if v != UNKNOWN or not (value is None or isinstance(value, ast.Call)):
-        return v
-    hint = by_name(name)
-    return hint if hint in (HOST, PINNED, PY) else v
+def _inherited(parts: Dict[type, Part], cls: type) -> Part:
+    """The part of the nearest base of ``cls`` that ``parts`` lists (that of ``ast.AST``
+    when none), kept for ``cls``."""
+    part = next(parts[c] for c in cls.__mro__ if c in parts)
+    parts[cls] = part
+    return part

@@ -1,6 +1,6 @@
 """What an expression is by its syntax alone, before any place is known: dotted names, the
 env key of ``self.x``, number and list literals. Every part of the function dataflow
-(:class:`syncguard.lint.checker._Func`) reads expressions so."""
+(:mod:`syncguard.lint.state`) reads expressions so."""
 
 from __future__ import annotations
 

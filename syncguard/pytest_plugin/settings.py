@@ -21,7 +21,7 @@ from typing import (
 import pytest
 
 # torch-free: the plugin still loads without importing torch
-from ..driving import devices as _devices
+from ..devicenames import HARDWARE, MARKER_DEVICES, SESSION_DEVICES
 from ..driving.config import first_flag, to_allow, to_flag
 from ..driving.devices import EXHAUSTIVE_HELP, exhaustive_for
 
@@ -49,13 +49,6 @@ STATUS = ("failed", "H", "SYNCS")
 BASELINE_PATH = "test"
 
 
-#: values of the marker's ``device`` and ``model`` (driving/devices.py names every device)
-DEVICES = _devices.MARKER_DEVICES
-
-
-MODELS = _devices.HARDWARE
-
-
 _REPORT_ATTR = "syncguard_over_budget"
 
 
@@ -79,10 +72,6 @@ class Defaults:
     enabled: bool = False
     settings: Settings = Settings()
     pyproject: Optional[str] = None
-
-
-#: session-wide device settings (``--syncguard-device``, ``[tool.syncguard] device``)
-SESSION_DEVICES = _devices.SESSION_DEVICES
 
 
 DEFAULTS_KEY = pytest.StashKey[Defaults]()
@@ -288,8 +277,8 @@ def _settings_for(item: pytest.Item) -> Optional[Settings]:
             allow.extend(_to_allow(kw["allow"], where))
             devices.extend(_to_devices(kw["devices"], f"{where}: devices"))
             warmup = _to_count(kw["warmup"], f"{where}: warmup")
-            device = _to_choice(kw["device"], DEVICES, f"{where}: device") or device
-            model = _to_choice(kw["model"], MODELS, f"{where}: model") or model
+            device = _to_choice(kw["device"], MARKER_DEVICES, f"{where}: device") or device
+            model = _to_choice(kw["model"], HARDWARE, f"{where}: model") or model
             asked = to_flag(kw["exhaustive"], f"{where}: exhaustive")
         except ValueError as exc:
             raise pytest.UsageError(f"{exc}\n{_USAGE}") from exc

@@ -2,7 +2,8 @@
 measures). Each shortcut is checked against the slower code it replaced, on this repository's
 own sources (about 250 files, some 450 candidate lines):
 
-- the dispatch tables of ``_Func.ev``/``_Func.stmt`` against their ``isinstance`` chains;
+- the parts listed by exact node class (``checker._EV``/``_STMT``): a node of a subclass is
+  read by its base's part;
 - the join of branches that copies nothing for an empty body, against the join that copied
   every state;
 - the answers ``by_name``/``by_annotation`` keep, against computing them each time, and the
@@ -24,7 +25,7 @@ from typing import Any, Dict, List, Set
 import pytest
 from _paths import ROOT
 
-from syncguard.lint import checker, infer, lint_paths
+from syncguard.lint import checker, infer, lint_paths, statements
 from syncguard.lint.files import iter_files, read_source
 
 CORPUS = [str(ROOT / d) for d in ("syncguard", "tests", "examples", "benchmarks",
@@ -44,14 +45,37 @@ def reference() -> List[Dict[str, Any]]:
     return found
 
 
-def test_dispatch_tables_read_as_the_isinstance_chains(reference, monkeypatch):
-    monkeypatch.setattr(checker, "_EV", {})
-    monkeypatch.setattr(checker, "_STMT", {})
-    assert _findings() == reference
+SUBCLASSED = """\
+import torch
+
+async def f(x, device):
+    y = x.to(device)
+    if y.sum():
+        raise ValueError(f"{y}")
+    await y
+    return y.item()
+"""
+
+
+def test_a_node_of_a_subclass_is_read_by_its_base_part():
+    """The parts are listed by exact node class; a node of a subclass (a tool's, never
+    ``ast.parse``'s) is read by the part of its nearest listed base, and a class no table
+    lists (``raise``, ``await``) by the part of ``ast.AST``."""
+    want = [dataclasses.asdict(f) for f in checker.check_source(SUBCLASSED, "s.py")]
+    assert [f["line"] for f in want] == [5, 6, 8]
+    tree = ast.parse(SUBCLASSED)
+    made: Dict[type, type] = {}
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Call, ast.If, ast.Return, ast.Raise, ast.Await,
+                             ast.JoinedStr, ast.Assign, ast.AsyncFunctionDef)):
+            cls = node.__class__
+            node.__class__ = made.setdefault(cls, type(f"My{cls.__name__}", (cls,), {}))
+    got = [dataclasses.asdict(f) for f in checker.check_tree(tree, SUBCLASSED, "s.py")]
+    assert got == want
 
 
 def _branch_copying(self: Any, *bodies: Any) -> None:
-    """``_Func.branch`` as first written: each body from a copy of the start state."""
+    """``statements.branch`` as first written: each body from a copy of the start state."""
     start = dict(self.env)
     start_shapes = dict(self.shapes)
     start_synced = self.synced
@@ -85,7 +109,7 @@ def _branch_copying(self: Any, *bodies: Any) -> None:
 
 
 def test_join_without_copies_equals_the_copying_join(reference, monkeypatch):
-    monkeypatch.setattr(checker._Func, "branch", _branch_copying)
+    monkeypatch.setattr(statements, "branch", _branch_copying)
     assert _findings() == reference
 
 
@@ -129,7 +153,7 @@ def f(x, flag, items, device):
 
 def test_branchy_function_same_both_ways(monkeypatch):
     fast = [dataclasses.asdict(f) for f in checker.check_source(BRANCHY, "b.py")]
-    monkeypatch.setattr(checker._Func, "branch", _branch_copying)
+    monkeypatch.setattr(statements, "branch", _branch_copying)
     slow = [dataclasses.asdict(f) for f in checker.check_source(BRANCHY, "b.py")]
     assert fast == slow
     # joined: y host or device, z and w tensors, x a Python value or a device tensor
