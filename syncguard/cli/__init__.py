@@ -22,7 +22,7 @@ from ..errors import (  # noqa: F401  (the CLI's names for them)
     SyncguardError,
     UsageError,
 )
-from .common import add_device_argument, target
+from .common import add_device_argument
 
 
 class _Parser(argparse.ArgumentParser):
@@ -62,7 +62,9 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _selftest(args: argparse.Namespace) -> int:
+    # torch: the self-test plants syncs on tensors (`--help` and `lint` never load it)
     from ..core.selftest import selftest, summary_line
+    from ..driving.runner import target
 
     t = target(args.device)
     print(f"device: {t.kind} ({t.name})")

@@ -41,8 +41,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def main(args: argparse.Namespace) -> int:
     from ..console import wrote
+    from ..driving.runner import target as resolve_target  # torch: the device's
     from ..errors import EXIT_INTERNAL, EXIT_OK, EXIT_OVER, UsageError
-    from .common import target as resolve_target
 
     target = resolve_target(args.device)  # one clear line (exit 2) when the device is missing
     if args.profile_out is not None or args.profile_only:

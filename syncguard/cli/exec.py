@@ -160,14 +160,15 @@ def _whole_process() -> bool:
 
 def main(args: argparse.Namespace) -> int:
     from ..console import report_width
+    from ..driving.config import allow_sites, config_file, exhaustive
+    from ..driving.runner import target as cli_target
     from ..errors import UsageError
     from ..execute import ExecOptions, execute, rank_from_env, result_name
     from ..execute.engine import EVENTS_PER_SITE
     from ..execute.hooks import StepSpecError, parse_step
     from ..execute.program import ProgramError, parse_command
     from ..renderers import run_files
-    from .common import allow_sites_of, budget_flags, exhaustive_of, output_path
-    from .common import target as cli_target
+    from .common import budget_flags, output_path
 
     if args.warmup is not None and args.warmup < 0:
         raise UsageError(f"--warmup: must be >= 0, got {args.warmup}")
@@ -199,7 +200,8 @@ def main(args: argparse.Namespace) -> int:
     except ValueError as exc:
         raise UsageError(str(exc)) from None
     # the simulated device exists before the program
-    target = cli_target(args.device, gpu=True, exhaustive=exhaustive_of(args))
+    config = config_file(args.config)
+    target = cli_target(args.device, gpu=True, exhaustive=exhaustive(args.exhaustive, config))
     files = (result_name(rank),) if rank is not None else run_files()
     # sarif/junit without -o: a file under OUT, never stdout, which the program's output shares
     gate_file = gate_file_name(args.format, rank) if args.output is None else None
@@ -211,7 +213,7 @@ def main(args: argparse.Namespace) -> int:
     opts = ExecOptions(program=program, steps=steps, warmup=args.warmup,
                        max_syncs=args.max_syncs, max_syncs_per_step=args.max_syncs_per_step,
                        max_syncs_outside=args.max_syncs_outside,
-                       allow_sites=allow_sites_of(args),
+                       allow_sites=allow_sites(args.allow, config),
                        fmt=args.format, output=args.output, width=report_width(args.width),
                        rank=rank, argv=sys.argv[1:],
                        record_lines=[os.path.abspath(p) for p in args.record_lines],

@@ -78,13 +78,14 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def main(args: argparse.Namespace) -> int:
     from ..console import error, wrote
     from ..core.sites import display_path
+    from ..driving.config import config_file
     from ..errors import EXIT_OK, EXIT_OVER, UsageError
     from ..lint import baseline as lint_baseline
     from ..lint import lint_paths
     from ..lint.backends import fails_on
     from ..lint.checker import CERTAIN, LIKELY
     from ..lint.context import SERVING
-    from ..lint.files import find_pyproject, load_config
+    from ..lint.files import load_config
     from ..lint.parallel import default_jobs
     from ..lint.render import RENDERERS
     from .common import output_path
@@ -99,7 +100,7 @@ def main(args: argparse.Namespace) -> int:
         from ..lint.runs import load_runs
 
         runs = load_runs(args.with_run)
-    pyproject = find_pyproject(paths[0])
+    pyproject = config_file(None, paths[0])
     try:
         cfg = load_config(pyproject)
     except ValueError as exc:

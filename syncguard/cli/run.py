@@ -251,16 +251,19 @@ def main(args: argparse.Namespace) -> int:
     from ..errors import EXIT_INTERNAL, EXIT_OK, EXIT_OVER
     from ..renderers import RENDERERS, RESULT_STREAM, write_reports
     from ..results import format as results
-    from .common import exhaustive_of, run_options
-    from .common import target as cli_target
 
     t_start = time.perf_counter()
-    opts = run_options(args, timed=not args.no_timed)
-    opts.exhaustive = exhaustive_of(args)
+    opts = runner.run_options(args.device, args.paths, args.steps, args.warmup,
+                              paths_flag=getattr(args, "paths_flag", "--paths"),
+                              subject_specs=args.subjects, timed=not args.no_timed,
+                              ratio_base=args.ratio_base, repeat=args.repeat,
+                              budget=args.budget, profile=args.profile, lineage=args.lineage,
+                              threads=args.threads)
+    opts.exhaustive = bool(args.exhaustive)
     lines = _line_recorder(args)
     scenarios = runner.prepare(scenario.resolve(args.scenarios), opts)
     interval, mode = progress_interval(), progress_mode(sys.stderr.isatty())
-    target = cli_target(opts.device, exhaustive=opts.exhaustive)  # fail early: no file yet
+    target = runner.target(opts.device, exhaustive=opts.exhaustive)  # fail early: no file yet
     opts.device = target.kind  # the kind resolved above, as the result header records it
     if opts.exhaustive and target.kind == "cpu":  # the flag is honoured, and finds nothing
         print("syncguard: note: --exhaustive: run --device cpu counts no syncs (the scenarios' "

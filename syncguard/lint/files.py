@@ -34,19 +34,6 @@ class LintConfig:
     source: Optional[str] = None
 
 
-def find_pyproject(start: str) -> Optional[str]:
-    """The nearest ``pyproject.toml`` at or above ``start``."""
-    d = os.path.abspath(start if os.path.isdir(start) else os.path.dirname(start) or ".")
-    while True:
-        p = os.path.join(d, "pyproject.toml")
-        if os.path.isfile(p):
-            return p
-        parent = os.path.dirname(d)
-        if parent == d:
-            return None
-        d = parent
-
-
 def load_config(pyproject: Optional[str]) -> LintConfig:
     """``[tool.syncguard.lint]`` of ``pyproject`` (defaults when absent). Raises ValueError
     naming the file for an unknown key or a value of the wrong type."""

@@ -11,9 +11,9 @@ Budget and allow-list, most specific first:
 
 - the marker: ``@pytest.mark.syncguard(max_syncs=0, device="npu", allow=[...], devices=(...))``;
 - ``--syncguard-max-syncs=N`` on the command line, then the ini key ``syncguard_max_syncs``;
-- ``[tool.syncguard]`` in the rootdir's pyproject.toml: ``max_syncs = N``, ``allow = ["pkg/
-  mod.py:12", {site = "pkg/mod.py:30", reason = "token readback"}]``, ``devices = ["cpu"]``,
-  ``exhaustive = true``.
+- ``[tool.syncguard]`` in the nearest pyproject.toml at or above the rootdir: ``max_syncs =
+  N``, ``allow = ["pkg/mod.py:12", {site = "pkg/mod.py:30", reason = "token readback"}]``,
+  ``devices = ["cpu"]``, ``exhaustive = true``.
 
 ``exhaustive`` (the marker's, else ``--syncguard-exhaustive``, else the ini key
 ``syncguard_exhaustive``, else ``[tool.syncguard]``) also counts the reads made in C++ that no

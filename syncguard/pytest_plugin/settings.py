@@ -22,7 +22,7 @@ import pytest
 
 # torch-free: the plugin still loads without importing torch
 from ..driving import devices as _devices
-from ..driving.config import first_flag, to_allow, to_flag
+from ..driving.config import config_file, first_flag, load_tool_table, to_allow, to_flag
 from ..driving.devices import EXHAUSTIVE_HELP, exhaustive_for
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -199,17 +199,16 @@ def _to_count(value: Any, where: str) -> int:
 
 
 def _pyproject(config: pytest.Config) -> Tuple[Optional[str], Dict[str, Any]]:
-    from ..driving.config import load_tool_table
-
+    """The configuration file (:func:`syncguard.driving.config.config_file`: pytest's own
+    ``pyproject.toml`` when it read one, else the nearest at or above its rootdir) and its
+    ``[tool.syncguard]`` table."""
     ini = config.inipath
-    path = ini if ini is not None and ini.name == "pyproject.toml" else None
-    if path is None:
-        cand = config.rootpath / "pyproject.toml"
-        path = cand if cand.is_file() else None
+    path = config_file(str(ini) if ini is not None and ini.name == "pyproject.toml" else None,
+                       str(config.rootpath))
     if path is None:
         return None, {}
     try:
-        return str(path), load_tool_table(str(path))
+        return path, load_tool_table(path)
     except ValueError as exc:
         raise pytest.UsageError(f"syncguard: {exc}") from None
 
