@@ -37,6 +37,23 @@ import os
 import sys
 from typing import Any, Dict, List
 
+from ..console import error, wrote
+from ..core.atomic import write_text
+from ..core.sites import display_path
+from ..driving.config import config_file
+from ..errors import EXIT_OK, EXIT_OVER, UsageError
+from ..lint import LintReport, lint_paths
+from ..lint import baseline as lint_baseline
+from ..lint.backends import fails_on
+from ..lint.checker import CERTAIN, LIKELY
+from ..lint.context import SERVING
+from ..lint.diff import DiffError, changed_lines
+from ..lint.files import load_config
+from ..lint.parallel import default_jobs
+from ..lint.render import RENDERERS, summary_line
+from ..lint.runs import apply_runs, load_runs
+from .common import output_path
+
 NAME = "lint"
 HELP = "find lines that can make a hidden sync, statically (optionally confirmed by runs)"
 
@@ -76,20 +93,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    from ..console import error, wrote
-    from ..core.sites import display_path
-    from ..driving.config import config_file
-    from ..errors import EXIT_OK, EXIT_OVER, UsageError
-    from ..lint import baseline as lint_baseline
-    from ..lint import lint_paths
-    from ..lint.backends import fails_on
-    from ..lint.checker import CERTAIN, LIKELY
-    from ..lint.context import SERVING
-    from ..lint.files import load_config
-    from ..lint.parallel import default_jobs
-    from ..lint.render import RENDERERS
-    from .common import output_path
-
     paths = args.paths or ["."]
     output_path(args.output, force=args.force)  # before any work: exists, folder, FIFO...
     output_path(args.update_baseline, flag="--update-baseline")
@@ -97,8 +100,6 @@ def main(args: argparse.Namespace) -> int:
         if not os.path.exists(p):
             raise UsageError(f"{p}: no such file or folder")
     if args.with_run:  # read before the lint: a bad result is one line, exit 2, at once
-        from ..lint.runs import load_runs
-
         runs = load_runs(args.with_run)
     pyproject = config_file(None, paths[0])
     try:
@@ -130,8 +131,6 @@ def main(args: argparse.Namespace) -> int:
                                "errors": report.errors, "error_items": report.error_items,
                                "counts": report.counts()}
     if args.diff:
-        from ..lint.diff import DiffError, changed_lines
-
         try:
             changed = changed_lines(args.diff)
         except DiffError as exc:
@@ -140,8 +139,6 @@ def main(args: argparse.Namespace) -> int:
         summary["diff"] = args.diff
         summary["counts"] = _counts(findings)
     if args.with_run:
-        from ..lint.runs import apply_runs
-
         summary["runs"] = apply_runs(findings, runs, report.paths)
         summary["misses"] = summary["runs"].pop("misses")
     if args.update_baseline:
@@ -172,11 +169,8 @@ def main(args: argparse.Namespace) -> int:
         summary["why_not"] = ", ".join(reasons)
     text = RENDERERS[fmt](shown, summary)
     if args.output and args.output != "-":
-        from ..core.atomic import write_text
-
         write_text(args.output, text)  # a full disk: OutputError, one line, exit 2
         wrote(args.output)
-        from ..lint.render import summary_line
 
         print(summary_line(summary), file=sys.stderr)
     else:
@@ -190,8 +184,6 @@ def main(args: argparse.Namespace) -> int:
 
 
 def _counts(findings: List[Any]) -> Dict[str, int]:
-    from ..lint import LintReport
-
     return LintReport(findings, 0, [], 0.0).counts()
 
 

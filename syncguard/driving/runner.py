@@ -17,15 +17,16 @@ from ..core.events import NoDeviceTensorsWarning, SyncEvent
 from ..core.guard import SyncGuard
 from ..core.steps import is_warmup
 from ..errors import UsageError
-from ..model.timeline import ProfileError, load_profile
+from ..model.timeline import ProfileError, StepModel, load_profile
 from ..results.format import TIMED_PASS, ResultWriter, StepRecord, environment, scenario_record
 from ..results.machine import machine_state
 from . import subjects
 from .decode import DecodeLoop, DeviceTimer, Progress, _seed, label_fields
 from .devices import HOST_KERNEL_KINDS, Target, resolve_target
-from .plan import Plan
+from .lineage import start as start_lineage
+from .plan import Plan, plan_run
 from .scenario import Scenario
-from .timing import PROFILED_KINDS
+from .timing import PROFILED_KINDS, profiled_pass, timed_pass
 
 
 def run_pass(sc: Scenario, path: str, target: Target, counted: bool,
@@ -42,8 +43,6 @@ def run_pass(sc: Scenario, path: str, target: Target, counted: bool,
     _seed(sc)
     tracker = None
     if lineage and counted:
-        from .lineage import start as start_lineage
-
         tracker = start_lineage(target)
     try:
         loop = DecodeLoop(sc, path, target)
@@ -58,8 +57,6 @@ def run_pass(sc: Scenario, path: str, target: Target, counted: bool,
     step_events: List[SyncEvent] = []
     model = None
     if counted and profile is not None and target.kind == "sim":
-        from ..model.timeline import StepModel
-
         model = StepModel(profile, target.device.type)
     if counted:
         kw = dict(guard_kwargs or {})
@@ -277,8 +274,6 @@ def plan_for(scenarios: List[Scenario], opts: RunOptions, target: Optional[Targe
     """Probe the machine and plan the run of ``scenarios`` (as :func:`prepare` made them)
     (:func:`syncguard.driving.plan.plan_run`), on the run's torch threads
     (:func:`threads_for`)."""
-    from .plan import plan_run
-
     target = target or resolve_target(opts.device, exhaustive=opts.exhaustive)
     with torch_threads(threads_for(opts, target)):
         return plan_run(scenarios, lambda sc: paths_for(sc, opts), target,
@@ -335,14 +330,10 @@ def _run(scenarios: List[Scenario], opts: RunOptions, target: Target, result_pat
                                  profile=prof, lineage=opts.lineage)
             planned = plan.get(sc.name)
             if opts.timed and planned is not None and planned.rounds:
-                from .timing import timed_pass
-
                 # paths interleaved step by step, repeated (syncguard.driving.timing)
                 timed_pass(sc, paths_for(sc, opts), target, writer, progress,
                            planned.rounds, round_steps=planned.round_steps)
             if opts.timed and target.kind in PROFILED_KINDS:  # syncguard.renderers.trace
-                from .timing import profiled_pass
-
                 profiled_pass(sc, paths_for(sc, opts), target,
                               os.path.dirname(os.path.abspath(result_path)))
         complete = True

@@ -6,9 +6,10 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from typing import Any, Dict, Iterator, List, Optional, Sequence
+from typing import TYPE_CHECKING, Any, Dict, Iterator, List, Optional, Sequence
 
-import pathspec
+if TYPE_CHECKING:
+    import pathspec
 
 #: the keys ``[tool.syncguard.lint]`` may hold
 KEYS = ("exclude", "fail-on", "baseline", "format", "backend", "include-tests")
@@ -93,6 +94,8 @@ def gitignore_spec(lines: Sequence[str]) -> pathspec.GitIgnoreSpec:
     a pattern ending in ``\\``) is ignored as git ignores it, never an error; matched by
     RE2 when installed (linear time: a pattern like ``*a*a*a*a*a*a*azz`` against a long name
     backtracks exponentially in Python's ``re``)."""
+    import pathspec  # excludes only: the command line's parser imports this module
+
     valid = []
     for line in lines:
         try:

@@ -20,10 +20,14 @@ from typing import (
 
 import pytest
 
+from .. import simulated_device
+from ..core.hub import allow as _allow
+
 # torch-free: the plugin still loads without importing torch
 from ..driving import devices as _devices
 from ..driving.config import config_file, first_flag, load_tool_table, to_allow, to_flag
-from ..driving.devices import EXHAUSTIVE_HELP, exhaustive_for
+from ..driving.devices import AUTOLOAD_VAR, EXHAUSTIVE_HELP, exhaustive_for, npu_state
+from ..gate.verdicts import budget_count
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..core.guard import SyncGuard
@@ -193,8 +197,6 @@ def _to_allow(value: Any, where: str) -> Tuple[Tuple[str, str], ...]:
 
 
 def _to_count(value: Any, where: str) -> int:
-    from ..gate.verdicts import budget_count
-
     return budget_count(value, where)
 
 
@@ -252,13 +254,9 @@ def _session_device(config: pytest.Config, table: Dict[str, Any], where: str) ->
         raise pytest.UsageError(f"syncguard: {where}: device: must be one of "
                                 f"{', '.join(map(repr, SESSION_DEVICES))}, got {value!r}")
     if value == "auto":
-        from ..driving.devices import AUTOLOAD_VAR, npu_state
-
         if npu_state(load=os.environ.get(AUTOLOAD_VAR) != "0").usable:
             return
     try:
-        from .. import simulated_device
-
         simulated_device("npu", torch_npu=True)
     except Exception as exc:  # one line: a real torch_npu is loaded, or torch is too old
         raise pytest.UsageError(f"syncguard: device={value!r}: the simulated npu could not be "
@@ -313,14 +311,11 @@ def _prepare_device(device: Optional[str]) -> Optional[str]:
         return "cuda"
     if device != "npu":
         return device
-    from ..driving.devices import AUTOLOAD_VAR, npu_state
 
     state = npu_state(load=os.environ.get(AUTOLOAD_VAR) != "0")
     if state.usable:
         return "npu"
     try:
-        from .. import simulated_device
-
         simulated_device("npu")
         return "sim"
     except Exception as exc:
@@ -336,8 +331,7 @@ _GUARD_CLASSES: Dict[type, type] = {}
 
 
 def _guard_class() -> type:
-    from ..core.guard import SyncGuard
-    from ..core.hub import allow as _allow
+    from ..core.guard import SyncGuard  # torch: loading the plugin never imports it
 
     # Keyed by the base class: an in-process pytester run may import syncguard.core.guard afresh.
     cached = _GUARD_CLASSES.get(SyncGuard)
