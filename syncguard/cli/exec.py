@@ -158,10 +158,6 @@ def _clear_stale_ranks(out: str) -> None:
             os.unlink(p)
 
 
-def _whole_process() -> bool:
-    return common.WHOLE_PROCESS
-
-
 def main(args: argparse.Namespace) -> int:
     from ..driving.runner import target as cli_target  # torch: `--help` never loads it
 
@@ -215,5 +211,5 @@ def main(args: argparse.Namespace) -> int:
                        force=args.force, lineage=args.lineage,
                        events_per_site=None if args.all_events else EVENTS_PER_SITE,
                        follow=args.follow, allow_host=args.allow_host,
-                       whole_process=_whole_process())
+                       whole_process=common.WHOLE_PROCESS)
     return execute(opts, target, out)
