@@ -1,8 +1,8 @@
 """What the subcommands share: the options more than one of them takes (the scenario options
 of ``run`` and ``check``, ``--device``, ``--width``, the report folder, an output file, the
-gate's ``--format``, the allowlist, ``--record-lines``) and their checks, the device of a
-command (with its note line), output paths checked before any work, and the end of a gate
-(``check``, recorded runs): a baseline written, or the verdicts emitted in the asked format.
+gate's ``--format``, the allowlist, ``--record-lines``), output paths checked before any
+work, and the end of ``check``: a baseline written, or the verdicts emitted in the asked
+format.
 
 Everything here is cheap to import: the parser is built without torch or pandas."""
 
