@@ -11,6 +11,8 @@ import warnings
 from typing import Any, List, Optional
 
 from ..console import error, warning
+from ..core import signals as _signals
+from ..driving import devices
 from ..errors import (  # noqa: F401  (the CLI's names for them)
     EXIT_BROKEN_PIPE,
     EXIT_INTERNAL,
@@ -19,10 +21,14 @@ from ..errors import (  # noqa: F401  (the CLI's names for them)
     EXIT_OVER,
     EXIT_TERMINATED,
     EXIT_USAGE,
+    ResultWarning,
     SyncguardError,
     UsageError,
 )
-from .common import add_device_argument, target
+from ..execute import follow
+from . import calibrate, check, common, compare, lint, run, show
+from . import exec as exec_cmd
+from .common import add_device_argument
 
 
 class _Parser(argparse.ArgumentParser):
@@ -35,9 +41,6 @@ class _Parser(argparse.ArgumentParser):
 
 
 def _parser() -> argparse.ArgumentParser:
-    from . import calibrate, check, compare, lint, run, show
-    from . import exec as exec_cmd
-
     p = _Parser(
         prog="syncguard",
         description="Count, attribute and gate hidden host-device syncs in decode loops.",
@@ -62,7 +65,9 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _selftest(args: argparse.Namespace) -> int:
+    # torch: the self-test plants syncs on tensors (`--help` and `lint` never load it)
     from ..core.selftest import selftest, summary_line
+    from ..driving.runner import target
 
     t = target(args.device)
     print(f"device: {t.kind} ({t.name})")
@@ -75,8 +80,6 @@ def _selftest(args: argparse.Namespace) -> int:
 
 def _show_warning(message: Any, category: Any, filename: str, lineno: int,
                   file: Any = None, line: Optional[str] = None) -> None:
-    from ..errors import ResultWarning
-
     if isinstance(category, type) and issubclass(category, ResultWarning):
         warning(str(message))
     else:
@@ -109,9 +112,6 @@ def main(argv: Optional[List[str]] = None) -> int:
         parser.print_help(sys.stderr)
         return EXIT_USAGE
     args.argv = list(sys.argv[1:] if argv is None else argv)  # what was typed (exec's `--`)
-    from ..core import signals as _signals
-    from ..driving import devices
-    from ..errors import ResultWarning
 
     try:
         # before anything imports torch: a broken torch_npu must not crash `import torch`
@@ -158,9 +158,6 @@ def _missing_torch(exc: ImportError) -> bool:
 
 
 def console_main() -> None:
-    from ..execute import follow
-    from . import common
-
     follow.leave()  # a syncguard command run by a guarded program is its own run
     common.WHOLE_PROCESS = True  # the command line owns this process
     sys.exit(main())

@@ -14,7 +14,13 @@ import subprocess
 import sys
 from typing import Any
 
+from ..console import wrote
+from ..core.atomic import write_text
+from ..core.opmodel import _DIR, parse_model
 from ..devicenames import CALIBRATE_DEVICES, HARDWARE
+from ..driving.calibration import measure_profile
+from ..errors import EXIT_INTERNAL, EXIT_OK, EXIT_OVER, UsageError
+from ..model.profile import ProfileError, load_profile, parse_profile
 
 NAME = "calibrate"
 HELP = "cross-check the catalogue against the native ground truth; write the op model"
@@ -40,14 +46,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    from ..console import wrote
-    from ..errors import EXIT_INTERNAL, EXIT_OK, EXIT_OVER, UsageError
-    from .common import target as resolve_target
+    from ..driving.runner import target as resolve_target  # torch: the device's
 
     target = resolve_target(args.device)  # one clear line (exit 2) when the device is missing
     if args.profile_out is not None or args.profile_only:
-        from ..errors import UsageError
-
         if args.profile_out is None:
             raise UsageError("--profile-only: needs --profile-out FILE")
         if target.kind not in HARDWARE:
@@ -69,8 +71,6 @@ def main(args: argparse.Namespace) -> int:
               file=sys.stderr)
         return EXIT_OVER
     if args.write_model:
-        from ..core.opmodel import _DIR, parse_model
-
         installed = os.path.join(_DIR, f"{cal['backend']}.json")
         with open(installed, encoding="utf-8") as f:
             current = json.load(f)
@@ -82,7 +82,6 @@ def main(args: argparse.Namespace) -> int:
         path = args.write_model
         parse_model(current, path)
         parent = os.path.dirname(os.path.abspath(path))
-        from ..core.atomic import write_text
 
         try:
             os.makedirs(parent, exist_ok=True)
@@ -94,10 +93,6 @@ def main(args: argparse.Namespace) -> int:
 
 
 def _write_profile(args: argparse.Namespace, target: Any) -> None:
-    from ..console import wrote
-    from ..driving.calibration import measure_profile
-    from ..errors import UsageError
-    from ..model.profile import ProfileError, load_profile, parse_profile
 
     try:
         base = load_profile(args.profile_base or ("h200" if args.device == "cuda" else "910b"))
@@ -105,7 +100,6 @@ def _write_profile(args: argparse.Namespace, target: Any) -> None:
         raise UsageError(str(exc)) from None
     doc = measure_profile(target.device, base)
     parse_profile(doc, args.profile_out)  # what is written must load
-    from ..core.atomic import write_text
 
     try:
         write_text(args.profile_out, json.dumps(doc, indent=1) + "\n")

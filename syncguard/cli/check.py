@@ -12,15 +12,21 @@ per-rank results), it gates what they recorded: each rank on its own."""
 from __future__ import annotations
 
 import argparse
-from typing import Any, Dict, List
+
+from ..driving.check import CheckOptions, check
+from .common import (
+    add_allow_arguments,
+    add_gate_format_arguments,
+    add_scenario_arguments,
+    finish,
+    output_path,
+)
 
 NAME = "check"
 HELP = "counted pass only: exit 1 when hidden syncs exceed the budget"
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    from .common import add_allow_arguments, add_gate_format_arguments, add_scenario_arguments
-
     add_scenario_arguments(p)
     p.add_argument("--max-syncs", type=int, default=None,  # also for RESULT folders
                    help="hidden syncs allowed per scenario and path (default: the scenario's "
@@ -44,72 +50,16 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    from ..errors import UsageError
-    from ..gate.baseline import Baseline
-    from ..gate.verdicts import Tally, Verdict, budget
-    from .common import (
-        allow_sites_of,
-        budget_flags,
-        device_for_probe,
-        finish,
-        output_path,
-        run_options,
-    )
-    from .common import target as cli_target
-
-    budget_flags(args)
-    if args.format in ("sarif", "junit") and args.output is None:
-        args.output = "-"
-    output_path(args.output)  # devices and FIFOs written as streams; folders... refused now
-    output_path(args.update_baseline, flag="--update-baseline")
-    from .recorded import check_results, is_result_path
-
-
-    if args.scenarios and all(is_result_path(p) for p in args.scenarios):
-        return check_results(args, args.scenarios)  # recorded results (exec, ranks)
-    if args.max_syncs_outside is not None:
-        raise UsageError("--max-syncs-outside: gates recorded exec results (check OUT); "
-                         "scenario runs have no syncs outside their steps")
-    # a scenario run needs torch; recorded results (above) never import it
-    from ..core.selftest import selftest
-    from ..driving import runner, scenario
-    if args.max_bubble_us is not None and not args.max_bubble_us >= 0:
-        raise UsageError(f"--max-bubble-us: must be >= 0, got {args.max_bubble_us}")
-    opts = run_options(args, counted=True, timed=False)
-    scenarios = runner.prepare(scenario.resolve(args.scenarios), opts)
-    target = cli_target(opts.device)
-    prof = None
-    if args.max_bubble_us is not None:
-        if opts.profile == "none":
-            raise UsageError("--max-bubble-us: needs a device profile, not --profile none")
-        if target.kind != "sim":
-            raise UsageError("--max-bubble-us: the modeled timeline exists on the simulated "
-                             "device only (--device sim)")
-        from ..model.profile import load_profile
-
-        prof = load_profile(opts.profile)
-    bubbles: List[str] = []
-    selftest(device_for_probe(target.kind))
-    base = Baseline.load(args.baseline) if args.baseline else None
-    allow_sites = allow_sites_of(args)
-
-    verdicts: List[Verdict] = []
-    for sc in scenarios:
-        for path in runner.paths_for(sc, opts):
-            name = runner.path_label(path)  # as `run` names it: baselines carry over
-            tally = Tally()
-            kw: Dict[str, Any] = {"on_event": tally.add, "allow_sites": allow_sites}
-            recs = runner.run_pass(sc, path, target, True, None, None, guard_kwargs=kw,
-                                   profile=prof)
-            if prof is not None:
-                worst = max((r for r in recs if not r.warmup),
-                            key=lambda r: r.sync_bubble_us or 0.0, default=None)
-                if worst is not None and (worst.sync_bubble_us or 0.0) > args.max_bubble_us:
-                    bubbles.append(f"{sc.name} {name}: modeled device idle from hidden syncs "
-                                   f"{worst.sync_bubble_us:.1f} us at step {worst.step} on "
-                                   f"{prof.name} (budget --max-bubble-us "
-                                   f"{args.max_bubble_us:g})")
-            gate = budget(args.max_syncs, baseline=base, configured={
-                "max_syncs": sc.max_syncs.get(name, sc.max_syncs.get(path))})
-            verdicts += gate.verdicts(tally, sc.name, name)
-    return finish(args, verdicts, bubbles)
+    # sarif and junit without -o: stdout
+    filed = args.format in ("sarif", "junit") and args.output is None
+    opts = CheckOptions(
+        scenarios=args.scenarios, device=args.device, paths=args.paths,
+        paths_flag=getattr(args, "paths_flag", "--paths"), subjects=args.subjects,
+        steps=args.steps, warmup=args.warmup, max_syncs=args.max_syncs,
+        max_syncs_outside=args.max_syncs_outside, baseline=args.baseline,
+        update_baseline=args.update_baseline, allow=args.allow, config=args.config,
+        max_bubble_us=args.max_bubble_us, profile=args.profile, format=args.format,
+        output="-" if filed else args.output)
+    output_path(opts.output)  # devices and FIFOs written as streams; folders... refused now
+    output_path(opts.update_baseline, flag="--update-baseline")
+    return finish(opts, *check(opts))

@@ -1,8 +1,8 @@
 """What the subcommands share: the options more than one of them takes (the scenario options
 of ``run`` and ``check``, ``--device``, ``--width``, the report folder, an output file, the
-gate's ``--format``, the allowlist, ``--record-lines``) and their checks, the device of a
-command (with its note line), output paths checked before any work, and the end of a gate
-(``check``, recorded runs): a baseline written, or the verdicts emitted in the asked format.
+gate's ``--format``, the allowlist, ``--record-lines``), output paths checked before any
+work, and the end of ``check``: a baseline written, or the verdicts emitted in the asked
+format.
 
 Everything here is cheap to import: the parser is built without torch or pandas."""
 
@@ -10,11 +10,15 @@ from __future__ import annotations
 
 import argparse
 import os
-import sys
-from typing import Any, List, Optional, Sequence, Tuple
+from typing import Any, List, Optional, Sequence
 
-from .._escape import one_line
-from ..errors import UsageError
+from ..console import wrote
+from ..core.atomic import OutputError, check_output, output_kind
+from ..devicenames import DEVICES
+from ..driving.devices import EXHAUSTIVE_HELP
+from ..errors import EXIT_OK, EXIT_OVER, UsageError
+from ..gate.verdicts import baseline_from, budget_count
+from ..renderers import GATE_RENDERERS, emit_gate
 
 
 # ---------------------------------------------------------------------------- options
@@ -32,14 +36,13 @@ class _AppendPaths(argparse.Action):
 def add_device_argument(p: argparse.ArgumentParser, help: str) -> None:
     """``--device`` (auto, sim, npu, cuda, cpu; default auto); ``help`` says what each means
     for the command."""
-    from ..devicenames import DEVICES
-
     p.add_argument("--device", default="auto", choices=DEVICES, help=help)
 
 
 def add_scenario_arguments(p: argparse.ArgumentParser) -> None:
     """What ``run`` and ``check`` take to drive scenarios: the scenarios, ``--device``,
-    ``--paths``, ``--subject``, ``--steps`` and ``--warmup`` (checked by :func:`run_options`)."""
+    ``--paths``, ``--subject``, ``--steps`` and ``--warmup`` (checked by
+    :func:`syncguard.driving.runner.run_options`)."""
     p.add_argument("scenarios", nargs="*", metavar="SCENARIO",
                    help="scenario files, or names of scenarios of the registered scenario "
                    "sets (default: every registered set's scenarios)")
@@ -57,10 +60,8 @@ def add_scenario_arguments(p: argparse.ArgumentParser) -> None:
 
 def add_exhaustive_argument(p: argparse.ArgumentParser) -> None:
     """``--exhaustive`` (``exec``, ``run``): count the reads made in C++ in cpu mode (the
-    dispatch-level net); read by :func:`exhaustive_of`, decided by
+    dispatch-level net); decided by
     :func:`syncguard.driving.devices.exhaustive_for`."""
-    from ..driving.devices import EXHAUSTIVE_HELP
-
     p.add_argument("--exhaustive", action="store_true", default=None, help=EXHAUSTIVE_HELP)
 
 
@@ -88,8 +89,6 @@ def add_gate_format_arguments(p: argparse.ArgumentParser, files_under_out: bool 
     """``--format``: the gate formats of the renderer registry (``text`` by default); and
     ``--output``/``-o``, the file of a format that has one (sarif, junit): stdout by default,
     or with ``files_under_out`` its file under the report folder (``exec``)."""
-    from ..renderers import GATE_RENDERERS
-
     formats = tuple(GATE_RENDERERS)
     filed = [r for r in GATE_RENDERERS.values() if r.file_name]
     p.add_argument("--format", default=formats[0], choices=formats,
@@ -123,100 +122,20 @@ def add_allow_arguments(p: argparse.ArgumentParser) -> None:
                    help="allow hidden syncs at this call site (file.py:line, pkg.mod:function or "
                    "function; repeatable). Added to [tool.syncguard] allow of --config")
     p.add_argument("--config", default=None, metavar="PYPROJECT",
-                   help="pyproject.toml whose [tool.syncguard] allow list applies (default: "
-                   "./pyproject.toml when present)")
-
-
-def parse_paths(raw: Optional[List[str]], flag: str = "--paths",
-                subjects: Optional[List[str]] = None) -> Optional[List[str]]:
-    """``--paths`` (comma-separated, repeatable) then ``--subject``: registered subject names
-    or ``MODULE:OBJ``, each loaded once here so a bad one fails before any run."""
-    from ..driving import subjects as registry
-
-    if not raw and not subjects:
-        return None
-    out: List[str] = []
-    named = [(flag, p.strip()) for chunk in raw or [] for p in chunk.split(",")]
-    named += [("--subject", s.strip()) for s in subjects or []]
-    for where, p in named:
-        if not registry.known(p):
-            raise UsageError(f"{where}: unknown path {p!r}; valid: "
-                             f"{', '.join(registry.registered())}, or MODULE:OBJ")
-        try:
-            registry.load(p, where)
-        except registry.SubjectError as exc:
-            raise UsageError(str(exc)) from None
-        if p not in out:
-            out.append(p)
-    return out
-
-
-def run_options(args: argparse.Namespace, counted: bool = True, timed: bool = True) -> Any:
-    """The :class:`syncguard.driving.runner.RunOptions` of :func:`add_scenario_arguments` (and of
-    ``run``'s ``--repeat``, ``--budget``, ``--profile``, ``--ratio-base`` where given), each
-    checked: a bad value is one :class:`UsageError` before anything runs."""
-    from ..driving.runner import RunOptions
-
-    if args.steps is not None and args.steps < 1:
-        raise UsageError(f"--steps: must be >= 1, got {args.steps}")
-    if args.warmup is not None and args.warmup < 0:
-        raise UsageError(f"--warmup: must be >= 0, got {args.warmup}")
-    if args.steps is not None and args.warmup is not None and args.warmup >= args.steps:
-        raise UsageError(f"--warmup: must be < --steps ({args.steps}), got {args.warmup}")
-    paths = parse_paths(args.paths, getattr(args, "paths_flag", "--paths"),
-                        getattr(args, "subjects", None))
-    repeat, budget = getattr(args, "repeat", None), getattr(args, "budget", None)
-    if repeat is not None and repeat < 1:
-        raise UsageError(f"--repeat: must be >= 1, got {repeat}")
-    if budget is not None and not budget > 0:
-        raise UsageError(f"--budget: must be > 0 seconds, got {budget}")
-    threads = getattr(args, "threads", None)
-    if threads is not None and threads < 0:
-        raise UsageError(f"--threads: must be >= 0, got {threads}")
-    profile = getattr(args, "profile", None)
-    if profile is not None and profile != "none":
-        from ..model.profile import ProfileError, load_profile
-
-        try:
-            load_profile(profile)  # one clear line (exit 2) before anything runs
-        except ProfileError as exc:
-            raise UsageError(str(exc)) from None
-    return RunOptions(device=args.device, paths=paths, steps=args.steps,
-                      warmup=args.warmup, counted=counted, timed=timed,
-                      baseline=getattr(args, "ratio_base", None), repeat=repeat,
-                      budget_s=budget, profile=profile,
-                      lineage=bool(getattr(args, "lineage", False)), threads=threads)
+                   help="pyproject.toml whose [tool.syncguard] allow list applies (default: the "
+                   "nearest pyproject.toml at or above the working folder)")
 
 
 # ---------------------------------------------------------------------------- checks
-def device_for_probe(kind: str) -> Optional[str]:
-    t = target(kind)
-    return None if t.kind == "cpu" else str(t.device)
-
-
 #: the command line owns this process (``console_main``): ``exec`` ends the program as Python
 #: would end it (its threads joined, its exit handlers run) under the guard
 WHOLE_PROCESS = False
-
-
-def target(kind: str, gpu: bool = False, exhaustive: bool = False) -> Any:
-    """The command's device (:func:`syncguard.driving.devices.resolve_target`, ``exhaustive``
-    the user's flag), with one note line on stderr when ``auto`` did not take the NPU and
-    why."""
-    from ..driving.devices import resolve_target
-
-    t = resolve_target(kind, gpu=gpu, exhaustive=exhaustive)
-    if t.note:
-        print(f"syncguard: note: {one_line(t.note)}", file=sys.stderr)
-    return t
 
 
 def output_path(path: Optional[str], force: bool = True, flag: str = "-o") -> None:
     """Refuse (:class:`UsageError`) an output path that cannot be written (a folder, socket,
     FIFO without a reader...) or, without ``force``, a regular file already there; call
     before any work. A device or FIFO is written as a stream, so it needs no ``force``."""
-    from ..core.atomic import OutputError, check_output
-
     if path in (None, "-"):
         return
     assert path is not None
@@ -231,8 +150,6 @@ def output_path(path: Optional[str], force: bool = True, flag: str = "-o") -> No
 def prepare_out(out: str, files: Sequence[str], force: bool) -> str:
     """Make the report folder ``out``; refuse (UsageError) when it is a file, or when one of
     ``files`` is already there and ``force`` is not set."""
-    from ..core.atomic import OutputError, output_kind
-
     if os.path.exists(out) and not os.path.isdir(out):
         raise UsageError(f"--out: {out} exists and is not a folder")
     # lexists: a symbolic link (even a dangling one) is a clash too; --force replaces the link
@@ -258,65 +175,18 @@ def prepare_out(out: str, files: Sequence[str], force: bool) -> str:
     return out
 
 
-def _config_path(args: argparse.Namespace) -> Optional[str]:
-    """``--config``, else ./pyproject.toml when present; None for a command without
-    ``--config`` (it reads no configuration)."""
-    if not hasattr(args, "config"):
-        return None
-    path: Optional[str] = args.config
-    if path is None and os.path.isfile("pyproject.toml"):
-        path = "pyproject.toml"
-    return path
-
-
-def exhaustive_of(args: argparse.Namespace) -> bool:
-    """The user's ``exhaustive`` flag: ``--exhaustive``, else ``[tool.syncguard] exhaustive``
-    of ``--config`` (or ./pyproject.toml) where the command takes ``--config``."""
-    from ..driving.config import first_flag, load_tool_table
-
-    path = _config_path(args)
-    try:
-        table = load_tool_table(path) if path is not None else {}
-        return first_flag((getattr(args, "exhaustive", None), "--exhaustive", False),
-                          (table.get("exhaustive"), f"{path}: [tool.syncguard] exhaustive",
-                           False))
-    except ValueError as exc:
-        raise UsageError(str(exc)) from None
-
-
-def allow_sites_of(args: argparse.Namespace) -> Tuple[Tuple[str, str], ...]:
-    """``--allow`` sites plus ``[tool.syncguard] allow`` of ``--config`` (or ./pyproject.toml)."""
-    from ..driving.config import load_tool_table, to_allow
-
-    path = _config_path(args)
-    out: Tuple[Tuple[str, str], ...] = ()
-    try:
-        if path is not None:
-            table = load_tool_table(path)
-            out += to_allow(table.get("allow", ()), f"[tool.syncguard] allow in {path}")
-        out += to_allow(args.allow, "--allow")
-    except ValueError as exc:
-        raise UsageError(str(exc)) from None
-    return out
-
-
-def finish(args: argparse.Namespace, verdicts: List[Any], bubbles: Sequence[str] = ()) -> int:
-    """Write ``--update-baseline`` (exit 0) or emit ``verdicts`` in ``--format``, then the
-    ``--max-bubble-us`` failures (``bubbles``, one line each); the exit code of ``check``
-    (also for recorded results)."""
-    from ..console import wrote
-    from ..errors import EXIT_OK, EXIT_OVER
-    from ..gate.verdicts import baseline_from
-    from ..renderers import emit_gate
-
-    if args.update_baseline:
+def finish(opts: Any, verdicts: List[Any], bubbles: Sequence[str] = ()) -> int:
+    """Write ``opts.update_baseline`` (exit 0) or emit ``verdicts`` in ``opts.format`` to
+    ``opts.output``, then the ``--max-bubble-us`` failures (``bubbles``, one line each); the
+    exit code of ``check``."""
+    if opts.update_baseline:
         new = baseline_from(verdicts)
-        new.save(args.update_baseline)
-        wrote(args.update_baseline, f" ({len(new)} sites)")
+        new.save(opts.update_baseline)
+        wrote(opts.update_baseline, f" ({len(new)} sites)")
         return EXIT_OK
-    emit_gate(args.format, verdicts, args.output)
-    if args.output not in (None, "-") and os.path.exists(args.output):
-        wrote(args.output)
+    emit_gate(opts.format, verdicts, opts.output)
+    if opts.output not in (None, "-") and os.path.exists(opts.output):
+        wrote(opts.output)
     for line in bubbles:
         print(line)
     return EXIT_OVER if any(v.failed for v in verdicts) or bubbles else EXIT_OK
@@ -326,8 +196,6 @@ def budget_flags(args: argparse.Namespace) -> None:
     """Check the budget flags a command has (``--max-syncs``, ``--max-syncs-per-step``,
     ``--max-syncs-outside``) with the one budget rule
     (:func:`~syncguard.gate.verdicts.budget_count`)."""
-    from ..gate.verdicts import budget_count
-
     for name in ("max_syncs", "max_syncs_per_step", "max_syncs_outside"):
         v = getattr(args, name, None)
         if v is not None:

@@ -5,13 +5,19 @@ from __future__ import annotations
 
 import argparse
 
+from ..console import stdout_console, wrote
+from ..core.atomic import write_text
+from ..errors import EXIT_OK, UsageError
+from ..renderers import RENDERERS, compare_renderer_for_path
+from ..results.analysis import compare, compare_paths
+from ..results.run import load
+from .common import add_output_arguments, add_width_argument, output_path
+
 NAME = "compare"
 HELP = "compare two runs, or two paths of one run"
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    from .common import add_output_arguments, add_width_argument
-
     p.add_argument("a", help="result file A")
     p.add_argument("b", nargs="?", default=None, help="result file B")
     p.add_argument("--paths", nargs=2, metavar=("P", "Q"), default=None,
@@ -23,13 +29,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    from ..console import stdout_console, wrote
-    from ..errors import EXIT_OK, UsageError
-    from ..renderers import RENDERERS, compare_renderer_for_path
-    from ..results.analysis import compare, compare_paths
-    from ..results.run import load
-    from .common import output_path
-
     writer = None
     if args.output is not None:
         try:
@@ -59,7 +58,6 @@ def main(args: argparse.Namespace) -> int:
     RENDERERS["terminal"].render_compare(df, console=console, title=title)
     if writer is not None:
         text = writer.render_compare(df, *labels, title=title)
-        from ..core.atomic import write_text
 
         try:
             write_text(args.output, text, newline="")  # atomic; never through a symlink

@@ -23,23 +23,44 @@ import re
 import sys
 from typing import Dict, Optional, Tuple
 
+from .._paths import (
+    LATEST_EXEC,
+    keep_runs,
+    new_report_dir,
+    point_latest,
+    prune_reports,
+    reports_dir,
+)
+from ..console import report_width
+from ..driving.config import allow_sites, config_file, exhaustive
+from ..errors import UsageError
+from ..execute import ExecOptions, execute, rank_from_env, result_name
+from ..execute.engine import EVENTS_PER_SITE
+from ..execute.hooks import StepSpecError, parse_step
+from ..execute.program import ProgramError, parse_command
+from ..renderers import gate_file_name as file_of
+from ..renderers import run_files
+from ..results.format import rank_files
+from . import common
+from .common import (
+    add_allow_arguments,
+    add_device_argument,
+    add_exhaustive_argument,
+    add_gate_format_arguments,
+    add_lineage_argument,
+    add_out_arguments,
+    add_record_lines_argument,
+    add_width_argument,
+    budget_flags,
+    output_path,
+    prepare_out,
+)
+
 NAME = "exec"
 HELP = "run your own program under the guard (per-step syncs, reports, CI gate)"
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    from ..execute.engine import EVENTS_PER_SITE
-    from .common import (
-        add_allow_arguments,
-        add_device_argument,
-        add_exhaustive_argument,
-        add_gate_format_arguments,
-        add_lineage_argument,
-        add_out_arguments,
-        add_record_lines_argument,
-        add_width_argument,
-    )
-
     p.add_argument("--step", action="append", default=[], metavar="MODULE:QUALNAME",
                    help="each call of this function or method is one step, e.g. "
                    "sglang.srt.managers.scheduler:Scheduler.run_batch (repeatable)")
@@ -92,8 +113,6 @@ def gate_file_name(fmt: str, rank: Optional[int]) -> Optional[str]:
     """The default file, under OUT, of ``--format sarif|junit`` (None for the other
     formats): ``syncguard.sarif`` / ``junit.xml`` (the renderer registry's file names),
     ``.rank<N>`` before the suffix for rank N."""
-    from ..renderers import gate_file_name as file_of
-
     name = file_of(fmt)
     if name is None or rank is None:
         return name
@@ -108,17 +127,6 @@ def _out_dir(args: argparse.Namespace, device: str, files: Tuple[str, ...]) -> s
     """``--out``, else ``reports/<time>-exec-<device>`` (under torchrun, the ranks' shared
     ``reports/exec-<run id>-<device>``) with ``reports/latest-exec`` pointing at it (and, with
     ``SYNCGUARD_KEEP_RUNS=N``, only the newest N of exec's folders kept)."""
-    from .._paths import (
-        LATEST_EXEC,
-        keep_runs,
-        new_report_dir,
-        point_latest,
-        prune_reports,
-        reports_dir,
-    )
-    from ..errors import UsageError
-    from .common import prepare_out
-
     if args.out is not None:
         return prepare_out(os.path.abspath(args.out), files, args.force)  # it may chdir
     run_id = os.environ.get("TORCHELASTIC_RUN_ID")
@@ -140,8 +148,6 @@ def _clear_stale_ranks(out: str) -> None:
     """``--force`` under torchrun, on rank 0: remove the rank files of an earlier run that
     this run's ranks will not overwrite (ranks at or above WORLD_SIZE), so `show OUT` never
     merges them into this run."""
-    from ..results.format import rank_files
-
     try:
         world = int(os.environ.get("WORLD_SIZE", ""))
         ranks = rank_files(out)
@@ -152,22 +158,8 @@ def _clear_stale_ranks(out: str) -> None:
             os.unlink(p)
 
 
-def _whole_process() -> bool:
-    from . import common
-
-    return common.WHOLE_PROCESS
-
-
 def main(args: argparse.Namespace) -> int:
-    from ..console import report_width
-    from ..errors import UsageError
-    from ..execute import ExecOptions, execute, rank_from_env, result_name
-    from ..execute.engine import EVENTS_PER_SITE
-    from ..execute.hooks import StepSpecError, parse_step
-    from ..execute.program import ProgramError, parse_command
-    from ..renderers import run_files
-    from .common import allow_sites_of, budget_flags, exhaustive_of, output_path
-    from .common import target as cli_target
+    from ..driving.runner import target as cli_target  # torch: `--help` never loads it
 
     if args.warmup is not None and args.warmup < 0:
         raise UsageError(f"--warmup: must be >= 0, got {args.warmup}")
@@ -199,7 +191,8 @@ def main(args: argparse.Namespace) -> int:
     except ValueError as exc:
         raise UsageError(str(exc)) from None
     # the simulated device exists before the program
-    target = cli_target(args.device, gpu=True, exhaustive=exhaustive_of(args))
+    config = config_file(args.config)
+    target = cli_target(args.device, gpu=True, exhaustive=exhaustive(args.exhaustive, config))
     files = (result_name(rank),) if rank is not None else run_files()
     # sarif/junit without -o: a file under OUT, never stdout, which the program's output shares
     gate_file = gate_file_name(args.format, rank) if args.output is None else None
@@ -211,12 +204,12 @@ def main(args: argparse.Namespace) -> int:
     opts = ExecOptions(program=program, steps=steps, warmup=args.warmup,
                        max_syncs=args.max_syncs, max_syncs_per_step=args.max_syncs_per_step,
                        max_syncs_outside=args.max_syncs_outside,
-                       allow_sites=allow_sites_of(args),
+                       allow_sites=allow_sites(args.allow, config),
                        fmt=args.format, output=args.output, width=report_width(args.width),
                        rank=rank, argv=sys.argv[1:],
                        record_lines=[os.path.abspath(p) for p in args.record_lines],
                        force=args.force, lineage=args.lineage,
                        events_per_site=None if args.all_events else EVENTS_PER_SITE,
                        follow=args.follow, allow_host=args.allow_host,
-                       whole_process=_whole_process())
+                       whole_process=common.WHOLE_PROCESS)
     return execute(opts, target, out)

@@ -33,9 +33,10 @@ otherwise; 2 for usage errors. -o does not overwrite a file without --force.
 from __future__ import annotations
 
 import argparse
-import os
-import sys
-from typing import Any, Dict, List
+from typing import List
+
+from ..lint.command import LintOptions, run
+from .common import output_path
 
 NAME = "lint"
 HELP = "find lines that can make a hidden sync, statically (optionally confirmed by runs)"
@@ -76,129 +77,14 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    from ..console import error, wrote
-    from ..core.sites import display_path
-    from ..errors import EXIT_OK, EXIT_OVER, UsageError
-    from ..lint import baseline as lint_baseline
-    from ..lint import lint_paths
-    from ..lint.backends import fails_on
-    from ..lint.checker import CERTAIN, LIKELY
-    from ..lint.context import SERVING
-    from ..lint.files import find_pyproject, load_config
-    from ..lint.parallel import default_jobs
-    from ..lint.render import RENDERERS
-    from .common import output_path
-
-    paths = args.paths or ["."]
-    output_path(args.output, force=args.force)  # before any work: exists, folder, FIFO...
-    output_path(args.update_baseline, flag="--update-baseline")
-    for p in paths:
-        if not os.path.exists(p):
-            raise UsageError(f"{p}: no such file or folder")
-    if args.with_run:  # read before the lint: a bad result is one line, exit 2, at once
-        from ..lint.runs import load_runs
-
-        runs = load_runs(args.with_run)
-    pyproject = find_pyproject(paths[0])
-    try:
-        cfg = load_config(pyproject)
-    except ValueError as exc:
-        raise UsageError(str(exc)) from None
-    fmt = args.format or cfg.format or "text"
-    fail_on = args.fail_on or cfg.fail_on or "likely"
-    if fmt not in RENDERERS:
-        raise UsageError(f"[tool.syncguard.lint] format: {fmt!r} is not one of "
-                         f"{', '.join(RENDERERS)}")
-    backend = args.backend or cfg.backend or "any"
-    if backend not in ("any", "cuda", "npu"):
-        raise UsageError(f"[tool.syncguard.lint] backend: {backend!r} is not any, cuda or npu")
-    include_tests = bool(args.include_tests if args.include_tests is not None
-                         else cfg.include_tests)
-    if fail_on not in ("certain", "likely", "never"):
-        raise UsageError(f"[tool.syncguard.lint] fail-on: {fail_on!r} is not certain, likely "
-                         f"or never")
-    if args.jobs is not None and args.jobs < 1:
-        raise UsageError(f"--jobs: must be 1 or more, got {args.jobs}")
-    jobs = args.jobs if args.jobs is not None else default_jobs()
-    root = os.path.dirname(pyproject) if pyproject else None
-    report = lint_paths(paths, [*cfg.exclude, *args.exclude], exclude_root=root, jobs=jobs)
-    for e in report.errors:  # a file not linted fails the lint, as a linter's syntax error
-        error(e)
-    findings = report.findings
-    summary: Dict[str, Any] = {"files": report.files, "seconds": report.seconds,
-                               "errors": report.errors, "error_items": report.error_items,
-                               "counts": report.counts()}
-    if args.diff:
-        from ..lint.diff import DiffError, changed_lines
-
-        try:
-            changed = changed_lines(args.diff)
-        except DiffError as exc:
-            raise UsageError(f"--diff {args.diff}: {exc}") from None
-        findings = [f for f in findings if _touches(f, changed)]
-        summary["diff"] = args.diff
-        summary["counts"] = _counts(findings)
-    if args.with_run:
-        from ..lint.runs import apply_runs
-
-        summary["runs"] = apply_runs(findings, runs, report.paths)
-        summary["misses"] = summary["runs"].pop("misses")
-    if args.update_baseline:
-        lint_baseline.save(args.update_baseline, [f for f in findings if f.reported])
-        wrote(display_path(args.update_baseline),
-              f" ({sum(f.reported for f in findings)} findings)")
-        return EXIT_OVER if report.errors else EXIT_OK
-    shown = [f for f in findings if f.reported or (args.show_silent and f.allowed is None)]
-    baseline = args.baseline or cfg.baseline
-    if baseline:
-        known = lint_baseline.load(baseline)
-        shown, summary["baseline_known"] = lint_baseline.new_only(shown, known)
-    summary["reported"] = sum(f.reported for f in shown)
-    levels = (CERTAIN,) if fail_on == "certain" else (CERTAIN, LIKELY)
-
-    def failing(f: Any) -> bool:
-        return (include_tests or f.context == SERVING) and fails_on(f.backend, backend)
-
-    held = [f for f in shown if f.reported and not failing(f)]
-    if held:
-        reasons = []
-        n_ctx = sum(f.context != SERVING for f in held)
-        if n_ctx:
-            reasons.append(f"{n_ctx} in tests, benchmarks or scripts")
-        if len(held) - n_ctx:
-            reasons.append(f"{len(held) - n_ctx} not on {backend}")
-        summary["not_failing"] = len(held)
-        summary["why_not"] = ", ".join(reasons)
-    text = RENDERERS[fmt](shown, summary)
-    if args.output and args.output != "-":
-        from ..core.atomic import write_text
-
-        write_text(args.output, text)  # a full disk: OutputError, one line, exit 2
-        wrote(args.output)
-        from ..lint.render import summary_line
-
-        print(summary_line(summary), file=sys.stderr)
-    else:
-        sys.stdout.write(text)
-    if fail_on == "never":
-        return EXIT_OK
-    if report.errors:
-        return EXIT_OVER
-    return EXIT_OVER if any(f.reported and f.severity in levels and failing(f)
-                            for f in shown) else EXIT_OK
-
-
-def _counts(findings: List[Any]) -> Dict[str, int]:
-    from ..lint import LintReport
-
-    return LintReport(findings, 0, [], 0.0).counts()
-
-
-def _touches(f: Any, changed: Dict[str, Any]) -> bool:
-    lines = changed.get(os.path.realpath(f.path))
-    if lines is None:
-        return False
-    return any(ln in lines for ln in range(f.line, max(f.line, f.end_line) + 1))
+    opts = LintOptions(
+        paths=args.paths, format=args.format, output=args.output, fail_on=args.fail_on,
+        backend=args.backend, include_tests=args.include_tests, show_silent=args.show_silent,
+        exclude=args.exclude, with_run=args.with_run, baseline=args.baseline,
+        update_baseline=args.update_baseline, diff=args.diff, jobs=args.jobs)
+    output_path(opts.output, force=args.force)  # before any work: exists, folder, FIFO...
+    output_path(opts.update_baseline, flag="--update-baseline")
+    return run(opts)
 
 
 __all__: List[str] = ["NAME", "HELP", "add_arguments", "main"]

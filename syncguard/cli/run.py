@@ -26,20 +26,33 @@ import sys
 import time
 from typing import IO, Any, Callable, Sequence
 
+from .._escape import line_safe, one_line, terminal
+from .._paths import keep_runs, new_report_dir, point_latest, prune_reports
+from .._words import plural
+from ..console import stdout_console, wrote
+from ..core import signals as _signals
+from ..driving import scenario
+from ..driving.timing import MAX_ROUNDS
+from ..errors import EXIT_INTERNAL, EXIT_OK, EXIT_OVER, UsageError
+from ..lint import candidates
+from ..lint.lines import LineRecorder
+from ..renderers import RENDERERS, RESULT_STREAM, run_files, write_reports
+from ..results import format as results
+from .common import (
+    add_exhaustive_argument,
+    add_lineage_argument,
+    add_out_arguments,
+    add_record_lines_argument,
+    add_scenario_arguments,
+    add_width_argument,
+    prepare_out,
+)
+
 NAME = "run"
 HELP = "run scenarios and write reports (the main job)"
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    from .common import (
-        add_exhaustive_argument,
-        add_lineage_argument,
-        add_out_arguments,
-        add_record_lines_argument,
-        add_scenario_arguments,
-        add_width_argument,
-    )
-
     add_scenario_arguments(p)
     add_exhaustive_argument(p)
     add_out_arguments(p, "reports/<time>-<device>, reports/latest pointing at it")
@@ -100,10 +113,6 @@ def crosscheck(scenarios: Sequence[Any], opts: Any, out: str) -> int:
 def out_dir(args: argparse.Namespace, device: str) -> str:
     """``--out``, else a new ``reports/<time>-<device>`` with ``reports/latest`` pointing at it
     (:mod:`syncguard._paths`)."""
-    from .._paths import keep_runs, new_report_dir, point_latest, prune_reports
-    from ..renderers import run_files
-    from .common import prepare_out
-
     if args.out:
         return prepare_out(args.out, run_files(), args.force)
     keep = keep_runs()  # a bad value fails before any folder is made
@@ -121,8 +130,6 @@ PROGRESS_MODE_ENV, PROGRESS_MODES = "SYNCGUARD_PROGRESS", ("bar", "lines", "none
 
 def progress_interval() -> float:
     """Seconds between plain progress lines (``SYNCGUARD_PROGRESS_SECONDS``; 0: every step)."""
-    from ..errors import UsageError
-
     raw = os.environ.get(PROGRESS_ENV, "").strip()
     if not raw:
         return PROGRESS_DEFAULT_S
@@ -137,8 +144,6 @@ def progress_interval() -> float:
 
 def progress_mode(is_terminal: bool) -> str:
     """How progress is shown (``SYNCGUARD_PROGRESS``, else by whether stderr is a terminal)."""
-    from ..errors import UsageError
-
     raw = os.environ.get(PROGRESS_MODE_ENV, "").strip().lower()
     if not raw:
         return "bar" if is_terminal else "lines"
@@ -157,7 +162,7 @@ class PlainProgress:
 
     def __init__(self, plan: Any, interval: float, stream: IO[str],
                  clock: Callable[[], float] = time.monotonic) -> None:
-        from ..driving.plan import Eta
+        from ..driving.plan import Eta  # numpy (results.stats): `--help` never loads it
 
         self.interval, self.stream, self.clock = interval, stream, clock
         self.eta = Eta(plan, clock)
@@ -167,9 +172,6 @@ class PlainProgress:
         self._done_at_t = 0
 
     def __call__(self, sc: str, path: str, pass_: str, step: int, n: int) -> None:
-        from .._escape import terminal
-        from .._words import plural
-
         self.done += 1
         now = self.clock()
         if self.eta.step(sc) is not None:
@@ -197,13 +199,10 @@ def _line_recorder(args: argparse.Namespace) -> Any:
     paths = getattr(args, "record_lines", None) or []
     if not paths:
         return None
-    from ..errors import UsageError
 
     for p in paths:
         if not os.path.exists(p):
             raise UsageError(f"--record-lines {p}: no such file or folder")
-    from ..lint import candidates
-    from ..lint.lines import LineRecorder
 
     return LineRecorder(candidates(paths))
 
@@ -212,9 +211,7 @@ def expectation(scenarios: Sequence[Any], opts: Any, plan: Any, elapsed_s: float
     """The line printed at the start: what runs, and the expected total time: ``elapsed_s``
     (the time so far, the probe included) plus what ``plan`` (a
     :class:`syncguard.driving.plan.Plan`, from the probe of this machine) expects."""
-    from .._words import plural
-    from ..driving.runner import paths_for
-    from ..driving.timing import MAX_ROUNDS
+    from ..driving.runner import paths_for  # torch: `--help` never loads it
 
     runs = sum(len(paths_for(s, opts)) for s in scenarios)
     head = f"syncguard: {plural(len(scenarios), 'scenario')}, {plural(runs, 'scenario path')}"
@@ -243,24 +240,22 @@ def main(args: argparse.Namespace) -> int:
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
-    from .._escape import line_safe, one_line
-    from ..console import stdout_console, wrote
-    from ..core import signals as _signals
-    from ..driving import runner, scenario
+    # torch (runner) and numpy (plan: results.stats): `--help` and `lint` never load them
+    from ..driving import runner
     from ..driving.plan import Eta
-    from ..errors import EXIT_INTERNAL, EXIT_OK, EXIT_OVER
-    from ..renderers import RENDERERS, RESULT_STREAM, write_reports
-    from ..results import format as results
-    from .common import exhaustive_of, run_options
-    from .common import target as cli_target
 
     t_start = time.perf_counter()
-    opts = run_options(args, timed=not args.no_timed)
-    opts.exhaustive = exhaustive_of(args)
+    opts = runner.run_options(args.device, args.paths, args.steps, args.warmup,
+                              paths_flag=getattr(args, "paths_flag", "--paths"),
+                              subject_specs=args.subjects, timed=not args.no_timed,
+                              ratio_base=args.ratio_base, repeat=args.repeat,
+                              budget=args.budget, profile=args.profile, lineage=args.lineage,
+                              threads=args.threads)
+    opts.exhaustive = bool(args.exhaustive)
     lines = _line_recorder(args)
     scenarios = runner.prepare(scenario.resolve(args.scenarios), opts)
     interval, mode = progress_interval(), progress_mode(sys.stderr.isatty())
-    target = cli_target(opts.device, exhaustive=opts.exhaustive)  # fail early: no file yet
+    target = runner.target(opts.device, exhaustive=opts.exhaustive)  # fail early: no file yet
     opts.device = target.kind  # the kind resolved above, as the result header records it
     if opts.exhaustive and target.kind == "cpu":  # the flag is honoured, and finds nothing
         print("syncguard: note: --exhaustive: run --device cpu counts no syncs (the scenarios' "

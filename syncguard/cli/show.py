@@ -7,13 +7,18 @@ from __future__ import annotations
 
 import argparse
 
+from ..console import stdout_console, wrote
+from ..core.atomic import write_text
+from ..errors import EXIT_OK, UsageError
+from ..renderers import RENDERERS, renderer_for_path
+from ..results.run import load
+from .common import add_output_arguments, add_width_argument, output_path
+
 NAME = "show"
 HELP = "render a result file"
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    from .common import add_output_arguments, add_width_argument
-
     p.add_argument("result", help="a result.jsonl written by `syncguard run`")
     add_output_arguments(p, "write to this file instead of the terminal (.md, .html, .json, "
                          ".csv)")
@@ -21,13 +26,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    from ..console import stdout_console, wrote
-    from ..core.atomic import write_text
-    from ..errors import EXIT_OK, UsageError
-    from ..renderers import RENDERERS, renderer_for_path
-    from ..results.run import load
-    from .common import output_path
-
     if args.output:
         output_path(args.output, args.force)  # before any work: a folder, socket... refused
     res = load(args.result).result

@@ -28,6 +28,7 @@ from .aten import dispatch_net
 from .events import Frame, HostSyncError, NoDeviceTensorsWarning, ReadSite, SyncEvent
 from .hub import HOST_DEVICES, HUB, format_error
 from .intercept import PATCHER
+from .sites import allow_reason
 from .steps import is_warmup
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -44,22 +45,6 @@ class StepCount:
     warmup: bool
     syncs: int
     allowed: int
-
-
-def _site_matches(pattern: str, frame: Frame) -> bool:
-    """``file.py:123`` (path suffix and line), ``pkg.module:function``, or ``function``."""
-    if ":" in pattern:
-        left, right = pattern.rsplit(":", 1)
-        if right.isdigit():
-            fn = frame.filename.replace("\\", "/")
-            return frame.lineno == int(right) and (
-                fn == left or fn.endswith("/" + left.lstrip("/"))
-            )
-        mod_path = left.replace(".", "/")
-        fn = frame.filename.replace("\\", "/")
-        stem = fn[:-3] if fn.endswith(".py") else fn
-        return frame.function == right and (stem == mod_path or stem.endswith("/" + mod_path))
-    return frame.function == pattern
 
 
 class _ExitMethod:
@@ -334,11 +319,7 @@ class SyncGuard:
         return device is None or device not in HOST_DEVICES or device in self.devices
 
     def site_allowed(self, stack: Tuple[Frame, ...]) -> Optional[str]:
-        for pattern, reason in self.allow_sites_of:
-            for fr in stack:
-                if _site_matches(pattern, fr):
-                    return reason
-        return None
+        return allow_reason(self.allow_sites_of, stack)
 
     def _record(self, ev: SyncEvent) -> None:
         if not ev.warmup:

@@ -325,3 +325,28 @@ def source_lines(filename: Any) -> List[str]:
         _SOURCES.clear()
     _SOURCES[filename] = (stamp, lines)
     return list(lines)
+
+
+def _site_matches(pattern: str, frame: Any) -> bool:
+    """``file.py:123`` (path suffix and line), ``pkg.module:function``, or ``function``."""
+    if ":" in pattern:
+        left, right = pattern.rsplit(":", 1)
+        if right.isdigit():
+            fn = frame.filename.replace("\\", "/")
+            return frame.lineno == int(right) and (
+                fn == left or fn.endswith("/" + left.lstrip("/"))
+            )
+        mod_path = left.replace(".", "/")
+        fn = frame.filename.replace("\\", "/")
+        stem = fn[:-3] if fn.endswith(".py") else fn
+        return frame.function == right and (stem == mod_path or stem.endswith("/" + mod_path))
+    return frame.function == pattern
+
+
+def allow_reason(sites: Iterable[Tuple[str, str]], stack: Iterable[Any]) -> Optional[str]:
+    """The reason of the first of ``sites`` (``(pattern, reason)``: an allow-list, as
+    ``--allow``, ``[tool.syncguard] allow`` and the guard take it) that one frame of ``stack``
+    (each with ``filename``, ``lineno``, ``function``) matches; None when none does."""
+    frames = tuple(stack)
+    return next((r for p, r in sites for fr in frames if _site_matches(p, fr)), None)
+

@@ -1,4 +1,5 @@
-"""``[tool.syncguard]`` in pyproject.toml: settings shared by the pytest plugin and the CLI.
+"""``[tool.syncguard]`` in pyproject.toml: settings shared by the pytest plugin and the CLI,
+and the one rule that finds the file (:func:`config_file`).
 
 Keys: ``max_syncs`` (plugin), ``allow`` (plugin, ``syncguard check`` and ``exec``), ``devices``
 (plugin), ``exhaustive`` (plugin and ``exec``: count the reads made in C++ in cpu mode, see
@@ -7,7 +8,11 @@ Keys: ``max_syncs`` (plugin), ``allow`` (plugin, ``syncguard check`` and ``exec`
 
 from __future__ import annotations
 
+import os
 from typing import Any, Dict, Iterable, List, Optional, Tuple
+
+from ..core.untrusted import UntrustedError, parse_toml, read_text
+from ..errors import UsageError
 
 #: The keys ``[tool.syncguard]`` may hold (a typo is an error, not a silent no-op).
 KEYS = ("allow", "device", "devices", "exhaustive", "max_syncs", "lint")
@@ -16,8 +21,6 @@ KEYS = ("allow", "device", "devices", "exhaustive", "max_syncs", "lint")
 def load_tool_table(path: str) -> Dict[str, Any]:
     """The ``[tool.syncguard]`` table of ``path`` ({} when absent). Raises ValueError naming
     the file when it cannot be read or the table is not a table."""
-    from ..core.untrusted import UntrustedError, parse_toml, read_text
-
     try:  # a regular UTF-8 file, size bounded, never blocking on a FIFO
         data = parse_toml(read_text(path, "pyproject.toml", 16 << 20), path)
     except UntrustedError as exc:
@@ -26,6 +29,46 @@ def load_tool_table(path: str) -> Dict[str, Any]:
     if not isinstance(tool, dict):
         raise ValueError(f"{path}: tool: must be a table")
     return checked_table(tool.get("syncguard", {}), path, "tool.syncguard", KEYS)
+
+
+def config_file(explicit: Optional[str] = None, start: str = ".") -> Optional[str]:
+    """The configuration file: ``explicit`` (``--config``, pytest's ``-c pyproject.toml``)
+    when given, else the nearest ``pyproject.toml`` at or above ``start`` (a folder, or a
+    file's folder): the working folder for ``check`` and ``exec``, the first path for
+    ``lint``, pytest's rootdir for the plugin. None when there is none."""
+    if explicit is not None:
+        return explicit
+    d = os.path.abspath(start if os.path.isdir(start) else os.path.dirname(start) or ".")
+    while True:
+        path = os.path.join(d, "pyproject.toml")
+        if os.path.isfile(path):
+            return path
+        if os.path.dirname(d) == d:
+            return None
+        d = os.path.dirname(d)
+
+
+def allow_sites(allow: Iterable[Any], config: Optional[str]) -> Tuple[Tuple[str, str], ...]:
+    """``[tool.syncguard] allow`` of ``config`` (a path; None: no file) then the ``--allow``
+    sites, as (site, reason); a bad file or entry is a :class:`UsageError`."""
+    try:
+        table = load_tool_table(config) if config is not None else {}
+        return (to_allow(table.get("allow", ()), f"[tool.syncguard] allow in {config}")
+                + to_allow(allow, "--allow"))
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+
+
+def exhaustive(flag: Optional[bool], config: Optional[str]) -> bool:
+    """The user's ``exhaustive``: ``--exhaustive`` (``flag``), else ``[tool.syncguard]
+    exhaustive`` of ``config`` (a path; None: no file); a bad value is a :class:`UsageError`."""
+    try:
+        table = load_tool_table(config) if config is not None else {}
+        return first_flag((flag, "--exhaustive", False),
+                          (table.get("exhaustive"), f"{config}: [tool.syncguard] exhaustive",
+                           False))
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
 
 
 def checked_table(table: Any, path: str, name: str, keys: Iterable[str]) -> Dict[str, Any]:

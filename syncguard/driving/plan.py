@@ -32,6 +32,7 @@ import math
 import time
 from typing import TYPE_CHECKING, Any, Callable, Dict, List, Mapping, Optional, Sequence
 
+from ..devicenames import HOST_KERNEL_KINDS
 from ..results.stats import MIN_CLAIM_SAMPLES
 from .timing import MAX_ROUNDS, MIN_ROUNDS
 
@@ -260,8 +261,7 @@ def probe_scenario(sc: Scenario, path: str, target: Target,
     run that took 13.4 min at load 4.4 to 8.8, and 7.9 min for one that took 5.3."""
     import torch
 
-    from ..devicenames import HOST_KERNEL_KINDS
-    from .decode import DecodeLoop
+    from .decode import DecodeLoop  # torch, as above: a plan's record never needs it
 
     own_cpu = target.kind in HOST_KERNEL_KINDS and torch.get_num_threads() == 1
 

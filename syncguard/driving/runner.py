@@ -6,22 +6,29 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import os
+import sys
 import time
 import warnings
-from typing import Any, Dict, Iterator, List, Optional
+from typing import Any, Dict, Iterator, List, Optional, Sequence
 
+from .._escape import one_line
 from ..core import signals as _signals
 from ..core.events import NoDeviceTensorsWarning, SyncEvent
 from ..core.guard import SyncGuard
 from ..core.steps import is_warmup
 from ..devicenames import HOST_KERNEL_KINDS
+from ..errors import UsageError
+from ..model.profile import ProfileError, load_profile
+from ..model.timeline import StepModel
 from ..results.format import TIMED_PASS, ResultWriter, StepRecord, environment, scenario_record
 from ..results.machine import machine_state
+from . import subjects
 from .decode import DecodeLoop, DeviceTimer, Progress, _seed, label_fields
 from .devices import Target, resolve_target
-from .plan import Plan
+from .lineage import start as start_lineage
+from .plan import Plan, plan_run
 from .scenario import Scenario
-from .timing import PROFILED_KINDS
+from .timing import PROFILED_KINDS, profiled_pass, timed_pass
 
 
 def run_pass(sc: Scenario, path: str, target: Target, counted: bool,
@@ -38,8 +45,6 @@ def run_pass(sc: Scenario, path: str, target: Target, counted: bool,
     _seed(sc)
     tracker = None
     if lineage and counted:
-        from .lineage import start as start_lineage
-
         tracker = start_lineage(target)
     try:
         loop = DecodeLoop(sc, path, target)
@@ -54,8 +59,6 @@ def run_pass(sc: Scenario, path: str, target: Target, counted: bool,
     step_events: List[SyncEvent] = []
     model = None
     if counted and profile is not None and target.kind == "sim":
-        from ..model.timeline import StepModel
-
         model = StepModel(profile, target.device.type)
     if counted:
         kw = dict(guard_kwargs or {})
@@ -150,6 +153,71 @@ class RunOptions:
     threads: Optional[int] = None
 
 
+def run_options(device: str = "auto", paths: Optional[List[str]] = None,
+                steps: Optional[int] = None, warmup: Optional[int] = None, *,
+                paths_flag: str = "--paths", subject_specs: Sequence[str] = (),
+                counted: bool = True, timed: bool = True, ratio_base: Optional[str] = None,
+                repeat: Optional[int] = None, budget: Optional[float] = None,
+                profile: Optional[str] = None, lineage: bool = False,
+                threads: Optional[int] = None) -> RunOptions:
+    """The :class:`RunOptions` of the scenario options as typed (``paths``: ``--paths``
+    chunks, comma-separated; ``subject_specs``: ``--subject``), each checked: a bad value is
+    one :class:`UsageError` before anything runs."""
+    if steps is not None and steps < 1:
+        raise UsageError(f"--steps: must be >= 1, got {steps}")
+    if warmup is not None and warmup < 0:
+        raise UsageError(f"--warmup: must be >= 0, got {warmup}")
+    if steps is not None and warmup is not None and warmup >= steps:
+        raise UsageError(f"--warmup: must be < --steps ({steps}), got {warmup}")
+    chosen = _parse_paths(paths, paths_flag, subject_specs)
+    if repeat is not None and repeat < 1:
+        raise UsageError(f"--repeat: must be >= 1, got {repeat}")
+    if budget is not None and not budget > 0:
+        raise UsageError(f"--budget: must be > 0 seconds, got {budget}")
+    if threads is not None and threads < 0:
+        raise UsageError(f"--threads: must be >= 0, got {threads}")
+    if profile is not None and profile != "none":
+        try:
+            load_profile(profile)  # one clear line (exit 2) before anything runs
+        except ProfileError as exc:
+            raise UsageError(str(exc)) from None
+    return RunOptions(device=device, paths=chosen, steps=steps, warmup=warmup,
+                      counted=counted, timed=timed, baseline=ratio_base, repeat=repeat,
+                      budget_s=budget, profile=profile, lineage=lineage, threads=threads)
+
+
+def _parse_paths(raw: Optional[List[str]], flag: str,
+                 specs: Sequence[str]) -> Optional[List[str]]:
+    """``--paths`` (comma-separated, repeatable) then ``--subject``: registered subject names
+    or ``MODULE:OBJ``, each loaded once here so a bad one fails before any run."""
+    if not raw and not specs:
+        return None
+    out: List[str] = []
+    named = [(flag, p.strip()) for chunk in raw or [] for p in chunk.split(",")]
+    named += [("--subject", s.strip()) for s in specs]
+    for where, p in named:
+        if not subjects.known(p):
+            raise UsageError(f"{where}: unknown path {p!r}; valid: "
+                             f"{', '.join(subjects.registered())}, or MODULE:OBJ")
+        try:
+            subjects.load(p, where)
+        except subjects.SubjectError as exc:
+            raise UsageError(str(exc)) from None
+        if p not in out:
+            out.append(p)
+    return out
+
+
+def target(kind: str, gpu: bool = False, exhaustive: bool = False) -> Target:
+    """A command's device (:func:`syncguard.driving.devices.resolve_target`, ``exhaustive``
+    the user's flag), with one note line on stderr when ``auto`` did not take the NPU and
+    why."""
+    t = resolve_target(kind, gpu=gpu, exhaustive=exhaustive)
+    if t.note:
+        print(f"syncguard: note: {one_line(t.note)}", file=sys.stderr)
+    return t
+
+
 def prepare(scenarios: List[Scenario], opts: RunOptions) -> List[Scenario]:
     out = []
     for sc in scenarios:
@@ -167,8 +235,6 @@ def path_label(path: str) -> str:
     """The name results, verdicts and baselines give ``path`` (a registered name or
     ``MODULE:OBJ``): the subject's display name, as :class:`DecodeLoop` labels its steps
     (:func:`syncguard.subjects.label`; loads a ``MODULE:OBJ`` subject to read it)."""
-    from . import subjects
-
     if not subjects.is_spec(path):
         return path
     return subjects.label(path, subjects.load(path))
@@ -210,8 +276,6 @@ def plan_for(scenarios: List[Scenario], opts: RunOptions, target: Optional[Targe
     """Probe the machine and plan the run of ``scenarios`` (as :func:`prepare` made them)
     (:func:`syncguard.driving.plan.plan_run`), on the run's torch threads
     (:func:`threads_for`)."""
-    from .plan import plan_run
-
     target = target or resolve_target(opts.device, exhaustive=opts.exhaustive)
     with torch_threads(threads_for(opts, target)):
         return plan_run(scenarios, lambda sc: paths_for(sc, opts), target,
@@ -245,8 +309,6 @@ def _run(scenarios: List[Scenario], opts: RunOptions, target: Target, result_pat
          lines: Optional[Any]) -> str:
     prof = None
     if target.kind == "sim" and opts.profile != "none":
-        from ..model.profile import load_profile
-
         prof = load_profile(opts.profile)
     header = {
         "env": environment(target.kind, target.name), "argv": argv or [],
@@ -270,14 +332,10 @@ def _run(scenarios: List[Scenario], opts: RunOptions, target: Target, result_pat
                                  profile=prof, lineage=opts.lineage)
             planned = plan.get(sc.name)
             if opts.timed and planned is not None and planned.rounds:
-                from .timing import timed_pass
-
                 # paths interleaved step by step, repeated (syncguard.driving.timing)
                 timed_pass(sc, paths_for(sc, opts), target, writer, progress,
                            planned.rounds, round_steps=planned.round_steps)
             if opts.timed and target.kind in PROFILED_KINDS:  # syncguard.renderers.trace
-                from .timing import profiled_pass
-
                 profiled_pass(sc, paths_for(sc, opts), target,
                               os.path.dirname(os.path.abspath(result_path)))
         complete = True

@@ -28,8 +28,10 @@ import json
 import os
 from typing import Any, Dict, Iterable, Iterator, List, Optional, Tuple
 
+from ..core.atomic import write_text
 from ..core.events import SyncEvent
 from ..core.sites import display_path, norm_line
+from ..core.untrusted import UntrustedError, load_json
 from ..errors import SyncguardError
 
 FORMAT = "syncguard-baseline"
@@ -178,8 +180,6 @@ class Baseline:
     def save(self, path: str) -> None:
         """Write the baseline as JSON (atomically: a temporary file, then a rename; a device or
         FIFO at ``path`` is written in place, never replaced: :mod:`syncguard.core.atomic`)."""
-        from ..core.atomic import write_text
-
         write_text(path, json.dumps(self.to_dict(), indent=2, sort_keys=False) + "\n")
 
     @classmethod
@@ -199,8 +199,6 @@ class Baseline:
     def load(cls, path: str) -> Baseline:
         """Read a baseline file; :class:`BaselineError` (a ValueError) names the file and the
         problem when it is missing, not JSON, of another format or version, or malformed."""
-        from ..core.untrusted import UntrustedError, load_json
-
         try:  # a regular UTF-8 file, size and nesting bounded, never blocking on a FIFO
             data = load_json(path, "baseline", MAX_FILE_BYTES)
         except UntrustedError as exc:

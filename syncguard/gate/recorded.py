@@ -1,45 +1,95 @@
-"""The verdicts on a recorded result: each (scenario, path) of its steps on its own, then the
-syncs each scenario made outside every step. ``syncguard check RESULT`` gates a recorded run
-with it, and ``exec`` gates the processes it followed (their parts, recorded by themselves)."""
+"""The verdicts on recorded results: each (scenario, path) of their steps on its own, then the
+syncs each scenario made outside every step. ``syncguard check RESULT|FOLDER`` gates recorded
+runs with :func:`recorded_verdicts` (an ``exec`` run, a folder of per-rank results: each rank
+its own scenario, ``<name> [rank N]``), and ``exec`` gates the processes it followed (their
+parts, recorded by themselves) with :func:`result_verdicts`. ``--allow`` and ``--config``
+apply to the recorded events as they would have in the run: a hidden sync whose recorded
+stack matches an allowed site is gated as allowed (:func:`allowed`)."""
 
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Callable, Dict, List, Optional, Set
+import os
+import sys
+from typing import Any, Callable, Dict, List, Optional, Sequence, Set, Tuple
 
-from ..core.events import SyncEvent
+from .._escape import one_line
+from ..core.events import Frame, SyncEvent
+from ..core.sites import allow_reason
 from ..results.format import OUTSIDE_PATH, RunResult
-from .verdicts import Budget, Tally, Verdict
-
-#: a hook that marks events allowed (``check --allow`` applied to recorded events)
-Allow = Callable[[List[SyncEvent]], List[SyncEvent]]
-
-
-def _keep(allow: Optional[Allow], events: List[SyncEvent]) -> List[SyncEvent]:
-    return allow(events) if allow is not None else events
+from ..results.run import load
+from .baseline import Baseline
+from .verdicts import Budget, Tally, Verdict, budget
 
 
-def result_verdicts(res: RunResult, gate: Budget, allow: Optional[Allow] = None,
+def is_result_path(p: str) -> bool:
+    """A result file or a folder of results (not a scenario name or file)."""
+    return os.path.isdir(p) or (p.endswith((".jsonl", ".json")) and os.path.isfile(p))
+
+
+def allowed(events: List[SyncEvent], sites: Sequence[Tuple[str, str]]) -> List[SyncEvent]:
+    """``events`` with each hidden sync whose recorded stack (or its own frame) matches one of
+    ``sites`` (``(pattern, reason)``, as :class:`~syncguard.core.guard.SyncGuard` takes them)
+    marked allowed with that reason."""
+    out = []
+    for e in events:
+        reason = None if e.allowed or not sites else allow_reason(
+            sites, e.stack or (Frame(e.filename, e.lineno, e.function),))
+        out.append(e if reason is None else dataclasses.replace(e, allowed=True, reason=reason))
+    return out
+
+
+def recorded_verdicts(paths: Sequence[str], max_syncs: Optional[int],
+                      max_syncs_outside: Optional[int], allow_sites: Sequence[Tuple[str, str]],
+                      base: Optional[Baseline], updating: bool) -> List[Verdict]:
+    """The verdicts on the results at ``paths``, each on the flags' budgets, else the run's
+    own (an exec run's ``--max-syncs``, ``--max-syncs-per-step`` and ``--max-syncs-outside``
+    gate again when no other budget is asked for); an incomplete run is gated on the steps it
+    kept, with one warning line."""
+    verdicts: List[Verdict] = []
+    for p in paths:
+        res = load(p).result
+        if not res.complete:
+            _warn_incomplete(p, res)
+        options = res.header.get("options")
+        gate = budget(max_syncs, outside=max_syncs_outside,
+                      configured=options if isinstance(options, dict) else None,
+                      baseline=base, updating=updating)
+        verdicts += result_verdicts(res, gate, allow_sites)
+    return verdicts
+
+
+def _warn_incomplete(path: str, res: RunResult) -> None:
+    footer = res.footer or {}
+    why = footer.get("reason") or ("no footer: the run was cut short" if not footer else
+                                   "stopped early")
+    print(one_line(f"syncguard check: warning: {path}: INCOMPLETE run ({str(why)[:200]}): "
+                   f"gated on the {len(res.steps)} steps it kept"), file=sys.stderr)
+
+
+def result_verdicts(res: RunResult, gate: Budget, allow_sites: Sequence[Tuple[str, str]] = (),
                     scenarios: Optional[Set[str]] = None) -> List[Verdict]:
     """Gate ``res`` on ``gate``: its counted (or ``exec``) steps per scenario and path, and
     the syncs each scenario made outside every step (on ``--max-syncs-outside``, or, a
-    per-step site among them, with the steps). ``scenarios``: only these."""
+    per-step site among them, with the steps), ``allow_sites`` applied (:func:`allowed`).
+    ``scenarios``: only these."""
     verdicts: List[Verdict] = []
     mine: Callable[[Any], bool] = (lambda sc: True) if scenarios is None else (
         lambda sc: sc in scenarios)
     keys = list(dict.fromkeys((s.scenario, s.path) for s in res.steps
                               if s.pass_ in ("counted", "exec") and mine(s.scenario)))
     for sc, path in keys:
-        evs = _keep(allow, [SyncEvent.from_dict({k: v for k, v in e.items() if k not in (
+        evs = allowed([SyncEvent.from_dict({k: v for k, v in e.items() if k not in (
             "scenario", "path", "pass", "rank", "ref")})
             for e in res.iter_events() if e.get("scenario") == sc and e.get("path") == path
-            and e.get("pass") in ("counted", "exec")])
+            and e.get("pass") in ("counted", "exec")], allow_sites)
         verdicts += gate.verdicts(evs, sc, path)
     for sc in dict.fromkeys(s.scenario for s in res.steps if mine(s.scenario)):
         raw = [e for e in res.iter_events() if e.get("scenario") == sc
                and e.get("path") == OUTSIDE_PATH and e.get("step") is None]
-        evs = _keep(allow, [SyncEvent.from_dict({k: v for k, v in e.items() if k not in (
-            "scenario", "path", "pass", "rank", "after_step", "ref")}) for e in raw])
+        evs = allowed([SyncEvent.from_dict({k: v for k, v in e.items() if k not in (
+            "scenario", "path", "pass", "rank", "after_step", "ref")}) for e in raw],
+            allow_sites)
         after = Tally()  # each counted at the step begun last before it
         for e, a in zip(evs, (r.get("after_step") for r in raw)):
             if isinstance(a, int) and not isinstance(a, bool):

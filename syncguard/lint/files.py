@@ -8,9 +8,10 @@ import dataclasses
 import io
 import os
 import tokenize
-from typing import Any, Dict, Iterator, List, Optional, Sequence
+from typing import TYPE_CHECKING, Any, Dict, Iterator, List, Optional, Sequence
 
-import pathspec
+if TYPE_CHECKING:
+    import pathspec
 
 from ..core.untrusted import UntrustedError, read_bytes, read_text
 from ..driving.config import checked_table, load_tool_table
@@ -37,19 +38,6 @@ class LintConfig:
     include_tests: Optional[bool] = None
     #: the pyproject.toml read (None when none was found)
     source: Optional[str] = None
-
-
-def find_pyproject(start: str) -> Optional[str]:
-    """The nearest ``pyproject.toml`` at or above ``start``."""
-    d = os.path.abspath(start if os.path.isdir(start) else os.path.dirname(start) or ".")
-    while True:
-        p = os.path.join(d, "pyproject.toml")
-        if os.path.isfile(p):
-            return p
-        parent = os.path.dirname(d)
-        if parent == d:
-            return None
-        d = parent
 
 
 def load_config(pyproject: Optional[str]) -> LintConfig:
@@ -104,6 +92,8 @@ def gitignore_spec(lines: Sequence[str]) -> pathspec.GitIgnoreSpec:
     a pattern ending in ``\\``) is ignored as git ignores it, never an error; matched by
     RE2 when installed (linear time: a pattern like ``*a*a*a*a*a*a*azz`` against a long name
     backtracks exponentially in Python's ``re``)."""
+    import pathspec  # excludes only: the command line's parser imports this module
+
     valid = []
     for line in lines:
         try:

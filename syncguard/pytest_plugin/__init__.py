@@ -11,9 +11,9 @@ Budget and allow-list, most specific first:
 
 - the marker: ``@pytest.mark.syncguard(max_syncs=0, device="npu", allow=[...], devices=(...))``;
 - ``--syncguard-max-syncs=N`` on the command line, then the ini key ``syncguard_max_syncs``;
-- ``[tool.syncguard]`` in the rootdir's pyproject.toml: ``max_syncs = N``, ``allow = ["pkg/
-  mod.py:12", {site = "pkg/mod.py:30", reason = "token readback"}]``, ``devices = ["cpu"]``,
-  ``exhaustive = true``.
+- ``[tool.syncguard]`` in the nearest pyproject.toml at or above the rootdir: ``max_syncs =
+  N``, ``allow = ["pkg/mod.py:12", {site = "pkg/mod.py:30", reason = "token readback"}]``,
+  ``devices = ["cpu"]``, ``exhaustive = true``.
 
 ``exhaustive`` (the marker's, else ``--syncguard-exhaustive``, else the ini key
 ``syncguard_exhaustive``, else ``[tool.syncguard]``) also counts the reads made in C++ that no
@@ -49,6 +49,9 @@ import os
 from typing import TYPE_CHECKING, Any, Dict, Generator, List, Optional, Tuple
 
 import pytest
+
+from ..driving.devices import AUTOLOAD_VAR, prepare_process
+from ..gate.verdicts import judge
 
 # torch-free: the plugin still loads without importing torch
 from .baselines import BASELINE_KEY, _BaselineRun
@@ -95,8 +98,6 @@ def pytest_load_initial_conftests(early_config: pytest.Config, parser: pytest.Pa
     that a torch_npu that cannot load (CANN missing) leaves the session running and a
     ``device="npu"`` test on the simulated npu, instead of crashing every ``import torch``.
     A healthy torch_npu is loaded as autoload would have loaded it. Costs nothing elsewhere."""
-    from ..driving.devices import AUTOLOAD_VAR, prepare_process
-
     if os.environ.get(AUTOLOAD_VAR) != "0":  # "0": the user keeps torch_npu unloaded
         prepare_process("auto")
 
@@ -176,7 +177,7 @@ def pytest_runtest_call(item: pytest.Item) -> Generator[None, Any, None]:
         with BodyThreads(guard), guard:
             yield
         return
-    from ..driving.lineage import start_auto
+    from ..driving.lineage import start_auto  # torch: loading the plugin never imports it
 
     tracker = start_auto(cpu="cpu" in guard.devices)
     try:
@@ -234,7 +235,6 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]
     guard: Optional[SyncGuard] = item.stash.get(GUARD_KEY, None)
     if guard is None:
         return
-    from ..gate.verdicts import judge
 
     report: pytest.TestReport = outcome.get_result()
     if _fail_on_swallowed(report, call, guard):

@@ -18,6 +18,8 @@ import pytest
 if TYPE_CHECKING:  # pragma: no cover
     pass
 
+from ..gate.baseline import Baseline, BaselineError
+from ..gate.verdicts import baseline_from
 from .settings import BASELINE_PATH
 
 
@@ -36,9 +38,6 @@ class _BaselineRun:
 
     @classmethod
     def open(cls, path: str, update: bool) -> _BaselineRun:
-
-        from ..gate.baseline import Baseline, BaselineError
-
         if update and not os.path.exists(path):
             return cls(path, update, None)
         try:
@@ -47,8 +46,6 @@ class _BaselineRun:
             raise pytest.UsageError(f"syncguard: --syncguard-baseline: {exc}") from None
 
     def record(self, nodeid: str, verdict: Any, root: str) -> None:
-        from ..gate.verdicts import baseline_from
-
         self.judged.append(nodeid)
         self.sites += [s.to_dict() for s in baseline_from([verdict], root=root).sites]
 
@@ -60,8 +57,6 @@ class _BaselineRun:
         self.sites += data.get("sites", [])
 
     def write(self) -> int:
-        from ..gate.baseline import Baseline
-
         data = {"format": "syncguard-baseline", "version": 1, "sites": list(self.sites)}
         new = Baseline.from_dict(data, source=self.path)
         # read again under a lock: another session may have written it since this one began

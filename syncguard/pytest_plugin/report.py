@@ -12,6 +12,11 @@ from typing import (
 
 import pytest
 
+from .._escape import one_line
+from ..core.events import H2D_COPY, site_line
+from ..core.lineage_words import site_verdict, verdict_text
+from ..core.sites import caller_text, function_name, shown_site
+
 # torch-free: the plugin still loads without importing torch
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -31,8 +36,6 @@ def verdict_line(verdict: Verdict) -> str:
     """``syncguard: `` and the gate's :meth:`~syncguard.gate.verdicts.Verdict.test_line`
     (``allowed 0 host syncs, saw 3 in steps 2-4``). When host-to-device copies are among the
     hidden syncs, a hint to build inputs in a fixture follows."""
-    from ..core.events import H2D_COPY
-
     text = f"syncguard: {verdict.test_line()}"
     h2d = sum(s.count for s in verdict.sites if s.event.kind == H2D_COPY)
     if h2d:
@@ -41,9 +44,6 @@ def verdict_line(verdict: Verdict) -> str:
 
 
 def _site_lines(sites: List[Dict[str, Any]], root: str) -> List[str]:
-    from ..core.events import site_line
-    from ..core.sites import caller_text, function_name
-
     return ["  " + site_line(s["filename"], s["lineno"],
                              function_name(s["function"], s.get("stack")), s["api"], s["op"],
                              s["count"], s["steps"], root=root,
@@ -80,10 +80,6 @@ def report_section(guard: SyncGuard, gate: Verdict, root: str, verdict: bool = T
 
 def _lineage_text(events: List[Any], root: str) -> str:
     """One line per hidden site whose read values were tracked (``--syncguard-lineage``)."""
-    from .._escape import one_line
-    from ..core.lineage_words import site_verdict, verdict_text
-    from ..core.sites import shown_site
-
     by_site: Dict[str, List[Any]] = {}
     for e in events:
         if e.lineage is not None and not e.allowed and not e.warmup:

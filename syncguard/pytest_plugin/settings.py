@@ -20,10 +20,14 @@ from typing import (
 
 import pytest
 
+from .. import simulated_device
+from ..core.hub import allow as _allow
+
 # torch-free: the plugin still loads without importing torch
 from ..devicenames import HARDWARE, MARKER_DEVICES, SESSION_DEVICES
-from ..driving.config import first_flag, to_allow, to_flag
-from ..driving.devices import EXHAUSTIVE_HELP, exhaustive_for
+from ..driving.config import config_file, first_flag, load_tool_table, to_allow, to_flag
+from ..driving.devices import AUTOLOAD_VAR, EXHAUSTIVE_HELP, exhaustive_for, npu_state
+from ..gate.verdicts import budget_count
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..core.guard import SyncGuard
@@ -182,23 +186,20 @@ def _to_allow(value: Any, where: str) -> Tuple[Tuple[str, str], ...]:
 
 
 def _to_count(value: Any, where: str) -> int:
-    from ..gate.verdicts import budget_count
-
     return budget_count(value, where)
 
 
 def _pyproject(config: pytest.Config) -> Tuple[Optional[str], Dict[str, Any]]:
-    from ..driving.config import load_tool_table
-
+    """The configuration file (:func:`syncguard.driving.config.config_file`: pytest's own
+    ``pyproject.toml`` when it read one, else the nearest at or above its rootdir) and its
+    ``[tool.syncguard]`` table."""
     ini = config.inipath
-    path = ini if ini is not None and ini.name == "pyproject.toml" else None
-    if path is None:
-        cand = config.rootpath / "pyproject.toml"
-        path = cand if cand.is_file() else None
+    path = config_file(str(ini) if ini is not None and ini.name == "pyproject.toml" else None,
+                       str(config.rootpath))
     if path is None:
         return None, {}
     try:
-        return str(path), load_tool_table(str(path))
+        return path, load_tool_table(path)
     except ValueError as exc:
         raise pytest.UsageError(f"syncguard: {exc}") from None
 
@@ -242,13 +243,9 @@ def _session_device(config: pytest.Config, table: Dict[str, Any], where: str) ->
         raise pytest.UsageError(f"syncguard: {where}: device: must be one of "
                                 f"{', '.join(map(repr, SESSION_DEVICES))}, got {value!r}")
     if value == "auto":
-        from ..driving.devices import AUTOLOAD_VAR, npu_state
-
         if npu_state(load=os.environ.get(AUTOLOAD_VAR) != "0").usable:
             return
     try:
-        from .. import simulated_device
-
         simulated_device("npu", torch_npu=True)
     except Exception as exc:  # one line: a real torch_npu is loaded, or torch is too old
         raise pytest.UsageError(f"syncguard: device={value!r}: the simulated npu could not be "
@@ -303,14 +300,11 @@ def _prepare_device(device: Optional[str]) -> Optional[str]:
         return "cuda"
     if device != "npu":
         return device
-    from ..driving.devices import AUTOLOAD_VAR, npu_state
 
     state = npu_state(load=os.environ.get(AUTOLOAD_VAR) != "0")
     if state.usable:
         return "npu"
     try:
-        from .. import simulated_device
-
         simulated_device("npu")
         return "sim"
     except Exception as exc:
@@ -326,8 +320,7 @@ _GUARD_CLASSES: Dict[type, type] = {}
 
 
 def _guard_class() -> type:
-    from ..core.guard import SyncGuard
-    from ..core.hub import allow as _allow
+    from ..core.guard import SyncGuard  # torch: loading the plugin never imports it
 
     # Keyed by the base class: an in-process pytester run may import syncguard.core.guard afresh.
     cached = _GUARD_CLASSES.get(SyncGuard)
