@@ -5,10 +5,11 @@ bad input, 3 internal error; 130 when interrupted (Ctrl-C), 143 when terminated 
 from __future__ import annotations
 
 import argparse
+import importlib
 import os
 import sys
 import warnings
-from typing import Any, List, Optional
+from typing import Any, Iterable, List, Optional
 
 from ..console import error, warning
 from ..core import signals as _signals
@@ -26,9 +27,24 @@ from ..errors import (  # noqa: F401  (the CLI's names for them)
     UsageError,
 )
 from ..execute import follow
-from . import calibrate, check, common, compare, lint, run, show
-from . import exec as exec_cmd
+from . import common
 from .common import add_device_argument
+
+#: the commands: name -> (the module that adds its arguments and runs it, its one-line help).
+#: Only the command typed is imported: ``syncguard --help`` and ``syncguard lint`` do not load
+#: the engine, the scenario runner and the calibration (the first screen's time).
+COMMANDS = {
+    "run": (".run:main", "run scenarios and write reports (the main job)"),
+    "exec": (".exec:main",
+             "run your own program under the guard (per-step syncs, reports, CI gate)"),
+    "show": (".show:main", "render a result file"),
+    "compare": (".compare:main", "compare two runs, or two paths of one run"),
+    "check": (".check:main", "counted pass only: exit 1 when hidden syncs exceed the budget"),
+    "calibrate": (".calibrate:main",
+                  "cross-check the catalogue against the native ground truth; write the op model"),
+    "lint": (".lint:main",
+             "find lines that can make a hidden sync, statically (optionally confirmed by runs)"),
+}
 
 
 class _Parser(argparse.ArgumentParser):
@@ -40,17 +56,20 @@ class _Parser(argparse.ArgumentParser):
                               f"(`{self.prog} --help` lists the options)\n")
 
 
-def _parser() -> argparse.ArgumentParser:
+def _parser(names: Iterable[str] = COMMANDS) -> argparse.ArgumentParser:
+    """The command line's parser, with the arguments of the commands in ``names``."""
     p = _Parser(
         prog="syncguard",
         description="Count, attribute and gate hidden host-device syncs in decode loops.",
     )
     sub = p.add_subparsers(dest="command", metavar="COMMAND")
-    for mod in (run, exec_cmd, show, compare, check, calibrate, lint):
-        sp = sub.add_parser(mod.NAME, help=mod.HELP, description=mod.__doc__,
-                            formatter_class=argparse.RawDescriptionHelpFormatter)
-        mod.add_arguments(sp)
-        sp.set_defaults(_main=mod.main)
+    for name, (spec, help) in COMMANDS.items():
+        sp = sub.add_parser(name, help=help, formatter_class=argparse.RawDescriptionHelpFormatter)
+        if name in names:
+            mod = importlib.import_module(spec.split(":")[0], __name__)
+            sp.description = mod.__doc__
+            mod.add_arguments(sp)
+            sp.set_defaults(_main=mod.main)
     st = sub.add_parser(
         "selftest", help="plant known syncs and verify the guard sees them",
         description="Plant known hidden syncs (a bool() of a tensor, a .tolist(), a boolean-"
@@ -103,7 +122,8 @@ def _quiet_stdout() -> None:
 
 def main(argv: Optional[List[str]] = None) -> int:
     """Entry point; returns the exit code (never raises for bad input)."""
-    parser = _parser()
+    typed = sys.argv[1:] if argv is None else argv
+    parser = _parser(typed[:1])
     try:
         args = parser.parse_args(argv)
     except SystemExit as exc:  # argparse already printed its one-line usage error

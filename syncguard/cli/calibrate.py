@@ -22,9 +22,6 @@ from ..driving.calibration import measure_profile
 from ..errors import EXIT_INTERNAL, EXIT_OK, EXIT_OVER, UsageError
 from ..model.profile import ProfileError, load_profile, parse_profile
 
-NAME = "calibrate"
-HELP = "cross-check the catalogue against the native ground truth; write the op model"
-
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--device", default="sim", choices=CALIBRATE_DEVICES,

@@ -22,9 +22,6 @@ from .common import (
     output_path,
 )
 
-NAME = "check"
-HELP = "counted pass only: exit 1 when hidden syncs exceed the budget"
-
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     add_scenario_arguments(p)

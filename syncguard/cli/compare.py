@@ -13,9 +13,6 @@ from ..results.analysis import compare, compare_paths
 from ..results.run import load
 from .common import add_output_arguments, add_width_argument, output_path
 
-NAME = "compare"
-HELP = "compare two runs, or two paths of one run"
-
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("a", help="result file A")

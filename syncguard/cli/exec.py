@@ -56,9 +56,6 @@ from .common import (
     prepare_out,
 )
 
-NAME = "exec"
-HELP = "run your own program under the guard (per-step syncs, reports, CI gate)"
-
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--step", action="append", default=[], metavar="MODULE:QUALNAME",

@@ -38,9 +38,6 @@ from typing import List
 from ..lint.command import LintOptions, run
 from .common import output_path
 
-NAME = "lint"
-HELP = "find lines that can make a hidden sync, statically (optionally confirmed by runs)"
-
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("paths", nargs="*", metavar="PATH", help="files or folders (default: .)")
@@ -87,4 +84,4 @@ def main(args: argparse.Namespace) -> int:
     return run(opts)
 
 
-__all__: List[str] = ["NAME", "HELP", "add_arguments", "main"]
+__all__: List[str] = ["add_arguments", "main"]

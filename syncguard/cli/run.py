@@ -48,9 +48,6 @@ from .common import (
     prepare_out,
 )
 
-NAME = "run"
-HELP = "run scenarios and write reports (the main job)"
-
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     add_scenario_arguments(p)

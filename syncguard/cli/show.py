@@ -14,9 +14,6 @@ from ..renderers import RENDERERS, renderer_for_path
 from ..results.run import load
 from .common import add_output_arguments, add_width_argument, output_path
 
-NAME = "show"
-HELP = "render a result file"
-
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("result", help="a result.jsonl written by `syncguard run`")

@@ -649,3 +649,23 @@ def test_timed_rounds_draw_the_counted_pass_tokens(small_result: results.RunResu
             timed = [s.tokens for s in res.steps
                      if s.path == path and s.pass_ == "timed" and s.round == r]
             assert timed == counted, (path, r)
+
+
+@pytest.mark.parametrize("argv, loads, spares", [
+    (["--help"], [], ["syncguard.cli.run", "syncguard.lint", "syncguard.driving.runner"]),
+    (["lint", "--help"], ["syncguard.cli.lint"],
+     ["syncguard.cli.run", "syncguard.cli.check", "syncguard.driving.check",
+      "syncguard.driving.calibration"]),
+])
+def test_the_command_line_imports_only_the_command_typed(
+        argv: List[str], loads: List[str], spares: List[str]) -> None:
+    """``syncguard --help`` lists the commands without importing them, and a command imports
+    its own module only: the first screen does not pay for every command's implementation."""
+    code = ("import sys\nfrom syncguard.cli import main\n"
+            "try:\n    main(sys.argv[1:])\nexcept SystemExit:\n    pass\n"
+            "print(sorted(m for m in sys.modules if m.startswith('syncguard')))\n")
+    out = subprocess.run([sys.executable, "-c", code, *argv], capture_output=True, text=True,
+                         env=env(), timeout=120)
+    loaded = set(json.loads(out.stdout.splitlines()[-1].replace("'", '"')))
+    assert set(loads) <= loaded
+    assert not set(spares) & loaded, sorted(set(spares) & loaded)
