@@ -140,7 +140,7 @@ def _clear_stale_ranks(out: str) -> None:
     """``--force`` under torchrun, on rank 0: remove the rank files of an earlier run that
     this run's ranks will not overwrite (ranks at or above WORLD_SIZE), so `show OUT` never
     merges them into this run."""
-    from ..results.format import rank_files
+    from ..results.merge import rank_files
 
     try:
         world = int(os.environ.get("WORLD_SIZE", ""))

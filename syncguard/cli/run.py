@@ -250,7 +250,7 @@ def main(args: argparse.Namespace) -> int:
     from ..driving.plan import Eta
     from ..errors import EXIT_INTERNAL, EXIT_OK, EXIT_OVER
     from ..renderers import RENDERERS, RESULT_STREAM, write_reports
-    from ..results import format as results
+    from ..results import loader
     from .common import exhaustive_of, run_options
     from .common import target as cli_target
 
@@ -311,7 +311,7 @@ def main(args: argparse.Namespace) -> int:
     # A second Ctrl-C (or a SIGTERM) while the reports are written waits for them: every
     # report is complete (each written atomically) and result.json is never missing.
     with stop.finishing():
-        res = results.load(result_path)
+        res = loader.load(result_path)
         written = write_reports(res, out)
     full = bool(getattr(args, "verbose", False))
     RENDERERS["terminal"].render(res, stdout_console(args.width), steps=full, sites=full,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import operator
 from typing import Any, Dict, Iterable, List, Optional, Tuple
 
 from ..errors import EXIT_INTERNAL, EXIT_OVER, SyncguardError
@@ -128,14 +129,14 @@ class SyncEvent:
     lineage: Optional[Dict[str, Any]] = None
 
     @classmethod
-    def make(cls, kind: str, api: str, op: Optional[str], filename: str, lineno: int,
+    def make(cls, *, kind: str, api: str, op: Optional[str], filename: str, lineno: int,
              function: str, stack: Tuple[Frame, ...], step: Optional[int], thread: str,
              allowed: bool, reason: Optional[str], warmup: bool, count: int,
              device: Optional[str], source: Optional[str], wait_us: Optional[float],
              lineage: Optional[Dict[str, Any]]) -> SyncEvent:
-        """An event from every field, as ``SyncEvent(...)`` makes it but without the frozen
-        ``__init__``'s one ``object.__setattr__`` per field: the hub makes one per read, on
-        the program's clock."""
+        """An event from every field by name, as ``SyncEvent(...)`` makes it but without the
+        frozen ``__init__``'s one ``object.__setattr__`` per field: the hub makes one per
+        read, on the program's clock."""
         new = object.__new__(cls)
         object.__setattr__(new, "__dict__", {
             "kind": kind, "api": api, "op": op, "filename": filename, "lineno": lineno,
@@ -192,6 +193,11 @@ class SyncEvent:
 
 _EVENT_FIELDS = tuple(f.name for f in dataclasses.fields(SyncEvent))
 _FIELD_SET = frozenset(_EVENT_FIELDS)
+#: the fields that tell one site's events apart (all but the step, count, wait, warm-up flag
+#: and lineage), and an event's values of them in one call
+SITE_FIELDS = ("kind", "api", "op", "filename", "lineno", "function", "stack", "thread",
+               "allowed", "reason", "device", "source")
+site_key = operator.attrgetter(*SITE_FIELDS)
 
 
 class ReadSite:

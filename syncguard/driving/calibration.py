@@ -351,7 +351,7 @@ def modeled_vs_measured(model_path: str, measured_path: str) -> Tuple[List[str],
     error over the paths (NaN when nothing to compare)."""
     import math
 
-    from ..results.format import load
+    from ..results.loader import load
 
     model, real = load(model_path), load(measured_path)
     lines = [f"modeled ({model_path}, profile "

@@ -62,7 +62,7 @@ def crosscheck_pass(sc: Any, path: str, target: Any, mechanism: str) -> Dict[str
 
 
 def run(scenarios: List[Any], device: str, paths: Optional[List[str]]) -> Dict[str, Any]:
-    from ..results.format import environment
+    from ..results.environment import environment
     from .devices import resolve_target
 
     target = resolve_target(device)

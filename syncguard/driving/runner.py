@@ -14,8 +14,10 @@ from ..core import signals as _signals
 from ..core.events import NoDeviceTensorsWarning, SyncEvent
 from ..core.guard import SyncGuard
 from ..core.steps import is_warmup
-from ..results.format import TIMED_PASS, ResultWriter, StepRecord, environment, scenario_record
+from ..results.environment import environment, scenario_record
+from ..results.format import TIMED_PASS, StepRecord
 from ..results.machine import machine_state
+from ..results.writer import ResultWriter
 from .decode import DecodeLoop, DeviceTimer, Progress, _seed, label_fields
 from .devices import HOST_KERNEL_KINDS, Target, resolve_target
 from .plan import Plan

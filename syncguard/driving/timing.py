@@ -22,7 +22,7 @@ from ..core import signals as _signals
 from .devices import HARDWARE
 
 if TYPE_CHECKING:  # pragma: no cover
-    from ..results.format import ResultWriter
+    from ..results.writer import ResultWriter
     from .decode import Progress
     from .devices import Target
     from .scenario import Scenario

@@ -100,7 +100,7 @@ def execute(opts: ExecOptions, target: Any, out: str) -> int:
     from ..core.selftest import selftest
     from ..driving.devices import EXEC_CPU_NAME
     from ..errors import UsageError
-    from ..results.format import environment
+    from ..results.environment import environment
     from ..results.machine import machine_state
     from .hooks import findable, static_missing
     from .mainhook import main_source
@@ -180,7 +180,7 @@ def execute(opts: ExecOptions, target: Any, out: str) -> int:
 def _clear_parts(out: str) -> None:
     """Remove the processes' parts an earlier run left in ``out`` (this run owns the folder
     now: its result file is claimed)."""
-    from ..results.format import PARTS_DIR
+    from ..results.merge import PARTS_DIR
 
     where = os.path.join(out, PARTS_DIR)
     try:
@@ -229,7 +229,7 @@ def _run(opts: ExecOptions, target: Any, out: str, program: Any, path: str,
     from ..core.atomic import stream_of
     from ..errors import EXIT_BROKEN_PIPE, EXIT_OK, EXIT_OVER, EXIT_USAGE, SyncguardError
     from ..results import drain
-    from ..results.format import ResultWriter
+    from ..results.writer import ResultWriter
     from .hooks import StepHooks
     from .program import run, show_exception
     from .session import ExecSession
@@ -363,7 +363,8 @@ def _parts(out: str, settings: Any) -> List[Tuple[Dict[str, Any], Any]]:
     that cannot be read is left to the reports' loader to name."""
     if settings is None:
         return []
-    from ..results.format import ResultError, process_parts
+    from ..results.format import ResultError
+    from ..results.loader import process_parts
 
     try:
         return process_parts(os.path.abspath(out), settings.run)
@@ -375,7 +376,7 @@ def _never_called(t: StepTarget, parts: Sequence[Tuple[Dict[str, Any], Any]],
                   root: str) -> str:
     """``--loop m:f was never called in any of the 2 processes that ran (gen.py pid 1,
     worker pid 2)``; with no process followed, ``... was never called`` (or ``installed``)."""
-    from ..results.format import process_label
+    from ..results.merge import process_label
 
     if not parts:
         return f"{t.flag} {t.spec} " + ("was never called" if t.installed else
@@ -494,10 +495,10 @@ def _report(opts: ExecOptions, path: str, out: str, stop: Optional[_signals.Stop
     from .._escape import one_line
     from ..console import stderr_console, wrote
     from ..renderers import terminal, write_reports
-    from ..results import format as results
+    from ..results import loader
 
     err = stderr_console(opts.width)
-    res = results.load(path)
+    res = loader.load(path)
     if opts.rank is None:
         written = write_reports(res, out)  # before printing: a closed pipe loses no report
         terminal.render(res, err)
@@ -536,7 +537,7 @@ def _gate(opts: ExecOptions, session: Any, merged: Any = None,
     verdicts += gate.outside_verdicts(session.outside, label, session.outside_after, steps)
     if parts and merged is not None:
         from ..gate.recorded import result_verdicts
-        from ..results.format import process_label
+        from ..results.merge import process_label
 
         theirs = {f"{s.scenario} [{process_label(info)}]" for info, res in parts
                   for s in res.steps}

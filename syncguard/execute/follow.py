@@ -24,7 +24,7 @@ run's settings travel to every Python process the program starts, the way covera
 Each process writes its own part, ``OUT/processes/<run>-<pid>.jsonl``, in the result format
 with a ``process`` header field (pid, parent, name, target, start method), through its own
 drain, from its first step or read on (a process that saw none writes no file). The root's
-``result.jsonl`` names the run (``exec.follow``), and :func:`syncguard.results.format.load`
+``result.jsonl`` names the run (``exec.follow``), and :func:`syncguard.results.loader.load`
 merges the parts into it as ranks are merged: a scenario per process, ``<program>
 [<name> pid N]``. A part is closed at the process's end: a normal exit, ``sys.exit``,
 ``os._exit`` (how ``fork`` and ``forkserver`` children end), and SIGTERM when the program has
@@ -184,7 +184,7 @@ class _Part:
         """The writer of this part, started now (header first)."""
         from ..core.atomic import claim, stream_of
         from ..results import drain
-        from ..results.format import ResultWriter
+        from ..results.writer import ResultWriter
 
         s = self.settings
         path = os.path.join(s.out, PARTS, part_name(s.run, self.pid))

@@ -14,11 +14,12 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from ..core import signals as _signals
 from ..core import steps as _steps
-from ..core.events import Read, ReadSite, SyncEvent
+from ..core.events import Read, ReadSite, SyncEvent, site_key
 from ..core.guard import SyncGuard
 from ..core.steps import is_warmup
 from ..gate.verdicts import Tally
-from ..results.format import OUTSIDE_PATH, ResultWriter, _site_of, read_counts
+from ..results.format import OUTSIDE_PATH, ExecStep, read_counts
+from ..results.writer import ResultWriter
 
 #: ``pass`` of exec step records: the program ran once, under the guard, so each record is
 #: both the counted and the timed pass (host latency includes the interceptors' cost).
@@ -315,7 +316,7 @@ class ExecSession:
 
     def _site(self, ev: SyncEvent) -> ReadSite:
         """The site of ``ev`` (one per distinct site and count; bounded)."""
-        key = (_site_of(ev), ev.count)
+        key = (site_key(ev), ev.count)
         site = self._sites.get(key)
         if site is None:
             if len(self._sites) >= _SITES:
@@ -527,8 +528,10 @@ class ExecSession:
             tot.syncs += syncs
             tot.count(i, reads)
         self.write_outside()  # made before this step ended: above its lines in the file
-        self.writer.exec_reads(self.program, name, EXEC_PASS, i, warm, syncs, allowed,
-                               latency_ms, device_ms, wait, labels, self.rank, reads)
+        self.writer.exec_reads(ExecStep(
+            scenario=self.program, path=name, pass_=EXEC_PASS, step=i, warmup=warm,
+            syncs=syncs, allowed=allowed, latency_ms=latency_ms, device_ms=device_ms,
+            wait_us=wait, rank=self.rank, labels=labels), reads)
 
     def write_outside(self) -> None:
         """Write the outside events not written yet (path ``OUTSIDE_PATH``, each with

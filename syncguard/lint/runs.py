@@ -33,7 +33,8 @@ def load_runs(paths: Sequence[str]) -> List[Any]:
     starts; one that is missing or not a syncguard result raises a one-line
     :class:`~syncguard.errors.UsageError` naming it (exit 2)."""
     from ..errors import UsageError
-    from ..results.format import ResultError, load
+    from ..results.format import ResultError
+    from ..results.loader import load
 
     out = []
     for p in paths:

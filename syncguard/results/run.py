@@ -141,6 +141,6 @@ def load(path: str) -> Run:
     names the file and the field) for anything that is not a syncguard result."""
     import os
 
-    from .format import load as load_result
+    from .loader import load as load_result
 
     return Run(load_result(os.fspath(path)))
