@@ -18,6 +18,8 @@ from typing import (
     Tuple,
 )
 
+from .._version import __version__
+from ..core import untrusted
 from ..errors import ResultWarning
 from .format import Reads, ResultError, RunResult, StepRecord
 from .merge import PART_NAME, PARTS_DIR, check_ranks, merge_processes, merge_ranks, rank_files
@@ -34,8 +36,6 @@ def _version_tuple(v: Any) -> Optional[Tuple[int, ...]]:
 
 def _warn_if_newer(path: str, header: Dict[str, Any]) -> None:
     """A :class:`ResultWarning` when the file names a newer syncguard than this one."""
-    from .._version import __version__
-
     env = header.get("env")
     theirs = header.get("syncguard") or (env.get("syncguard") if isinstance(env, dict) else None)
     a, b = _version_tuple(theirs), _version_tuple(__version__)
@@ -53,9 +53,11 @@ def _warn_if_newer(path: str, header: Dict[str, Any]) -> None:
 def _load_document(path: str, f: IO[str]) -> RunResult:
     """A ``result.json`` document (:meth:`RunResult.write_json`)."""
     try:
-        doc = json.load(f)
+        doc = untrusted.loads(f.read(), path, "syncguard result")
     except json.JSONDecodeError as exc:
         raise ResultError(f"{path}:{exc.lineno}: not a JSON document: {exc.msg}") from None
+    except untrusted.UntrustedError as exc:
+        raise ResultError(str(exc)) from None
     header = doc.get("header") if isinstance(doc, dict) else None
     if not isinstance(header, dict):
         raise ResultError(f"{path}: header: missing: not a syncguard result")
@@ -143,11 +145,9 @@ def load(path: str) -> RunResult:
                 return load(os.path.join(path, name))
         raise ResultError(f"{path}: no result.jsonl, result.json or result.rank<N>.jsonl in "
                           f"this folder")
-    from ..core.untrusted import UntrustedError, open_regular
-
     try:  # a regular file only: a FIFO or device is refused without blocking
-        f = open_regular(path, "result")
-    except UntrustedError as exc:
+        f = untrusted.open_regular(path, "result")
+    except untrusted.UntrustedError as exc:
         raise ResultError(str(exc)) from None
     with f:
         start = f.read(4)
@@ -167,9 +167,6 @@ def load(path: str) -> RunResult:
         except UnicodeDecodeError as exc:
             raise ResultError(f"{path}: not UTF-8 text (byte 0x{exc.object[exc.start]:02x}): "
                               f"not a syncguard result") from None
-        except RecursionError:
-            raise ResultError(f"{path}: JSON nested too deeply: not a syncguard result"
-                              ) from None
         except MemoryError:
             raise ResultError(f"{path}: too large to load") from None
     _warn_if_newer(path, res.header)
@@ -227,10 +224,12 @@ def _load_lines(path: str, f: IO[str]) -> RunResult:
         if torn is not None:
             raise ResultError(f"{path}:{torn}: not a JSON line")
         try:
-            obj = json.loads(line)
+            obj = untrusted.loads(line, f"{path}:{i}", "syncguard result line")
         except json.JSONDecodeError:
             torn = i  # torn last line of an interrupted run, unless more lines follow
             continue
+        except untrusted.UntrustedError as exc:
+            raise ResultError(str(exc)) from None
         if not isinstance(obj, dict):
             raise ResultError(f"{path}:{i}: not a syncguard result line (a JSON object)")
         t = obj.pop("type", None)
