@@ -6,7 +6,9 @@ import dataclasses
 import operator
 from typing import Any, Dict, Iterable, List, Optional, Tuple
 
+from .._words import steps_phrase
 from ..errors import EXIT_INTERNAL, EXIT_OVER, SyncguardError
+from .sites import caller_text, function_name, site_text
 
 #: A Python read of one scalar (``bool``/``item``/``int``/``float``/``__index__``/``__format__``).
 SCALAR_READ = "scalar_read"
@@ -182,8 +184,6 @@ class SyncEvent:
     def describe(self, root: Optional[str] = None) -> str:
         """:func:`site_line` of this event, with its kind: ``sampler.py:212 in sample:
         Tensor.__bool__ (aten::is_nonzero) [scalar_read] x1, step 3``."""
-        from .sites import caller_text, function_name
-
         steps = () if self.step is None else (self.step,)
         return site_line(self.filename, self.lineno, function_name(self.function, self.stack),
                          self.api, self.op,
@@ -233,9 +233,6 @@ def site_line(filename: str, lineno: int, function: str, api: str, op: Optional[
     current directory, when under it; ``caller`` from :func:`syncguard.core.sites.caller_text`,
     left out when empty); ``(op)`` only where known, ``[kind]`` only when given; steps as
     ranges (``step 3`` for one), left out when there are none."""
-    from .._words import steps_phrase
-    from .sites import site_text
-
     text = f"{site_text(filename, lineno, function, caller, root)}: {api}"
     text += f" ({op})" if op else ""
     text += f" [{kind}]" if kind else ""

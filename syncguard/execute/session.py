@@ -16,7 +16,9 @@ from ..core import signals as _signals
 from ..core import steps as _steps
 from ..core.events import Read, ReadSite, SyncEvent, site_key
 from ..core.guard import SyncGuard
+from ..core.hub import HUB
 from ..core.steps import is_warmup
+from ..driving.decode import DeviceTimer
 from ..gate.verdicts import Tally
 from ..results.format import OUTSIDE_PATH, ExecStep, read_counts
 from ..results.writer import ResultWriter
@@ -208,8 +210,6 @@ class ExecSession:
     def __init__(self, program: str, writer: ResultWriter, target: Any, warmup: int = 0,
                  allow_sites: Sequence[Tuple[str, str]] = (), rank: Optional[int] = None,
                  devices: Sequence[str] = ()) -> None:
-        from ..driving.decode import DeviceTimer
-
         self.program, self.writer, self.target = program, writer, target
         self.warmup, self.rank = warmup, rank
         self._lock = threading.RLock()
@@ -600,8 +600,6 @@ def _user_stack(frame: Any) -> List[Any]:
     generator's; innermost first. The walk ends where the program's frames end
     (``HUB.walk_end``): the frames outside are exec's launcher (its runner, runpy's), never a
     driver."""
-    from ..core.hub import HUB
-
     out = []
     f = frame
     end = HUB.walk_end

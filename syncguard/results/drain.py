@@ -121,7 +121,8 @@ class DrainWriter:
     # -- what the run calls --------------------------------------------------------------
     def exec_step(self, st: ExecStep, events: Sequence[SyncEvent]) -> None:
         """:meth:`ResultWriter.exec_step`, in the drain."""
-        self._send_step(st, self._reads(events))
+        self.sent += 1
+        self._send(_step_message(st, self._reads(events)))
 
     def exec_reads(self, st: ExecStep, reads: Sequence[Read]) -> None:
         """:meth:`ResultWriter.exec_reads`, in the drain: no event is made here."""
@@ -135,7 +136,8 @@ class DrainWriter:
                     ids.clear()
                 sid = ids[site] = self._sid(site.event)
             out.append((sid, step, site.count, w, warmup, None if lin is None else _json(lin)))
-        self._send_step(st, tuple(out))
+        self.sent += 1
+        self._send(_step_message(st, tuple(out)))
 
     def events(self, scenario: str, path: str, pass_: str, events: List[SyncEvent],
                rank: Optional[int] = None,
@@ -176,11 +178,6 @@ class DrainWriter:
             out.append((self._sid(ev), ev.step, ev.count, ev.wait_us, ev.warmup,
                         None if lin is None else _json(lin)))
         return tuple(out)
-
-    def _send_step(self, st: ExecStep, reads: Tuple[Tuple[Any, ...], ...]) -> None:
-        """The ``step`` message, its reads numbered."""
-        self.sent += 1
-        self._send(_step_message(st, reads))
 
     def _sid(self, ev: SyncEvent) -> int:
         """The number of ``ev``'s site's template, sent to the drain the first time."""
@@ -275,7 +272,7 @@ def _step_message(st: ExecStep, reads: Tuple[Tuple[Any, ...], ...]) -> Tuple[Any
 
 
 def _step_of(msg: Tuple[Any, ...]) -> Tuple[ExecStep, Tuple[Tuple[Any, ...], ...]]:
-    """A ``step`` message (:meth:`DrainWriter._send_step`) as the step and its reads."""
+    """A ``step`` message (:func:`_step_message`) as the step and its reads."""
     labels = msg[2]
     return ExecStep._make(msg[3:] + (None if labels is None else json.loads(labels),)), msg[1]
 

@@ -10,14 +10,11 @@ import platform
 import socket
 import subprocess
 import sys
-from typing import (
-    TYPE_CHECKING,
-    Any,
-    Dict,
-    Optional,
-)
+from typing import TYPE_CHECKING, Any, Dict, Optional
 
 from .._paths import PKG_DIR
+from .._version import __version__
+from ..standin import is_standin
 
 if TYPE_CHECKING:  # pragma: no cover
     pass
@@ -29,10 +26,6 @@ def _git(cwd: str, *args: str) -> Optional[str]:
     except (OSError, subprocess.SubprocessError):
         return None
     return out.stdout.strip() if out.returncode == 0 else None
-
-
-def _git_commit(cwd: str) -> Optional[str]:
-    return _git(cwd, "rev-parse", "HEAD") or None
 
 
 def _git_dirty(cwd: str) -> Optional[bool]:
@@ -50,11 +43,7 @@ def environment(device: str, device_name: str) -> Dict[str, Any]:
     """Versions and machine facts for a result header."""
     import torch
 
-    from .._version import __version__
-
-    here = PKG_DIR
-    from ..standin import is_standin
-
+    commit = _git(PKG_DIR, "rev-parse", "HEAD") or None
     tnpu = sys.modules.get("torch_npu")
     tnpu_v = None
     if tnpu is not None and not is_standin(tnpu):
@@ -69,8 +58,7 @@ def environment(device: str, device_name: str) -> Dict[str, Any]:
         "machine": platform.machine(), "processor": platform.processor() or None,
         "cpu_count": os.cpu_count(), "host": socket.gethostname(), "user": user,
         "device": device, "device_name": device_name,
-        "git_commit": _git_commit(here),
-        "git_dirty": _git_dirty(here) if _git_commit(here) else None,
+        "git_commit": commit, "git_dirty": _git_dirty(PKG_DIR) if commit else None,
     }
 
 

@@ -39,6 +39,7 @@ from __future__ import annotations
 import array
 import copy
 import dataclasses
+import functools
 import io
 import json
 import math
@@ -59,6 +60,8 @@ from typing import (
 )
 
 from ..core.events import SyncEvent
+from ..core.steps import is_warmup
+from ..core.untrusted import dumps
 from ..errors import SyncguardError
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -164,32 +167,18 @@ class StepRecord:
                     events: Sequence[SyncEvent], latency_ms: Optional[float],
                     **fields: Any) -> StepRecord:
         """The record of one finished step from the sync events it made: the one builder of
-        the counted (:mod:`syncguard.driving.runner`), timed (:mod:`syncguard.driving.timing`) and
-        ``exec`` (:mod:`syncguard.execute.session`) records. ``warmup`` is decided by
-        :func:`syncguard.core.steps.is_warmup` (the first ``warmup_steps`` steps are warm-up);
-        ``syncs``/``allowed`` are the events' counts; ``sync_wait_us`` the host's time inside
-        the hidden ones (None on the timed pass, which has no interceptors). ``fields``: the
-        rest (``batch_size``, ``device_ms``, ``tokens``, labels, ``round``, the modeled
-        timeline's fields...); ``batch_size`` defaults to 0."""
-        from ..core.steps import is_warmup
-
-        syncs, allowed, wait = step_counts(events)
-        d = {**_STEP_DEFAULTS, "batch_size": 0, **fields}
-        if len(d) != len(_STEP_DEFAULTS):  # a key beyond the fields
-            raise TypeError(f"StepRecord has no field "
-                            f"{sorted(d.keys() - _STEP_DEFAULTS.keys())[0]}")
-        d.update(scenario=scenario, path=path, pass_=pass_, step=step,
-                 warmup=is_warmup(step, warmup_steps), syncs=syncs, allowed=allowed,
-                 latency_ms=latency_ms, sync_wait_us=None if pass_ == TIMED_PASS else wait)
-        # the fields set as the frozen __init__ would, without its object.__setattr__ per
-        # field (exec builds one record per step, on the program's clock)
-        new = object.__new__(cls)
-        if _SLOTTED:
-            for put, v in zip(_STEP_SETTERS, d.values()):
-                put(new, v)
-        else:
-            new.__dict__.update(d)
-        return new
+        the counted (:mod:`syncguard.driving.runner`) and timed
+        (:mod:`syncguard.driving.timing`) records (``exec``'s: :meth:`ExecStep.record`).
+        ``warmup`` is decided by :func:`syncguard.core.steps.is_warmup` (the first
+        ``warmup_steps`` steps are warm-up); ``syncs``/``allowed`` are the events' counts;
+        ``sync_wait_us`` the host's time inside the hidden ones (None on the timed pass, which
+        has no interceptors). ``fields``: the rest (``batch_size``, ``device_ms``, ``tokens``,
+        labels, ``round``, the modeled timeline's fields...); ``batch_size`` defaults to 0."""
+        syncs, allowed, wait = read_counts((e, e.wait_us, None) for e in events)
+        return cls(scenario=scenario, path=path, pass_=pass_, step=step,
+                   warmup=is_warmup(step, warmup_steps), syncs=syncs, allowed=allowed,
+                   latency_ms=latency_ms, sync_wait_us=None if pass_ == TIMED_PASS else wait,
+                   **{"batch_size": 0, **fields})
 
 
 class ExecStep(NamedTuple):
@@ -233,25 +222,14 @@ def read_counts(reads: Iterable[Tuple[Any, Optional[float], Any]]) -> Tuple[int,
     return syncs, allowed, wait
 
 
-def step_counts(events: Sequence[SyncEvent]) -> Tuple[int, int, float]:
-    """:func:`read_counts` of a step's events."""
-    return read_counts((e, e.wait_us, None) for e in events)
-
-
 #: step fields of results written before the subject's labels held them: moved into labels
 _OLD_LABELS = ("branch", "eligible")
-_FIELD_NAMES = frozenset(f.name for f in dataclasses.fields(StepRecord))
-#: every field in order, with its default (None for the fields :meth:`from_events` sets)
-_STEP_DEFAULTS: Dict[str, Any] = {
-    f.name: None if f.default is dataclasses.MISSING else f.default
-    for f in dataclasses.fields(StepRecord)}
-_STEP_NAMES = tuple(_STEP_DEFAULTS)
+_STEP_NAMES = tuple(f.name for f in dataclasses.fields(StepRecord))
+_FIELD_NAMES = frozenset(_STEP_NAMES)
 #: the fields' keys in a result line (``pass_`` is written ``pass``)
 _STEP_KEYS = tuple("pass" if n == "pass_" else n for n in _STEP_NAMES)
 #: a record's field values, in order, in one call
 _step_values = operator.attrgetter(*_STEP_NAMES)
-#: each slot's setter, in field order (slotted records: what the frozen __init__ sets)
-_STEP_SETTERS = ([vars(StepRecord)[n].__set__ for n in _STEP_NAMES] if _SLOTTED else [])
 
 STEP_COLUMNS = {
     "scenario": "scenario name",
@@ -432,29 +410,17 @@ class RunResult:
     def write_json(self, f: IO[str]) -> None:
         """Write the whole result as one JSON document to ``f``, one step or event per line,
         without building the document in memory (a 10k-step run stays flat)."""
-        from ..core.untrusted import finite_json
-
-        plain = json.JSONEncoder(default=str, separators=(",", ":"), allow_nan=False)
-
-        class _Enc:  # NaN/Infinity become null: result.json stays JSON
-            @staticmethod
-            def encode(o: Any) -> str:
-                try:
-                    return plain.encode(o)
-                except ValueError:
-                    return plain.encode(finite_json(o))
-
-        enc = _Enc()
+        enc = functools.partial(dumps, default=str, separators=(",", ":"))  # NaN: null
 
         def seq(items: Iterable[Any]) -> None:
             first = True
             for it in items:
                 f.write("\n " if first else ",\n ")
-                f.write(enc.encode(it))
+                f.write(enc(it))
                 first = False
             f.write("\n]" if not first else "]")
 
-        f.write('{"header": ' + enc.encode(self.header) + ',\n"steps": [')
+        f.write('{"header": ' + enc(self.header) + ',\n"steps": [')
         seq(s.to_dict() for s in self.steps)
         f.write(',\n"events": [')
         seq({k: v for k, v in e.items() if k != "ref"} for e in self.events)
@@ -465,7 +431,7 @@ class RunResult:
         seq(self.notes)
         f.write(',\n"timelines": [')
         seq(self.timelines)
-        f.write(',\n"footer": ' + enc.encode(self.footer) + "}")
+        f.write(',\n"footer": ' + enc(self.footer) + "}")
 
     def to_json(self) -> str:
         """The whole result as one JSON document (same content as the JSON Lines file)."""

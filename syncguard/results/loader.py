@@ -8,15 +8,7 @@ import json
 import os
 import re
 import warnings
-from typing import (
-    IO,
-    TYPE_CHECKING,
-    Any,
-    Dict,
-    List,
-    Optional,
-    Tuple,
-)
+from typing import IO, TYPE_CHECKING, Any, Dict, List, Optional, Tuple
 
 from .._version import __version__
 from ..core import untrusted

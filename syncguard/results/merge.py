@@ -6,15 +6,9 @@ from __future__ import annotations
 import dataclasses
 import os
 import re
-from typing import (
-    TYPE_CHECKING,
-    Any,
-    Dict,
-    List,
-    Optional,
-    Tuple,
-)
+from typing import TYPE_CHECKING, Any, Dict, List, Optional, Tuple
 
+from .._escape import one_line, terminal
 from .format import Reads, ResultError, RunResult, StepRecord
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -42,8 +36,6 @@ def rank_files(folder: str) -> List[Tuple[int, str]]:
         if m is None:
             continue
         if not _CANONICAL_RANK.fullmatch(m.group(1)):
-            from .._escape import terminal
-
             raise ResultError(f"{os.path.join(folder, terminal(name))}: not a rank file name "
                               f"syncguard writes (result.rank<N>.jsonl, N in ASCII digits "
                               f"without leading zeros): rename or remove it")
@@ -152,8 +144,6 @@ def process_label(info: Dict[str, Any]) -> str:
     """How reports name a followed process: its target function (with the process's name
     when the program gave it one), else its script, and its pid: ``decode_worker pid 4242``,
     ``VllmWorker-0: WorkerProc.worker_main pid 4243``."""
-    from .._escape import one_line
-
     target, name = info.get("target"), info.get("name")
     if target and name and not _DEFAULT_PROCESS_NAME.fullmatch(str(name)):
         who = f"{str(name)[:40]}: {str(target)[:80]}"  # VllmWorker-0: WorkerProc.worker_main

@@ -5,13 +5,7 @@ from __future__ import annotations
 
 import json
 import math
-from typing import (
-    TYPE_CHECKING,
-    Any,
-    Dict,
-    List,
-    Tuple,
-)
+from typing import TYPE_CHECKING, Any, Dict, List, Tuple
 
 from .format import SCHEMA, Reads, ResultError, StepRecord
 

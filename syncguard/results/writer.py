@@ -4,23 +4,14 @@ from __future__ import annotations
 
 import json
 import math
-import operator
 import os
 import time
 from json.encoder import c_make_encoder as _c_make_encoder  # type: ignore[attr-defined]
-from typing import (
-    IO,
-    TYPE_CHECKING,
-    Any,
-    Dict,
-    List,
-    Optional,
-    Sequence,
-    Set,
-    Tuple,
-)
+from typing import IO, TYPE_CHECKING, Any, Dict, List, Optional, Sequence, Set, Tuple
 
-from ..core.events import Read, SyncEvent
+from ..core.atomic import claim, write_error
+from ..core.events import Read, SyncEvent, site_key
+from ..core.untrusted import finite_json
 from . import fit
 from .format import SCHEMA, ExecStep, StepRecord
 
@@ -61,8 +52,6 @@ class ResultWriter:
         #: every line before it kept; the caller reports it (:meth:`raise_error`)
         self.error: Optional[OSError] = None
         if stream is None:
-            from ..core.atomic import claim
-
             # never through a symlink at path; locked while this writer has it open, so a
             # second run writing the same file is refused instead of interleaving its lines
             stream = os.fdopen(claim(path, force=True), "w", encoding="utf-8")
@@ -96,8 +85,6 @@ class ResultWriter:
         try:
             return self._encode(obj) + "\n"
         except ValueError:
-            from ..core.untrusted import finite_json
-
             return self._encode(finite_json(obj)) + "\n"
 
     def _event_line(self, head: Dict[str, Any], ev: SyncEvent) -> str:
@@ -154,8 +141,6 @@ class ResultWriter:
         """Raise the first write error as one :class:`~syncguard.core.atomic.OutputError`
         line naming the file (nothing when every line was written)."""
         if self.error is not None:
-            from ..core.atomic import write_error
-
             raise write_error(self.path, self.error)
 
     def sync(self) -> None:
@@ -183,7 +168,7 @@ class ResultWriter:
             return
         if prefix is None:
             prefix = (head["scenario"], head["path"], head["pass"], head.get("rank"))
-        key = prefix + _site_of(ev)
+        key = prefix + site_key(ev)
         ref = self._refs.get(key)
         if ref is None:
             ref = self._refs[key] = [len(self._refs), 0]
@@ -193,7 +178,7 @@ class ResultWriter:
         else:  # as JSON text: a step line's reads are written with it, as they come
             w = ev.wait_us
             reads.append(f'[{ref[0]:d},{"null" if at is None else int(at)},{int(ev.count)},'
-                         f'{_ns(w, _US)},{"true" if ev.warmup else "false"}]')
+                         f'{_us(w)},{"true" if ev.warmup else "false"}]')
 
     def step(self, rec: StepRecord, events: Sequence[SyncEvent]) -> None:
         """One finished step with its events: the events first, so a step line always has
@@ -275,11 +260,6 @@ class ResultWriter:
         self._f = None
 
 
-#: what tells one site's events apart in a result file, besides scenario, path, pass and rank
-_site_of = operator.attrgetter("kind", "api", "op", "filename", "lineno", "function", "stack",
-                               "thread", "allowed", "reason", "device", "source")
-
-
 def _fileno(stream: Any) -> Optional[int]:
     """The file descriptor under ``stream``, when it has one (None for a StringIO)."""
     try:
@@ -289,15 +269,7 @@ def _fileno(stream: Any) -> Optional[int]:
     return fd if isinstance(fd, int) else None
 
 
-#: times in milliseconds and in microseconds, each to the nanosecond
-_MS, _US = "%.6f", "%.3f"
-
-
-def _ns(v: Optional[float], fmt: str) -> str:
-    """A time as a JSON number in format ``fmt`` (:data:`_MS`, :data:`_US`); ``null`` for
-    None, NaN or an infinity, which JSON cannot hold."""
-    if v is None or not math.isfinite(v):
-        return "null"
-    return fmt % v
-
-
+def _us(v: Optional[float]) -> str:
+    """A time in microseconds as a JSON number, to the nanosecond; ``null`` for None, NaN or
+    an infinity, which JSON cannot hold."""
+    return "null" if v is None or not math.isfinite(v) else f"{v:.3f}"
