@@ -20,7 +20,7 @@ from ..core.hub import HUB
 from ..core.steps import is_warmup
 from ..driving.decode import DeviceTimer
 from ..gate.verdicts import Tally
-from ..results.format import OUTSIDE_PATH, ExecStep, read_counts
+from ..results.format import OUTSIDE_PATH, ExecStep, StepKey, read_counts
 from ..results.writer import ResultWriter
 
 #: ``pass`` of exec step records: the program ran once, under the guard, so each record is
@@ -145,7 +145,9 @@ class StepTotals:
     #: reads held before they are counted (about this many at most: flat memory)
     BATCH = 128
 
-    __slots__ = ("name", "steps", "syncs", "_tally", "_held", "_n")
+    __slots__ = ("name", "key", "steps", "syncs", "_tally", "_held", "_n")
+    #: the name's step lines' key (set by the session that counts it)
+    key: StepKey
 
     def __init__(self, name: str, keep_events: bool = False) -> None:
         self.name = name
@@ -514,24 +516,22 @@ class ExecSession:
                 labels: Optional[Dict[str, str]] = None) -> None:
         """Write step ``i`` of ``name``: a warm-up step when it is one of the first
         ``warmup_steps`` of its name (its events then marked warm-up: the guard counts every
-        step of an ``exec`` run, since steps are numbered per name). The record is the one
-        ``StepRecord.from_events`` makes of the events of its ``reads``, written by
-        :meth:`ResultWriter.exec_reads` without building it (once per step, on the program's
-        clock)."""
+        step of an ``exec`` run, since steps are numbered per name). The step goes to the
+        writer as an :class:`ExecStep` with its ``reads`` (a tuple: once per step, on the
+        program's clock); the record is made where the line is written."""
         warm = is_warmup(i, warmup_steps)
         syncs, allowed, wait = read_counts(reads)
         tot = self.totals.get(name)
         if tot is None:
             tot = self.totals[name] = StepTotals(name, self.keep_events)
+            tot.key = StepKey(self.program, name, EXEC_PASS, self.rank)
         tot.steps += 1
         if reads and not warm:
             tot.syncs += syncs
             tot.count(i, reads)
         self.write_outside()  # made before this step ended: above its lines in the file
-        self.writer.exec_reads(ExecStep(
-            scenario=self.program, path=name, pass_=EXEC_PASS, step=i, warmup=warm,
-            syncs=syncs, allowed=allowed, latency_ms=latency_ms, device_ms=device_ms,
-            wait_us=wait, rank=self.rank, labels=labels), reads)
+        self.writer.exec_reads(ExecStep(tot.key, i, warm, syncs, allowed, latency_ms,
+                                        device_ms, wait, labels), reads)
 
     def write_outside(self) -> None:
         """Write the outside events not written yet (path ``OUTSIDE_PATH``, each with

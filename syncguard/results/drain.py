@@ -55,7 +55,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from ..core import fds
 from ..core.events import SITE_FIELDS, Frame, Read, ReadSite, Stack, SyncEvent, site_key
-from .format import ExecStep
+from .format import ExecStep, StepKey
 from .writer import ResultWriter
 
 #: how often the drain looks for new steps (s): at most this long between a step's end and
@@ -266,15 +266,16 @@ def _template(fields: Tuple[Any, ...]) -> SyncEvent:
 
 
 def _step_message(st: ExecStep, reads: Tuple[Tuple[Any, ...], ...]) -> Tuple[Any, ...]:
-    """A ``step`` message: ``("step", reads, labels as JSON)`` and the step's other fields in
-    :class:`ExecStep`'s order (:func:`_step_of` reads it back)."""
-    return ("step", reads, _json(st.labels)) + st[:-1]
+    """A ``step`` message: ``("step", reads, labels as JSON)``, the step's key and its other
+    fields in :class:`ExecStep`'s order (:func:`_step_of` reads it back)."""
+    return ("step", reads, _json(st.labels)) + st.key + st[1:-1]
 
 
 def _step_of(msg: Tuple[Any, ...]) -> Tuple[ExecStep, Tuple[Tuple[Any, ...], ...]]:
     """A ``step`` message (:func:`_step_message`) as the step and its reads."""
-    labels = msg[2]
-    return ExecStep._make(msg[3:] + (None if labels is None else json.loads(labels),)), msg[1]
+    n = 3 + len(StepKey._fields)
+    labels = None if msg[2] is None else json.loads(msg[2])
+    return ExecStep._make((StepKey._make(msg[3:n]), *msg[n:], labels)), msg[1]
 
 
 def _status_error(status: bytes, code: int) -> Optional[OSError]:

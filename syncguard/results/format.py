@@ -25,13 +25,15 @@ A result file (``result.jsonl``) is one JSON object per line:
 - ``{"type": "footer", "complete": true, ...}``: written only when the run finished.
 
 Each line is flushed as it is written, so an interrupted run (Ctrl-C, SIGTERM, even SIGKILL)
-keeps every finished step and :func:`load` reads a partial file (a torn last line is ignored);
-the file is fsync'ed when closed and about once a second while steps go on, not per step
-(:class:`ResultWriter`).
+keeps every finished step and :func:`~syncguard.results.loader.load` reads a partial file (a
+torn last line is ignored); the file is fsync'ed when closed and about once a second while
+steps go on, not per step (:class:`~syncguard.results.writer.ResultWriter`).
 
-A result file is untrusted input: :func:`load` checks the type of every field the reports use
-and raises :class:`ResultError` (one line naming the file, the line and the field) for anything
-else; a file written by a newer syncguard gives a :class:`ResultWarning`.
+A result file is untrusted input: :func:`~syncguard.results.loader.load` reads each line under
+the JSON policy of every file a user hands in (:mod:`syncguard.core.untrusted`), checks the
+type of every field the reports use (:mod:`syncguard.results.schema`) and raises
+:class:`ResultError` (one line naming the file, the line and the field) for anything else; a
+file written by a newer syncguard gives a :class:`ResultWarning`.
 """
 
 from __future__ import annotations
@@ -181,14 +183,23 @@ class StepRecord:
                    **{"batch_size": 0, **fields})
 
 
-class ExecStep(NamedTuple):
-    """One finished ``exec`` step as the session hands it to the writer: the fields of the
-    :class:`StepRecord` that ``StepRecord.from_events`` would make of its events (made once
-    per step on the program's clock, where a tuple costs less than a record)."""
+class StepKey(NamedTuple):
+    """Whose steps: the scenario (``exec``: the program), path (the step's name), pass and
+    rank of a run's step lines (made once per name)."""
 
     scenario: str
     path: str
     pass_: str
+    rank: Optional[int] = None
+
+
+class ExecStep(NamedTuple):
+    """One finished ``exec`` step as the session hands it to the writer: the fields of the
+    :class:`StepRecord` that ``StepRecord.from_events`` would make of its events (made once
+    per step on the program's clock, by position: a tuple costs less than a record, and a
+    call by keyword more than the step's other work here)."""
+
+    key: StepKey
     step: int
     warmup: bool
     syncs: int
@@ -196,15 +207,15 @@ class ExecStep(NamedTuple):
     latency_ms: float
     device_ms: Optional[float] = None
     wait_us: float = 0.0
-    rank: Optional[int] = None
     labels: Optional[Dict[str, Any]] = None
 
     def record(self) -> StepRecord:
+        k = self.key
         return StepRecord(
-            scenario=self.scenario, path=self.path, pass_=self.pass_, step=self.step,
+            scenario=k.scenario, path=k.path, pass_=k.pass_, step=self.step,
             warmup=self.warmup, batch_size=0, syncs=self.syncs, allowed=self.allowed,
             latency_ms=self.latency_ms, device_ms=self.device_ms, sync_wait_us=self.wait_us,
-            labels=self.labels, rank=self.rank)
+            labels=self.labels, rank=k.rank)
 
 
 def read_counts(reads: Iterable[Tuple[Any, Optional[float], Any]]) -> Tuple[int, int, float]:

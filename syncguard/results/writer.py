@@ -134,7 +134,7 @@ class ResultWriter:
 
     def _failed(self, exc: OSError) -> None:
         """Stop writing at the first error: a line half written stays a torn last line,
-        which :func:`load` ignores, so every line before it still reads."""
+        which the loader ignores, so every line before it still reads."""
         self.error = exc
 
     def raise_error(self) -> None:

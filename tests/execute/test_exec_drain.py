@@ -20,7 +20,7 @@ from syncguard.core.atomic import OutputError, claim
 from syncguard.core.events import Frame, ReadSite, Stack, SyncEvent
 from syncguard.results import drain, loader
 from syncguard.results import format as results
-from syncguard.results.format import ExecStep
+from syncguard.results.format import ExecStep, StepKey
 from syncguard.results.writer import ResultWriter
 
 posix = pytest.mark.skipif(os.name != "posix", reason="the drain is a POSIX process")
@@ -51,21 +51,21 @@ def _feed(w: Any, reads: bool = False) -> None:
             rs = [(sites.setdefault(e.lineno, ReadSite(e.evolve(step=None, wait_us=None,
                                                                    lineage=None))),
                    e.wait_us, e.lineage) for e in evs]
-            w.exec_reads(ExecStep(scenario="prog.py", path="decode", pass_="exec", step=i,
-                                  warmup=i < 2, syncs=len(evs), allowed=0, latency_ms=1.25 + i,
+            w.exec_reads(ExecStep(StepKey("prog.py", "decode", "exec"), step=i, warmup=i < 2,
+                                  syncs=len(evs), allowed=0, latency_ms=1.25 + i,
                                   device_ms=None if i % 2 else 0.5, wait_us=3.0, labels=labels),
                                   rs)
         else:
-            w.exec_step(ExecStep(scenario="prog.py", path="decode", pass_="exec", step=i,
-                                 warmup=i < 2, syncs=len(evs), allowed=0, latency_ms=1.25 + i,
+            w.exec_step(ExecStep(StepKey("prog.py", "decode", "exec"), step=i, warmup=i < 2,
+                                 syncs=len(evs), allowed=0, latency_ms=1.25 + i,
                                  device_ms=None if i % 2 else 0.5, wait_us=3.0, labels=labels),
                                  evs)
         if i % 10 == 3:
             w.events("prog.py", results.OUTSIDE_PATH, "exec",
                      [_ev(30, None, thread="sched"), _ev(31, None, count=2)], None, [i, i])
-    w.exec_step(ExecStep(scenario="prog.py", path="decode", pass_="exec", step=0, warmup=False,
-                         syncs=1, allowed=0, latency_ms=1.0, wait_us=1.0, rank=3), [_ev(12,
-                         0)])  # another rank: sites of its own
+    w.exec_step(ExecStep(StepKey("prog.py", "decode", "exec", 3), step=0, warmup=False,
+                         syncs=1, allowed=0, latency_ms=1.0, wait_us=1.0),
+                [_ev(12, 0)])  # another rank: sites of its own
     w.note(message="a note", n=3, nested={"a": [1, 2]})
     w.close(True, exit_code=0)
 
@@ -110,8 +110,8 @@ def test_a_drain_that_ends_early_is_one_write_error_and_keeps_its_lines(tmp_path
         w = drain.start(str(path), fd, {}, 2)
         assert isinstance(w, drain.DrainWriter)
         for i in range(5):
-            w.exec_step(ExecStep(scenario="p", path="s", pass_="exec", step=i, warmup=False,
-                                 syncs=1, allowed=0, latency_ms=1.0, wait_us=1.0), [_ev(12, i)])
+            w.exec_step(ExecStep(StepKey("p", "s", "exec"), step=i, warmup=False, syncs=1,
+                                 allowed=0, latency_ms=1.0, wait_us=1.0), [_ev(12, i)])
         w.sync()
         for _ in range(200):  # the drain wrote them (it looks every POLL_S)
             if _lines(path)[-1:] and '"step":4' in _lines(path)[-1]:
@@ -121,8 +121,8 @@ def test_a_drain_that_ends_early_is_one_write_error_and_keeps_its_lines(tmp_path
         os.kill(w._proc.pid, signal.SIGKILL)
         w._proc.wait()
         for i in range(5, 400):  # the pipe breaks: no exception into the program
-            w.exec_step(ExecStep(scenario="p", path="s", pass_="exec", step=i, warmup=False,
-                                 syncs=1, allowed=0, latency_ms=1.0, wait_us=1.0), [_ev(12, i)])
+            w.exec_step(ExecStep(StepKey("p", "s", "exec"), step=i, warmup=False, syncs=1,
+                                 allowed=0, latency_ms=1.0, wait_us=1.0), [_ev(12, i)])
         w.close(True)
         with pytest.raises(OutputError, match="r.jsonl.*ended early|r.jsonl.*exited"):
             w.raise_error()
@@ -139,8 +139,8 @@ def test_a_drain_that_cannot_write_reports_the_error_after_the_run(tmp_path: Pat
     try:
         w = drain.start(str(tmp_path / "r.jsonl"), fd, {}, 2)
         assert isinstance(w, drain.DrainWriter)
-        w.exec_step(ExecStep(scenario="p", path="s", pass_="exec", step=0, warmup=False, syncs=1,
-                             allowed=0, latency_ms=1.0, wait_us=1.0), [_ev(12, 0)])
+        w.exec_step(ExecStep(StepKey("p", "s", "exec"), step=0, warmup=False, syncs=1, allowed=0,
+                             latency_ms=1.0, wait_us=1.0), [_ev(12, 0)])
         w.close(True)
         with pytest.raises(OutputError, match="No space left on device"):
             w.raise_error()
@@ -205,9 +205,9 @@ def test_the_drain_reads_messages_however_the_pipe_splits_them(tmp_path: Path) -
                                         "f", (Frame("/w/a.py", 3, "f"),), None, "MainThread",
                                         device="npu"))
     stream = msg(("open", "r.jsonl", "{}", 2)) + msg(("site", 0, site)) + b"".join(
-        msg(drain._step_message(ExecStep(scenario="p", path="s", pass_="exec", step=i,
-                                         warmup=False, syncs=1, allowed=0, latency_ms=1.0 + i,
-                                         wait_us=1.5), ((0, i, 1, 1.5, False, None),)))
+        msg(drain._step_message(ExecStep(StepKey("p", "s", "exec"), step=i, warmup=False,
+                                         syncs=1, allowed=0, latency_ms=1.0 + i, wait_us=1.5),
+                                ((0, i, 1, 1.5, False, None),)))
         for i in range(6)) + msg(("close", True, "{}"))
 
     def written(piece: int) -> List[str]:
@@ -261,8 +261,8 @@ def test_the_drain_outlives_the_signals_a_program_or_scheduler_sends(tmp_path: P
         for i, sig in enumerate([signal.SIGUSR1, signal.SIGUSR2, signal.SIGHUP, signal.SIGALRM,
                                  signal.SIGQUIT]):
             os.kill(w._proc.pid, sig)
-            w.exec_step(ExecStep(scenario="p", path="s", pass_="exec", step=i, warmup=False,
-                                 syncs=1, allowed=0, latency_ms=1.0, wait_us=1.0), [_ev(12, i)])
+            w.exec_step(ExecStep(StepKey("p", "s", "exec"), step=i, warmup=False, syncs=1,
+                                 allowed=0, latency_ms=1.0, wait_us=1.0), [_ev(12, i)])
             w.sync()
         w.close(True)
         w.raise_error()
@@ -287,8 +287,8 @@ def test_a_drain_killed_outright_says_how_many_steps_are_not_in_the_file(
         os.kill(w._proc.pid, signal.SIGKILL)
         w._proc.wait()
         for i in range(7):
-            w.exec_step(ExecStep(scenario="p", path="s", pass_="exec", step=i, warmup=False,
-                                 syncs=1, allowed=0, latency_ms=1.0, wait_us=1.0), [_ev(12, i)])
+            w.exec_step(ExecStep(StepKey("p", "s", "exec"), step=i, warmup=False, syncs=1,
+                                 allowed=0, latency_ms=1.0, wait_us=1.0), [_ev(12, i)])
         w.close(True)
         with pytest.raises(OutputError, match="r.jsonl: .* 7 of 7 steps sent to it are not "
                                               "in the file"):
@@ -311,16 +311,16 @@ def test_a_signal_handlers_read_landing_as_a_site_is_numbered_keeps_the_drain_wh
     def handler_lands_here(ev: SyncEvent) -> Any:
         if not nested:  # as a signal handler would, once: a step with the same read
             nested.append(1)
-            w.exec_step(ExecStep(scenario="p", path="s", pass_="exec", step=0, warmup=False,
-                                 syncs=1, allowed=0, latency_ms=1.0, wait_us=1.0), [_ev(12, 0)])
+            w.exec_step(ExecStep(StepKey("p", "s", "exec"), step=0, warmup=False, syncs=1,
+                                 allowed=0, latency_ms=1.0, wait_us=1.0), [_ev(12, 0)])
         return fields(ev)
 
     monkeypatch.setattr(drain, "_site_fields", handler_lands_here)
     try:
         w = drain.start(str(path), fd, {}, 4)
         assert isinstance(w, drain.DrainWriter)
-        w.exec_step(ExecStep(scenario="p", path="s", pass_="exec", step=1, warmup=False, syncs=1,
-                             allowed=0, latency_ms=1.0, wait_us=1.0), [_ev(12, 1)])
+        w.exec_step(ExecStep(StepKey("p", "s", "exec"), step=1, warmup=False, syncs=1, allowed=0,
+                             latency_ms=1.0, wait_us=1.0), [_ev(12, 1)])
         w.close(True)
         w.raise_error()
     finally:

@@ -20,7 +20,7 @@ from syncguard.core.hub import HUB
 from syncguard.results import format as results
 from syncguard.results import loader
 from syncguard.results import writer as result_writer
-from syncguard.results.format import ExecStep
+from syncguard.results.format import ExecStep, StepKey
 from syncguard.results.writer import ResultWriter
 
 
@@ -56,11 +56,11 @@ def test_the_exec_step_line_loads_as_the_record_from_events(tmp_path: Any,
                     labels=labels), evs)
             else:
                 hidden = [e for e in evs if not e.allowed]
-                w.exec_step(ExecStep(scenario="prog.py", path="decode", pass_="exec", step=i,
+                w.exec_step(ExecStep(StepKey("prog.py", "decode", "exec", rank), step=i,
                                      warmup=warm, syncs=len(hidden),
                                      allowed=len(evs) - len(hidden), latency_ms=latency,
                                      device_ms=dev, wait_us=sum(e.wait_us or 0.0 for e in hidden),
-                                     labels=labels, rank=rank), evs)
+                                     labels=labels), evs)
         w.close(True)
         res = loader.load(path)
         recs.append(res.steps)
@@ -95,9 +95,8 @@ def test_a_line_is_written_whole_through_short_writes(tmp_path: Any,
 
     monkeypatch.setattr(result_writer.os, "write", short)
     for i in range(5):
-        w.exec_step(ExecStep(scenario="prog.py", path="decode", pass_="exec", step=i,
-                             warmup=False, syncs=1, allowed=0, latency_ms=0.5, wait_us=1.0),
-                             [_event(i, 1.0)])
+        w.exec_step(ExecStep(StepKey("prog.py", "decode", "exec"), step=i, warmup=False,
+                             syncs=1, allowed=0, latency_ms=0.5, wait_us=1.0), [_event(i, 1.0)])
     monkeypatch.setattr(result_writer.os, "write", real)
     w.close(True)
     assert len(calls) > 50  # it was cut, many times
@@ -162,9 +161,9 @@ def test_a_time_json_cannot_hold_is_written_as_null(tmp_path: Any, bad: float) -
     path = str(tmp_path / "r.jsonl")
     w = ResultWriter(path, {"scenarios": {}}, events_per_site=1)
     for i in range(3):  # the first read is an event line, the later ones reads of the site
-        w.exec_step(ExecStep(scenario="prog.py", path="decode", pass_="exec", step=i,
-                             warmup=False, syncs=1, allowed=0, latency_ms=1.5, device_ms=bad,
-                             wait_us=0.0), [_event(i, bad)])
+        w.exec_step(ExecStep(StepKey("prog.py", "decode", "exec"), step=i, warmup=False,
+                             syncs=1, allowed=0, latency_ms=1.5, device_ms=bad, wait_us=0.0),
+                    [_event(i, bad)])
     w.close(True)
     with open(path, encoding="utf-8") as f:
         text = f.read()

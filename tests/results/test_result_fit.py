@@ -14,7 +14,7 @@ from syncguard.core.atomic import claim
 from syncguard.core.events import Frame, Stack, SyncEvent
 from syncguard.results import drain, fit, loader
 from syncguard.results import format as results
-from syncguard.results.format import ExecStep
+from syncguard.results.format import ExecStep, StepKey
 from syncguard.results.writer import ResultWriter
 
 LONG = "f" * 5000
@@ -38,8 +38,8 @@ def _hostile(step: int) -> List[SyncEvent]:
 
 def _feed(w: Any) -> None:
     for i in range(3):
-        w.exec_step(ExecStep(scenario="p" * 5000, path="s" * 5000, pass_="exec", step=i,
-                             warmup=False, syncs=5, allowed=0, latency_ms=1.0, wait_us=1.0),
+        w.exec_step(ExecStep(StepKey("p" * 5000, "s" * 5000, "exec"), step=i, warmup=False,
+                             syncs=5, allowed=0, latency_ms=1.0, wait_us=1.0),
                              _hostile(i))
     w.events("p" * 5000, results.OUTSIDE_PATH, "exec", _hostile(0), None, [2] * 5)
     w.close(True, exit_code=0)
