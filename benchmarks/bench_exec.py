@@ -39,7 +39,7 @@ from syncguard.core import steps
 from syncguard.driving.devices import resolve_target
 from syncguard.execute.hooks import StepHooks, _PostImportFinder, parse_step
 from syncguard.execute.session import ExecSession
-from syncguard.results.format import ResultWriter
+from syncguard.results.writer import ResultWriter
 
 AIM_US = 5.0
 

@@ -219,12 +219,12 @@ def in_process(jsonl: Path, repeats: int) -> Dict[str, Any]:
     (text, 100 columns) and as HTML (median seconds of ``repeats``)."""
     import syncguard.renderers.html as html
     import syncguard.renderers.terminal as terminal
-    from syncguard.results import format as results
+    from syncguard.results import loader
 
     t: Dict[str, List[float]] = {"load": [], "terminal": [], "html": []}
     for _ in range(repeats):
         t0 = time.perf_counter()
-        res = results.load(str(jsonl))
+        res = loader.load(str(jsonl))
         t1 = time.perf_counter()
         terminal.render(res)
         t2 = time.perf_counter()

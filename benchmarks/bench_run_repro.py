@@ -51,10 +51,9 @@ def verdicts(result: Path) -> Dict[str, Dict[str, Any]]:
     """``"scenario path"`` -> the ratio to the scenario's baseline path, its interval,
     rounds, paired steps and the verdict's word (syncguard.results.stats.ratio_verdict)."""
     from syncguard.renderers._common import _ratio_text
-    from syncguard.results import analysis
-    from syncguard.results import format as results
+    from syncguard.results import analysis, loader
 
-    sm = analysis.summary(results.load(str(result)))
+    sm = analysis.summary(loader.load(str(result)))
     out: Dict[str, Dict[str, Any]] = {}
     for r in sm.to_dict("records"):
         if not r["baseline"] or r["path"] == r["baseline"]:

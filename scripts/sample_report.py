@@ -36,13 +36,13 @@ def main(argv: list) -> int:
         return rc
 
     from syncguard.renderers.html import plot_figure
-    from syncguard.results import format as results
+    from syncguard.results import loader
 
     SAMPLE.mkdir(parents=True, exist_ok=True)
     for old in SAMPLE.glob("*.png"):
         old.unlink()
     shutil.copyfile(full / "report.md", SAMPLE / "report.md")
-    res = results.load(str(full / "result.jsonl"))
+    res = loader.load(str(full / "result.jsonl"))
     for scenario in res.scenarios:
         name = re.sub(r"[^A-Za-z0-9_.-]", "_", scenario)
         plot_figure(res, scenario).savefig(SAMPLE / f"plot-{name}.png", dpi=80,

@@ -9,6 +9,7 @@ import pytest
 
 from syncguard.cli import main
 from syncguard.results import format as results
+from syncguard.results import loader
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 EXAMPLES = os.path.join(ROOT, "examples")
@@ -35,7 +36,7 @@ def test_decode_loop_example(tmp_path, clean_imports, capsys):
                "--max-syncs", "0", "--", "python", script, "--tokens", "5"])
     assert rc == 1  # the sanity check syncs on every step
     assert "generated 5 tokens for 4 sequences" in capsys.readouterr().out
-    res = results.load(os.path.join(out, "result.jsonl"))
+    res = loader.load(os.path.join(out, "result.jsonl"))
     assert [(s.path, s.syncs) for s in res.steps] == [("TinyLM.decode_step", 1)] * 5
     tinylm = os.path.join(EXAMPLES, "decode_loop", "tinylm.py")
     assert {(e["filename"], e["lineno"]) for e in res.events if not e["allowed"]
@@ -53,6 +54,6 @@ def test_sampler_subject_example(tmp_path, clean_imports, monkeypatch, capsys):
     out = str(tmp_path / "o")
     assert main(["run", SMALL, "--device", "sim", "--subject", subject, "--no-timed",
                  "--out", out]) == 0
-    res = results.load(os.path.join(out, "result.jsonl"))
+    res = loader.load(os.path.join(out, "result.jsonl"))
     assert [s.syncs for s in res.steps] == [1] * 6
     assert {s.labels["top_p"] for s in res.steps if s.labels} == {"on"}

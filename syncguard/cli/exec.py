@@ -40,7 +40,7 @@ from ..execute.hooks import StepSpecError, parse_step
 from ..execute.program import ProgramError, parse_command
 from ..renderers import gate_file_name as file_of
 from ..renderers import run_files
-from ..results.format import rank_files
+from ..results.merge import rank_files
 from . import common
 from .common import (
     add_allow_arguments,

@@ -37,7 +37,7 @@ from ..errors import EXIT_INTERNAL, EXIT_OK, EXIT_OVER, UsageError
 from ..lint import candidates
 from ..lint.lines import LineRecorder
 from ..renderers import RENDERERS, RESULT_STREAM, run_files, write_reports
-from ..results import format as results
+from ..results import loader
 from .common import (
     add_exhaustive_argument,
     add_lineage_argument,
@@ -303,7 +303,7 @@ def main(args: argparse.Namespace) -> int:
     # A second Ctrl-C (or a SIGTERM) while the reports are written waits for them: every
     # report is complete (each written atomically) and result.json is never missing.
     with stop.finishing():
-        res = results.load(result_path)
+        res = loader.load(result_path)
         written = write_reports(res, out)
     full = bool(getattr(args, "verbose", False))
     RENDERERS["terminal"].render(res, stdout_console(args.width), steps=full, sites=full,

@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import dataclasses
+import operator
 from typing import Any, Dict, Iterable, List, Optional, Tuple
 
+from .._words import steps_phrase
 from ..errors import EXIT_INTERNAL, EXIT_OVER, SyncguardError
+from .sites import caller_text, function_name, site_text
 
 #: A Python read of one scalar (``bool``/``item``/``int``/``float``/``__index__``/``__format__``).
 SCALAR_READ = "scalar_read"
@@ -128,14 +131,14 @@ class SyncEvent:
     lineage: Optional[Dict[str, Any]] = None
 
     @classmethod
-    def make(cls, kind: str, api: str, op: Optional[str], filename: str, lineno: int,
+    def make(cls, *, kind: str, api: str, op: Optional[str], filename: str, lineno: int,
              function: str, stack: Tuple[Frame, ...], step: Optional[int], thread: str,
              allowed: bool, reason: Optional[str], warmup: bool, count: int,
              device: Optional[str], source: Optional[str], wait_us: Optional[float],
              lineage: Optional[Dict[str, Any]]) -> SyncEvent:
-        """An event from every field, as ``SyncEvent(...)`` makes it but without the frozen
-        ``__init__``'s one ``object.__setattr__`` per field: the hub makes one per read, on
-        the program's clock."""
+        """An event from every field by name, as ``SyncEvent(...)`` makes it but without the
+        frozen ``__init__``'s one ``object.__setattr__`` per field: the hub makes one per
+        read, on the program's clock."""
         new = object.__new__(cls)
         object.__setattr__(new, "__dict__", {
             "kind": kind, "api": api, "op": op, "filename": filename, "lineno": lineno,
@@ -181,8 +184,6 @@ class SyncEvent:
     def describe(self, root: Optional[str] = None) -> str:
         """:func:`site_line` of this event, with its kind: ``sampler.py:212 in sample:
         Tensor.__bool__ (aten::is_nonzero) [scalar_read] x1, step 3``."""
-        from .sites import caller_text, function_name
-
         steps = () if self.step is None else (self.step,)
         return site_line(self.filename, self.lineno, function_name(self.function, self.stack),
                          self.api, self.op,
@@ -192,6 +193,11 @@ class SyncEvent:
 
 _EVENT_FIELDS = tuple(f.name for f in dataclasses.fields(SyncEvent))
 _FIELD_SET = frozenset(_EVENT_FIELDS)
+#: the fields that tell one site's events apart (all but the step, count, wait, warm-up flag
+#: and lineage), and an event's values of them in one call
+SITE_FIELDS = ("kind", "api", "op", "filename", "lineno", "function", "stack", "thread",
+               "allowed", "reason", "device", "source")
+site_key = operator.attrgetter(*SITE_FIELDS)
 
 
 class ReadSite:
@@ -227,9 +233,6 @@ def site_line(filename: str, lineno: int, function: str, api: str, op: Optional[
     current directory, when under it; ``caller`` from :func:`syncguard.core.sites.caller_text`,
     left out when empty); ``(op)`` only where known, ``[kind]`` only when given; steps as
     ranges (``step 3`` for one), left out when there are none."""
-    from .._words import steps_phrase
-    from .sites import site_text
-
     text = f"{site_text(filename, lineno, function, caller, root)}: {api}"
     text += f" ({op})" if op else ""
     text += f" [{kind}]" if kind else ""

@@ -28,7 +28,7 @@ from .aten import dispatch_net
 from .events import Frame, HostSyncError, NoDeviceTensorsWarning, ReadSite, SyncEvent
 from .hub import HOST_DEVICES, HUB, format_error
 from .intercept import PATCHER
-from .sites import allow_reason
+from .sites import allow_reason, group_key
 from .steps import is_warmup
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -384,8 +384,6 @@ class SyncGuard:
         other does (the qualified name, ``Sampler.sample``:
         :func:`syncguard.core.sites.function_name`); the events of one site may have different
         callers, so none is kept."""
-        from .sites import group_key
-
         groups: Dict[Tuple[str, int, str, str, str], Dict[str, Any]] = {}
         for e in self.events:
             if e.warmup or (e.allowed and not include_allowed):

@@ -597,14 +597,17 @@ class Hub:
                 site = sites.get(key)
                 if site is None:
                     site = sites[key] = ReadSite(SyncEvent.make(
-                        kind, api, op, top.filename, top.lineno, top.function, stack, None,
-                        thread, reason is not None, reason, False, count, device, source,
-                        None, None))
+                        kind=kind, api=api, op=op, filename=top.filename, lineno=top.lineno,
+                        function=top.function, stack=stack, step=None, thread=thread,
+                        allowed=reason is not None, reason=reason, warmup=False, count=count,
+                        device=device, source=source, wait_us=None, lineage=None))
                 g._read(site, wait_us)
                 return
             g._record(SyncEvent.make(  # the stack is the guard's depth (_depth is its own)
-                kind, api, op, top.filename, top.lineno, top.function, stack, step, thread,
-                reason is not None, reason, warm, count, device, source, wait_us, lineage))
+                kind=kind, api=api, op=op, filename=top.filename, lineno=top.lineno,
+                function=top.function, stack=stack, step=step, thread=thread,
+                allowed=reason is not None, reason=reason, warmup=warm, count=count,
+                device=device, source=source, wait_us=wait_us, lineage=lineage))
             return
         raise_for: Optional[SyncEvent] = None
         raisers: List[SyncGuard] = []
@@ -620,10 +623,12 @@ class Hub:
             allowed_reason = reason or (g.site_allowed(stack) if g.allow_sites_of else None)
             step, warm = g.current_step()
             ev = SyncEvent.make(
-                kind, api, op, top.filename, top.lineno, top.function,
-                stack if len(stack) <= g.stack_depth else stack[: g.stack_depth], step,
-                thread, allowed_reason is not None, allowed_reason, warm, n, device, src,
-                wait_us, lineage)
+                kind=kind, api=api, op=op, filename=top.filename, lineno=top.lineno,
+                function=top.function,
+                stack=stack if len(stack) <= g.stack_depth else stack[: g.stack_depth],
+                step=step, thread=thread, allowed=allowed_reason is not None,
+                reason=allowed_reason, warmup=warm, count=n, device=device, source=src,
+                wait_us=wait_us, lineage=lineage)
             g._record(ev)
             if g.on_sync == "log":
                 log.warning("host sync: %s", ev.describe())

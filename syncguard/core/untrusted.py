@@ -36,6 +36,8 @@ MAX_DEPTH = 64
 
 _NONBLOCK = getattr(os, "O_NONBLOCK", 0)
 _STRINGS = re.compile(r'"(?:[^"\\]|\\.)*"', re.DOTALL)
+_NOT_BRACKETS = re.compile(r"[^\[\]{}]+")
+_PAIRS = re.compile(r"\[\]|\{\}")
 
 
 class UntrustedError(SyncguardError, ValueError):
@@ -139,16 +141,17 @@ def parse_toml(text: str, path: str) -> Dict[str, Any]:
 
 
 def json_depth(text: str) -> int:
-    """The deepest nesting of arrays and objects in JSON ``text`` (strings skipped)."""
-    depth = deepest = 0
-    for ch in _STRINGS.sub("", text):
-        if ch in "[{":
-            depth += 1
-            if depth > deepest:
-                deepest = depth
-        elif ch in "]}":
-            depth -= 1
-    return deepest
+    """The deepest nesting of arrays and objects in JSON ``text`` (strings skipped); past
+    :data:`MAX_DEPTH`, or for text that is not JSON, a bound of it. Each pass (C code) takes
+    away the innermost pairs."""
+    rest = _NOT_BRACKETS.sub("", _STRINGS.sub("", text))
+    depth = 0
+    while rest and depth <= MAX_DEPTH:
+        inner = _PAIRS.sub("", rest)
+        if inner == rest:  # unbalanced: not JSON; what is left opens at most this deep
+            return depth + rest.count("[") + rest.count("{")
+        rest, depth = inner, depth + 1
+    return depth + len(rest)
 
 
 def _no_constant(name: str) -> Any:
@@ -162,19 +165,34 @@ def _finite_float(s: str) -> float:
     return v
 
 
+#: made once: ``json.loads`` with options makes a decoder per call (a result file: per line)
+_DECODER = json.JSONDecoder(parse_constant=_no_constant, parse_float=_finite_float)
+
+
 def parse_json(text: str, path: str, what: str) -> Any:
-    """JSON ``text`` of the ``what`` at ``path``: nesting at most :data:`MAX_DEPTH`, no
-    ``NaN``/``Infinity``, no number that overflows a double."""
-    if json_depth(text) > MAX_DEPTH:
-        raise UntrustedError(f"{path}: nested deeper than {MAX_DEPTH} levels: not a {what}")
+    """JSON ``text`` of the ``what`` at ``path``: :func:`loads`, text that is not JSON named
+    as such."""
     try:
-        return json.loads(text, parse_constant=_no_constant, parse_float=_finite_float)
+        return loads(text, path, what)
     except json.JSONDecodeError as exc:
         raise UntrustedError(f"{path}:{exc.lineno}: not valid JSON: {exc.msg}") from None
+
+
+def loads(text: str, where: str, what: str) -> Any:
+    """JSON ``text`` (the ``what`` at ``where``): nesting at most :data:`MAX_DEPTH`, no
+    ``NaN``/``Infinity``, no number that overflows a double, each refused as one
+    :class:`UntrustedError` naming ``where``. Text that is not JSON raises
+    ``json.JSONDecodeError`` (a streamed file's torn last line is its reader's to judge)."""
+    if text.count("[") + text.count("{") > MAX_DEPTH and json_depth(text) > MAX_DEPTH:
+        raise UntrustedError(f"{where}: nested deeper than {MAX_DEPTH} levels: not a {what}")
+    try:
+        return _DECODER.decode(text)
+    except json.JSONDecodeError:
+        raise
     except ValueError as exc:
-        raise UntrustedError(f"{path}: not valid JSON: {exc}") from None
+        raise UntrustedError(f"{where}: not valid JSON: {exc}") from None
     except RecursionError:  # pragma: no cover - bounded by the depth check
-        raise UntrustedError(f"{path}: nested too deeply: not a {what}") from None
+        raise UntrustedError(f"{where}: nested too deeply: not a {what}") from None
 
 
 def load_json(path: str, what: str, max_bytes: int) -> Any:

@@ -19,7 +19,7 @@ from ..core.atomic import write_text
 from ..core.events import IN_KERNEL
 from ..devicenames import HARDWARE
 from ..model.groundtruth import KNOWN_BLIND_SPOTS, native_counter
-from ..results.format import load
+from ..results.loader import load
 from .devices import DeviceError, prepare_process, resolve_target
 
 MECHANISMS = {"cuda": ["cuda-debug", "cuda-trace"], "npu": ["npu-trace"], "sim": ["sim-backend"]}

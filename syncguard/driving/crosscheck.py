@@ -23,7 +23,7 @@ from typing import Any, Dict, List, Optional
 from ..core.atomic import write_text
 from ..model import groundtruth
 from ..model.groundtruth import normalize_site
-from ..results.format import environment
+from ..results.environment import environment
 from .devices import resolve_target
 from .scenario import resolve
 

@@ -20,8 +20,10 @@ from ..devicenames import HOST_KERNEL_KINDS
 from ..errors import UsageError
 from ..model.profile import ProfileError, load_profile
 from ..model.timeline import StepModel
-from ..results.format import TIMED_PASS, ResultWriter, StepRecord, environment, scenario_record
+from ..results.environment import environment, scenario_record
+from ..results.format import TIMED_PASS, StepRecord
 from ..results.machine import machine_state
+from ..results.writer import ResultWriter
 from . import subjects
 from .decode import DecodeLoop, DeviceTimer, Progress, _seed, label_fields
 from .devices import Target, resolve_target

@@ -358,9 +358,11 @@ def parse(text: str, file: str = "<memory>") -> Scenario:
         max_syncs[p] = budget_count(v, f"{file}: expect.max_syncs.{p}", ScenarioError)
     f.done()
     _check_logit_range(file, dtype, scale, requests + [r for e in events for r in e.join])
-    return Scenario(name, description, vocab, dtype, steps, warmup, seed, deterministic,
-                    tuple(paths), scale, workload, tuple(requests), tuple(events), max_syncs,
-                    file, text, forward_ms)
+    return Scenario(name=name, description=description, vocab_size=vocab, dtype=dtype,
+                    steps=steps, warmup=warmup, seed=seed, deterministic=deterministic,
+                    paths=tuple(paths), logits_scale=scale, workload=workload,
+                    requests=tuple(requests), events=tuple(events), max_syncs=max_syncs,
+                    file=file, text=text, forward_ms=forward_ms)
 
 
 def _declared(tables: Any) -> int:

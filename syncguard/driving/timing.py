@@ -24,7 +24,7 @@ from ..devicenames import HARDWARE
 from ..results.format import TIMED_PASS, StepRecord
 
 if TYPE_CHECKING:  # pragma: no cover
-    from ..results.format import ResultWriter
+    from ..results.writer import ResultWriter
     from .decode import Progress
     from .devices import Target
     from .scenario import Scenario

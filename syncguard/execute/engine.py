@@ -11,10 +11,34 @@ import os
 import sys
 from typing import TYPE_CHECKING, Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
-from .hooks import StepTarget
+from .._escape import one_line
+from .._words import plural
+from ..console import stderr_console, wrote
+from ..core import signals as _signals
+from ..core import steps as markers
+from ..core.atomic import claim, stream_of
+from ..core.fds import Own
+from ..core.sites import shown_path
+from ..driving.devices import EXEC_CPU_NAME
+from ..errors import EXIT_BROKEN_PIPE, EXIT_OK, EXIT_OVER, EXIT_USAGE, SyncguardError, UsageError
+from ..gate.recorded import result_verdicts
+from ..gate.verdicts import budget
+from ..lint import candidates
+from ..lint.lines import LineRecorder
+from ..renderers import emit_gate, terminal, write_reports
+from ..results import drain, loader
+from ..results.environment import environment
+from ..results.format import ResultError
+from ..results.loader import process_parts
+from ..results.machine import machine_state
+from ..results.merge import PARTS_DIR, process_label
+from ..results.writer import ResultWriter
+from . import follow
+from .hooks import StepHooks, StepTarget, findable, static_missing
+from .mainhook import main_source
+from .program import ProgramError, check, program_path, run, show_exception
 
 if TYPE_CHECKING:  # pragma: no cover
-    from ..core import signals as _signals
     from ..gate.verdicts import Budget, Tally
 
 
@@ -97,14 +121,7 @@ def _exit_code(exc: SystemExit) -> int:
 def execute(opts: ExecOptions, target: Any, out: str) -> int:
     """Run the program under the guard, write the results into ``out`` and return the exit
     code (see :mod:`syncguard.cli.exec`)."""
-    from ..core.selftest import selftest
-    from ..driving.devices import EXEC_CPU_NAME
-    from ..errors import UsageError
-    from ..results.format import environment
-    from ..results.machine import machine_state
-    from .hooks import findable, static_missing
-    from .mainhook import main_source
-    from .program import ProgramError, check, program_path
+    from ..core.selftest import selftest  # torch: after the program's environment is set
 
     program = opts.program
     try:
@@ -131,7 +148,6 @@ def execute(opts: ExecOptions, target: Any, out: str) -> int:
         raise UsageError(f"--format {opts.fmt}: needs --max-syncs, --max-syncs-per-step or "
                          f"--max-syncs-outside (the budget to gate on)")
     selftest(None if target.kind == "cpu" else str(target.device))
-    from . import follow
 
     follow.forget_device_use(target)  # the self-test's ops are syncguard's, not the program's
 
@@ -155,8 +171,6 @@ def execute(opts: ExecOptions, target: Any, out: str) -> int:
         "scenarios": {program.name: {"file": program.target, "steps": None,
                                      "warmup": opts.warmup, "max_syncs": {}}},
     }
-    from ..core.atomic import claim
-    from ..core.fds import Own
 
     # the result file is this run's alone until its reports are written (a second run into
     # the same --out is refused in one line); released when the process closes it
@@ -180,8 +194,6 @@ def execute(opts: ExecOptions, target: Any, out: str) -> int:
 def _clear_parts(out: str) -> None:
     """Remove the processes' parts an earlier run left in ``out`` (this run owns the folder
     now: its result file is claimed)."""
-    from ..results.format import PARTS_DIR
-
     where = os.path.join(out, PARTS_DIR)
     try:
         names = os.listdir(where)
@@ -210,8 +222,6 @@ class _EndLikePython:
         return None
 
     def __exit__(self, exc_type: Any, *exc: Any) -> None:
-        from . import follow
-
         if not self.on or follow.is_child() or (
                 exc_type is not None and issubclass(exc_type, KeyboardInterrupt)):
             return
@@ -224,15 +234,7 @@ class _EndLikePython:
 
 def _run(opts: ExecOptions, target: Any, out: str, program: Any, path: str,
          header: Dict[str, Any], claimed: int, settings: Any = None) -> int:
-    from ..core import signals as _signals
-    from ..core import steps as markers
-    from ..core.atomic import stream_of
-    from ..errors import EXIT_BROKEN_PIPE, EXIT_OK, EXIT_OVER, EXIT_USAGE, SyncguardError
-    from ..results import drain
-    from ..results.format import ResultWriter
-    from .hooks import StepHooks
-    from .program import run, show_exception
-    from .session import ExecSession
+    from .session import ExecSession  # torch (the guard): after the environment is set
 
     # the file is written by a drain process (syncguard.results.drain: a finished step costs
     # the program one pipe write), or here where none can be started
@@ -248,8 +250,7 @@ def _run(opts: ExecOptions, target: Any, out: str, program: Any, path: str,
     stop = _signals.Stop()  # Ctrl-C, or SIGTERM (_signals.Terminated)
     prev = markers.set_recorder(session)
     recorder = _line_recorder(opts.record_lines)
-    from ..driving.lineage import tracking
-    from . import follow
+    from ..driving.lineage import tracking  # torch: after the environment is set
 
     if settings is not None:
         if opts.steps:  # the steps may all be a child's: no empty step of the whole program
@@ -363,7 +364,6 @@ def _parts(out: str, settings: Any) -> List[Tuple[Dict[str, Any], Any]]:
     that cannot be read is left to the reports' loader to name."""
     if settings is None:
         return []
-    from ..results.format import ResultError, process_parts
 
     try:
         return process_parts(os.path.abspath(out), settings.run)
@@ -375,8 +375,6 @@ def _never_called(t: StepTarget, parts: Sequence[Tuple[Dict[str, Any], Any]],
                   root: str) -> str:
     """``--loop m:f was never called in any of the 2 processes that ran (gen.py pid 1,
     worker pid 2)``; with no process followed, ``... was never called`` (or ``installed``)."""
-    from ..results.format import process_label
-
     if not parts:
         return f"{t.flag} {t.spec} " + ("was never called" if t.installed else
                                        "was never installed")
@@ -410,9 +408,6 @@ def _process_lines(merged: Any) -> List[str]:
 def _line_recorder(paths: Sequence[str]) -> Any:
     """A :class:`syncguard.lint.lines.LineRecorder` of the lint's candidate lines under
     ``paths`` (a no-op one without paths)."""
-    from ..lint import candidates
-    from ..lint.lines import LineRecorder
-
     return LineRecorder(candidates(paths) if paths else {})
 
 
@@ -438,7 +433,6 @@ def own_module(program: Any) -> str:
     ``-m`` module, or ``PKG.__main__`` for ``-m PKG``."""
     if not program.module:
         return os.path.splitext(os.path.basename(program.target))[0]
-    from .program import program_path
 
     with program_path(program):
         try:
@@ -453,8 +447,6 @@ def own_module(program: Any) -> str:
 def _site_counts(outside: Tally) -> Dict[str, int]:
     """Hidden syncs per ``file:line`` (paths as the reports show them), in the order the lines
     first synced."""
-    from ..core.sites import shown_path
-
     counts: Dict[str, int] = {}
     for s in outside.sites(by_count=False):
         site = f"{shown_path(s.event.filename)}:{int(s.event.lineno or 0)}"
@@ -465,8 +457,6 @@ def _site_counts(outside: Tally) -> Dict[str, int]:
 def _sites(outside: Tally) -> List[str]:
     """``file:line`` of ``outside``'s sites, paths as the reports show them: each once, by file
     then line."""
-    from ..core.sites import shown_path
-
     return [f"{f}:{n}" for f, n in sorted({(shown_path(s.event.filename), int(s.event.lineno or 0))
                                            for s in outside.sites()})]
 
@@ -476,8 +466,6 @@ def outside_message(outside: Tally, budget: Optional[int] = None,
     """One line on the hidden syncs made outside every step (counted in ``outside``): the
     sites with the most first, each with its count (``generate.py:39 x5``); gated on
     ``--max-syncs-outside``, or (its per-step sites) with the steps (``steps_gated``)."""
-    from .._words import plural
-
     counts = _site_counts(outside)
     sites = [f"{s} x{n}" for s, n in sorted(counts.items(), key=lambda kv: -kv[1])]
     more = f" and {len(sites) - 3} more" if len(sites) > 3 else ""
@@ -491,13 +479,8 @@ def _report(opts: ExecOptions, path: str, out: str, stop: Optional[_signals.Stop
             outside: Tally) -> Any:
     """Write the reports and print the terminal's; the loaded result (its processes' parts
     merged) for the gate."""
-    from .._escape import one_line
-    from ..console import stderr_console, wrote
-    from ..renderers import terminal, write_reports
-    from ..results import format as results
-
     err = stderr_console(opts.width)
-    res = results.load(path)
+    res = loader.load(path)
     if opts.rank is None:
         written = write_reports(res, out)  # before printing: a closed pipe loses no report
         terminal.render(res, err)
@@ -524,8 +507,6 @@ def _gate(opts: ExecOptions, session: Any, merged: Any = None,
     gate = _budget(opts)
     if not gate.gated:
         return False
-    from ..console import wrote
-    from ..renderers import emit_gate
 
     label = opts.program.name if opts.rank is None else f"{opts.program.name} [rank {opts.rank}]"
     verdicts = []
@@ -535,9 +516,6 @@ def _gate(opts: ExecOptions, session: Any, merged: Any = None,
                 default=0)
     verdicts += gate.outside_verdicts(session.outside, label, session.outside_after, steps)
     if parts and merged is not None:
-        from ..gate.recorded import result_verdicts
-        from ..results.format import process_label
-
         theirs = {f"{s.scenario} [{process_label(info)}]" for info, res in parts
                   for s in res.steps}
         verdicts += result_verdicts(merged, gate, scenarios=theirs)
@@ -549,7 +527,5 @@ def _gate(opts: ExecOptions, session: Any, merged: Any = None,
 
 def _budget(opts: ExecOptions) -> Budget:
     """What the run is gated on (:func:`syncguard.gate.verdicts.budget`): its own flags only."""
-    from ..gate.verdicts import budget
-
     return budget(opts.max_syncs, opts.max_syncs_per_step, opts.max_syncs_outside,
                   default=None)

@@ -24,7 +24,7 @@ run's settings travel to every Python process the program starts, the way covera
 Each process writes its own part, ``OUT/processes/<run>-<pid>.jsonl``, in the result format
 with a ``process`` header field (pid, parent, name, target, start method), through its own
 drain, from its first step or read on (a process that saw none writes no file). The root's
-``result.jsonl`` names the run (``exec.follow``), and :func:`syncguard.results.format.load`
+``result.jsonl`` names the run (``exec.follow``), and :func:`syncguard.results.loader.load`
 merges the parts into it as ranks are merged: a scenario per process, ``<program>
 [<name> pid N]``. A part is closed at the process's end: a normal exit, ``sys.exit``,
 ``os._exit`` (how ``fork`` and ``forkserver`` children end), and SIGTERM when the program has
@@ -46,6 +46,13 @@ import signal
 import sys
 import threading
 from typing import Any, Dict, Iterator, List, NoReturn, Optional
+
+from ..core import steps as markers
+from ..core.atomic import claim, stream_of
+from ..driving.devices import resolve_target
+from ..results import drain
+from ..results.writer import ResultWriter
+from .hooks import StepHooks, find_elsewhere, parse_step
 
 #: the run's settings for the processes the program starts (JSON)
 ENV = "SYNCGUARD_FOLLOW"
@@ -182,10 +189,6 @@ class _Part:
 
     def open(self) -> Any:
         """The writer of this part, started now (header first)."""
-        from ..core.atomic import claim, stream_of
-        from ..results import drain
-        from ..results.format import ResultWriter
-
         s = self.settings
         path = os.path.join(s.out, PARTS, part_name(s.run, self.pid))
         header = dict(s.header)
@@ -209,7 +212,6 @@ class _Part:
             if self.done or self.pid != os.getpid():
                 return
             self.done = True
-        from ..core import steps as markers
 
         session = self.session
         with contextlib.suppress(Exception):
@@ -243,11 +245,8 @@ class _LazyWriter:
         self._part.session.writer = w
         return w
 
-    def exec_reads(self, *args: Any) -> None:
-        self._real().exec_reads(*args)
-
-    def exec_step(self, *args: Any) -> None:
-        self._real().exec_step(*args)
+    def exec_reads(self, st: Any, reads: Any) -> None:
+        self._real().exec_reads(st, reads)
 
     def events(self, *args: Any, **kwargs: Any) -> None:
         self._real().events(*args, **kwargs)
@@ -276,7 +275,7 @@ def process_used_device(session: Any) -> bool:
         return True
     try:
         if kind == "sim":
-            from ..sim import kernel as simdev
+            from ..sim import kernel as simdev  # torch: a sim run's device only
 
             return bool(simdev.USED)
         import torch
@@ -291,7 +290,7 @@ def forget_device_use(target: Any) -> None:
     self-test ran ops on the device)."""
     try:
         if target.kind == "sim":
-            from ..sim import kernel as simdev
+            from ..sim import kernel as simdev  # torch: a sim run's device only
 
             simdev.USED = False
         elif target.kind != "cpu":
@@ -305,10 +304,7 @@ def forget_device_use(target: Any) -> None:
 def _start_child(settings: Settings) -> None:
     """This followed interpreter imported torch: set the device up and start its session."""
     global _CHILD, _SETTINGS
-    from ..core import steps as markers
-    from ..driving.devices import resolve_target
-    from .hooks import StepHooks, parse_step
-    from .session import ExecSession
+    from .session import ExecSession  # torch (the guard): after the environment is set
 
     target = resolve_target(settings.device, gpu=True, exhaustive=settings.exhaustive)
     targets = []
@@ -328,7 +324,7 @@ def _start_child(settings: Settings) -> None:
     _SETTINGS, _CHILD = settings, part
     set_session(session)
     if settings.lineage:
-        from ..driving.lineage import tracking
+        from ..driving.lineage import tracking  # torch: only a lineage run loads it
 
         tracking(target, True).__enter__()
     session.__enter__()
@@ -406,7 +402,6 @@ class _TorchFinder:
                 return None
             return importlib.util.spec_from_loader(
                 "torch_npu", _Existing(mod))  # type: ignore[arg-type]
-        from .hooks import find_elsewhere
 
         self._busy = True
         try:
@@ -524,7 +519,6 @@ def _after_fork() -> None:
     settings, session = _SETTINGS, _SESSION
     if settings is None or session is None or getattr(session, "pid", None) == os.getpid():
         return
-    from ..core import steps as markers
 
     part = _Part(settings, session)
     session.record_empty = False

@@ -14,7 +14,9 @@ import traceback
 import types
 from typing import Any, Callable, Iterator, List, Optional, Sequence
 
+from ..core.hub import HUB
 from ..errors import SyncguardError
+from .mainhook import run_bound
 
 _PKG_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
 _RUNPY = os.path.abspath(runpy.__file__)
@@ -128,9 +130,6 @@ def run(program: Program, main_names: Sequence[str] = (),
     and ``sys.path`` are restored afterwards. With ``main_names``, the program's own code is
     compiled so that ``on_main_bind(__main__)`` runs after each of those names is bound
     (:mod:`.mainhook`)."""
-    from ..core.hub import HUB
-    from .mainhook import run_bound
-
     saved_argv, saved_path = sys.argv[:], sys.path[:]
     home = _cwd()
     unbuffered = _unbuffered(program.unbuffered)

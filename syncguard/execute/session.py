@@ -14,11 +14,14 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from ..core import signals as _signals
 from ..core import steps as _steps
-from ..core.events import Read, ReadSite, SyncEvent
+from ..core.events import Read, ReadSite, SyncEvent, site_key
 from ..core.guard import SyncGuard
+from ..core.hub import HUB
 from ..core.steps import is_warmup
+from ..driving.decode import DeviceTimer
 from ..gate.verdicts import Tally
-from ..results.format import OUTSIDE_PATH, ResultWriter, _site_of, read_counts
+from ..results.format import OUTSIDE_PATH, ExecStep, StepKey, read_counts
+from ..results.writer import ResultWriter
 
 #: ``pass`` of exec step records: the program ran once, under the guard, so each record is
 #: both the counted and the timed pass (host latency includes the interceptors' cost).
@@ -142,7 +145,9 @@ class StepTotals:
     #: reads held before they are counted (about this many at most: flat memory)
     BATCH = 128
 
-    __slots__ = ("name", "steps", "syncs", "_tally", "_held", "_n")
+    __slots__ = ("name", "key", "steps", "syncs", "_tally", "_held", "_n")
+    #: the name's step lines' key (set by the session that counts it)
+    key: StepKey
 
     def __init__(self, name: str, keep_events: bool = False) -> None:
         self.name = name
@@ -207,8 +212,6 @@ class ExecSession:
     def __init__(self, program: str, writer: ResultWriter, target: Any, warmup: int = 0,
                  allow_sites: Sequence[Tuple[str, str]] = (), rank: Optional[int] = None,
                  devices: Sequence[str] = ()) -> None:
-        from ..driving.decode import DeviceTimer
-
         self.program, self.writer, self.target = program, writer, target
         self.warmup, self.rank = warmup, rank
         self._lock = threading.RLock()
@@ -315,7 +318,7 @@ class ExecSession:
 
     def _site(self, ev: SyncEvent) -> ReadSite:
         """The site of ``ev`` (one per distinct site and count; bounded)."""
-        key = (_site_of(ev), ev.count)
+        key = (site_key(ev), ev.count)
         site = self._sites.get(key)
         if site is None:
             if len(self._sites) >= _SITES:
@@ -513,22 +516,22 @@ class ExecSession:
                 labels: Optional[Dict[str, str]] = None) -> None:
         """Write step ``i`` of ``name``: a warm-up step when it is one of the first
         ``warmup_steps`` of its name (its events then marked warm-up: the guard counts every
-        step of an ``exec`` run, since steps are numbered per name). The record is the one
-        ``StepRecord.from_events`` makes of the events of its ``reads``, written by
-        :meth:`ResultWriter.exec_reads` without building it (once per step, on the program's
-        clock)."""
+        step of an ``exec`` run, since steps are numbered per name). The step goes to the
+        writer as an :class:`ExecStep` with its ``reads`` (a tuple: once per step, on the
+        program's clock); the record is made where the line is written."""
         warm = is_warmup(i, warmup_steps)
         syncs, allowed, wait = read_counts(reads)
         tot = self.totals.get(name)
         if tot is None:
             tot = self.totals[name] = StepTotals(name, self.keep_events)
+            tot.key = StepKey(self.program, name, EXEC_PASS, self.rank)
         tot.steps += 1
         if reads and not warm:
             tot.syncs += syncs
             tot.count(i, reads)
         self.write_outside()  # made before this step ended: above its lines in the file
-        self.writer.exec_reads(self.program, name, EXEC_PASS, i, warm, syncs, allowed,
-                               latency_ms, device_ms, wait, labels, self.rank, reads)
+        self.writer.exec_reads(ExecStep(tot.key, i, warm, syncs, allowed, latency_ms,
+                                        device_ms, wait, labels), reads)
 
     def write_outside(self) -> None:
         """Write the outside events not written yet (path ``OUTSIDE_PATH``, each with
@@ -597,8 +600,6 @@ def _user_stack(frame: Any) -> List[Any]:
     generator's; innermost first. The walk ends where the program's frames end
     (``HUB.walk_end``): the frames outside are exec's launcher (its runner, runpy's), never a
     driver."""
-    from ..core.hub import HUB
-
     out = []
     f = frame
     end = HUB.walk_end

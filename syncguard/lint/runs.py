@@ -21,7 +21,8 @@ from typing import Any, Dict, List, Optional, Sequence, Set, Tuple
 
 from ..core.lineage_words import site_verdict, verdict_hint
 from ..errors import UsageError
-from ..results.format import ResultError, load
+from ..results.format import ResultError
+from ..results.loader import load
 from .checker import Finding
 
 LINES_NOTE = "lines"

@@ -23,6 +23,11 @@ from collections import Counter
 from typing import TYPE_CHECKING, Any, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple
 
 from .._words import step_ranges
+from ..core.lineage_words import draw_tree, site_verdict, verdict_text
+from ..core.sites import caller_of, function_name, group_key, grows_with_steps
+from . import stats
+from .format import OUTSIDE_PATH
+from .machine import machine_differs
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
@@ -338,8 +343,6 @@ def _round_medians(result: RunResult, scenario: str, path: str) -> List[float]:
 def _add_stats(result: RunResult, r: Dict[str, Any]) -> None:
     """Confidence intervals, the paired ratio to the baseline path (``r["baseline"]``),
     outliers and modeled columns."""
-    from . import stats
-
     scenario, path, base_name = r["scenario"], r["path"], r["baseline"]
     timed = _records(result, scenario, path, "timed")
     lat = [float(x.latency_ms) for x in timed
@@ -500,9 +503,6 @@ def sites(result: RunResult, include_allowed: bool = True,
     """
     import pandas as pd
 
-    from ..core.lineage_words import site_verdict, verdict_text
-    from ..core.sites import caller_of, function_name, group_key, grows_with_steps
-    from .format import OUTSIDE_PATH
 
     groups: Dict[Tuple[Any, ...], Dict[str, Any]] = {}
     trees: Dict[str, Any] = {}  # tree_id -> tree: a result file writes each tree once
@@ -592,7 +592,6 @@ def _tree_json(hoist: Dict[str, Any], trees: Dict[str, Any]) -> str:
     hold anything)."""
     import json
 
-    from ..core.lineage_words import draw_tree
 
     tree = hoist.get("tree")
     if tree is None and isinstance(hoist.get("tree_id"), str):
@@ -707,8 +706,6 @@ def compare(a: RunResult, b: RunResult) -> pd.DataFrame:
     """
     import pandas as pd
 
-    from . import stats
-    from .machine import machine_differs
 
     sum_a, sum_b = summary(a), summary(b)
     sa = {(r["scenario"], r["path"]): r for r in sum_a.to_dict("records")}
@@ -758,7 +755,6 @@ def compare_paths(result: RunResult, path_a: str, path_b: str) -> pd.DataFrame:
     """
     import pandas as pd
 
-    from . import stats
 
     sm = {(r["scenario"], r["path"]): r for r in summary(result).to_dict("records")}
     rows = []

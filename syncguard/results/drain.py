@@ -6,7 +6,7 @@ and the kernel's file path out of the caches, each of them comes back on the pro
 (about 20 us of a 1 ms decode step, a third of what ``exec`` added, measured in one process
 with the writing here and in a drain swapped block by block). So ``exec`` hands each
 finished step, as a few numbers, to a drain process through a pipe, and the drain runs the
-:class:`~syncguard.results.format.ResultWriter` that formats and writes the file: the
+:class:`~syncguard.results.writer.ResultWriter` that formats and writes the file: the
 program's process pays one lookup per read, one ``marshal.dumps`` and one pipe write per
 step.
 
@@ -54,8 +54,9 @@ import time
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from ..core import fds
-from ..core.events import Frame, Read, ReadSite, Stack, SyncEvent
-from .format import ResultWriter, _site_of
+from ..core.events import SITE_FIELDS, Frame, Read, ReadSite, Stack, SyncEvent, site_key
+from .format import ExecStep, StepKey
+from .writer import ResultWriter
 
 #: how often the drain looks for new steps (s): at most this long between a step's end and
 #: its line in the file (kept in the pipe meanwhile, so a killed program loses nothing)
@@ -97,7 +98,7 @@ def _json(obj: Any) -> Optional[str]:
 
 class DrainWriter:
     """The result writer of an ``exec`` run whose file a drain process writes: the calls the
-    run makes on a :class:`~syncguard.results.format.ResultWriter` (``exec_step``, ``events``,
+    run makes on a :class:`~syncguard.results.writer.ResultWriter` (``exec_step``, ``events``,
     ``note``, ``sync``, ``close``, ``raise_error``), each sent to the drain in
     the order made. Calls come one at a time (the exec session's lock)."""
 
@@ -118,21 +119,16 @@ class DrainWriter:
         self._probe, self._expected = self._own.probe, self._own.expected
 
     # -- what the run calls --------------------------------------------------------------
-    def exec_step(self, scenario: str, path: str, pass_: str, step: int, warmup: bool,
-                  syncs: int, allowed: int, latency_ms: float, device_ms: Optional[float],
-                  wait_us: float, labels: Optional[Dict[str, Any]], rank: Optional[int],
-                  events: Sequence[SyncEvent]) -> None:
+    def exec_step(self, st: ExecStep, events: Sequence[SyncEvent]) -> None:
         """:meth:`ResultWriter.exec_step`, in the drain."""
-        self._send_step(scenario, path, pass_, step, warmup, syncs, allowed, latency_ms,
-                        device_ms, wait_us, labels, rank, self._reads(events))
+        self.sent += 1
+        self._send(_step_message(st, self._reads(events)))
 
-    def exec_reads(self, scenario: str, path: str, pass_: str, step: int, warmup: bool,
-                   syncs: int, allowed: int, latency_ms: float, device_ms: Optional[float],
-                   wait_us: float, labels: Optional[Dict[str, Any]], rank: Optional[int],
-                   reads: Sequence[Read]) -> None:
+    def exec_reads(self, st: ExecStep, reads: Sequence[Read]) -> None:
         """:meth:`ResultWriter.exec_reads`, in the drain: no event is made here."""
         out = []
         ids = self._site_ids
+        step, warmup = st.step, st.warmup
         for site, w, lin in reads:
             sid = ids.get(site)
             if sid is None:
@@ -140,8 +136,8 @@ class DrainWriter:
                     ids.clear()
                 sid = ids[site] = self._sid(site.event)
             out.append((sid, step, site.count, w, warmup, None if lin is None else _json(lin)))
-        self._send_step(scenario, path, pass_, step, warmup, syncs, allowed, latency_ms,
-                        device_ms, wait_us, labels, rank, tuple(out))
+        self.sent += 1
+        self._send(_step_message(st, tuple(out)))
 
     def events(self, scenario: str, path: str, pass_: str, events: List[SyncEvent],
                rank: Optional[int] = None,
@@ -183,18 +179,9 @@ class DrainWriter:
                         None if lin is None else _json(lin)))
         return tuple(out)
 
-    def _send_step(self, scenario: str, path: str, pass_: str, step: int, warmup: bool,
-                   syncs: int, allowed: int, latency_ms: float, device_ms: Optional[float],
-                   wait_us: float, labels: Optional[Dict[str, Any]], rank: Optional[int],
-                   reads: Tuple[Tuple[Any, ...], ...]) -> None:
-        """The ``step`` message (:meth:`_Drain.act` reads it back), its reads numbered."""
-        self.sent += 1
-        self._send(("step", scenario, path, pass_, step, warmup, syncs, allowed, latency_ms,
-                    device_ms, wait_us, _json(labels), rank, reads))
-
     def _sid(self, ev: SyncEvent) -> int:
         """The number of ``ev``'s site's template, sent to the drain the first time."""
-        key = _site_of(ev)
+        key = site_key(ev)
         sid = self._sites.get(key)
         if sid is None:
             # numbered (one C call), sent, then known: a signal handler whose read lands in
@@ -265,12 +252,30 @@ def _lost(path: str, sent: int) -> str:
 
 
 def _site_fields(ev: SyncEvent) -> Tuple[Any, ...]:
-    """``_site_of(ev)`` with plain values (the frames as tuples)."""
-    (kind, api, op, filename, lineno, function, stack, thread, allowed, reason, device,
-     source) = _site_of(ev)
-    return (kind, api, op, filename, lineno, function,
-            tuple((f.filename, f.lineno, f.function, f.qualname) for f in stack),
-            thread, allowed, reason, device, source)
+    """``site_key(ev)`` with plain values (the frames as tuples): a ``site`` message's
+    fields, in :data:`SITE_FIELDS`' order (:func:`_template` reads them back)."""
+    return tuple(tuple((f.filename, f.lineno, f.function, f.qualname) for f in v)
+                 if k == "stack" else v for k, v in zip(SITE_FIELDS, site_key(ev)))
+
+
+def _template(fields: Tuple[Any, ...]) -> SyncEvent:
+    """The event a ``site`` message stands for (step None, count 1)."""
+    d = dict(zip(SITE_FIELDS, fields))
+    d["stack"] = Stack(Frame(*fr) for fr in d["stack"])
+    return SyncEvent.make(**d, step=None, warmup=False, count=1, wait_us=None, lineage=None)
+
+
+def _step_message(st: ExecStep, reads: Tuple[Tuple[Any, ...], ...]) -> Tuple[Any, ...]:
+    """A ``step`` message: ``("step", reads, labels as JSON)``, the step's key and its other
+    fields in :class:`ExecStep`'s order (:func:`_step_of` reads it back)."""
+    return ("step", reads, _json(st.labels)) + st.key + st[1:-1]
+
+
+def _step_of(msg: Tuple[Any, ...]) -> Tuple[ExecStep, Tuple[Tuple[Any, ...], ...]]:
+    """A ``step`` message (:func:`_step_message`) as the step and its reads."""
+    n = 3 + len(StepKey._fields)
+    labels = None if msg[2] is None else json.loads(msg[2])
+    return ExecStep._make((StepKey._make(msg[3:n]), *msg[n:], labels)), msg[1]
 
 
 def _status_error(status: bytes, code: int) -> Optional[OSError]:
@@ -432,17 +437,10 @@ class _Drain:
         if w is None:
             return
         if op == "site":
-            _, sid, f = msg
-            stack = Stack(Frame(*fr) for fr in f[6])
-            self.templates[sid] = SyncEvent.make(f[0], f[1], f[2], f[3], f[4], f[5], stack,
-                                                 None, f[7], f[8], f[9], False, 1, f[10],
-                                                 f[11], None, None)
+            self.templates[msg[1]] = _template(msg[2])
         elif op == "step":
-            (_, scenario, path, pass_, step, warmup, syncs, allowed, latency_ms, device_ms,
-             wait_us, labels, rank, reads) = msg
-            w.exec_step(scenario, path, pass_, step, warmup, syncs, allowed, latency_ms,
-                        device_ms, wait_us, None if labels is None else json.loads(labels),
-                        rank, self.events(reads))
+            st, reads = _step_of(msg)
+            w.exec_step(st, self.events(reads))
         elif op == "events":
             _, scenario, path, pass_, reads, rank, after = msg
             w.events(scenario, path, pass_, self.events(reads), rank,

@@ -1,7 +1,7 @@
 """Values as the result loader's schema accepts them, for the writer.
 
 Whatever the program's frames and names hold, the writer writes what :func:`syncguard.results.
-format.load` reads back (``_EVENT_FIELDS``, ``_STEP_FIELDS``): a frame with no line number (a
+loader.load` reads back (``_EVENT_FIELDS``, ``_STEP_FIELDS``): a frame with no line number (a
 signal handler's interrupted frame, code without line information) gets line 0, a line of its
 own kind that no source line has; a name, path or thread name longer than the loader's 4,096
 characters is cut with a mark (:data:`CUT`); a NUL byte in a file name, which no file name

@@ -21,6 +21,10 @@ from __future__ import annotations
 import functools
 from typing import TYPE_CHECKING, Any, Dict, List
 
+from ..core.sites import shown_site
+from .analysis import sites, summary
+from .loader import load as load_result
+
 if TYPE_CHECKING:
     import pandas as pd
 
@@ -92,8 +96,6 @@ class Run:
         ``site`` is ``file:line`` as the reports and ``syncguard show`` print it (relative
         to the current directory when inside it); ``filename`` keeps the file as recorded
         (absolute)."""
-        from .analysis import sites
-
         return _shown_sites(sites(self.result))
 
     @functools.cached_property
@@ -113,8 +115,6 @@ class Run:
     def summary(self) -> pd.DataFrame:
         """One row per scenario and path: syncs per step and latency, as the reports' first
         table."""
-        from .analysis import summary
-
         return summary(self.result)
 
     def __repr__(self) -> str:
@@ -126,8 +126,6 @@ class Run:
 
 def _shown_sites(df: pd.DataFrame) -> pd.DataFrame:
     """``df`` with its ``site`` column as the reports show it (:func:`shown_site`)."""
-    from ..core.sites import shown_site
-
     if len(df) and "site" in df.columns:
         df["site"] = [shown_site(x) for x in df["site"]]
     return df
@@ -141,6 +139,5 @@ def load(path: str) -> Run:
     names the file and the field) for anything that is not a syncguard result."""
     import os
 
-    from .format import load as load_result
 
     return Run(load_result(os.fspath(path)))

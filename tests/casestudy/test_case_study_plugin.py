@@ -19,8 +19,9 @@ from _paths import ROOT, TESTS
 from syncguard.cli import EXIT_OK, EXIT_USAGE, main
 from syncguard.driving import plugins, scenario, subjects
 from syncguard.renderers import _tables, terminal
-from syncguard.results import analysis
+from syncguard.results import analysis, loader
 from syncguard.results import format as results
+from syncguard.results.writer import ResultWriter
 
 ROOT = ROOT
 DATA = TESTS / "data"
@@ -240,7 +241,7 @@ def test_an_older_result_still_reads(tmp_path: Path, with_labels: bool,
         for o in lines:
             o.pop("labels", None)
         path.write_text("".join(json.dumps(o) + "\n" for o in lines))
-    res = results.load(str(path))
+    res = loader.load(str(path))
     assert res.paths == ["legacy", "flag"] and len(res.steps) == 32
     by = {(s.path, s.pass_, s.round, s.step): s.labels for s in res.steps}
     # the request with top_k 1025 joins at step 2: generic from there, the flag False
@@ -265,7 +266,7 @@ def test_an_older_result_still_reads(tmp_path: Path, with_labels: bool,
 # -- generic columns: the branch label where reported, the baseline named --------------------
 def _result(tmp_path: Path, labels: Dict[str, Any]) -> results.RunResult:
     """Two paths of one scenario; ``labels[path]``: the labels each step of it reports."""
-    w = results.ResultWriter(str(tmp_path / "r.jsonl"), {"scenarios": {"s": {}}})
+    w = ResultWriter(str(tmp_path / "r.jsonl"), {"scenarios": {"s": {}}})
     for path, lab in labels.items():
         for pass_ in ("counted", "timed"):
             for step in range(4):
@@ -273,7 +274,7 @@ def _result(tmp_path: Path, labels: Dict[str, Any]) -> results.RunResult:
                                           1.0 + step, labels=lab,
                                           round=step % 3 if pass_ == "timed" else None), [])
     w.close(True)
-    return results.load(str(tmp_path / "r.jsonl"))
+    return loader.load(str(tmp_path / "r.jsonl"))
 
 
 def test_the_per_step_table_shows_a_branch_column_where_a_subject_reports_one(

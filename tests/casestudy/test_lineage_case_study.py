@@ -11,8 +11,7 @@ import pytest
 from _cli import cli
 from _lineage_html import path_to, trees, walk
 
-from syncguard.results import analysis
-from syncguard.results import format as results
+from syncguard.results import analysis, loader
 
 
 def _line(path: str, text: str) -> int:
@@ -29,7 +28,7 @@ def test_legacy_read_is_hoistable_from_the_top_k_upload(tmp_path: Path,
     rc, stdout, _ = cli(capsys, "run", "steady", "--device", "sim", "--no-timed", "--lineage",
                         "--steps", "4", "--out", out, "--width", "400")
     assert rc == 0
-    res = results.load(os.path.join(out, "result.jsonl"))
+    res = loader.load(os.path.join(out, "result.jsonl"))
     st = analysis.sites(res)
     hidden = st[~st["allowed"].astype(bool)]
     assert set(hidden["path"]) == {"legacy"}  # the flag paths have no hidden site

@@ -22,6 +22,7 @@ import pytest
 from _paths import ROOT
 
 from syncguard.results import format as results
+from syncguard.results import loader
 
 ROOT = str(ROOT)
 HERE = os.path.join(ROOT, "examples", "real_vllm")
@@ -74,7 +75,7 @@ def _exec(tmp_path, *script_args: str) -> results.RunResult:
                        *script_args], cwd=ROOT)
     assert proc.returncode == 1, proc.stdout + proc.stderr  # the token readback syncs
     assert "decoded 6 steps; tokens per request: [3, 3, 6, 6]" in proc.stdout
-    return results.load(os.path.join(out, "result.jsonl"))
+    return loader.load(os.path.join(out, "result.jsonl"))
 
 
 def test_script_vllm_dispatcher_route(tmp_path, sampler_file):
@@ -108,7 +109,7 @@ def test_subjects_over_a_scenario(tmp_path, sampler_file):
         args += ["--subject", s]
     proc = _syncguard(args, cwd=HERE)
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    res = results.load(os.path.join(out, "result.jsonl"))
+    res = loader.load(os.path.join(out, "result.jsonl"))
     rows = {(s.path, s.step): (s.syncs, s.allowed >= 1, s.labels.get("branch"))
             for s in res.steps}
     assert rows == {

@@ -30,6 +30,7 @@ from syncguard.cli import EXIT_INTERRUPTED, EXIT_OK, EXIT_OVER, EXIT_USAGE, main
 from syncguard.driving.decode import READBACK
 from syncguard.driving.scenario import load as load_scenario
 from syncguard.results import format as results
+from syncguard.results import loader
 
 DATA = TESTS / "data" / "scenarios"
 SMALL = str(DATA / "small.toml")
@@ -80,7 +81,7 @@ def small_run(tmp_path_factory: pytest.TempPathFactory) -> Dict[str, Any]:
 @pytest.fixture(scope="module")
 def small_result(small_run: Dict[str, Any]) -> results.RunResult:
     assert small_run["rc"] == EXIT_OK, small_run["stderr"]
-    return results.load(small_run["jsonl"])
+    return loader.load(small_run["jsonl"])
 
 
 def _counted(res: results.RunResult, path: str) -> List[results.StepRecord]:
@@ -208,7 +209,7 @@ def test_run_refuses_to_overwrite_without_force(small_run: Dict[str, Any], tmp_p
     rc, _, err = cli(capsys, "run", SMALL, "--device", "sim", "--out", str(out), "--steps", "2",
                      "--warmup", "0", "--paths", "flag", "--no-timed", "--force")
     assert rc == EXIT_OK, err
-    res = results.load(str(out / "result.jsonl"))
+    res = loader.load(str(out / "result.jsonl"))
     assert res.complete and res.paths == ["flag"]
     assert {s.pass_ for s in res.steps} == {"counted"} and len(res.steps) == 2
     doc = json.loads((out / "result.json").read_text(encoding="utf-8"))
@@ -381,7 +382,7 @@ def test_compare_two_runs(small_run: Dict[str, Any], tmp_path: Path,
     rc, out, err = cli(capsys, "compare", a, str(copy), *WIDE)
     assert rc == EXIT_OK, err
     assert f"{a} (A) vs {copy} (B)" in " ".join(out.split())  # the title may wrap
-    n_rows = len(results.load(a).paths)
+    n_rows = len(loader.load(a).paths)
     assert f"0 of {n_rows} rows changed" in out  # identical runs: nothing changed
 
     b_out = tmp_path / "b"
@@ -538,7 +539,7 @@ def test_interrupted_run_keeps_finished_steps(tmp_path: Path,
     assert "Traceback" not in stderr
     assert "interrupted" in stderr and str(result) in stderr
 
-    res = results.load(str(result))
+    res = loader.load(str(result))
     assert not res.complete
     assert res.footer is not None and res.footer.get("reason") == "interrupted"
     assert 3 <= len(res.steps) < sc.steps
@@ -558,7 +559,8 @@ def test_parsing_show_and_compare_do_not_import_torch(tmp_path: Path) -> None:
     code = textwrap.dedent(f"""
         import sys
         from syncguard.cli import main
-        from syncguard.results.format import ResultWriter, StepRecord
+        from syncguard.results.format import StepRecord
+        from syncguard.results.writer import ResultWriter
         assert main(['run', '--help']) == 0
         assert main(['run', '--device', 'tpu']) == 2
         p = {str(tmp_path / "r.jsonl")!r}

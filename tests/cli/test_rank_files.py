@@ -12,7 +12,7 @@ import pytest
 from _cli import cli, one_error_line
 
 from syncguard.cli import EXIT_USAGE
-from syncguard.results import format as results
+from syncguard.results import loader
 
 
 def rank_result(path: Path, rank: int, world: Optional[int] = 2,
@@ -34,7 +34,7 @@ def rank_result(path: Path, rank: int, world: Optional[int] = 2,
 def test_canonical_rank_files_merge(tmp_path: Path) -> None:
     for r in (0, 1):
         rank_result(tmp_path / f"result.rank{r}.jsonl", r)
-    res = results.load(str(tmp_path))
+    res = loader.load(str(tmp_path))
     assert res.header["ranks"] == [0, 1] and len(res.steps) == 4
 
 

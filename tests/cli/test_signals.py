@@ -18,7 +18,7 @@ from _paths import TESTS
 from _subprocess import env, run_stopped
 
 from syncguard.cli import EXIT_INTERRUPTED, EXIT_OK, main
-from syncguard.results import format as results
+from syncguard.results import loader
 
 DATA = TESTS / "data" / "scenarios"
 SMALL = str(DATA / "small.toml")
@@ -70,7 +70,7 @@ def test_sigterm_in_run_writes_reports_and_exits_143(tmp_path: Path,
     assert len(stops) == 1 and "SIGTERM" in stops[0] and "kept 2 finished steps" in stops[0]
     for name in REPORTS:
         assert (out / name).stat().st_size > 0, name
-    res = results.load(str(out / "result.jsonl"))
+    res = loader.load(str(out / "result.jsonl"))
     assert not res.complete and len(res.steps) == 2
     assert res.footer is not None and res.footer["reason"] == "terminated"
     assert "INTERRUPTED" in stdout
@@ -382,7 +382,7 @@ def test_sigkill_keeps_every_finished_step(tmp_path: Path) -> None:
     done += [int(ln.split()[1]) for ln in rest.splitlines() if ln.startswith("done ")]
     assert proc.returncode == -signal.SIGKILL and len(done) >= 30
     _wait_unlocked(out / "result.jsonl")  # the drain writes what the pipe holds, then lets go
-    res = results.load(str(out / "result.jsonl"))
+    res = loader.load(str(out / "result.jsonl"))
     assert not res.complete
     kept = {s.step: s.syncs for s in res.steps}
     assert all(kept.get(i) == 1 for i in done), (sorted(done)[-3:], sorted(kept)[-3:])

@@ -211,9 +211,9 @@ def test_show_output_link_is_replaced_not_followed(tmp_path: Path,
 def test_a_failing_render_leaves_the_old_report_whole(tmp_path: Path,
                                                       monkeypatch: pytest.MonkeyPatch) -> None:
     from syncguard import renderers
-    from syncguard.results import format as results
+    from syncguard.results import loader
 
-    res = results.load(str(write_result(tmp_path / "r.jsonl")))
+    res = loader.load(str(write_result(tmp_path / "r.jsonl")))
     target = tmp_path / "report.html"
     target.write_text("old report\n", encoding="utf-8")
 

@@ -192,7 +192,8 @@ def test_session_writes_device_time_one_step_late(tmp_path):
     """On a real device each record waits for its step's end event: written one step late
     (no stall of the program's overlap), and the last one when the run finishes."""
     from syncguard.execute.session import ExecSession
-    from syncguard.results.format import ResultWriter, load
+    from syncguard.results.loader import load
+    from syncguard.results.writer import ResultWriter
 
     class FakeTimer:
         def __init__(self):

@@ -128,7 +128,7 @@ def test_plugin_baseline_not_utf8_is_a_usage_error(pytester: pytest.Pytester) ->
 
 def test_what_syncguard_writes_never_holds_nan_or_infinity(tmp_path: Path) -> None:
     from syncguard.core import untrusted as _untrusted
-    from syncguard.results.format import ResultWriter
+    from syncguard.results.writer import ResultWriter
 
     w = ResultWriter(str(tmp_path / "r.jsonl"), {"x": float("inf"), "y": [float("nan")]})
     w.close(True)

@@ -42,7 +42,8 @@ def test_calibrate_profile_needs_a_real_device(capsys: pytest.CaptureFixture) ->
 
 
 def test_modeled_vs_measured(tmp_path: Any) -> None:
-    from syncguard.results.format import ResultWriter, StepRecord
+    from syncguard.results.format import StepRecord
+    from syncguard.results.writer import ResultWriter
 
     def write(name: str, pass_: str, field: str, values: Any) -> str:
         path = os.path.join(str(tmp_path), name)

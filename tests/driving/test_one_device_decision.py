@@ -9,7 +9,7 @@ from typing import Any, List
 import pytest
 
 from syncguard.driving import devices, runner, scenario
-from syncguard.results import format as results
+from syncguard.results import loader
 
 
 def test_the_runner_runs_on_the_target_it_is_given(tmp_path: Path,
@@ -35,6 +35,6 @@ def test_the_runner_runs_on_the_target_it_is_given(tmp_path: Path,
     out = tmp_path / "result.jsonl"
     runner.run(scs, opts, str(out), target=target)
     assert asked == [] and prepared == []
-    res = results.load(str(out))
+    res = loader.load(str(out))
     assert res.header["env"]["device"] == "sim"
     assert len(res.steps) == 3

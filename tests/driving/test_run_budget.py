@@ -15,7 +15,7 @@ from syncguard.cli import main
 from syncguard.driving import plan as planning
 from syncguard.driving.devices import resolve_target
 from syncguard.driving.scenario import load as load_scenario
-from syncguard.results import format as results
+from syncguard.results import loader
 from syncguard.results.stats import MIN_CLAIM_SAMPLES
 
 DATA = os.path.join(str(TESTS), "data", "scenarios")
@@ -160,7 +160,7 @@ def test_run_prints_the_expected_total_and_gives_every_path_30_timed_steps(tmp_p
     assert first.endswith("at least 30 timed steps per path (the least a latency verdict "
                           "needs; on this machine it takes longer than --budget 1 s)"), first
     assert "does not" not in first
-    res = results.load(os.path.join(out, "result.jsonl"))
+    res = loader.load(os.path.join(out, "result.jsonl"))
     with open(os.path.join(out, "result.jsonl"), encoding="utf-8") as f:
         header = json.loads(f.readline())
     for sc in ("small", "small_budget"):

@@ -26,7 +26,7 @@ def test_a_full_disk_during_run_is_one_line(tmp_path: Path, monkeypatch: pytest.
         real(fd)
 
     monkeypatch.setattr(os, "fsync", fsync)
-    from syncguard.results.format import ResultWriter
+    from syncguard.results.writer import ResultWriter
 
     # an fsync after every step (the writer's interval, about a second, made nil), so that the
     # disk fills while the run goes on

@@ -4,7 +4,7 @@ which steps are warm-up and on what a step's record counts."""
 
 from __future__ import annotations
 
-from typing import Any, List, Optional, Tuple
+from typing import Any, List, Tuple
 
 import pytest
 from _paths import TESTS
@@ -13,7 +13,8 @@ import syncguard
 from syncguard.core import steps
 from syncguard.core.events import SyncEvent
 from syncguard.core.steps import is_warmup
-from syncguard.results.format import TIMED_PASS, ResultWriter, StepRecord
+from syncguard.results.format import TIMED_PASS, ExecStep, StepRecord
+from syncguard.results.writer import ResultWriter
 
 SMALL = str(TESTS / "data" / "scenarios" / "small.toml")
 
@@ -30,16 +31,11 @@ class _Writer:
     def step(self, rec: StepRecord, evs: List[SyncEvent]) -> None:
         self.steps.append((rec, evs))
 
-    def exec_step(self, scenario: str, path: str, pass_: str, step: int, warmup: bool,
-                  syncs: int, allowed: int, latency_ms: float, device_ms: Optional[float],
-                  wait_us: float, labels: Any, rank: Optional[int],
-                  evs: List[SyncEvent]) -> None:
-        self.steps.append((StepRecord(scenario, path, pass_, step, warmup, 0, syncs, allowed,
-                                      latency_ms, device_ms, None, wait_us, labels, rank),
-                           list(evs)))
+    def exec_step(self, st: ExecStep, evs: List[SyncEvent]) -> None:
+        self.steps.append((st.record(), list(evs)))
 
-    def exec_reads(self, *fields: Any) -> None:  # as ResultWriter's: each read's event
-        ResultWriter.exec_reads(self, *fields)  # type: ignore[arg-type]
+    def exec_reads(self, st: ExecStep, reads: Any) -> None:  # as ResultWriter's
+        ResultWriter.exec_reads(self, st, reads)  # type: ignore[arg-type]
 
 
 def test_is_warmup() -> None:

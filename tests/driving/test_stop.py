@@ -12,7 +12,8 @@ from _paths import TESTS
 from syncguard.core import signals as _signals
 from syncguard.driving import devices, runner
 from syncguard.driving.scenario import load as load_scenario
-from syncguard.results import format as results
+from syncguard.results import loader
+from syncguard.results.writer import ResultWriter
 
 LONG = str(TESTS / "data" / "scenarios" / "long.toml")
 
@@ -28,7 +29,7 @@ def test_swallowed_interrupt_still_stops_the_run_at_the_next_step(tmp_path: Path
     sc = load_scenario(LONG).with_steps(50, 1)
     target = devices.resolve_target("sim")
     out = tmp_path / "r.jsonl"
-    writer = results.ResultWriter(str(out), {})
+    writer = ResultWriter(str(out), {})
     seen = []
 
     def progress(name: str, path: str, pass_: str, step: int, n: int) -> None:
@@ -41,7 +42,7 @@ def test_swallowed_interrupt_still_stops_the_run_at_the_next_step(tmp_path: Path
             runner.run_pass(sc, "legacy", target, True, writer, progress, collect=False)
     writer.close(False, reason="interrupted")
     assert seen == [1, 2, 3]  # stopped right after the step that was running
-    assert len(results.load(str(out)).steps) == 3
+    assert len(loader.load(str(out)).steps) == 3
     assert _signals.requested() is None  # the request does not outlive the block
 
 

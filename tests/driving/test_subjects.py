@@ -11,7 +11,7 @@ from _paths import ROOT, TESTS
 
 from syncguard.cli import main
 from syncguard.driving import devices, runner, scenario, subjects
-from syncguard.results import format as results
+from syncguard.results import loader
 
 GOLDEN = os.path.join(str(TESTS), "data", "golden", "subjects_before.json")
 USER = "subjects_demo.topk_subject:TopKSubject"  # tests/ is on sys.path
@@ -53,7 +53,7 @@ def test_user_subject_via_run(tmp_path, capsys):
                "--device", "sim", "--subject", USER, "--paths", "flag", "--out", out,
                "--no-timed"])
     assert rc == 0, capsys.readouterr().err
-    res = results.load(os.path.join(out, "result.jsonl"))
+    res = loader.load(os.path.join(out, "result.jsonl"))
     assert res.paths == ["flag", "topk-sync"]
     mine = [s for s in res.steps if s.path == "topk-sync"]
     # the user's sampler reads the top-k bound back once per step: 6 steps, warm-up 1
@@ -87,7 +87,7 @@ def test_ratio_baseline_is_a_parameter(tmp_path, capsys):
     small = os.path.join(str(TESTS), "data", "scenarios", "small.toml")
     assert main(["run", small, "--device", "sim", "--subject", USER, "--paths", "flag",
                  "--out", out, "--ratio-base", "topk-sync"]) == 0
-    res = results.load(os.path.join(out, "result.jsonl"))
+    res = loader.load(os.path.join(out, "result.jsonl"))
     by = {r["path"]: r for r in analysis.summary(res).to_dict("records")}
     assert by["topk-sync"]["baseline"] == "topk-sync" and by["topk-sync"]["ratio_vs_baseline"] == 1
     by = {r["path"]: r for r in analysis.summary(res, baseline="nope").to_dict("records")}

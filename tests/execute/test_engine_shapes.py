@@ -14,6 +14,7 @@ from _paths import ROOT
 
 from syncguard.cli import main
 from syncguard.results import format as results
+from syncguard.results import loader
 
 ENGINE = os.path.join(str(ROOT), "tests", "data", "exec", "engine")
 HELPER = os.path.join(ENGINE, "helper_loop.py")
@@ -38,7 +39,7 @@ def _exec(tmp_path, opts: List[str], script: str, *args: str
     out = str(tmp_path / "o")
     rc = main(["exec", "--device", "sim", "--out", out, "--force", "--width", "200", *opts,
                "--", "python", script, *args])
-    return rc, results.load(os.path.join(out, "result.jsonl"))
+    return rc, loader.load(os.path.join(out, "result.jsonl"))
 
 
 def _steps(res: results.RunResult, path: str) -> List[Tuple[int, int]]:

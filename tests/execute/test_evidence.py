@@ -17,6 +17,7 @@ import pytest
 from _subprocess import env
 
 from syncguard.results import format as results
+from syncguard.results import loader
 
 
 def _exec(tmp_path: Path, source: str, *flags: str, device: str = "sim",
@@ -27,7 +28,7 @@ def _exec(tmp_path: Path, source: str, *flags: str, device: str = "sim",
     proc = subprocess.run([sys.executable, "-m", "syncguard", "exec", "--device", device,
                            *flags, "--out", str(out), "--", "python", str(prog)],
                           cwd=tmp_path, env=env(), capture_output=True, text=True, timeout=300)
-    return proc, results.load(str(out))
+    return proc, loader.load(str(out))
 
 
 def _errors(err: str) -> List[str]:
@@ -180,7 +181,7 @@ def test_a_ctrl_c_the_program_catches_leaves_its_later_steps_running_and_counted
     stdout, stderr = proc.communicate(timeout=300)
     assert "cancelled 0" in stdout and "done" in stdout, (stdout, stderr)
     assert proc.returncode == 0, stderr
-    res = results.load(str(out))
+    res = loader.load(str(out))
     decode = [s for s in res.steps if s.path == "decode"]
     assert len(decode) >= 400 + 6  # the second generation's 400 steps all ran and count
     assert all(s.syncs == 1 for s in decode)

@@ -13,6 +13,7 @@ from _paths import ROOT, TESTS
 
 from syncguard.cli import main
 from syncguard.results import format as results
+from syncguard.results import loader
 
 HERE = os.path.join(str(TESTS), "data", "exec")
 ENGINE = os.path.join(HERE, "loopdemo", "engine.py")
@@ -58,7 +59,7 @@ def _tool_frames(tb: str) -> List[str]:
 
 
 def _per_step(out: str, name: str = "result.jsonl") -> Dict[int, int]:
-    res = results.load(os.path.join(out, name))
+    res = loader.load(os.path.join(out, name))
     return {s.step: s.syncs for s in res.steps}
 
 
@@ -68,7 +69,7 @@ def test_exact_counts_and_lines(demo, tmp_path, form, capsys):
     assert rc == 0
     assert "decoded 8 tokens" in capsys.readouterr().out  # the program ran, its stdout intact
     assert _per_step(out) == {0: 0, 1: 0, 2: 2, 3: 1, 4: 0, 5: 1, 6: 0, 7: 0}
-    res = results.load(os.path.join(out, "result.jsonl"))
+    res = loader.load(os.path.join(out, "result.jsonl"))
     assert {s.path for s in res.steps} == {"Engine.step"}
     assert res.complete and all(s.pass_ == "exec" for s in res.steps)
     sites = {(e["step"], os.path.basename(e["filename"]), e["lineno"], e["thread"])
@@ -109,7 +110,7 @@ def test_max_syncs_gate(demo, tmp_path, form, capsys):
 def test_markers_and_warmup(demo, tmp_path):
     rc, out = _exec(tmp_path, "script", ["--warmup", "3"], ["--markers"])
     assert rc == 0
-    res = results.load(os.path.join(out, "result.jsonl"))
+    res = loader.load(os.path.join(out, "result.jsonl"))
     assert {s.path for s in res.steps} == {"decode"}
     assert [(s.step, s.warmup, s.syncs) for s in res.steps if s.syncs] == [
         (2, True, 2), (3, False, 1), (5, False, 1)]
@@ -121,7 +122,7 @@ def test_markers_and_warmup(demo, tmp_path):
 def test_whole_program_is_one_step(demo, tmp_path):
     rc, out = _exec(tmp_path, "module", [])
     assert rc == 0
-    res = results.load(os.path.join(out, "result.jsonl"))
+    res = loader.load(os.path.join(out, "result.jsonl"))
     assert [(s.path, s.step, s.syncs) for s in res.steps] == [("program", 0, 5)]
     assert not res.notes
 
@@ -132,7 +133,7 @@ def test_program_exit_code_wins(demo, tmp_path, form):
     assert rc == 7
     assert len(_per_step(out)) == 8
     # the program ran to its end, but failed: the footer and the report header say so
-    res = results.load(os.path.join(out, "result.jsonl"))
+    res = loader.load(os.path.join(out, "result.jsonl"))
     assert res.complete
     assert res.footer["exit_code"] == 7 and res.footer["reason"] == "program exited 7"
     with open(os.path.join(out, "report.md")) as f:
@@ -148,7 +149,7 @@ def test_program_traceback_is_the_programs(demo, tmp_path, form, capsys):
     tb = err[err.index("Traceback"):err.index("RuntimeError: engine failed")]
     assert "run.py" in tb and not _tool_frames(tb) and "runpy" not in tb
     assert sorted(_per_step(out)) == [0, 1, 2, 3]  # every finished step kept
-    footer = results.load(os.path.join(out, "result.jsonl")).footer
+    footer = loader.load(os.path.join(out, "result.jsonl")).footer
     assert footer["exit_code"] == 1 and footer["reason"] == "program raised RuntimeError"
 
 
@@ -156,7 +157,7 @@ def test_program_traceback_is_the_programs(demo, tmp_path, form, capsys):
 def test_ctrl_c_keeps_finished_steps(demo, tmp_path, form, capsys):
     rc, out = _exec(tmp_path, form, ["--step", STEP], ["--interrupt-at", "6"])
     assert rc == 130
-    res = results.load(os.path.join(out, "result.jsonl"))
+    res = loader.load(os.path.join(out, "result.jsonl"))
     assert not res.complete
     assert {s.step: s.syncs for s in res.steps} == {0: 0, 1: 0, 2: 2, 3: 1, 4: 0, 5: 1}
     assert os.path.exists(os.path.join(out, "report.md"))
@@ -207,7 +208,7 @@ def test_step_in_the_script_itself(demo, tmp_path, spec, args, name):
     rc = main(["exec", "--device", "sim", "--out", out, "--step", spec, "--", "python",
                "selfloop.py", *args])
     assert rc == 0
-    res = results.load(os.path.join(out, "result.jsonl"))
+    res = loader.load(os.path.join(out, "result.jsonl"))
     assert {s.path for s in res.steps} == {name}
     assert _per_step(out) == {0: 0, 1: 0, 2: 2, 3: 1, 4: 0, 5: 1}
 
@@ -329,7 +330,7 @@ def test_two_ranks_on_gloo(tmp_path, capsys):
                        cwd=HERE, capture_output=True, text=True, env=env, timeout=600)
     assert p.returncode != 0  # rank 1 is over budget, so torchrun reports a failed child
     assert sorted(os.listdir(out)) == ["result.rank0.jsonl", "result.rank1.jsonl"]
-    merged = results.load(out)
+    merged = loader.load(out)
     assert sorted({(s.rank, s.scenario) for s in merged.steps}) == [
         (0, "dist_demo.py [rank 0]"), (1, "dist_demo.py [rank 1]")]
     assert {(s.rank, s.step): s.syncs for s in merged.steps if s.syncs} == {(1, 2): 1}
@@ -388,7 +389,7 @@ def test_forked_child_does_not_write_into_the_parents_result(tmp_path, monkeypat
     monkeypatch.chdir(tmp_path)
     out = str(tmp_path / "o")
     assert main(["exec", "--device", "sim", "--out", out, "--", "python", str(prog)]) == 0
-    res = results.load(os.path.join(out, "result.jsonl"))
+    res = loader.load(os.path.join(out, "result.jsonl"))
     # the parent's rows are its own three steps; the child's step is a row of its own process
     mine = [(s.path, s.step, s.syncs) for s in res.steps if s.scenario == "forky.py"]
     assert mine == [("decode", i, 1) for i in range(3)]
@@ -422,7 +423,7 @@ def test_two_steps_in_the_script_itself(tmp_path, monkeypatch, capsys):
     err = capsys.readouterr().err
     assert "has no attribute" not in err and "outside every step" not in err
     assert rc == 1  # b: 6 hidden syncs over the budget of 3; a: 3
-    res = results.load(os.path.join(out, "result.jsonl"))
+    res = loader.load(os.path.join(out, "result.jsonl"))
     assert [(s.path, s.step, s.syncs) for s in res.steps] == [
         (n, i, k) for i in range(3) for n, k in (("a", 1), ("b", 2))]
 
@@ -475,7 +476,7 @@ def test_sigterm_is_handled_like_ctrl_c(tmp_path, monkeypatch, capsys):
     err = capsys.readouterr().err
     assert "terminated (SIGTERM): kept 3 finished steps" in err
     assert os.path.exists(os.path.join(out, "report.md"))
-    res = results.load(os.path.join(out, "result.jsonl"))
+    res = loader.load(os.path.join(out, "result.jsonl"))
     assert not res.complete
     assert res.footer["reason"] == "terminated" and res.footer["exit_code"] == 143
     assert [s.step for s in res.steps] == [0, 1, 2]
@@ -507,7 +508,7 @@ def test_a_step_that_raises_keeps_its_syncs_and_is_marked(tmp_path, monkeypatch)
     out = str(tmp_path / "o")
     assert main(["exec", "--device", "sim", "--out", out, "--step", "__main__:step", "--",
                  "python", "raising.py"]) == 0  # the program caught it: not a failure
-    res = results.load(os.path.join(out, "result.jsonl"))
+    res = loader.load(os.path.join(out, "result.jsonl"))
     assert [(s.step, s.syncs, s.labels) for s in res.steps] == [
         (0, 2, None), (1, 1, {"raised": "KeyError"}), (2, 2, None)]
 
@@ -523,7 +524,7 @@ def test_exec_reports_have_no_ratio_between_step_names(tmp_path, monkeypatch):
     out = str(tmp_path / "o")
     assert main(["exec", "--device", "sim", "--out", out, "--step", "__main__:a", "--step",
                  "__main__:b", "--", "python", "two.py"]) == 0
-    res = results.load(os.path.join(out, "result.jsonl"))
+    res = loader.load(os.path.join(out, "result.jsonl"))
     sm = analysis.summary(res)
     assert sm["ratio_vs_baseline"].isna().all() and sm["saved_per_token_us"].isna().all()
     md = markdown.render(res)
@@ -548,7 +549,7 @@ def test_max_syncs_per_step(demo, tmp_path, capsys):
     text = capsys.readouterr().out
     assert f"engine.py:{_line('two-a')}" in text and "per step" in text
     assert f"engine.py:{_line('five')}" not in text  # step 5 has 1: within the budget
-    res = results.load(os.path.join(out, "result.jsonl"))
+    res = loader.load(os.path.join(out, "result.jsonl"))
     assert res.header["options"]["max_syncs_per_step"] == 1
     assert main(["check", out]) == 1  # the recorded per-step budget gates again
     assert _exec(tmp_path, "script", ["--step", STEP, "--max-syncs-per-step", "2"])[0] == 0

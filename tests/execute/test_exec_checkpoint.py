@@ -14,7 +14,7 @@ from _cli import program_env
 from _paths import TESTS
 
 from syncguard.cli import main
-from syncguard.results import format as results
+from syncguard.results import loader
 
 HERE = os.path.join(str(TESTS), "data", "exec", "nanogpt")
 SAMPLES, TOKENS = 2, 6
@@ -37,7 +37,7 @@ def test_nanogpt_sample_loads_its_checkpoint_onto_the_simulated_npu(tmp_path):
                 "model:GPT.forward", "--", "python", "sample.py", "--device=npu", *opts)
     assert p.returncode == 0, p.stderr[-3000:]
     assert p.stdout.startswith(on_cpu.stdout)  # the same samples: the weights loaded right
-    steps = results.load(os.path.join(out, "result.jsonl")).steps
+    steps = loader.load(os.path.join(out, "result.jsonl")).steps
     assert len(steps) == SAMPLES * TOKENS
     # per token: the list index x[:, [-1], :] (an upload), the top-k mask's upload and its
     # boolean index (nonzero)
@@ -61,5 +61,5 @@ def test_what_the_simulated_npu_cannot_do_is_one_line_and_exit_2(
     assert "Traceback" not in err
     said = [ln for ln in err.splitlines() if ln.startswith("syncguard: error: ")]
     assert len(said) == 1 and "set_ with a Storage is not supported" in said[0], err
-    footer = results.load(os.path.join(out, "result.jsonl")).footer
+    footer = loader.load(os.path.join(out, "result.jsonl")).footer
     assert footer["reason"] == "program raised SimulatedDeviceError", footer

@@ -14,6 +14,7 @@ from _paths import TESTS
 
 from syncguard.cli import main
 from syncguard.results import format as results
+from syncguard.results import loader
 
 HERE = os.path.join(str(TESTS), "data", "exec")
 PROGRAM = os.path.join(HERE, "compiled.py")
@@ -42,11 +43,11 @@ def _run(tmp_path, device: str, args: List[str]) -> Tuple[int, str]:
 
 
 def _per_step(path: str) -> Dict[int, int]:
-    return {s.step: s.syncs for s in results.load(path).steps}
+    return {s.step: s.syncs for s in loader.load(path).steps}
 
 
 def _sites(path: str) -> Set[Tuple[int, str, int]]:
-    res = results.load(path)
+    res = loader.load(path)
     return {(e["lineno"], e["function"], e["step"]) for e in res.events
             if e["path"] != results.OUTSIDE_PATH}
 

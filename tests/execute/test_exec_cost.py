@@ -15,9 +15,10 @@ import syncguard
 from syncguard.cli import main
 from syncguard.core import steps as steps_
 from syncguard.core.events import SyncEvent
-from syncguard.results import drain
+from syncguard.results import drain, loader
 from syncguard.results import format as results
-from syncguard.results.format import ResultWriter, StepRecord
+from syncguard.results.format import StepRecord
+from syncguard.results.writer import ResultWriter
 
 HERE = os.path.join(str(TESTS), "data", "exec")
 
@@ -58,7 +59,7 @@ def test_same_verdicts_as_when_every_event_was_kept(budgets: None, tmp_path: Any
     text = capsys.readouterr().out
     want = GATE_TEXT[opts]
     assert want in text, text
-    res = results.load(os.path.join(out, "result.jsonl"))
+    res = loader.load(os.path.join(out, "result.jsonl"))
     outside = [(r["lineno"], r["count"]) for r in results.outside_sites(res)]
     assert outside == [(33, 5), (29, 1), (34, 1)]
     after = sorted((e["lineno"], e["after_step"]) for e in res.events
@@ -95,7 +96,7 @@ def test_no_fsync_per_step(budgets: None, tmp_path: Any, monkeypatch: pytest.Mon
     rc, out = _run(tmp_path, steps=300)
     assert rc == 0
     path = os.path.join(out, "result.jsonl")
-    assert len(results.load(path).steps) == 300
+    assert len(loader.load(path).steps) == 300
     n = synced.count(os.stat(path).st_ino)
     assert 1 <= n <= 5, n
 
@@ -117,7 +118,7 @@ def test_the_writer_flushes_every_step_and_fsyncs_about_once_a_second(
     # fsync when a second had passed since the last, at 1.5 s and 3.0 s
     assert len(synced) == 2
     w.close(True)
-    assert len(synced) == 3 and results.load(path).complete
+    assert len(synced) == 3 and loader.load(path).complete
 
 
 class _Writer:
@@ -210,5 +211,5 @@ def test_a_stop_signal_fsyncs_the_finished_steps_before_the_reports(
     out = str(tmp_path / "o")
     assert main(["exec", "--device", "cpu", "--out", out, "--", "python", "term.py"]) == 143
     path = os.path.join(out, "result.jsonl")
-    assert len(results.load(path).steps) == 50
+    assert len(loader.load(path).steps) == 50
     assert synced.count(os.stat(path).st_ino) == 2

@@ -17,6 +17,7 @@ from _subprocess import env
 
 from syncguard.cli import main
 from syncguard.results import format as results
+from syncguard.results import loader
 
 PROGRAM = '''\
 import warnings
@@ -62,7 +63,7 @@ def _lines() -> Dict[str, int]:
 def _sites(out: str) -> List[Tuple[int, str, int]]:
     """(step, tag of the line, count) of every event of the run, in order."""
     tags = {n: tag for tag, n in _lines().items()}
-    res = results.load(os.path.join(out, "result.jsonl"))
+    res = loader.load(os.path.join(out, "result.jsonl"))
     return sorted((e["step"], tags.get(e["lineno"], str(e["lineno"])), e["count"])
                   for e in res.events if e["path"] != results.OUTSIDE_PATH)
 
@@ -89,7 +90,7 @@ def test_without_the_flag_cpu_mode_sees_the_python_read_only(prog: Path) -> None
     rc, out = _exec(prog)
     assert rc == 0
     assert _sites(out) == _expected(("item",))
-    assert results.load(os.path.join(out, "result.jsonl")).header["options"]["exhaustive"] \
+    assert loader.load(os.path.join(out, "result.jsonl")).header["options"]["exhaustive"] \
         is False
 
 
@@ -97,7 +98,7 @@ def test_exhaustive_counts_each_cpp_read_once_and_the_python_one_once(prog: Path
     rc, out = _exec(prog, "--exhaustive", "--max-syncs-per-step", "5")
     assert rc == 0
     assert _sites(out) == _expected(CPP + ("item",))
-    res = results.load(os.path.join(out, "result.jsonl"))
+    res = loader.load(os.path.join(out, "result.jsonl"))
     assert [s.syncs for s in res.steps] == [5, 5, 5]
     assert res.header["options"]["exhaustive"] is True
     assert main(["exec", "--device", "cpu", "--out", out, "--force", "--step", "__main__:step",

@@ -18,9 +18,10 @@ import pytest
 from syncguard.cli import main
 from syncguard.core.atomic import OutputError, claim
 from syncguard.core.events import Frame, ReadSite, Stack, SyncEvent
-from syncguard.results import drain
+from syncguard.results import drain, loader
 from syncguard.results import format as results
-from syncguard.results.format import ResultWriter
+from syncguard.results.format import ExecStep, StepKey
+from syncguard.results.writer import ResultWriter
 
 posix = pytest.mark.skipif(os.name != "posix", reason="the drain is a POSIX process")
 
@@ -29,9 +30,10 @@ def _ev(line: int, step: Any, wait: Any = 2.5, lineage: Any = None, thread: str 
         count: int = 1, warmup: bool = False) -> SyncEvent:
     stack = Stack([Frame("/w/prog.py", line, "decode", "Model.decode"),
                    Frame("/w/prog.py", 90, "main")])
-    return SyncEvent.make("scalar_read", "Tensor.item", "aten::_local_scalar_dense", "/w/prog.py",
-                          line, "decode", stack, step, thread, False, None, warmup, count, "npu",
-                          None, wait, lineage)
+    return SyncEvent.make(kind="scalar_read", api="Tensor.item", op="aten::_local_scalar_dense",
+                          filename="/w/prog.py", lineno=line, function="decode", stack=stack,
+                          step=step, thread=thread, allowed=False, reason=None, warmup=warmup,
+                          count=count, device="npu", source=None, wait_us=wait, lineage=lineage)
 
 
 def _feed(w: Any, reads: bool = False) -> None:
@@ -49,15 +51,20 @@ def _feed(w: Any, reads: bool = False) -> None:
             rs = [(sites.setdefault(e.lineno, ReadSite(e.evolve(step=None, wait_us=None,
                                                                    lineage=None))),
                    e.wait_us, e.lineage) for e in evs]
-            w.exec_reads("prog.py", "decode", "exec", i, i < 2, len(evs), 0, 1.25 + i,
-                         None if i % 2 else 0.5, 3.0, labels, None, rs)
+            w.exec_reads(ExecStep(StepKey("prog.py", "decode", "exec"), step=i, warmup=i < 2,
+                                  syncs=len(evs), allowed=0, latency_ms=1.25 + i,
+                                  device_ms=None if i % 2 else 0.5, wait_us=3.0, labels=labels),
+                                  rs)
         else:
-            w.exec_step("prog.py", "decode", "exec", i, i < 2, len(evs), 0, 1.25 + i,
-                        None if i % 2 else 0.5, 3.0, labels, None, evs)
+            w.exec_step(ExecStep(StepKey("prog.py", "decode", "exec"), step=i, warmup=i < 2,
+                                 syncs=len(evs), allowed=0, latency_ms=1.25 + i,
+                                 device_ms=None if i % 2 else 0.5, wait_us=3.0, labels=labels),
+                                 evs)
         if i % 10 == 3:
             w.events("prog.py", results.OUTSIDE_PATH, "exec",
                      [_ev(30, None, thread="sched"), _ev(31, None, count=2)], None, [i, i])
-    w.exec_step("prog.py", "decode", "exec", 0, False, 1, 0, 1.0, None, 1.0, None, 3,
+    w.exec_step(ExecStep(StepKey("prog.py", "decode", "exec", 3), step=0, warmup=False,
+                         syncs=1, allowed=0, latency_ms=1.0, wait_us=1.0),
                 [_ev(12, 0)])  # another rank: sites of its own
     w.note(message="a note", n=3, nested={"a": [1, 2]})
     w.close(True, exit_code=0)
@@ -86,7 +93,7 @@ def test_the_drain_writes_the_in_process_writers_file_line_for_line(tmp_path: Pa
     finally:
         os.close(fd)
     assert _lines(there) == _lines(here)
-    res = results.load(str(there))
+    res = loader.load(str(there))
     assert res.complete and len(res.steps) == 41
     if reads:  # the step's warm-up flag is its reads' (events given alone carry their own)
         assert {(e["step"], e["warmup"]) for e in res.events
@@ -103,8 +110,8 @@ def test_a_drain_that_ends_early_is_one_write_error_and_keeps_its_lines(tmp_path
         w = drain.start(str(path), fd, {}, 2)
         assert isinstance(w, drain.DrainWriter)
         for i in range(5):
-            w.exec_step("p", "s", "exec", i, False, 1, 0, 1.0, None, 1.0, None, None,
-                        [_ev(12, i)])
+            w.exec_step(ExecStep(StepKey("p", "s", "exec"), step=i, warmup=False, syncs=1,
+                                 allowed=0, latency_ms=1.0, wait_us=1.0), [_ev(12, i)])
         w.sync()
         for _ in range(200):  # the drain wrote them (it looks every POLL_S)
             if _lines(path)[-1:] and '"step":4' in _lines(path)[-1]:
@@ -114,14 +121,14 @@ def test_a_drain_that_ends_early_is_one_write_error_and_keeps_its_lines(tmp_path
         os.kill(w._proc.pid, signal.SIGKILL)
         w._proc.wait()
         for i in range(5, 400):  # the pipe breaks: no exception into the program
-            w.exec_step("p", "s", "exec", i, False, 1, 0, 1.0, None, 1.0, None, None,
-                        [_ev(12, i)])
+            w.exec_step(ExecStep(StepKey("p", "s", "exec"), step=i, warmup=False, syncs=1,
+                                 allowed=0, latency_ms=1.0, wait_us=1.0), [_ev(12, i)])
         w.close(True)
         with pytest.raises(OutputError, match="r.jsonl.*ended early|r.jsonl.*exited"):
             w.raise_error()
     finally:
         os.close(fd)
-    assert [s.step for s in results.load(str(path)).steps] == [0, 1, 2, 3, 4]
+    assert [s.step for s in loader.load(str(path)).steps] == [0, 1, 2, 3, 4]
 
 
 @posix
@@ -132,7 +139,8 @@ def test_a_drain_that_cannot_write_reports_the_error_after_the_run(tmp_path: Pat
     try:
         w = drain.start(str(tmp_path / "r.jsonl"), fd, {}, 2)
         assert isinstance(w, drain.DrainWriter)
-        w.exec_step("p", "s", "exec", 0, False, 1, 0, 1.0, None, 1.0, None, None, [_ev(12, 0)])
+        w.exec_step(ExecStep(StepKey("p", "s", "exec"), step=0, warmup=False, syncs=1, allowed=0,
+                             latency_ms=1.0, wait_us=1.0), [_ev(12, 0)])
         w.close(True)
         with pytest.raises(OutputError, match="No space left on device"):
             w.raise_error()
@@ -161,7 +169,7 @@ def test_without_a_drain_exec_writes_in_process(tmp_path: Path, monkeypatch: pyt
     rc = main(["exec", "--device", "cpu", "--out", "o", "--", "python", "prog.py"])
     assert started == [None]
     assert rc == 0, capsys.readouterr().err
-    res = results.load(str(tmp_path / "o" / "result.jsonl"))
+    res = loader.load(str(tmp_path / "o" / "result.jsonl"))
     assert res.complete and [s.syncs for s in res.steps] == [1] * 5
 
 
@@ -193,11 +201,14 @@ def test_the_drain_reads_messages_however_the_pipe_splits_them(tmp_path: Path) -
     def msg(m: Any) -> bytes:
         return marshal.dumps(m, drain._MARSHAL)
 
-    site = ("scalar_read", "Tensor.item", "aten::x", "/w/a.py", 3, "f",
-            (("/w/a.py", 3, "f", ""),), "MainThread", False, None, "npu", None)
+    site = drain._site_fields(SyncEvent("scalar_read", "Tensor.item", "aten::x", "/w/a.py", 3,
+                                        "f", (Frame("/w/a.py", 3, "f"),), None, "MainThread",
+                                        device="npu"))
     stream = msg(("open", "r.jsonl", "{}", 2)) + msg(("site", 0, site)) + b"".join(
-        msg(("step", "p", "s", "exec", i, False, 1, 0, 1.0 + i, None, 1.5, None, None,
-             ((0, i, 1, 1.5, False, None),))) for i in range(6)) + msg(("close", True, "{}"))
+        msg(drain._step_message(ExecStep(StepKey("p", "s", "exec"), step=i, warmup=False,
+                                         syncs=1, allowed=0, latency_ms=1.0 + i, wait_us=1.5),
+                                ((0, i, 1, 1.5, False, None),)))
+        for i in range(6)) + msg(("close", True, "{}"))
 
     def written(piece: int) -> List[str]:
         path = tmp_path / f"r{piece}.jsonl"
@@ -250,14 +261,14 @@ def test_the_drain_outlives_the_signals_a_program_or_scheduler_sends(tmp_path: P
         for i, sig in enumerate([signal.SIGUSR1, signal.SIGUSR2, signal.SIGHUP, signal.SIGALRM,
                                  signal.SIGQUIT]):
             os.kill(w._proc.pid, sig)
-            w.exec_step("p", "s", "exec", i, False, 1, 0, 1.0, None, 1.0, None, None,
-                        [_ev(12, i)])
+            w.exec_step(ExecStep(StepKey("p", "s", "exec"), step=i, warmup=False, syncs=1,
+                                 allowed=0, latency_ms=1.0, wait_us=1.0), [_ev(12, i)])
             w.sync()
         w.close(True)
         w.raise_error()
     finally:
         os.close(fd)
-    res = results.load(str(path))
+    res = loader.load(str(path))
     assert [s.step for s in res.steps] == [0, 1, 2, 3, 4]
     assert res.complete
 
@@ -276,8 +287,8 @@ def test_a_drain_killed_outright_says_how_many_steps_are_not_in_the_file(
         os.kill(w._proc.pid, signal.SIGKILL)
         w._proc.wait()
         for i in range(7):
-            w.exec_step("p", "s", "exec", i, False, 1, 0, 1.0, None, 1.0, None, None,
-                        [_ev(12, i)])
+            w.exec_step(ExecStep(StepKey("p", "s", "exec"), step=i, warmup=False, syncs=1,
+                                 allowed=0, latency_ms=1.0, wait_us=1.0), [_ev(12, i)])
         w.close(True)
         with pytest.raises(OutputError, match="r.jsonl: .* 7 of 7 steps sent to it are not "
                                               "in the file"):
@@ -300,20 +311,20 @@ def test_a_signal_handlers_read_landing_as_a_site_is_numbered_keeps_the_drain_wh
     def handler_lands_here(ev: SyncEvent) -> Any:
         if not nested:  # as a signal handler would, once: a step with the same read
             nested.append(1)
-            w.exec_step("p", "s", "exec", 0, False, 1, 0, 1.0, None, 1.0, None, None,
-                        [_ev(12, 0)])
+            w.exec_step(ExecStep(StepKey("p", "s", "exec"), step=0, warmup=False, syncs=1,
+                                 allowed=0, latency_ms=1.0, wait_us=1.0), [_ev(12, 0)])
         return fields(ev)
 
     monkeypatch.setattr(drain, "_site_fields", handler_lands_here)
     try:
         w = drain.start(str(path), fd, {}, 4)
         assert isinstance(w, drain.DrainWriter)
-        w.exec_step("p", "s", "exec", 1, False, 1, 0, 1.0, None, 1.0, None, None,
-                    [_ev(12, 1)])
+        w.exec_step(ExecStep(StepKey("p", "s", "exec"), step=1, warmup=False, syncs=1, allowed=0,
+                             latency_ms=1.0, wait_us=1.0), [_ev(12, 1)])
         w.close(True)
         w.raise_error()
     finally:
         os.close(fd)
-    res = results.load(str(path))
+    res = loader.load(str(path))
     assert [s.step for s in res.steps] == [0, 1]
     assert res.complete

@@ -16,6 +16,7 @@ from _paths import TESTS
 
 from syncguard.cli import main
 from syncguard.results import format as results
+from syncguard.results import loader
 
 HERE = os.path.join(str(TESTS), "data", "exec", "gptfast")
 TOKENS = 5  # decode steps (the 6th token comes from prefill, outside the compiled step)
@@ -39,14 +40,14 @@ def _exec(tmp_path, flag: str, target: str, args: List[str]) -> Tuple[int, str]:
 
 
 def _steps(path: str) -> Dict[int, int]:
-    return {s.step: s.syncs for s in results.load(path).steps}
+    return {s.step: s.syncs for s in loader.load(path).steps}
 
 
 def _readbacks_outside(path: str) -> int:
     """The callback's readbacks (``x.tolist()``) made outside every step."""
     with open(os.path.join(HERE, "generate.py")) as f:
         line = next(i for i, t in enumerate(f, 1) if "buffer.append(x.tolist())" in t)
-    res = results.load(path)
+    res = loader.load(path)
     return sum(e.get("count", 1) for e in res.events
                if e["path"] == results.OUTSIDE_PATH and e["lineno"] == line)
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from syncguard.cli import main
-from syncguard.results import format as results
+from syncguard.results import loader
 
 THREADS = (
     "import threading\n"
@@ -43,7 +43,7 @@ def test_steps_open_at_once_on_four_threads_are_each_gated(
     err = capsys.readouterr().err
     assert rc == 1, err
     assert "outside every step" not in err
-    res = results.load(os.path.join(out, "result.jsonl"))
+    res = loader.load(os.path.join(out, "result.jsonl"))
     assert sorted(s.step for s in res.steps) == list(range(20))
     assert [s.syncs for s in res.steps] == [1] * 20
     assert sorted(e["step"] for e in res.events) == list(range(20))
@@ -73,7 +73,7 @@ def test_a_program_that_swallows_sigterm_still_stops_at_its_next_step(
     out = str(tmp_path / "o")
     rc = main(["exec", "--device", "sim", "--out", out, "--", "python", "swallow.py"])
     assert rc == 143, capsys.readouterr().err
-    res = results.load(os.path.join(out, "result.jsonl"))
+    res = loader.load(os.path.join(out, "result.jsonl"))
     assert [s.step for s in res.steps] == [0, 1, 2]  # stopped at the next step boundary
     assert res.footer and res.footer["reason"] == "terminated"
     assert os.path.exists(os.path.join(out, "report.md"))
@@ -92,7 +92,7 @@ def test_a_program_that_never_reaches_a_step_again_is_stopped_after_the_grace_pe
     out = str(tmp_path / "o")
     rc = main(["exec", "--device", "sim", "--out", out, "--", "python", "hang.py"])
     assert rc == 143, capsys.readouterr().err
-    res = results.load(os.path.join(out, "result.jsonl"))
+    res = loader.load(os.path.join(out, "result.jsonl"))
     assert [s.step for s in res.steps] == [0, 1, 2]
     assert os.path.exists(os.path.join(out, "report.html"))
 
@@ -140,7 +140,7 @@ def test_a_forked_child_never_finalises_the_run(end: str, tmp_path: Path) -> Non
     lines = (out / "result.jsonl").read_text(encoding="utf-8").splitlines()
     footers = [i for i, ln in enumerate(lines) if '"type":"footer"' in ln]
     assert footers == [len(lines) - 1], "a second footer, or one mid-file"
-    res = results.load(str(out))
+    res = loader.load(str(out))
     assert [(s.path, s.step) for s in res.steps if s.scenario == "forky.py"] == [
         ("decode", i) for i in range(3)]
     # the child's step is its own process's row, from its own part

@@ -18,6 +18,10 @@ from _cli import cli
 from syncguard.core.events import Frame, Stack, SyncEvent
 from syncguard.core.hub import HUB
 from syncguard.results import format as results
+from syncguard.results import loader
+from syncguard.results import writer as result_writer
+from syncguard.results.format import ExecStep, StepKey
+from syncguard.results.writer import ResultWriter
 
 
 def _event(step: int, wait: float, line: int = 12) -> SyncEvent:
@@ -34,7 +38,7 @@ def test_the_exec_step_line_loads_as_the_record_from_events(tmp_path: Any,
     recs, lines = [], []
     for way in ("record", "fast"):
         path = str(tmp_path / f"{way}.jsonl")
-        w = results.ResultWriter(path, {"scenarios": {}}, events_per_site=3)
+        w = ResultWriter(path, {"scenarios": {}}, events_per_site=3)
         for i in range(20):
             evs = [_event(i, 1.23456789 + i), _event(i, 2.5, line=13)]
             labels = {"phase": "prefill"} if i >= 16 else None
@@ -52,11 +56,13 @@ def test_the_exec_step_line_loads_as_the_record_from_events(tmp_path: Any,
                     labels=labels), evs)
             else:
                 hidden = [e for e in evs if not e.allowed]
-                w.exec_step("prog.py", "decode", "exec", i, warm, len(hidden),
-                            len(evs) - len(hidden), latency, dev,
-                            sum(e.wait_us or 0.0 for e in hidden), labels, rank, evs)
+                w.exec_step(ExecStep(StepKey("prog.py", "decode", "exec", rank), step=i,
+                                     warmup=warm, syncs=len(hidden),
+                                     allowed=len(evs) - len(hidden), latency_ms=latency,
+                                     device_ms=dev, wait_us=sum(e.wait_us or 0.0 for e in hidden),
+                                     labels=labels), evs)
         w.close(True)
-        res = results.load(path)
+        res = loader.load(path)
         recs.append(res.steps)
         lines.append(list(res.iter_events()))
     a, b = recs
@@ -79,7 +85,7 @@ def test_a_line_is_written_whole_through_short_writes(tmp_path: Any,
     """The kernel may write part of a buffer (a signal, a nearly full disk): the rest
     follows, so no line is cut short while the run goes on."""
     path = str(tmp_path / "r.jsonl")
-    w = results.ResultWriter(path, {"scenarios": {}}, events_per_site=1)
+    w = ResultWriter(path, {"scenarios": {}}, events_per_site=1)
     real = os.write
     calls: List[int] = []
 
@@ -87,14 +93,14 @@ def test_a_line_is_written_whole_through_short_writes(tmp_path: Any,
         calls.append(len(data))
         return real(fd, bytes(data)[:7])
 
-    monkeypatch.setattr(results.os, "write", short)
+    monkeypatch.setattr(result_writer.os, "write", short)
     for i in range(5):
-        w.exec_step("prog.py", "decode", "exec", i, False, 1, 0, 0.5, None, 1.0, None, None,
-                    [_event(i, 1.0)])
-    monkeypatch.setattr(results.os, "write", real)
+        w.exec_step(ExecStep(StepKey("prog.py", "decode", "exec"), step=i, warmup=False,
+                             syncs=1, allowed=0, latency_ms=0.5, wait_us=1.0), [_event(i, 1.0)])
+    monkeypatch.setattr(result_writer.os, "write", real)
     w.close(True)
     assert len(calls) > 50  # it was cut, many times
-    res = results.load(path)
+    res = loader.load(path)
     assert [s.step for s in res.steps] == list(range(5))
     assert len(res.reads) == 4 and w.error is None
 
@@ -139,7 +145,7 @@ def test_an_exec_stack_ends_at_the_program(capsys: pytest.CaptureFixture, tmp_pa
     out = str(tmp_path / "o")
     cli(capsys, "exec", "--device", "cpu", "--step", "budgets:step", "--out", out, "--force",
         "--", "python", "budgets.py", "--steps", "3")
-    res = results.load(os.path.join(out, "result.jsonl"))
+    res = loader.load(os.path.join(out, "result.jsonl"))
     events = list(res.iter_events())
     assert events
     files = {os.path.basename(f["filename"]) for e in events for f in e["stack"]}
@@ -153,15 +159,16 @@ def test_a_time_json_cannot_hold_is_written_as_null(tmp_path: Any, bad: float) -
     """A read's wait or a device time that is NaN or infinite (a broken device timer) goes
     into the step line as ``null``: the line stays JSON and the step loads."""
     path = str(tmp_path / "r.jsonl")
-    w = results.ResultWriter(path, {"scenarios": {}}, events_per_site=1)
+    w = ResultWriter(path, {"scenarios": {}}, events_per_site=1)
     for i in range(3):  # the first read is an event line, the later ones reads of the site
-        w.exec_step("prog.py", "decode", "exec", i, False, 1, 0, 1.5, bad, 0.0, None, None,
+        w.exec_step(ExecStep(StepKey("prog.py", "decode", "exec"), step=i, warmup=False,
+                             syncs=1, allowed=0, latency_ms=1.5, device_ms=bad, wait_us=0.0),
                     [_event(i, bad)])
     w.close(True)
     with open(path, encoding="utf-8") as f:
         text = f.read()
     assert "NaN" not in text and "Infinity" not in text
-    res = results.load(path)
+    res = loader.load(path)
     assert [s.device_ms for s in res.steps] == [None, None, None]
     assert [s.latency_ms for s in res.steps] == [1.5, 1.5, 1.5]
     assert [e.get("wait_us") for e in res.iter_events()] == [None, None, None]

@@ -18,8 +18,7 @@ from _subprocess import env
 
 from syncguard.cli import main
 from syncguard.core import atomic as _atomic
-from syncguard.results import drain
-from syncguard.results import format as results
+from syncguard.results import drain, loader
 
 posix = pytest.mark.skipif(os.name == "nt", reason="flock and tmpfs need POSIX")
 
@@ -90,7 +89,7 @@ def test_two_concurrent_runs_into_one_out(tmp_path: Path, monkeypatch: pytest.Mo
         (tmp_path / "go").write_text("")
         _, ferr = proc.communicate(timeout=120)
     assert proc.returncode == 0, ferr
-    res = results.load(str(tmp_path / "o" / "result.jsonl"))
+    res = loader.load(str(tmp_path / "o" / "result.jsonl"))
     assert [s.path for s in res.steps] == ["a"] and res.complete
 
 
@@ -155,7 +154,7 @@ def test_a_step_name_the_result_cannot_hold_is_refused_at_the_call(
                        f"with syncguard.step({name}):\n    pass\n")
     assert rc == 1, err  # the program's own error, with its traceback, as a plain run
     assert why in err
-    res = results.load(str(tmp_path / "o"))  # the run's own result still reads
+    res = loader.load(str(tmp_path / "o"))  # the run's own result still reads
     assert [s.path for s in res.steps] == ["ok"]
     assert (tmp_path / "o" / "report.html").exists()
 
@@ -219,7 +218,7 @@ def test_no_trace_and_no_link_without_steps(tmp_path: Path) -> None:
 
     from syncguard.renderers import write_reports
 
-    res = results.load(str(write_result(tmp_path / "r.jsonl", steps=0)))
+    res = loader.load(str(write_result(tmp_path / "r.jsonl", steps=0)))
     written = [os.path.basename(p) for p in write_reports(res, str(tmp_path / "o"))]
     assert "trace.json" not in written and not (tmp_path / "o" / "trace.json").exists()
     assert "trace.json" not in (tmp_path / "o" / "report.html").read_text()

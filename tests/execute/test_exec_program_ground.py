@@ -15,7 +15,7 @@ from typing import Any, List, Optional, Tuple
 import pytest
 from _subprocess import env
 
-from syncguard.results import format as results
+from syncguard.results import loader
 
 posix = pytest.mark.skipif(os.name != "posix", reason="POSIX descriptors and signals")
 
@@ -58,7 +58,7 @@ def _exec(tmp_path: Path, attack: str, after: str = "", nofile: Optional[int] = 
 
 
 def _steps(tmp_path: Path) -> List[int]:
-    return [s.step for s in results.load(str(tmp_path / "o")).steps]
+    return [s.step for s in loader.load(str(tmp_path / "o")).steps]
 
 
 def _errors(err: str) -> List[str]:
@@ -81,7 +81,7 @@ def test_a_program_that_closes_descriptors_and_opens_a_file_keeps_both(tmp_path:
     assert "program done" in out
     assert (tmp_path / "mine.txt").read_text() == "mine\n"
     assert _steps(tmp_path) == [0, 1, 2, 3]
-    assert results.load(str(tmp_path / "o")).complete
+    assert loader.load(str(tmp_path / "o")).complete
 
 
 @posix
@@ -97,7 +97,7 @@ def test_a_program_that_closes_syncguards_descriptors_runs_on_and_is_told_in_one
     assert (tmp_path / "mine.txt").read_text() == "mine\n"
     assert len(errors) == 1 and "closed or reused syncguard's pipe" in errors[0], errors
     assert _steps(tmp_path) == [0]
-    assert not results.load(str(tmp_path / "o")).complete
+    assert not loader.load(str(tmp_path / "o")).complete
     assert (tmp_path / "o" / "report.md").is_file()
 
 
@@ -139,7 +139,7 @@ def test_a_signal_the_program_sends_its_group_leaves_the_run_whole(tmp_path: Pat
     assert not _errors(err)
     assert "program done" in out
     assert _steps(tmp_path) == [0, 1, 2, 3]
-    assert results.load(str(tmp_path / "o")).complete
+    assert loader.load(str(tmp_path / "o")).complete
 
 
 HANDLER = (
@@ -182,7 +182,7 @@ def test_no_syncguard_module_is_imported_where_a_signal_handler_can_enter(
                           timeout=180)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "program done" in proc.stdout
-    res = results.load(str(tmp_path / "o"))  # the handler's step is inside the decode step
+    res = loader.load(str(tmp_path / "o"))  # the handler's step is inside the decode step
     assert [(s.path, s.syncs) for s in res.steps] == [("decode", 3)] * 3
 
 
@@ -201,7 +201,7 @@ def test_a_function_name_longer_than_the_loader_reads_is_cut_not_refused(
                          "fn()")
     assert rc == 0, err[-3000:]
     assert not _errors(err)
-    res = results.load(str(tmp_path / "o"))
+    res = loader.load(str(tmp_path / "o"))
     assert any(e["function"].endswith(fit.CUT) for e in res.events)
     assert (tmp_path / "o" / "report.html").is_file()
 
@@ -294,4 +294,4 @@ def test_a_run_killed_with_its_group_keeps_the_steps_sent_to_the_drain(tmp_path:
             break
         time.sleep(0.05)
     assert _steps(tmp_path) == [0, 1, 2, 3]
-    assert not results.load(str(tmp_path / "o")).complete
+    assert not loader.load(str(tmp_path / "o")).complete

@@ -17,6 +17,8 @@ from _paths import TESTS
 import syncguard
 from syncguard.execute.engine import EVENTS_PER_SITE
 from syncguard.results import format as results
+from syncguard.results import loader
+from syncguard.results.merge import merge_ranks
 
 HERE = os.path.join(str(TESTS), "data", "exec")
 STEPS = 60  # budgets.py: its `item` site syncs once a step, `between` every other step
@@ -89,7 +91,7 @@ def test_a_long_run_writes_a_sample_per_site_and_counts_every_sync(
         rc_w, text_w, _ = cli(capsys, "check", whole, *opts)
         assert rc_s == rc_w == 1 and text_s == text_w.replace(whole, sampled)
     assert f"x{STEPS}, steps 0-{STEPS - 1}" in text_s
-    merged = results.merge_ranks([(0, run_s.result), (1, run_s.result)], sampled)
+    merged = merge_ranks([(0, run_s.result), (1, run_s.result)], sampled)
     hidden = [e for e in merged.iter_events() if e["lineno"] == 16]
     assert sorted({e["scenario"] for e in hidden}) == ["budgets.py [rank 0]",
                                                         "budgets.py [rank 1]"]
@@ -146,13 +148,13 @@ def test_a_crafted_read_is_one_line_naming_file_line_and_field(
 def test_a_read_before_its_sites_event_is_refused(tmp_path: Any) -> None:
     path = _result(tmp_path, {"type": "reads", "reads": [[0, 0, 1, None, False]]}, EVENT)
     with pytest.raises(results.ResultError, match="ref 0 names no event written above it"):
-        results.load(path)
+        loader.load(path)
 
 
 def test_reads_keep_their_own_step_count_wait_and_warmup(tmp_path: Any) -> None:
     path = _result(tmp_path, EVENT, {"type": "reads", "reads": [[0, 5, 2, 7.5, True],
                                                                  [0, 6, 1, None, False]]})
-    res = results.load(path)
+    res = loader.load(path)
     first, *read = list(res.iter_events())
     assert first is res.events[0]
     assert [(e["step"], e["count"], e["wait_us"], e["warmup"]) for e in read] == [
@@ -171,7 +173,7 @@ def test_a_long_runs_reports_are_written_as_the_whole_documents_would_be(
 
     out = str(tmp_path / "o")
     _exec(capsys, out)
-    res = results.load(out)
+    res = loader.load(out)
     for name, fmt in (("trace.json", "trace"), ("steps.csv", "csv-steps")):
         with open(os.path.join(out, name), encoding="utf-8", newline="") as f:
             assert f.read() == renderers.RENDERERS[fmt].render(res), name

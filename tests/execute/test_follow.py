@@ -16,6 +16,7 @@ from _paths import TESTS
 from _subprocess import env
 
 from syncguard.results import format as results
+from syncguard.results import loader
 
 HERE = TESTS / "data" / "exec" / "follow"
 LOOP_LINE = next(i for i, ln in enumerate((HERE / "tinyloop.py").read_text().splitlines(), 1)
@@ -32,7 +33,7 @@ def _exec(tmp_path: Path, *program: str, extra: Tuple[str, ...] = ()
                            "--loop", "tinyloop:Dec.forward", "--max-syncs", "0", *extra,
                            "--out", str(out), "--", "python", *program], cwd=HERE, env=env(),
                           capture_output=True, text=True, timeout=300)
-    return proc, results.load(str(out))
+    return proc, loader.load(str(out))
 
 
 def _decoders(res: results.RunResult) -> Dict[str, List[int]]:
@@ -165,5 +166,5 @@ def test_a_step_in_the_programs_own_code_counts_in_a_spawn_child(tmp_path: Path)
                            str(out), "--", "python", str(prog)], cwd=tmp_path, env=env(),
                           capture_output=True, text=True, timeout=300)
     assert proc.returncode == 1, proc.stderr
-    res = results.load(str(out))
+    res = loader.load(str(out))
     assert [(s.path, s.syncs) for s in res.steps] == [("decode_step", 1)] * 5

@@ -12,8 +12,7 @@ from _cli import forget, program_env
 from _paths import DATA
 
 from syncguard.cli import main
-from syncguard.results import analysis
-from syncguard.results import format as results
+from syncguard.results import analysis, loader
 
 HF_EOS = str(DATA / "exec" / "lineage" / "hf_eos.py")
 LLAMA = "transformers.models.llama.modeling_llama:LlamaForCausalLM.forward"
@@ -32,7 +31,7 @@ def test_hf_generate_stop_check_depends_on_device_results(tmp_path, clean, capsy
     rc = main(["exec", "--device", "sim", "--out", out, "--force", "--width", "300",
                "--lineage", "--loop", LLAMA, "--", "python", HF_EOS])
     assert rc == 0
-    res = results.load(os.path.join(out, "result.jsonl"))
+    res = loader.load(os.path.join(out, "result.jsonl"))
     st = analysis.sites(res)
     per_step = st[(st["path"] == "LlamaForCausalLM.forward") & ~st["allowed"].astype(bool)]
     (site,) = per_step.to_dict("records")
@@ -60,7 +59,7 @@ def test_state_carried_between_steps_is_not_hoistable_under_exec(tmp_path, clean
     rc = main(["exec", "--device", "sim", "--out", out, "--force", "--lineage", "--step",
                "__main__:step", "--", "python", CARRIED])
     assert rc == 0
-    st = analysis.sites(results.load(os.path.join(out, "result.jsonl")))
+    st = analysis.sites(loader.load(os.path.join(out, "result.jsonl")))
     hoist = {int(r["lineno"]): (r["hoist"], r["lineage"]) for r in st.to_dict("records")}
     for tag in ("position", "state"):
         verdict, text = hoist[_tagged(tag)]

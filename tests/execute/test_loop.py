@@ -12,6 +12,7 @@ from _paths import ROOT
 
 from syncguard.cli import main
 from syncguard.results import format as results
+from syncguard.results import loader
 
 ROOT = str(ROOT)
 EXAMPLE = os.path.join(ROOT, "examples", "token_loop")
@@ -37,7 +38,7 @@ def _exec(tmp_path, opts: List[str], script: str = GENERATE,
     rc = main(["exec", "--device", "sim", "--out", out, "--force", "--width", "200", *opts,
                "--", "python", script, *args])
     name = "result.rank0.jsonl" if os.environ.get("RANK") else "result.jsonl"
-    return rc, results.load(os.path.join(out, name))
+    return rc, loader.load(os.path.join(out, name))
 
 
 def test_loop_gives_one_step_per_token_with_its_sync(tmp_path, clean, capsys):
@@ -199,7 +200,7 @@ def test_old_results_outside_note_still_read(tmp_path):
     note = {"type": "note", "message": "2 hidden syncs outside every step (not gated): a.py:3",
             "outside_steps": 2, "sites": ["a.py:3"]}
     p.write_text("\n".join(json.dumps(x) for x in (head, note)) + "\n")
-    res = results.load(str(p))
+    res = loader.load(str(p))
     assert [(r["filename"], r["lineno"], r["count"]) for r in results.outside_sites(res)] == [
         ("a.py", 3, None)]
 

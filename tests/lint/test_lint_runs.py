@@ -18,7 +18,8 @@ from syncguard.cli import main
 from syncguard.core.events import SyncEvent
 from syncguard.lint import candidates
 from syncguard.lint.lines import LineRecorder
-from syncguard.results.format import ResultWriter, StepRecord
+from syncguard.results.format import StepRecord
+from syncguard.results.writer import ResultWriter
 
 HERE = os.path.join(str(TESTS), "data", "lint")
 BRANCHY = os.path.join(HERE, "branchy.py")

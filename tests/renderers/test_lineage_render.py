@@ -32,15 +32,15 @@ def test_show_and_markdown_print_one_line_per_site(tmp_path: Path,
     assert "Why, and how to remove it (lineage)" in flat
     assert f"legacy: model.py:3 (Tensor.__bool__): {HOIST}" in flat
     from syncguard.renderers import markdown
-    from syncguard.results import format as results
+    from syncguard.results import loader
 
-    md = markdown.render(results.load(str(tmp_path / "result.jsonl")))
+    md = markdown.render(loader.load(str(tmp_path / "result.jsonl")))
     assert "Why, and how to remove it (lineage):" in md
     assert "- legacy: `model.py:3` (Tensor.\\_\\_bool\\_\\_): hoistable" in md or \
         "- legacy: `model.py:3` (Tensor.__bool__): hoistable" in md, md
     from syncguard.renderers import html
 
-    page = html.render(results.load(str(tmp_path / "result.jsonl")), plots=False)
+    page = html.render(loader.load(str(tmp_path / "result.jsonl")), plots=False)
     assert "<h3>Why, and how to remove it (lineage)</h3>" in page
     assert "<code>model.py:3</code> (Tensor.__bool__): hoistable" in page
 
@@ -80,7 +80,7 @@ def test_the_html_tree_escapes_every_name_and_stays_bounded(tmp_path: Path) -> N
 
     from syncguard.core.lineage_words import DRAW_DEPTH, DRAW_NODES, DRAW_WIDTH
     from syncguard.renderers import html
-    from syncguard.results import format as results
+    from syncguard.results import loader
 
     leaf = {"root": EVIL, "label": EVIL, "site": f"{EVIL}.py:3"}
     deep: Dict[str, Any] = leaf
@@ -93,7 +93,7 @@ def test_the_html_tree_escapes_every_name_and_stays_bounded(tmp_path: Path) -> N
     path = write_result(tmp_path / "result.jsonl",
                         events=[{"step": i, "lineage": lin, "filename": f"{EVIL}.py"}
                                 for i in (1, 2)])
-    page = html.render(results.load(str(path)), plots=False)
+    page = html.render(loader.load(str(path)), plots=False)
     assert "<script>" not in page and "&lt;script&gt;" in page
     assert "&amp;amp;" in page  # an entity in a name is shown as written, not decoded
     (root,) = trees(page)

@@ -48,9 +48,9 @@ def test_the_top_sites_are_the_ones_with_the_most_syncs(tmp_path: Path,
 
 def test_loaded_events_share_their_repeated_strings(tmp_path: Path) -> None:
     """Per-site memory: 200,000 events of one file hold one copy of its name, not 200,000."""
-    from syncguard.results import format as results
+    from syncguard.results import loader
 
-    res = results.load(str(write_result(tmp_path / "r.jsonl", events=[
+    res = loader.load(str(write_result(tmp_path / "r.jsonl", events=[
         {"lineno": i + 1, "stack": [{"filename": "model.py", "lineno": i + 1,
                                      "function": "f"}]} for i in range(3)])))
     a, b = res.events[0], res.events[2]

@@ -12,6 +12,7 @@ import pytest
 
 from syncguard.renderers import terminal
 from syncguard.results import format as results
+from syncguard.results import loader
 
 SCENARIOS = ["boundary", "greedy_mix", "min_p", "realistic", "seeded", "steady", "tiny_vocab"]
 PATHS = ["legacy", "flag", "flag-recompute"]
@@ -58,7 +59,7 @@ def _case_study_like(path: Path) -> Path:
 
 @pytest.fixture(scope="module")
 def case_study(tmp_path_factory: pytest.TempPathFactory) -> results.RunResult:
-    return results.load(str(_case_study_like(tmp_path_factory.mktemp("r") / "result.jsonl")))
+    return loader.load(str(_case_study_like(tmp_path_factory.mktemp("r") / "result.jsonl")))
 
 
 @pytest.mark.parametrize("width", [80, 100, 120])

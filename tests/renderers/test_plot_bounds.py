@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from _cli import write_result
 
-from syncguard.results import format as results
+from syncguard.results import loader
 
 
 def _many_paths(tmp_path: Path, n: int) -> Path:
@@ -32,7 +32,7 @@ def test_a_plot_draws_a_bounded_number_of_panels(tmp_path: Path) -> None:
     pytest.importorskip("matplotlib")
     from syncguard.renderers import html
 
-    res = results.load(str(_many_paths(tmp_path, 60)))
+    res = loader.load(str(_many_paths(tmp_path, 60)))
     fig = html.plot_figure(res, "s")
     assert len(fig.axes) == 1 + html.MAX_PANELS
     labels = [ax.get_ylabel() for ax in fig.axes[1:]]

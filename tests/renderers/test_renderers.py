@@ -28,7 +28,9 @@ from syncguard.renderers import (
     write_reports,
 )
 from syncguard.results import analysis, stats
-from syncguard.results.format import ResultError, ResultWriter, RunResult, StepRecord, load
+from syncguard.results.format import ResultError, RunResult, StepRecord
+from syncguard.results.loader import load
+from syncguard.results.writer import ResultWriter
 
 GOLDEN_DIR = os.path.join(str(TESTS), "data", "golden")
 UPDATE = os.environ.get("SYNCGUARD_UPDATE_GOLDEN") == "1"

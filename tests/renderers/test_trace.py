@@ -14,6 +14,7 @@ import pytest
 from syncguard.driving import runner, scenario
 from syncguard.renderers import trace
 from syncguard.results import format as results
+from syncguard.results import loader
 
 SAMPLER = os.path.join("sglang_ascend_sampling", "sampler.py")
 
@@ -24,7 +25,7 @@ def run(tmp_path_factory: pytest.TempPathFactory) -> results.RunResult:
     opts = runner.RunOptions(device="sim", paths=["legacy", "flag"], steps=4, warmup=1,
                              timed=False)
     runner.run(runner.prepare(scenario.resolve(["steady"]), opts), opts, str(out))
-    return results.load(str(out))
+    return loader.load(str(out))
 
 
 def _check_common(doc: Dict[str, Any]) -> Dict[Tuple[int, int], str]:
@@ -111,7 +112,7 @@ def test_profile_none_runs_without_a_model(tmp_path: Any) -> None:
     opts = runner.RunOptions(device="sim", paths=["legacy"], steps=2, warmup=0, timed=False,
                              profile="none")
     runner.run(runner.prepare(scenario.resolve(["steady"]), opts), opts, str(out))
-    res = results.load(str(out))
+    res = loader.load(str(out))
     assert "timeline" not in res.header and not res.timelines
     assert all(s.modeled_ms is None for s in res.steps)
     assert "measured" in trace.build(res)["otherData"]["source"]
@@ -128,14 +129,14 @@ def test_a_broken_timeline_line_is_one_clear_error(run: results.RunResult,
     bad = tmp_path / "bad.jsonl"
     bad.write_text("\n".join(lines) + "\n", encoding="utf-8")
     with pytest.raises(results.ResultError, match=rf"bad\.jsonl:{i + 1}: timeline\.latency_us"):
-        results.load(str(bad))
+        loader.load(str(bad))
     # the whole-document form too
-    good = results.load(src)
+    good = loader.load(src)
     text = good.to_json().replace('"latency_us"', '"latency_usX"', 1)
     docf = tmp_path / "bad.json"
     docf.write_text(text, encoding="utf-8")
     with pytest.raises(results.ResultError, match=r"timelines\[0\]: timeline\.latency_us"):
-        results.load(str(docf))
+        loader.load(str(docf))
 
 
 def test_cpu_run_merges_a_torch_profiler_trace(tmp_path: Any) -> None:
@@ -145,7 +146,7 @@ def test_cpu_run_merges_a_torch_profiler_trace(tmp_path: Any) -> None:
     opts = runner.RunOptions(device="cpu", paths=["legacy", "flag"], steps=4, warmup=1,
                              repeat=1)
     runner.run(runner.prepare(scenario.resolve(["steady"]), opts), opts, str(out))
-    res = results.load(str(out))
+    res = loader.load(str(out))
     for path in ("legacy", "flag"):
         assert (tmp_path / "profiler" / f"steady.{path}.json").is_file()
     doc = json.loads(trace.render(res))

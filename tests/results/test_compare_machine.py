@@ -18,7 +18,7 @@ from _paths import TESTS
 
 from syncguard.cli import EXIT_OK, main
 from syncguard.renderers import terminal
-from syncguard.results import analysis
+from syncguard.results import analysis, loader
 from syncguard.results import format as results
 from syncguard.results.machine import machine_differs
 
@@ -46,8 +46,8 @@ def test_identical_code_with_a_cpu_burner_beside_one_run_is_no_code_change(
     finally:
         burner.kill()
         burner.wait()
-    a = results.load(str(tmp_path / "a" / "result.jsonl"))
-    b = results.load(str(tmp_path / "b" / "result.jsonl"))
+    a = loader.load(str(tmp_path / "a" / "result.jsonl"))
+    b = loader.load(str(tmp_path / "b" / "result.jsonl"))
     assert "reference_ms" in a.header["machine"] and "reference_ms" in b.header["machine"]
     df = analysis.compare(a, b)
     assert len(df) == 2

@@ -12,7 +12,7 @@ def test_old_results_without_lineage_load_and_render(tmp_path: Any) -> None:
     of lineage; the loader refuses a lineage that is not an object, in one line."""
     import json
 
-    from syncguard.results import analysis
+    from syncguard.results import analysis, loader
     from syncguard.results import format as results
 
     path = tmp_path / "r.jsonl"
@@ -24,7 +24,7 @@ def test_old_results_without_lineage_load_and_render(tmp_path: Any) -> None:
               "lineage": {"verdict": "hoistable", "roots": "host data at a.py:1", "ops": "gt",
                           "uploads": "a.py:1", "digest": "", "once": 1}}]
     path.write_text("\n".join(json.dumps(x) for x in lines) + "\n")
-    res = results.load(str(path))
+    res = loader.load(str(path))
     assert len(res.events) == 2
     df = res.events_df()
     assert list(df["lineage_verdict"]) == ["", "hoistable"]
@@ -33,7 +33,7 @@ def test_old_results_without_lineage_load_and_render(tmp_path: Any) -> None:
     bad = dict(lines[2], lineage="hoistable")
     path.write_text("\n".join(json.dumps(x) for x in [lines[0], bad]) + "\n")
     with pytest.raises(results.ResultError, match="lineage"):
-        results.load(str(path))
+        loader.load(str(path))
 
 
 TREE = [{"op": "all", "in": [{"op": "ge", "in": [
@@ -48,12 +48,13 @@ def test_a_result_writes_each_tree_once_and_reads_it_back_for_every_site(tmp_pat
     import json
 
     from syncguard.core.events import SyncEvent
-    from syncguard.results import analysis
+    from syncguard.results import analysis, loader
     from syncguard.results import format as results
+    from syncguard.results.writer import ResultWriter
 
     lin = {**FLAT, "tree": TREE, "tree_id": "0123456789ab"}
     path = str(tmp_path / "result.jsonl")
-    w = results.ResultWriter(path, {"scenarios": {}})
+    w = ResultWriter(path, {"scenarios": {}})
     for step in range(3):
         ev = SyncEvent("scalar_read", "Tensor.__bool__", None, "model.py", 3 + (step == 2),
                        "f", (), step, "MainThread", lineage=lin)
@@ -62,7 +63,7 @@ def test_a_result_writes_each_tree_once_and_reads_it_back_for_every_site(tmp_pat
     events = [json.loads(x) for x in open(path) if '"type":"event"' in x]
     assert ["tree" in e["lineage"] for e in events] == [True, False, False]
     assert all(e["lineage"]["tree_id"] == "0123456789ab" for e in events)
-    st = analysis.sites(results.load(path))
+    st = analysis.sites(loader.load(path))
     assert len(st) == 2  # model.py:3 (steps 0, 1) and model.py:4 (step 2: its line has no tree)
     for raw in st["lineage_tree"]:
         d = json.loads(raw)
@@ -79,11 +80,11 @@ def test_lineage_recorded_before_trees_draws_its_roots(tmp_path: Any) -> None:
     from _lineage_html import trees
 
     from syncguard.renderers import html
-    from syncguard.results import format as results
+    from syncguard.results import loader
 
     path = write_result(tmp_path / "result.jsonl",
                         events=[{"step": i, "lineage": FLAT} for i in (1, 2)])
-    page = html.render(results.load(str(path)), plots=False)
+    page = html.render(loader.load(str(path)), plots=False)
     (tree,) = trees(page)
     assert tree["text"] == "the value read at model.py:3 (Tensor.__bool__)"
     (ops,) = tree["kids"]

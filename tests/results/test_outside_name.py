@@ -10,11 +10,12 @@ import pytest
 from _cli import write_result
 
 from syncguard.results import format as results
+from syncguard.results import loader
 
 
 def test_a_step_named_like_the_outside_path_is_not_outside(tmp_path: Path) -> None:
     p = write_result(tmp_path / "r.jsonl", path_name=results.OUTSIDE_PATH, events=[{}])
-    res = results.load(str(p))
+    res = loader.load(str(p))
     assert results.outside_sites(res) == []
 
 

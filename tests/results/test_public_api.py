@@ -14,7 +14,9 @@ import pytest
 
 import syncguard
 from syncguard.core.events import Frame, SyncEvent
-from syncguard.results.format import ResultWriter, StepRecord, rank_name
+from syncguard.results.format import StepRecord
+from syncguard.results.merge import rank_name
+from syncguard.results.writer import ResultWriter
 
 
 def _ev(step: int, line: int) -> SyncEvent:
@@ -83,7 +85,7 @@ def test_reading_a_run_never_imports_torch(tmp_path: Path) -> None:
 def test_a_loaded_run_holds_each_call_path_and_name_once(tmp_path: Path) -> None:
     """A long run's events repeat a few call paths: loaded, equal stacks are one list and
     equal names one string, so memory grows with the steps' numbers, not their text."""
-    from syncguard.results.format import load
+    from syncguard.results.loader import load
 
     _write(tmp_path / "result.jsonl", 6)
     res = load(str(tmp_path / "result.jsonl"))

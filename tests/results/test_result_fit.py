@@ -12,9 +12,10 @@ import pytest
 
 from syncguard.core.atomic import claim
 from syncguard.core.events import Frame, Stack, SyncEvent
-from syncguard.results import drain, fit
+from syncguard.results import drain, fit, loader
 from syncguard.results import format as results
-from syncguard.results.format import ResultWriter
+from syncguard.results.format import ExecStep, StepKey
+from syncguard.results.writer import ResultWriter
 
 LONG = "f" * 5000
 
@@ -23,9 +24,10 @@ def _ev(step: int, lineno: Any, function: str = "decode", filename: str = "/w/pr
         thread: str = "MainThread", frame_line: Any = 7) -> SyncEvent:
     stack = Stack([Frame(filename, frame_line, function, "Model." + function),
                    Frame("/w/prog.py", None, "main")])
-    return SyncEvent.make("scalar_read", "Tensor.item", "aten::_local_scalar_dense", filename,
-                          lineno, function, stack, step, thread, False, None, False, 1, "npu",
-                          None, 2.5, None)
+    return SyncEvent.make(kind="scalar_read", api="Tensor.item", op="aten::_local_scalar_dense",
+                          filename=filename, lineno=lineno, function=function, stack=stack,
+                          step=step, thread=thread, allowed=False, reason=None, warmup=False,
+                          count=1, device="npu", source=None, wait_us=2.5, lineage=None)
 
 
 def _hostile(step: int) -> List[SyncEvent]:
@@ -36,14 +38,15 @@ def _hostile(step: int) -> List[SyncEvent]:
 
 def _feed(w: Any) -> None:
     for i in range(3):
-        w.exec_step("p" * 5000, "s" * 5000, "exec", i, False, 5, 0, 1.0, None, 1.0, None,
-                    None, _hostile(i))
+        w.exec_step(ExecStep(StepKey("p" * 5000, "s" * 5000, "exec"), step=i, warmup=False,
+                             syncs=5, allowed=0, latency_ms=1.0, wait_us=1.0),
+                             _hostile(i))
     w.events("p" * 5000, results.OUTSIDE_PATH, "exec", _hostile(0), None, [2] * 5)
     w.close(True, exit_code=0)
 
 
 def _check(path: str) -> None:
-    res = results.load(path)  # refused before: lineno null, a string over 4096 characters
+    res = loader.load(path)  # refused before: lineno null, a string over 4096 characters
     assert [s.step for s in res.steps] == [0, 1, 2]
     assert all(len(s.path) <= fit.MAX and s.path.endswith(fit.CUT) for s in res.steps)
     evs = res.events

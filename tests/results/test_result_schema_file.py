@@ -13,13 +13,15 @@ from _cli import write_result
 from _paths import DATA, ROOT
 
 from syncguard.results import format as results
+from syncguard.results import loader
+from syncguard.results.schema import json_schema
 
 SCHEMA_FILE = ROOT / "syncguard" / "results" / "schemas" / "result-line-1.json"
 
 
 def test_the_committed_schema_is_the_loaders() -> None:
-    assert json.loads(SCHEMA_FILE.read_text()) == results.json_schema(), (
-        "regenerate: python -c 'import json; from syncguard.results.format import "
+    assert json.loads(SCHEMA_FILE.read_text()) == json_schema(), (
+        "regenerate: python -c 'import json; from syncguard.results.schema import "
         "json_schema; print(json.dumps(json_schema(), indent=1))' > " + str(SCHEMA_FILE))
 
 
@@ -33,7 +35,7 @@ def test_well_formed_results_validate(source: str, tmp_path: Path) -> None:
     v = _validator()
     path = (write_result(tmp_path / "r.jsonl", events=[{}, {"op": "aten::x"}])
             if source == "crafted" else DATA / "old" / "result-branch-fields.jsonl")
-    results.load(str(path))
+    loader.load(str(path))
     for line in path.read_text().splitlines():
         errors = list(v.iter_errors(json.loads(line)))
         assert not errors, (line, errors[0].message if errors else "")
@@ -46,7 +48,7 @@ def test_the_schema_and_the_loader_refuse_the_same_events(event: Dict[str, Any],
     v = _validator()
     path = write_result(tmp_path / "r.jsonl", events=[event])
     with pytest.raises(results.ResultError):
-        results.load(str(path))
+        loader.load(str(path))
     bad = [json.loads(ln) for ln in path.read_text().splitlines()
            if json.loads(ln)["type"] == "event"]
     assert list(v.iter_errors(bad[0]))

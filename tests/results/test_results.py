@@ -14,16 +14,11 @@ from typing import List
 import pytest
 
 from syncguard.core.events import Frame, SyncEvent
-from syncguard.results.format import (
-    SCHEMA,
-    ResultError,
-    ResultWarning,
-    ResultWriter,
-    RunResult,
-    StepRecord,
-    load,
-    rank_name,
-)
+from syncguard.errors import ResultWarning
+from syncguard.results.format import SCHEMA, ResultError, RunResult, StepRecord
+from syncguard.results.loader import load
+from syncguard.results.merge import rank_name
+from syncguard.results.writer import ResultWriter
 
 
 def _ev(step: int, line: int = 10, allowed: bool = False) -> SyncEvent:
