@@ -34,8 +34,7 @@ from .._paths import (
 from ..console import report_width
 from ..driving.config import allow_sites, config_file, exhaustive
 from ..errors import UsageError
-from ..execute import ExecOptions, execute, rank_from_env, result_name
-from ..execute.engine import EVENTS_PER_SITE
+from ..execute.engine import EVENTS_PER_SITE, ExecOptions, execute, rank_from_env, result_name
 from ..execute.hooks import StepSpecError, parse_step
 from ..execute.program import ProgramError, parse_command
 from ..renderers import gate_file_name as file_of

@@ -5,7 +5,3 @@ Modules: :mod:`.engine` runs a whole ``exec`` (checks, the run, reports, the gat
 :mod:`.program` runs the program as ``python`` would, :mod:`.hooks` wraps ``--step``
 functions when their module is imported, :mod:`.session` records the steps.
 """
-
-from .engine import ExecOptions, execute, rank_from_env, result_name
-
-__all__ = ["ExecOptions", "execute", "rank_from_env", "result_name"]

@@ -345,7 +345,7 @@ def test_two_ranks_on_gloo(tmp_path, capsys):
 
 
 def test_formats_and_rank_env(demo, tmp_path, capsys):
-    from syncguard.execute import rank_from_env, result_name
+    from syncguard.execute.engine import rank_from_env, result_name
 
     assert rank_from_env({"RANK": "3", "WORLD_SIZE": "4"}) == 3
     assert rank_from_env({"RANK": "3"}) is None and rank_from_env({}) is None
