@@ -23,6 +23,8 @@ from ..gate.verdicts import Tally
 from ..results.format import OUTSIDE_PATH, ExecStep, StepKey, read_counts
 from ..results.writer import ResultWriter
 
+_new = tuple.__new__
+
 #: ``pass`` of exec step records: the program ran once, under the guard, so each record is
 #: both the counted and the timed pass (host latency includes the interceptors' cost).
 EXEC_PASS = "exec"
@@ -530,8 +532,9 @@ class ExecSession:
             tot.syncs += syncs
             tot.count(i, reads)
         self.write_outside()  # made before this step ended: above its lines in the file
-        self.writer.exec_reads(ExecStep(tot.key, i, warm, syncs, allowed, latency_ms,
-                                        device_ms, wait, labels), reads)
+        # tuple.__new__: the record without NamedTuple's own __new__ (a Python frame a step)
+        self.writer.exec_reads(_new(ExecStep, (tot.key, i, warm, syncs, allowed, latency_ms,
+                                               device_ms, wait, labels)), reads)
 
     def write_outside(self) -> None:
         """Write the outside events not written yet (path ``OUTSIDE_PATH``, each with
