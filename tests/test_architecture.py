@@ -243,10 +243,10 @@ def test_the_bottom_imports_nothing_above_it(mod: str) -> None:
 
 #: The layers, bottom first. A module imports only from its own layer or the layers below it
 #: (docs/architecture.md). The package root (a lazy facade) is not a layer.
-LAYERS = ("bottom", "core", "sim", "model", "results", "gate", "driving", "renderers", "lint",
-          "execute", "plugin", "cli")
-_PACKAGES = {"core", "sim", "model", "results", "gate", "driving", "renderers", "lint",
-             "execute", "cli"}
+LAYERS = ("bottom", "process", "core", "sim", "model", "results", "gate", "driving", "renderers",
+          "lint", "execute", "plugin", "cli")
+_PACKAGES = {"process", "core", "sim", "model", "results", "gate", "driving", "renderers",
+             "lint", "execute", "cli"}
 
 
 def _layer(mod: str) -> str:

@@ -12,7 +12,6 @@ import warnings
 from typing import Any, Iterable, List, Optional
 
 from ..console import error, warning
-from ..core import signals as _signals
 from ..driving import devices
 from ..errors import (  # noqa: F401  (the CLI's names for them)
     EXIT_BROKEN_PIPE,
@@ -27,6 +26,7 @@ from ..errors import (  # noqa: F401  (the CLI's names for them)
     UsageError,
 )
 from ..execute import follow
+from ..process import signals as _signals
 from . import common
 from .common import add_device_argument
 

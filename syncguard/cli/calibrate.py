@@ -15,12 +15,12 @@ import sys
 from typing import Any
 
 from ..console import wrote
-from ..core.atomic import write_text
 from ..core.opmodel import _DIR, parse_model
 from ..devicenames import CALIBRATE_DEVICES, HARDWARE
 from ..driving.calibration import measure_profile
 from ..errors import EXIT_INTERNAL, EXIT_OK, EXIT_OVER, UsageError
 from ..model.profile import ProfileError, load_profile, parse_profile
+from ..process.atomic import write_text
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:

@@ -13,11 +13,11 @@ import os
 from typing import Any, List, Optional, Sequence
 
 from ..console import wrote
-from ..core.atomic import OutputError, check_output, output_kind
 from ..devicenames import DEVICES
 from ..driving.devices import EXHAUSTIVE_HELP
 from ..errors import EXIT_OK, EXIT_OVER, UsageError
 from ..gate.verdicts import baseline_from, budget_count
+from ..process.atomic import OutputError, check_output, output_kind
 from ..renderers import GATE_RENDERERS, emit_gate
 
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 import argparse
 
 from ..console import stdout_console, wrote
-from ..core.atomic import write_text
 from ..errors import EXIT_OK, UsageError
+from ..process.atomic import write_text
 from ..renderers import RENDERERS, compare_renderer_for_path
 from ..results.analysis import compare, compare_paths
 from ..results.run import load

@@ -30,12 +30,12 @@ from .._escape import line_safe, one_line, terminal
 from .._paths import keep_runs, new_report_dir, point_latest, prune_reports
 from .._words import plural
 from ..console import stdout_console, wrote
-from ..core import signals as _signals
 from ..driving import scenario
 from ..driving.timing import MAX_ROUNDS
 from ..errors import EXIT_INTERNAL, EXIT_OK, EXIT_OVER, UsageError
 from ..lint import candidates
 from ..lint.lines import LineRecorder
+from ..process import signals as _signals
 from ..renderers import RENDERERS, RESULT_STREAM, run_files, write_reports
 from ..results import loader
 from .common import (

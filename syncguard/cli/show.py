@@ -8,8 +8,8 @@ from __future__ import annotations
 import argparse
 
 from ..console import stdout_console, wrote
-from ..core.atomic import write_text
 from ..errors import EXIT_OK, UsageError
+from ..process.atomic import write_text
 from ..renderers import RENDERERS, renderer_for_path
 from ..results.run import load
 from .common import add_output_arguments, add_width_argument, output_path

@@ -23,7 +23,7 @@ from typing import (
     overload,
 )
 
-from . import signals as _signals
+from ..process import signals as _signals
 from .aten import dispatch_net
 from .events import Frame, HostSyncError, NoDeviceTensorsWarning, ReadSite, SyncEvent
 from .hub import HOST_DEVICES, HUB, format_error

@@ -23,7 +23,7 @@ from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple
 
 import torch
 
-from . import signals as _signals
+from ..process import signals as _signals
 from . import syncapis
 from .classify import (
     QUIET,
@@ -510,7 +510,7 @@ class _Patcher:
     Install and uninstall are atomic: the full patch set is built first, every patch is
     recorded before it is applied (restoring is idempotent), an exception at any point of
     install rolls back every patch, and uninstall finishes restoring before it re-raises.
-    Callers defer Ctrl-C around both (:func:`syncguard.core.signals.deferred`). The user count
+    Callers defer Ctrl-C around both (:func:`syncguard.process.signals.deferred`). The user count
     never goes below zero."""
 
     def __init__(self) -> None:

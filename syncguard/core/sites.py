@@ -24,7 +24,7 @@ from .._paths import PKG_DIR
 
 # imported here, not where used: a read's first site reaches source_lines, and an import
 # there, interrupted by a signal handler that reads too, re-enters a partly made module
-from .untrusted import UntrustedError, open_regular
+from ..process.untrusted import UntrustedError, open_regular
 
 
 class SiteOf(Protocol):

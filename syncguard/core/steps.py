@@ -30,7 +30,7 @@ import sys
 import threading
 from typing import Any, Callable, List, Optional, Protocol, Set, Tuple, TypeVar
 
-from . import signals as _signals
+from ..process import signals as _signals
 
 F = TypeVar("F", bound=Callable[..., Any])
 

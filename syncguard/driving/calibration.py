@@ -15,10 +15,10 @@ import platform
 import sys
 from typing import Any, Dict, List, Optional, Tuple
 
-from ..core.atomic import write_text
 from ..core.events import IN_KERNEL
 from ..devicenames import HARDWARE
 from ..model.groundtruth import KNOWN_BLIND_SPOTS, native_counter
+from ..process.atomic import write_text
 from ..results.loader import load
 from .devices import DeviceError, prepare_process, resolve_target
 

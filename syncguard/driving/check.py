@@ -11,6 +11,7 @@ from ..errors import UsageError
 from ..gate.baseline import Baseline
 from ..gate.recorded import is_result_path, recorded_verdicts
 from ..gate.verdicts import Tally, Verdict, budget, budget_count
+from ..model.profile import load_profile
 from .config import allow_sites, config_file
 from .scenario import resolve
 
@@ -60,7 +61,6 @@ def _scenario_verdicts(opts: CheckOptions, base: Optional[Baseline],
                        sites: Tuple[Tuple[str, str], ...]) -> Tuple[List[Verdict], List[str]]:
     # torch: running scenarios needs it, gating recorded results never imports it
     from ..core.selftest import selftest
-    from ..model.profile import load_profile
     from . import runner
 
     if opts.max_syncs_outside is not None:

@@ -11,8 +11,8 @@ from __future__ import annotations
 import os
 from typing import Any, Dict, Iterable, List, Optional, Tuple
 
-from ..core.untrusted import UntrustedError, parse_toml, read_text
 from ..errors import UsageError
+from ..process.untrusted import UntrustedError, parse_toml, read_text
 
 #: The keys ``[tool.syncguard]`` may hold (a typo is an error, not a silent no-op).
 KEYS = ("allow", "device", "devices", "exhaustive", "max_syncs", "lint")

@@ -20,9 +20,9 @@ import json
 import sys
 from typing import Any, Dict, List, Optional
 
-from ..core.atomic import write_text
 from ..model import groundtruth
 from ..model.groundtruth import normalize_site
+from ..process.atomic import write_text
 from ..results.environment import environment
 from .devices import resolve_target
 from .scenario import resolve

@@ -12,7 +12,6 @@ import warnings
 from typing import Any, Dict, Iterator, List, Optional, Sequence
 
 from .._escape import one_line
-from ..core import signals as _signals
 from ..core.events import NoDeviceTensorsWarning, SyncEvent
 from ..core.guard import SyncGuard
 from ..core.steps import is_warmup
@@ -20,6 +19,7 @@ from ..devicenames import HOST_KERNEL_KINDS
 from ..errors import UsageError
 from ..model.profile import ProfileError, load_profile
 from ..model.timeline import StepModel
+from ..process import signals as _signals
 from ..results.environment import environment, scenario_record
 from ..results.format import TIMED_PASS, StepRecord
 from ..results.machine import machine_state

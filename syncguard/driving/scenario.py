@@ -70,6 +70,9 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from .._escape import name_problem, terminal
 from ..errors import SyncguardError
+from ..gate.verdicts import budget_count
+from ..process.untrusted import UntrustedError, parse_toml, read_text
+from . import plugins, subjects
 
 DTYPES = ("float32", "float16", "bfloat16")
 #: Largest finite value of each dtype: ``scale`` x :data:`LOGIT_SIGMAS` / temperature must
@@ -240,8 +243,6 @@ def _request(file: str, where: str, table: Any) -> List[RequestSpec]:
 
 def parse(text: str, file: str = "<memory>") -> Scenario:
     """Parse and validate a scenario. Raises :class:`ScenarioError` naming file and field."""
-    from ..core.untrusted import UntrustedError, parse_toml
-
     try:
         data = parse_toml(text, file)
     except UntrustedError as exc:
@@ -342,9 +343,7 @@ def parse(text: str, file: str = "<memory>") -> Scenario:
     for p, v in max_syncs_raw.items():
         if p not in paths:
             if registered is None:
-                from .subjects import registered as _registered
-
-                registered = list(_registered())
+                registered = list(subjects.registered())
             if names is None and p not in registered:
                 names = _subject_names(paths)
             if p not in registered and p not in (names or []):
@@ -353,8 +352,6 @@ def parse(text: str, file: str = "<memory>") -> Scenario:
                                     f"valid: {valid}")
         if not isinstance(v, int):  # a TOML integer, not a string or a float of one
             raise ScenarioError(f"{file}: expect.max_syncs.{p}: must be an int >= 0, got {v!r}")
-        from ..gate.verdicts import budget_count
-
         max_syncs[p] = budget_count(v, f"{file}: expect.max_syncs.{p}", ScenarioError)
     f.done()
     _check_logit_range(file, dtype, scale, requests + [r for e in events for r in e.join])
@@ -393,8 +390,6 @@ def _check_declared(file: str, raw_reqs: Any, raw_events: Any) -> None:
 def _subject_names(paths: Sequence[str]) -> List[str]:
     """The display names (:func:`syncguard.subjects.label`) of the ``MODULE:OBJ`` subjects in
     ``paths``; a subject that cannot be loaded has none (running it reports why)."""
-    from . import subjects
-
     out = []
     for p in paths:
         if subjects.is_spec(p):
@@ -406,15 +401,11 @@ def _subject_names(paths: Sequence[str]) -> List[str]:
 
 
 def _known_subject(name: str) -> bool:
-    from .subjects import known  # torch-free: names and entry points only
-
-    return known(name)
+    return subjects.known(name)
 
 
 def _valid_subjects() -> str:
-    from .subjects import registered
-
-    names = ", ".join(registered())
+    names = ", ".join(subjects.registered())
     return f"valid: {names}, or MODULE:OBJ" if names else \
         "valid: MODULE:OBJ (no subject is registered)"
 
@@ -438,8 +429,6 @@ def _check_logit_range(file: str, dtype: str, scale: float, reqs: List[RequestSp
 def load(path: str) -> Scenario:
     """Load a scenario file (UTF-8 TOML). Raises :class:`ScenarioError` (unreadable, not UTF-8,
     too large, malformed)."""
-    from ..core.untrusted import UntrustedError, read_text
-
     try:  # a regular UTF-8 file, size bounded, never blocking on a FIFO
         text = read_text(path, "scenario", MAX_FILE_BYTES)
     except UntrustedError as exc:
@@ -545,9 +534,7 @@ def _folder(value: str) -> Optional[str]:
 
 def sets() -> List[ScenarioSet]:
     """The registered scenario sets (entry points of ``syncguard.scenarios``), by name."""
-    from .plugins import group
-
-    return [ScenarioSet(n, v, _folder(v)) for n, v in sorted(group(SETS_GROUP).items())]
+    return [ScenarioSet(n, v, _folder(v)) for n, v in sorted(plugins.group(SETS_GROUP).items())]
 
 
 def _set_subjects(path: str) -> Tuple[str, ...]:
@@ -555,8 +542,6 @@ def _set_subjects(path: str) -> Tuple[str, ...]:
     :class:`ScenarioError` naming the file and the field."""
     if not os.path.isfile(path):
         return ()
-    from ..core.untrusted import UntrustedError, parse_toml, read_text
-
     try:
         data = parse_toml(read_text(path, "scenario set", MAX_FILE_BYTES), path)
     except UntrustedError as exc:
@@ -578,14 +563,12 @@ def default_subjects(file: str) -> List[str]:
     (``file`` in a registered set's folder); for any other file those every registered set
     declares (sets by name, each once); where none declares any, every registered subject by
     name."""
-    from .subjects import registered
-
     all_sets = sets()
     here = os.path.dirname(os.path.realpath(file)) if file != "<memory>" else None
     mine = [s for s in all_sets if s.folder is not None and here is not None
             and os.path.realpath(s.folder) == here]
     declared = [n for s in (mine or all_sets) for n in s.subjects()]
-    return list(dict.fromkeys(declared)) or sorted(registered())
+    return list(dict.fromkeys(declared)) or sorted(subjects.registered())
 
 
 def builtin_paths() -> List[str]:

@@ -18,9 +18,9 @@ import os
 import time
 from typing import TYPE_CHECKING, Any, Callable, Dict, List, Mapping, Optional
 
-from ..core import signals as _signals
-from ..core.atomic import write_text
 from ..devicenames import HARDWARE
+from ..process import signals as _signals
+from ..process.atomic import write_text
 from ..results.format import TIMED_PASS, StepRecord
 
 if TYPE_CHECKING:  # pragma: no cover

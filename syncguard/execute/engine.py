@@ -14,10 +14,7 @@ from typing import TYPE_CHECKING, Any, Dict, List, Mapping, Optional, Sequence, 
 from .._escape import one_line
 from .._words import plural
 from ..console import stderr_console, wrote
-from ..core import signals as _signals
 from ..core import steps as markers
-from ..core.atomic import claim, stream_of
-from ..core.fds import Own
 from ..core.sites import shown_path
 from ..driving.devices import EXEC_CPU_NAME
 from ..errors import EXIT_BROKEN_PIPE, EXIT_OK, EXIT_OVER, EXIT_USAGE, SyncguardError, UsageError
@@ -25,7 +22,10 @@ from ..gate.recorded import result_verdicts
 from ..gate.verdicts import budget
 from ..lint import candidates
 from ..lint.lines import LineRecorder
-from ..renderers import emit_gate, terminal, write_reports
+from ..process import signals as _signals
+from ..process.atomic import claim, stream_of
+from ..process.fds import Own
+from ..renderers import emit_gate, write_reports
 from ..results import drain, loader
 from ..results.environment import environment
 from ..results.format import ResultError
@@ -479,6 +479,9 @@ def _report(opts: ExecOptions, path: str, out: str, stop: Optional[_signals.Stop
             outside: Tally) -> Any:
     """Write the reports and print the terminal's; the loaded result (its processes' parts
     merged) for the gate."""
+    # numpy (the report's tables): `exec --help` and the program's start never load it
+    from ..renderers import terminal
+
     err = stderr_console(opts.width)
     res = loader.load(path)
     if opts.rank is None:

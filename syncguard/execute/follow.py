@@ -48,8 +48,8 @@ import threading
 from typing import Any, Dict, Iterator, List, NoReturn, Optional
 
 from ..core import steps as markers
-from ..core.atomic import claim, stream_of
 from ..driving.devices import resolve_target
+from ..process.atomic import claim, stream_of
 from ..results import drain
 from ..results.writer import ResultWriter
 from .hooks import StepHooks, find_elsewhere, parse_step

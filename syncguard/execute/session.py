@@ -12,7 +12,6 @@ import threading
 import time
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
-from ..core import signals as _signals
 from ..core import steps as _steps
 from ..core.events import Read, ReadSite, SyncEvent, site_key
 from ..core.guard import SyncGuard
@@ -20,6 +19,7 @@ from ..core.hub import HUB
 from ..core.steps import is_warmup
 from ..driving.decode import DeviceTimer
 from ..gate.verdicts import Tally
+from ..process import signals as _signals
 from ..results.format import OUTSIDE_PATH, ExecStep, StepKey, read_counts
 from ..results.writer import ResultWriter
 

@@ -28,11 +28,11 @@ import json
 import os
 from typing import Any, Dict, Iterable, Iterator, List, Optional, Tuple
 
-from ..core.atomic import write_text
 from ..core.events import SyncEvent
 from ..core.sites import display_path, norm_line
-from ..core.untrusted import UntrustedError, load_json
 from ..errors import SyncguardError
+from ..process.atomic import write_text
+from ..process.untrusted import UntrustedError, load_json
 
 FORMAT = "syncguard-baseline"
 VERSION = 1
@@ -179,7 +179,7 @@ class Baseline:
 
     def save(self, path: str) -> None:
         """Write the baseline as JSON (atomically: a temporary file, then a rename; a device or
-        FIFO at ``path`` is written in place, never replaced: :mod:`syncguard.core.atomic`)."""
+        FIFO at ``path`` is written in place, never replaced: :mod:`syncguard.process.atomic`)."""
         write_text(path, json.dumps(self.to_dict(), indent=2, sort_keys=False) + "\n")
 
     @classmethod

@@ -16,8 +16,8 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Set, Tuple
 from .._escape import one_line
 from ..core.events import Frame, SyncEvent
 from ..core.sites import allow_reason
-from ..results.format import OUTSIDE_PATH, RunResult
-from ..results.run import load
+from ..results.format import GUARDED_PASSES, OUTSIDE_PATH, RunResult
+from ..results.loader import load
 from .baseline import Baseline
 from .verdicts import Budget, Tally, Verdict, budget
 
@@ -48,7 +48,7 @@ def recorded_verdicts(paths: Sequence[str], max_syncs: Optional[int],
     kept, with one warning line."""
     verdicts: List[Verdict] = []
     for p in paths:
-        res = load(p).result
+        res = load(os.fspath(p))
         if not res.complete:
             _warn_incomplete(p, res)
         options = res.header.get("options")
@@ -77,12 +77,12 @@ def result_verdicts(res: RunResult, gate: Budget, allow_sites: Sequence[Tuple[st
     mine: Callable[[Any], bool] = (lambda sc: True) if scenarios is None else (
         lambda sc: sc in scenarios)
     keys = list(dict.fromkeys((s.scenario, s.path) for s in res.steps
-                              if s.pass_ in ("counted", "exec") and mine(s.scenario)))
+                              if s.pass_ in GUARDED_PASSES and mine(s.scenario)))
     for sc, path in keys:
         evs = allowed([SyncEvent.from_dict({k: v for k, v in e.items() if k not in (
             "scenario", "path", "pass", "rank", "ref")})
             for e in res.iter_events() if e.get("scenario") == sc and e.get("path") == path
-            and e.get("pass") in ("counted", "exec")], allow_sites)
+            and e.get("pass") in GUARDED_PASSES], allow_sites)
         verdicts += gate.verdicts(evs, sc, path)
     for sc in dict.fromkeys(s.scenario for s in res.steps if mine(s.scenario)):
         raw = [e for e in res.iter_events() if e.get("scenario") == sc
@@ -96,7 +96,7 @@ def result_verdicts(res: RunResult, gate: Budget, allow_sites: Sequence[Tuple[st
                 after.add(dataclasses.replace(e, step=a))
         counted: Dict[str, int] = {}
         for s in res.steps:
-            if s.scenario == sc and not s.warmup and s.pass_ in ("counted", "exec"):
+            if s.scenario == sc and not s.warmup and s.pass_ in GUARDED_PASSES:
                 counted[s.path] = counted.get(s.path, 0) + 1
         verdicts += gate.outside_verdicts(evs, sc, after, max(counted.values(), default=0))
     return verdicts

@@ -19,7 +19,7 @@ import time
 from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple, Union
 
 from ..core.sites import display_path
-from ..core.untrusted import UntrustedError
+from ..process.untrusted import UntrustedError
 from . import parallel
 from .checker import CERTAIN, LIKELY, SEVERITIES, SILENT, Finding, check_source, check_tree
 from .files import iter_files, read_source

@@ -16,9 +16,9 @@ from __future__ import annotations
 import json
 from typing import Dict, List, Sequence, Set, Tuple
 
-from ..core.atomic import write_text
-from ..core.untrusted import UntrustedError, load_json
 from ..gate.baseline import BaselineError
+from ..process.atomic import write_text
+from ..process.untrusted import UntrustedError, load_json
 from .checker import Finding
 from .render import finding_key
 
@@ -40,7 +40,7 @@ def keyed(findings: Sequence[Finding]) -> List[Tuple[str, Finding]]:
 
 def save(path: str, findings: Sequence[Finding]) -> None:
     """Write the baseline atomically through the project's one writer
-    (:func:`syncguard.core.atomic.write_text`: an unpredictable temporary name, never through
+    (:func:`syncguard.process.atomic.write_text`: an unpredictable temporary name, never through
     a link, a folder refused, a full disk one line)."""
     rows = [{"key": k, "path": f.path, "line": f.line, "rule": f.rule, "api": f.api}
             for k, f in keyed(findings)]

@@ -9,10 +9,10 @@ import sys
 from typing import Any, Dict, List, Optional
 
 from ..console import error, wrote
-from ..core.atomic import write_text
 from ..core.sites import display_path
 from ..driving.config import config_file
 from ..errors import EXIT_OK, EXIT_OVER, UsageError
+from ..process.atomic import write_text
 from . import LintReport, lint_paths
 from . import baseline as lint_baseline
 from .backends import fails_on

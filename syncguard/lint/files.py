@@ -13,8 +13,8 @@ from typing import TYPE_CHECKING, Any, Dict, Iterator, List, Optional, Sequence
 if TYPE_CHECKING:
     import pathspec
 
-from ..core.untrusted import UntrustedError, read_bytes, read_text
 from ..driving.config import checked_table, load_tool_table
+from ..process.untrusted import UntrustedError, read_bytes, read_text
 
 #: the keys ``[tool.syncguard.lint]`` may hold
 KEYS = ("exclude", "fail-on", "baseline", "format", "backend", "include-tests")
@@ -80,7 +80,7 @@ def read_source(path: str) -> str:
     """The text of the Python file ``path``, read through the project's one loader of
     untrusted files (a FIFO, device or folder named ``*.py`` refused without blocking, at most
     :data:`MAX_SOURCE_BYTES`) and decoded as Python decodes it (PEP 263: a ``coding:`` cookie
-    or a BOM, else UTF-8). Raises :class:`~syncguard.core.untrusted.UntrustedError`,
+    or a BOM, else UTF-8). Raises :class:`~syncguard.process.untrusted.UntrustedError`,
     SyntaxError (a bad cookie) or UnicodeDecodeError."""
     raw = read_bytes(path, "Python source", MAX_SOURCE_BYTES)
     encoding, _ = tokenize.detect_encoding(io.BytesIO(raw).readline)

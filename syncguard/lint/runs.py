@@ -21,7 +21,7 @@ from typing import Any, Dict, List, Optional, Sequence, Set, Tuple
 
 from ..core.lineage_words import site_verdict, verdict_hint
 from ..errors import UsageError
-from ..results.format import ResultError
+from ..results.format import GUARDED_PASSES, ResultError
 from ..results.loader import load
 from .checker import Finding
 
@@ -61,7 +61,7 @@ def apply_runs(findings: Sequence[Finding], runs: Sequence[Any],
     by_group: Dict[Tuple[int, str, str], int] = {}  # (run, scenario, path) -> counted steps
     for i, res in enumerate(runs):
         for s in res.steps:
-            if not s.warmup and s.pass_ in ("counted", "exec"):
+            if not s.warmup and s.pass_ in GUARDED_PASSES:
                 steps += 1
                 by_group[(i, s.scenario, s.path)] = by_group.get((i, s.scenario, s.path), 0) + 1
         for e in res.iter_events():

@@ -10,8 +10,8 @@ import math
 import os
 from typing import Any, Dict, List, Optional, Tuple
 
-from ..core.untrusted import UntrustedError, load_json
 from ..errors import SyncguardError
+from ..process.untrusted import UntrustedError, load_json
 
 #: Folder of the shipped profiles (``<name>.json``).
 PROFILE_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "profiles")

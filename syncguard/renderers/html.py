@@ -17,6 +17,7 @@ from .._escape import html_text, plot_text
 from ..core.lineage_words import draw_tree
 from ..results import analysis
 from ..results.analysis import is_missing
+from ..results.format import GUARDED_PASSES
 from . import _tables
 from ._common import (
     environment_parts,
@@ -29,7 +30,6 @@ from ._common import (
     verdict_options,
     verdicts,
 )
-from .trace import has_steps
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
@@ -237,7 +237,7 @@ def plot_figure(result: RunResult, scenario: str) -> Any:
             continue
         if s.pass_ in ("timed", "exec") and not is_missing(s.latency_ms):
             lat[s.path].setdefault(int(s.round or 0), []).append(s)
-        if s.pass_ in ("counted", "exec"):
+        if s.pass_ in GUARDED_PASSES:
             syn[s.path].append(s)
     n = max(len(paths), 1)
     k = _bin_size(max([len(v) for p in paths for v in lat[p].values()]
@@ -390,7 +390,7 @@ def render(result: RunResult, *, title: str = "syncguard report", show_time: boo
     ]
     out += [f'<p class="note">{esc(n)}</p>' for n in note_texts(result)]
 
-    if has_steps(result):  # trace.json is written only then
+    if result.has_guarded_steps():  # trace.json is written only then
         out.append('<p class="note">Timeline: <a href="trace.json">trace.json</a> (Chrome '
                    'trace format, written next to this report: open it in ui.perfetto.dev '
                    'or chrome://tracing)</p>')

@@ -30,8 +30,9 @@ import os
 from typing import IO, TYPE_CHECKING, Any, Dict, Iterator, List, Tuple
 
 from ..core.sites import shown_site
-from ..core.untrusted import UntrustedError, load_json
 from ..driving.timing import profiler_file
+from ..process.untrusted import UntrustedError, load_json
+from ..results.format import GUARDED_PASSES
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..results.format import RunResult
@@ -50,18 +51,13 @@ def _slice(name: str, cat: str, pid: int, tid: int, ts: float, dur: float,
 
 
 #: the passes whose steps ran under the guard: a run's counted pass, an ``exec`` program
-_GUARDED = ("counted", "exec")
 
-
-def has_steps(result: RunResult) -> bool:
-    """Whether the trace of ``result`` holds any step (else no ``trace.json`` is written)."""
-    return any(s.pass_ in _GUARDED for s in result.steps)
 
 
 def _groups(result: RunResult) -> List[Tuple[str, str]]:
     seen: Dict[Tuple[str, str], None] = {}
     for s in result.steps:
-        if s.pass_ in _GUARDED:
+        if s.pass_ in GUARDED_PASSES:
             seen.setdefault((s.scenario, s.path), None)
     return list(seen)
 
@@ -112,11 +108,11 @@ def _measured(result: RunResult, pid: int, scenario: str, path: str) -> Iterator
     events: Dict[int, List[Dict[str, Any]]] = {}
     for e in result.events:
         if (e.get("scenario") == scenario and e.get("path") == path
-                and e.get("pass") in _GUARDED):
+                and e.get("pass") in GUARDED_PASSES):
             events.setdefault(int(e.get("step") or 0), []).append(e)
     off = 0.0
     for s in result.steps:
-        if s.scenario != scenario or s.path != path or s.pass_ not in _GUARDED:
+        if s.scenario != scenario or s.path != path or s.pass_ not in GUARDED_PASSES:
             continue
         dur = float(s.latency_ms or 0.0) * 1000.0
         yield _slice(f"step {s.step}", "step", pid, HOST, off, dur,

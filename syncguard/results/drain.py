@@ -53,8 +53,8 @@ import sys
 import time
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
-from ..core import fds
 from ..core.events import SITE_FIELDS, Frame, Read, ReadSite, Stack, SyncEvent, site_key
+from ..process import fds
 from .format import ExecStep, StepKey
 from .writer import ResultWriter
 

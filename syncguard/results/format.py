@@ -30,7 +30,7 @@ torn last line is ignored); the file is fsync'ed when closed and about once a se
 steps go on, not per step (:class:`~syncguard.results.writer.ResultWriter`).
 
 A result file is untrusted input: :func:`~syncguard.results.loader.load` reads each line under
-the JSON policy of every file a user hands in (:mod:`syncguard.core.untrusted`), checks the
+the JSON policy of every file a user hands in (:mod:`syncguard.process.untrusted`), checks the
 type of every field the reports use (:mod:`syncguard.results.schema`) and raises
 :class:`ResultError` (one line naming the file, the line and the field) for anything else; a
 file written by a newer syncguard gives a :class:`ResultWarning`.
@@ -63,8 +63,8 @@ from typing import (
 
 from ..core.events import SyncEvent
 from ..core.steps import is_warmup
-from ..core.untrusted import dumps
 from ..errors import SyncguardError
+from ..process.untrusted import dumps
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
@@ -74,6 +74,9 @@ SCHEMA = 1
 OUTSIDE_PATH = "(outside steps)"
 #: ``pass`` of the timed pass's step records (no interceptors: no syncs are seen)
 TIMED_PASS = "timed"
+#: the passes whose steps ran under the guard: a scenario's counted pass, and ``exec``'s
+#: steps (counted and timed at once)
+GUARDED_PASSES = ("counted", "exec")
 
 
 class ResultError(SyncguardError, ValueError):
@@ -343,6 +346,10 @@ class RunResult:
     #: the syncs written as counts, not as event lines (a site past the writer's
     #: ``events_per_site``): ``events`` is then a sample, :meth:`iter_events` every sync
     reads: Reads = dataclasses.field(default_factory=lambda: Reads())
+
+    def has_guarded_steps(self) -> bool:
+        """Whether any step ran under the guard (else no ``trace.json`` is written)."""
+        return any(s.pass_ in GUARDED_PASSES for s in self.steps)
 
     def iter_events(self) -> Iterator[Dict[str, Any]]:
         """Every sync event of the run: :attr:`events`, then one event per read counted on a

@@ -11,8 +11,8 @@ import warnings
 from typing import IO, TYPE_CHECKING, Any, Dict, List, Optional, Tuple
 
 from .._version import __version__
-from ..core import untrusted
 from ..errors import ResultWarning
+from ..process import untrusted
 from .format import Reads, ResultError, RunResult, StepRecord
 from .merge import PART_NAME, PARTS_DIR, check_ranks, merge_processes, merge_ranks, rank_files
 from .schema import check_event, check_header, check_note, check_reads, check_step, check_timeline

@@ -19,6 +19,7 @@ The tables are built on first use and kept. Their columns are the ones the repor
 from __future__ import annotations
 
 import functools
+import os
 from typing import TYPE_CHECKING, Any, Dict, List
 
 from ..core.sites import shown_site
@@ -137,7 +138,4 @@ def load(path: str) -> Run:
 
     Raises :class:`syncguard.ResultError` (a :class:`syncguard.SyncguardError` whose message
     names the file and the field) for anything that is not a syncguard result."""
-    import os
-
-
     return Run(load_result(os.fspath(path)))

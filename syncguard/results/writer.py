@@ -9,9 +9,9 @@ import time
 from json.encoder import c_make_encoder as _c_make_encoder  # type: ignore[attr-defined]
 from typing import IO, TYPE_CHECKING, Any, Dict, List, Optional, Sequence, Set, Tuple
 
-from ..core.atomic import claim, write_error
 from ..core.events import Read, SyncEvent, site_key
-from ..core.untrusted import finite_json
+from ..process.atomic import claim, write_error
+from ..process.untrusted import finite_json
 from . import fit
 from .format import SCHEMA, ExecStep, StepRecord
 
@@ -138,7 +138,7 @@ class ResultWriter:
         self.error = exc
 
     def raise_error(self) -> None:
-        """Raise the first write error as one :class:`~syncguard.core.atomic.OutputError`
+        """Raise the first write error as one :class:`~syncguard.process.atomic.OutputError`
         line naming the file (nothing when every line was written)."""
         if self.error is not None:
             raise write_error(self.path, self.error)

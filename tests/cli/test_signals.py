@@ -123,7 +123,7 @@ def test_second_ctrl_c_while_writing_reports_leaves_every_report_whole(
 
 @posix
 def test_deferred_delivers_a_held_ctrl_c_after_the_block() -> None:
-    from syncguard.core import signals as _signals
+    from syncguard.process import signals as _signals
 
     done = []
     with pytest.raises(KeyboardInterrupt):

@@ -15,9 +15,9 @@ import torch
 
 import syncguard
 from syncguard import SyncGuard
-from syncguard.core import signals as _signals
 from syncguard.core.hub import HUB
 from syncguard.core.intercept import PATCHER, snapshot
+from syncguard.process import signals as _signals
 
 _PKG = os.path.dirname(os.path.abspath(syncguard.__file__)) + os.sep
 

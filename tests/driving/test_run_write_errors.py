@@ -45,7 +45,7 @@ def test_a_full_disk_during_run_is_one_line(tmp_path: Path, monkeypatch: pytest.
 @pytest.mark.skipif(os.name == "nt", reason="flock needs POSIX")
 def test_a_run_into_a_folder_another_run_writes_is_one_line(
         tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
-    from syncguard.core import atomic as _atomic
+    from syncguard.process import atomic as _atomic
 
     out = tmp_path / "o"
     out.mkdir()

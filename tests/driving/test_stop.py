@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 from _paths import TESTS
 
-from syncguard.core import signals as _signals
 from syncguard.driving import devices, runner
 from syncguard.driving.scenario import load as load_scenario
+from syncguard.process import signals as _signals
 from syncguard.results import loader
 from syncguard.results.writer import ResultWriter
 

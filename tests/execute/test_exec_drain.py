@@ -16,8 +16,8 @@ from typing import Any, Dict, List
 import pytest
 
 from syncguard.cli import main
-from syncguard.core.atomic import OutputError, claim
 from syncguard.core.events import Frame, ReadSite, Stack, SyncEvent
+from syncguard.process.atomic import OutputError, claim
 from syncguard.results import drain, loader
 from syncguard.results import format as results
 from syncguard.results.format import ExecStep, StepKey

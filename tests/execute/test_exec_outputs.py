@@ -17,7 +17,7 @@ import pytest
 from _subprocess import env
 
 from syncguard.cli import main
-from syncguard.core import atomic as _atomic
+from syncguard.process import atomic as _atomic
 from syncguard.results import drain, loader
 
 posix = pytest.mark.skipif(os.name == "nt", reason="flock and tmpfs need POSIX")

@@ -73,9 +73,9 @@ EVIL = '<script>alert("x")</script>&amp;'
 
 def test_the_html_tree_escapes_every_name_and_stays_bounded(tmp_path: Path) -> None:
     """A crafted result: an op, a root kind, a label and a file named with markup, a chain
-    300 levels deep, 500 children, values of the wrong type. The page shows the names as
-    text (no tag of theirs), at most DRAW_DEPTH levels and DRAW_WIDTH children, and says how
-    many it left out."""
+    25 levels deep (the loader's JSON policy refuses deeper lines), 500 children, values of
+    the wrong type. The page shows the names as text (no tag of theirs), at most DRAW_DEPTH
+    levels and DRAW_WIDTH children, and says how many it left out."""
     from _lineage_html import trees, walk
 
     from syncguard.core.lineage_words import DRAW_DEPTH, DRAW_NODES, DRAW_WIDTH
@@ -84,7 +84,7 @@ def test_the_html_tree_escapes_every_name_and_stays_bounded(tmp_path: Path) -> N
 
     leaf = {"root": EVIL, "label": EVIL, "site": f"{EVIL}.py:3"}
     deep: Dict[str, Any] = leaf
-    for _ in range(300):
+    for _ in range(25):
         deep = {"op": "add", "in": [deep]}
     tree = [{"op": EVIL, "in": [leaf, deep, *[{"op": "mul", "in": [leaf]}] * 500,
                                    "not a node", 7, None], "more": "lots"},

@@ -10,8 +10,8 @@ from typing import Any, List
 
 import pytest
 
-from syncguard.core.atomic import claim
 from syncguard.core.events import Frame, Stack, SyncEvent
+from syncguard.process.atomic import claim
 from syncguard.results import drain, fit, loader
 from syncguard.results import format as results
 from syncguard.results.format import ExecStep, StepKey

@@ -1,5 +1,5 @@
 """A result file is read under the one JSON policy of every file a user hands in
-(:mod:`syncguard.core.untrusted`): a line nested deeper than it allows, or holding NaN,
+(:mod:`syncguard.process.untrusted`): a line nested deeper than it allows, or holding NaN,
 Infinity or a number that overflows a double, is one error line naming the file and the line
 (exit 2), never a traceback and never a value let through."""
 

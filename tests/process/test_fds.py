@@ -1,4 +1,4 @@
-"""syncguard's own descriptors (syncguard.core.fds): moved high, and told apart from a file
+"""syncguard's own descriptors (syncguard.process.fds): moved high, and told apart from a file
 the program opened on the same number."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from syncguard.core import fds
+from syncguard.process import fds
 
 posix = pytest.mark.skipif(os.name != "posix", reason="POSIX descriptors")
 

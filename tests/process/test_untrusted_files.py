@@ -1,4 +1,4 @@
-"""The one untrusted-file loader (:mod:`syncguard.core.untrusted`) under every reader: baselines
+"""The one untrusted-file loader (:mod:`syncguard.process.untrusted`) under every reader: baselines
 (check and the pytest plugin), profiles, scenarios, configs and results that are not UTF-8,
 UTF-16, nested 100k deep, FIFOs, devices or folders, or hold numbers beyond physical ranges:
 one line naming the file and field, exit 2, never a traceback and never a hang."""
@@ -127,7 +127,7 @@ def test_plugin_baseline_not_utf8_is_a_usage_error(pytester: pytest.Pytester) ->
 
 
 def test_what_syncguard_writes_never_holds_nan_or_infinity(tmp_path: Path) -> None:
-    from syncguard.core import untrusted as _untrusted
+    from syncguard.process import untrusted as _untrusted
     from syncguard.results.writer import ResultWriter
 
     w = ResultWriter(str(tmp_path / "r.jsonl"), {"x": float("inf"), "y": [float("nan")]})

@@ -1,5 +1,5 @@
-"""The project's one writer (:mod:`syncguard.core.atomic`) and one reader of untrusted files
-(:mod:`syncguard.core.untrusted`) under what breaks naive code: a FIFO, a device node, a
+"""The project's one writer (:mod:`syncguard.process.atomic`) and one reader of untrusted files
+(:mod:`syncguard.process.untrusted`) under what breaks naive code: a FIFO, a device node, a
 symbolic link at a predictable name, a full file system (a real tmpfs when the tests run as
 root, else ``ENOSPC`` simulated), a file-size limit, and two runs claiming one result file."""
 
@@ -16,8 +16,8 @@ from typing import Iterator
 
 import pytest
 
-from syncguard.core import atomic as _atomic
-from syncguard.core.untrusted import UntrustedError
+from syncguard.process import atomic as _atomic
+from syncguard.process.untrusted import UntrustedError
 
 posix = pytest.mark.skipif(os.name == "nt", reason="FIFOs, devices and flock need POSIX")
 
@@ -73,7 +73,7 @@ def test_a_file_size_limit_is_one_output_error(tmp_path: Path) -> None:
     code = (
         "import resource, sys\n"
         "resource.setrlimit(resource.RLIMIT_FSIZE, (4096, 4096))\n"
-        "from syncguard.core import atomic as _atomic\n"
+        "from syncguard.process import atomic as _atomic\n"
         "try:\n"
         f"    _atomic.write_text({str(tmp_path / 'big.txt')!r}, 'x' * 100000)\n"
         "except _atomic.OutputError as exc:\n"

@@ -13,8 +13,8 @@ import pytest
 from _cli import SMALL, cli, one_error_line, write_result
 
 from syncguard.cli import EXIT_OK, EXIT_USAGE
-from syncguard.core import atomic as _atomic
 from syncguard.gate.baseline import Baseline, BaselineSite
+from syncguard.process import atomic as _atomic
 
 posix = pytest.mark.skipif(os.name == "nt", reason="devices and FIFOs need POSIX")
 

@@ -9,7 +9,7 @@ import signal
 
 import pytest
 
-from syncguard.core import signals as _signals
+from syncguard.process import signals as _signals
 
 posix = pytest.mark.skipif(os.name == "nt", reason="POSIX signals")
 
