@@ -32,6 +32,7 @@ from .._paths import (
     reports_dir,
 )
 from ..console import report_width
+from ..core.atomic import output_path, prepare_out
 from ..driving.config import allow_sites, config_file, exhaustive
 from ..errors import UsageError
 from ..execute import ExecOptions, execute, rank_from_env, result_name
@@ -52,8 +53,6 @@ from .common import (
     add_record_lines_argument,
     add_width_argument,
     budget_flags,
-    output_path,
-    prepare_out,
 )
 
 

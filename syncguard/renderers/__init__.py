@@ -245,11 +245,9 @@ def write_reports(result: RunResult, out_dir: str) -> List[str]:
     ``events.csv``, ``sites.csv``, ``report.md``, ``report.html``, ``result.json``,
     ``trace.json``) into ``out_dir`` (created if needed); returns their paths in that order.
     (``result.jsonl`` is the runner's, not written here.)"""
-    # a renderer module: the command line imports this registry while it parses
-    from .trace import has_steps
-
     os.makedirs(out_dir, exist_ok=True)
-    traced = has_steps(result)  # no steps, no trace.json (and report.html links none)
+    # no steps, no trace.json (and report.html links none); the parser loads no renderer
+    traced = _load(".trace:has_steps")(result)
     return [write(result, os.path.join(out_dir, name), fmt)
             for name, fmt in REPORT_FILES.items() if traced or fmt != "trace"]
 

@@ -29,9 +29,9 @@ import json
 import os
 from typing import IO, TYPE_CHECKING, Any, Dict, Iterator, List, Tuple
 
+from .._paths import profiler_file
 from ..core.sites import shown_site
 from ..core.untrusted import UntrustedError, load_json
-from ..driving.timing import profiler_file
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..results.format import RunResult
