@@ -21,6 +21,7 @@ import secrets
 import stat
 from typing import IO, Any, Iterator, Optional, Sequence
 
+from .._paths import LATEST, keep_runs, point_latest, prune_reports
 from ..console import wrote
 from ..errors import SyncguardError, UsageError
 from .fds import high
@@ -269,4 +270,18 @@ def prepare_out(out: str, files: Sequence[str], force: bool) -> str:
         os.unlink(probe)
     except OSError as exc:  # /proc/x, a read-only mount: said now, not after the run
         raise UsageError(f"--out: {out}: cannot write there: {exc.strerror}") from None
+    return out
+
+
+def report_folder(out: Optional[str], default: str, files: Sequence[str], force: bool,
+                  latest: str = LATEST) -> str:
+    """The report folder: ``out`` (:func:`prepare_out`), else ``default`` with ``latest``
+    beside it pointing at it and, with ``SYNCGUARD_KEEP_RUNS=N``, the newest N kept
+    (:mod:`syncguard._paths`)."""
+    if out is not None:
+        return prepare_out(out, files, force)
+    keep = keep_runs()  # a bad value fails before any folder is made
+    out = prepare_out(default, files, force)
+    point_latest(out, latest)
+    prune_reports(out, keep)
     return out

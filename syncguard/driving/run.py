@@ -12,39 +12,32 @@ import time
 from typing import IO, Any, Callable, List, Optional, Sequence
 
 from .._escape import line_safe, one_line, terminal
-from .._paths import keep_runs, new_report_dir, point_latest, prune_reports
+from .._paths import new_report_dir
 from .._words import plural
 from ..console import stdout_console, wrote
 from ..core import signals as _signals
-from ..core.atomic import prepare_out
+from ..core.atomic import report_folder
 from ..errors import EXIT_INTERNAL, EXIT_OK, EXIT_OVER, UsageError
 from ..renderers import RENDERERS, RESULT_STREAM, run_files, write_reports
 from ..results import format as results
 from . import scenario
+from .scenario import ScenarioOptions
 from .timing import MAX_ROUNDS
 
 
 @dataclasses.dataclass
-class RunCommand:
-    """``syncguard run``'s options as typed: the scenarios and the options of
-    :func:`syncguard.driving.runner.run_options`, the report folder (None: a new
-    ``reports/<time>-<device>``), what the terminal shows, ``--record-lines``, the
+class RunCommand(ScenarioOptions):
+    """``syncguard run``'s options as typed: the scenarios and their options, those of
+    :func:`syncguard.driving.runner.run_options` for the timed pass, the report folder (None:
+    a new ``reports/<time>-<device>``), what the terminal shows, ``--record-lines``, the
     cross-check, and the command line the result header records."""
 
-    scenarios: List[str]
-    device: str = "auto"
-    paths: Optional[List[str]] = None
-    paths_flag: str = "--paths"
-    subjects: List[str] = dataclasses.field(default_factory=list)
-    steps: Optional[int] = None
-    warmup: Optional[int] = None
     exhaustive: Optional[bool] = None
     out: Optional[str] = None
     force: bool = False
     timed: bool = True
     ratio_base: Optional[str] = None
     repeat: Optional[int] = None
-    profile: Optional[str] = None
     budget: Optional[float] = None
     threads: Optional[int] = None
     width: Optional[int] = None
@@ -67,18 +60,6 @@ def crosscheck(scenarios: Sequence[Any], opts: Any, out: str) -> int:
             cmd += [f"--{flag}", str(v)]
     cmd += [s.file for s in scenarios]
     return subprocess.run(cmd).returncode
-
-
-def out_dir(opts: RunCommand, device: str) -> str:
-    """``--out``, else a new ``reports/<time>-<device>`` with ``reports/latest`` pointing at it
-    (:mod:`syncguard._paths`)."""
-    if opts.out:
-        return prepare_out(opts.out, run_files(), opts.force)
-    keep = keep_runs()  # a bad value fails before any folder is made
-    out = prepare_out(new_report_dir(device), run_files(), opts.force)
-    point_latest(out)
-    prune_reports(out, keep)
-    return out
 
 
 PROGRESS_ENV, PROGRESS_DEFAULT_S = "SYNCGUARD_PROGRESS_SECONDS", 60.0
@@ -194,10 +175,8 @@ def run(cmd: RunCommand, line_recorder: Callable[[List[str]], Any]) -> int:
     from .plan import Eta
 
     t_start = time.perf_counter()
-    opts = runner.run_options(cmd.device, cmd.paths, cmd.steps, cmd.warmup,
-                              paths_flag=cmd.paths_flag, subject_specs=cmd.subjects,
-                              timed=cmd.timed, ratio_base=cmd.ratio_base, repeat=cmd.repeat,
-                              budget=cmd.budget, profile=cmd.profile, lineage=cmd.lineage,
+    opts = runner.run_options(cmd, timed=cmd.timed, ratio_base=cmd.ratio_base,
+                              repeat=cmd.repeat, budget=cmd.budget, lineage=cmd.lineage,
                               threads=cmd.threads)
     opts.exhaustive = bool(cmd.exhaustive)
     lines = line_recorder(cmd.record_lines)
@@ -209,7 +188,8 @@ def run(cmd: RunCommand, line_recorder: Callable[[List[str]], Any]) -> int:
         print("syncguard: note: --exhaustive: run --device cpu counts no syncs (the scenarios' "
               "tensors are plain host tensors); --device sim counts them, C++ reads included",
               file=sys.stderr)
-    out = out_dir(cmd, target.kind)
+    # --out, else a new reports/<time>-<device> with reports/latest pointing at it
+    out = report_folder(cmd.out or None, new_report_dir(target.kind), run_files(), cmd.force)
     result_path = os.path.join(out, RESULT_STREAM)
     # SYNCGUARD_PROGRESS=bar draws the bar on any stderr (rich's terminal codes included)
     err = Console(stderr=True, file=line_safe(lambda: sys.stderr),
