@@ -234,9 +234,8 @@ def output_path(path: Optional[str], force: bool = True, flag: str = "-o") -> No
     """Refuse (:class:`UsageError`) an output path that cannot be written (a folder, socket,
     FIFO without a reader...) or, without ``force``, a regular file already there; call
     before any work. A device or FIFO is written as a stream, so it needs no ``force``."""
-    if path in (None, "-"):
+    if path is None or path == "-":
         return
-    assert path is not None
     try:
         kind = check_output(path)
     except OutputError as exc:
