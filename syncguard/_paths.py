@@ -1,6 +1,6 @@
 """Where syncguard's own files are (the package root, for telling its frames from the user's),
 and where ``run`` and ``exec`` write their reports by default (one folder, ``reports/``, with
-a ``latest`` link to the most recently started run)."""
+a ``latest`` link to the most recently started run) and a run's profiler traces in them."""
 
 from __future__ import annotations
 
@@ -121,3 +121,9 @@ def prune_reports(folder: str, keep: int) -> List[str]:
         shutil.rmtree(path, ignore_errors=True)
         removed.append(path)
     return removed
+
+
+def profiler_file(out_dir: str, scenario: str, path: str) -> str:
+    """Where :func:`syncguard.driving.timing.profiled_pass` writes a path's trace:
+    ``profiler/<scenario>.<path>.json`` next to the result."""
+    return os.path.join(out_dir, "profiler", f"{scenario}.{path}.json")

@@ -14,12 +14,13 @@ from __future__ import annotations
 import argparse
 
 from ..driving.check import CheckOptions, check
+from ..process.atomic import output_path
 from .common import (
     add_allow_arguments,
     add_gate_format_arguments,
     add_scenario_arguments,
     finish,
-    output_path,
+    options,
 )
 
 
@@ -49,14 +50,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def main(args: argparse.Namespace) -> int:
     # sarif and junit without -o: stdout
     filed = args.format in ("sarif", "junit") and args.output is None
-    opts = CheckOptions(
-        scenarios=args.scenarios, device=args.device, paths=args.paths,
-        paths_flag=getattr(args, "paths_flag", "--paths"), subjects=args.subjects,
-        steps=args.steps, warmup=args.warmup, max_syncs=args.max_syncs,
-        max_syncs_outside=args.max_syncs_outside, baseline=args.baseline,
-        update_baseline=args.update_baseline, allow=args.allow, config=args.config,
-        max_bubble_us=args.max_bubble_us, profile=args.profile, format=args.format,
-        output="-" if filed else args.output)
+    opts = options(CheckOptions, args, output="-" if filed else args.output)
     output_path(opts.output)  # devices and FIFOs written as streams; folders... refused now
     output_path(opts.update_baseline, flag="--update-baseline")
     return finish(opts, *check(opts))

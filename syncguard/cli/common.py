@@ -1,27 +1,36 @@
 """What the subcommands share: the options more than one of them takes (the scenario options
 of ``run`` and ``check``, ``--device``, ``--width``, the report folder, an output file, the
-gate's ``--format``, the allowlist, ``--record-lines``), output paths checked before any
-work, and the end of ``check``: a baseline written, or the verdicts emitted in the asked
-format.
+gate's ``--format``, the allowlist, ``--record-lines``), a command's options object built
+from its parsed arguments (:func:`options`), and the end of ``check``: a baseline written, or
+the verdicts emitted in the asked format.
 
 Everything here is cheap to import: the parser is built without torch or pandas."""
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
-from typing import Any, List, Optional, Sequence
+from typing import Any, List, Optional, Sequence, Type, TypeVar
 
 from ..console import wrote
 from ..devicenames import DEVICES
 from ..driving.devices import EXHAUSTIVE_HELP
 from ..errors import EXIT_OK, EXIT_OVER, UsageError
 from ..gate.verdicts import baseline_from, budget_count
-from ..process.atomic import OutputError, check_output, output_kind
 from ..renderers import GATE_RENDERERS, emit_gate
 
-
 # ---------------------------------------------------------------------------- options
+T = TypeVar("T")
+
+
+def options(cls: Type[T], args: argparse.Namespace, **given: Any) -> T:
+    """The options dataclass ``cls`` of a command from its parsed ``args`` of the same names
+    (a field the command line leaves unset keeps its default), ``given`` over them."""
+    names = {f.name for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
+    return cls(**{**{k: v for k, v in vars(args).items() if k in names}, **given})
+
+
 class _AppendPaths(argparse.Action):
     """``--paths``/``--path``: append, and remember which spelling was used (for errors)."""
 
@@ -72,7 +81,7 @@ def add_width_argument(p: argparse.ArgumentParser) -> None:
 
 def add_out_arguments(p: argparse.ArgumentParser, default: str) -> None:
     """``--out`` (the report folder; ``default`` says where it goes without one) and
-    ``--force`` (checked by :func:`prepare_out`)."""
+    ``--force`` (checked by :func:`syncguard.process.atomic.prepare_out`)."""
     p.add_argument("--out", default=None, help=f"report folder (default: {default})")
     p.add_argument("--force", action="store_true", help="overwrite existing report files")
 
@@ -80,7 +89,7 @@ def add_out_arguments(p: argparse.ArgumentParser, default: str) -> None:
 def add_output_arguments(p: argparse.ArgumentParser, help: str,
                          metavar: Optional[str] = None) -> None:
     """``-o``/``--output`` (one file written instead of, or besides, the terminal) and
-    ``--force`` to overwrite it (checked by :func:`output_path`)."""
+    ``--force`` to overwrite it (checked by :func:`syncguard.process.atomic.output_path`)."""
     p.add_argument("-o", "--output", default=None, metavar=metavar, help=help)
     p.add_argument("--force", action="store_true", help="overwrite --output if it exists")
 
@@ -130,49 +139,6 @@ def add_allow_arguments(p: argparse.ArgumentParser) -> None:
 #: the command line owns this process (``console_main``): ``exec`` ends the program as Python
 #: would end it (its threads joined, its exit handlers run) under the guard
 WHOLE_PROCESS = False
-
-
-def output_path(path: Optional[str], force: bool = True, flag: str = "-o") -> None:
-    """Refuse (:class:`UsageError`) an output path that cannot be written (a folder, socket,
-    FIFO without a reader...) or, without ``force``, a regular file already there; call
-    before any work. A device or FIFO is written as a stream, so it needs no ``force``."""
-    if path in (None, "-"):
-        return
-    assert path is not None
-    try:
-        kind = check_output(path)
-    except OutputError as exc:
-        raise UsageError(f"{flag}: {exc}") from None
-    if kind == "file" and not force:
-        raise UsageError(f"{flag} {path}: exists; pass --force to overwrite it")
-
-
-def prepare_out(out: str, files: Sequence[str], force: bool) -> str:
-    """Make the report folder ``out``; refuse (UsageError) when it is a file, or when one of
-    ``files`` is already there and ``force`` is not set."""
-    if os.path.exists(out) and not os.path.isdir(out):
-        raise UsageError(f"--out: {out} exists and is not a folder")
-    # lexists: a symbolic link (even a dangling one) is a clash too; --force replaces the link
-    clash = [f for f in files if os.path.lexists(os.path.join(out, f))]
-    for f in clash:  # a folder, device or FIFO named like a report: refused even with --force
-        try:
-            kind = output_kind(os.path.join(out, f))
-        except OutputError as exc:
-            raise UsageError(f"--out: {exc}") from None
-        if kind != "file":
-            raise UsageError(f"--out: {os.path.join(out, f)}: is a device or FIFO, not a "
-                             f"regular file")
-    if clash and not force:
-        raise UsageError(f"{os.path.join(out, clash[0])} exists; pass --force to overwrite "
-                         f"or choose another --out")
-    try:
-        os.makedirs(out, exist_ok=True)
-        probe = os.path.join(out, f".syncguard-probe-{os.getpid()}")
-        os.close(os.open(probe, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
-        os.unlink(probe)
-    except OSError as exc:  # /proc/x, a read-only mount: said now, not after the run
-        raise UsageError(f"--out: {out}: cannot write there: {exc.strerror}") from None
-    return out
 
 
 def finish(opts: Any, verdicts: List[Any], bubbles: Sequence[str] = ()) -> int:

@@ -23,20 +23,14 @@ import re
 import sys
 from typing import Dict, Optional, Tuple
 
-from .._paths import (
-    LATEST_EXEC,
-    keep_runs,
-    new_report_dir,
-    point_latest,
-    prune_reports,
-    reports_dir,
-)
+from .._paths import LATEST_EXEC, new_report_dir, reports_dir
 from ..console import report_width
 from ..driving.config import allow_sites, config_file, exhaustive
 from ..errors import UsageError
 from ..execute.engine import EVENTS_PER_SITE, ExecOptions, execute, rank_from_env, result_name
 from ..execute.hooks import StepSpecError, parse_step
 from ..execute.program import ProgramError, parse_command
+from ..process.atomic import output_path, prepare_out, report_folder
 from ..renderers import gate_file_name as file_of
 from ..renderers import run_files
 from ..results.merge import rank_files
@@ -51,8 +45,6 @@ from .common import (
     add_record_lines_argument,
     add_width_argument,
     budget_flags,
-    output_path,
-    prepare_out,
 )
 
 
@@ -133,11 +125,8 @@ def _out_dir(args: argparse.Namespace, device: str, files: Tuple[str, ...]) -> s
     # every rank of one torchrun job shares its folder; other runs never share one
     out = (os.path.join(reports_dir(), f"exec-{run_id}-{device}") if run_id
            else new_report_dir(f"exec-{device}"))
-    keep = keep_runs()
-    out = prepare_out(os.path.abspath(out), files, args.force)
-    point_latest(out, LATEST_EXEC)  # run's reports/latest stays on run's last report
-    prune_reports(out, keep)
-    return out
+    # run's reports/latest stays on run's last report
+    return report_folder(None, os.path.abspath(out), files, args.force, LATEST_EXEC)
 
 
 def _clear_stale_ranks(out: str) -> None:

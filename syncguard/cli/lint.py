@@ -36,7 +36,8 @@ import argparse
 from typing import List
 
 from ..lint.command import LintOptions, run
-from .common import output_path
+from ..process.atomic import output_path
+from .common import options
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -74,11 +75,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    opts = LintOptions(
-        paths=args.paths, format=args.format, output=args.output, fail_on=args.fail_on,
-        backend=args.backend, include_tests=args.include_tests, show_silent=args.show_silent,
-        exclude=args.exclude, with_run=args.with_run, baseline=args.baseline,
-        update_baseline=args.update_baseline, diff=args.diff, jobs=args.jobs)
+    opts = options(LintOptions, args)
     output_path(opts.output, force=args.force)  # before any work: exists, folder, FIFO...
     output_path(opts.update_baseline, flag="--update-baseline")
     return run(opts)

@@ -7,12 +7,8 @@ from __future__ import annotations
 
 import argparse
 
-from ..console import stdout_console, wrote
-from ..errors import EXIT_OK, UsageError
-from ..process.atomic import write_text
-from ..renderers import RENDERERS, renderer_for_path
-from ..results.run import load
-from .common import add_output_arguments, add_width_argument, output_path
+from ..driving.show import ShowOptions, show
+from .common import add_output_arguments, add_width_argument, options
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -23,20 +19,5 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    if args.output:
-        output_path(args.output, args.force)  # before any work: a folder, socket... refused
-    res = load(args.result).result
-    if args.output:
-        try:
-            render = renderer_for_path(args.output)
-        except ValueError as exc:  # unknown extension: bad input, not an internal error
-            raise UsageError(f"--output: {exc}") from None
-        text = render(res)
-        try:
-            write_text(args.output, text)  # temp file + rename: never through a link
-        except OSError as exc:
-            raise UsageError(f"{args.output}: cannot write: {exc.strerror}") from None
-        wrote(args.output)
-        return EXIT_OK
-    RENDERERS["terminal"].render(res, stdout_console(args.width))
-    return EXIT_OK
+    opts = options(ShowOptions, args)
+    return show(opts)

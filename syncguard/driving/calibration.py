@@ -9,16 +9,21 @@ model ``opmodel-<backend>.json`` with the torch, runtime and driver versions.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import platform
+import subprocess
 import sys
 from typing import Any, Dict, List, Optional, Tuple
 
 from ..core.events import IN_KERNEL
+from ..core.opmodel import _DIR, parse_model
 from ..devicenames import HARDWARE
+from ..errors import EXIT_INTERNAL, EXIT_OK, EXIT_OVER, UsageError
 from ..model.groundtruth import KNOWN_BLIND_SPOTS, native_counter
-from ..process.atomic import write_text
+from ..model.profile import ProfileError, load_profile, parse_profile
+from ..process.atomic import write_file, write_text
 from ..results.loader import load
 from .devices import DeviceError, prepare_process, resolve_target
 
@@ -33,8 +38,6 @@ def _versions(kind: str) -> Dict[str, Optional[str]]:
         v["cuda_runtime"] = torch.version.cuda
         v["device"] = torch.cuda.get_device_name()
         try:
-            import subprocess
-
             v["driver"] = subprocess.run(
                 ["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
                 capture_output=True, text=True, timeout=20).stdout.strip() or None
@@ -200,6 +203,78 @@ def main(argv: Optional[List[str]] = None) -> int:
 def unexplained(cal: Dict[str, Any]) -> int:
     """Disagreements with the native ground truth that no documented blind spot explains."""
     return sum(1 for r in cal["cases"] for d in r["disagreements"] if not d["known_reason"])
+
+
+@dataclasses.dataclass
+class CalibrateOptions:
+    """``syncguard calibrate``'s options: the device, the report folder (None:
+    ``reports/calibration-<device>``), the op model to write, and the measured profile (its
+    file, its base profile, and whether only the profile is measured)."""
+
+    device: str = "sim"
+    out: Optional[str] = None
+    write_model: Optional[str] = None
+    profile_out: Optional[str] = None
+    profile_base: Optional[str] = None
+    profile_only: bool = False
+
+
+def run_calibration(opts: CalibrateOptions) -> int:
+    """Calibrate ``opts.device`` in a child process (and measure its profile); the exit code
+    of ``calibrate``: 1 when some disagreement is unexplained (then no model is written)."""
+    from .runner import target as resolve_command_target  # torch: the device's
+
+    target = resolve_command_target(opts.device)  # one clear line (exit 2) when it is missing
+    if opts.profile_out is not None or opts.profile_only:
+        if opts.profile_out is None:
+            raise UsageError("--profile-only: needs --profile-out FILE")
+        if target.kind not in HARDWARE:
+            raise UsageError("--profile-out: measures a real device: --device cuda or npu")
+        _write_profile(opts.profile_out, opts.profile_base
+                       or ("h200" if opts.device == "cuda" else "910b"), target)
+        if opts.profile_only:
+            return EXIT_OK
+    out = opts.out or os.path.join("reports", f"calibration-{opts.device}")
+    proc = subprocess.run([sys.executable, "-m", "syncguard.driving.calibration", "--device",
+                           opts.device, "--out", out], text=True)
+    if proc.returncode not in (0, 1):
+        return EXIT_INTERNAL
+    with open(os.path.join(out, "calibration.json"), encoding="utf-8") as f:
+        cal = json.load(f)
+    if proc.returncode == 1:
+        print("syncguard calibrate: unexplained disagreements with the native ground truth "
+              f"(listed above; details in {os.path.join(out, 'calibration.json')})"
+              + ("; the op model was not written" if opts.write_model else ""),
+              file=sys.stderr)
+        return EXIT_OVER
+    if opts.write_model:
+        _write_model(cal, opts.write_model)
+    return EXIT_OK
+
+
+def _write_model(cal: Dict[str, Any], path: str) -> None:
+    """The installed op model of ``cal``'s backend with the calibrated entries merged in,
+    written to ``path``."""
+    installed = os.path.join(_DIR, f"{cal['backend']}.json")
+    with open(installed, encoding="utf-8") as f:
+        current = json.load(f)
+    calibrated = {e["op"]: e for e in cal["model"]["entries"]}
+    current["entries"] = [calibrated.pop(e["op"], e) if e.get("when") ==
+                          calibrated.get(e["op"], {}).get("when") else e
+                          for e in current["entries"]] + list(calibrated.values())
+    current["versions"] = cal["versions"]
+    parse_model(current, path)
+    write_file(path, json.dumps(current, indent=2) + "\n", "--write-model ", parents=True)
+
+
+def _write_profile(path: str, base_name: str, target: Any) -> None:
+    try:
+        base = load_profile(base_name)
+    except ProfileError as exc:
+        raise UsageError(str(exc)) from None
+    doc = measure_profile(target.device, base)
+    parse_profile(doc, path)  # what is written must load
+    write_file(path, json.dumps(doc, indent=1) + "\n", "--profile-out ")
 
 
 if __name__ == "__main__":

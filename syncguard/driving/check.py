@@ -13,23 +13,16 @@ from ..gate.recorded import is_result_path, recorded_verdicts
 from ..gate.verdicts import Tally, Verdict, budget, budget_count
 from ..model.profile import load_profile
 from .config import allow_sites, config_file
-from .scenario import resolve
+from .scenario import ScenarioOptions, resolve
 
 
 @dataclasses.dataclass
-class CheckOptions:
+class CheckOptions(ScenarioOptions):
     """``syncguard check``'s options as typed: the scenarios (or result files and folders)
-    and the options of :func:`syncguard.driving.runner.run_options`, the budgets, the
-    baseline, the allow-list and its configuration file (None: :func:`config_file`'s
-    rule), ``--max-bubble-us`` and its device ``profile``, and where the verdicts go."""
+    and their options, the budgets, the baseline, the allow-list and its configuration file
+    (None: :func:`config_file`'s rule), ``--max-bubble-us`` (its device profile the
+    scenarios' ``profile``), and where the verdicts go."""
 
-    scenarios: List[str]
-    device: str = "auto"
-    paths: Optional[List[str]] = None
-    paths_flag: str = "--paths"
-    subjects: List[str] = dataclasses.field(default_factory=list)
-    steps: Optional[int] = None
-    warmup: Optional[int] = None
     max_syncs: Optional[int] = None
     max_syncs_outside: Optional[int] = None
     baseline: Optional[str] = None
@@ -37,7 +30,6 @@ class CheckOptions:
     allow: List[str] = dataclasses.field(default_factory=list)
     config: Optional[str] = None
     max_bubble_us: Optional[float] = None
-    profile: Optional[str] = None
     format: str = "text"
     output: Optional[str] = None
 
@@ -69,9 +61,7 @@ def _scenario_verdicts(opts: CheckOptions, base: Optional[Baseline],
     bubble_us = opts.max_bubble_us
     if bubble_us is not None and not bubble_us >= 0:
         raise UsageError(f"--max-bubble-us: must be >= 0, got {bubble_us}")
-    ropts = runner.run_options(opts.device, opts.paths, opts.steps, opts.warmup,
-                               paths_flag=opts.paths_flag, subject_specs=opts.subjects,
-                               timed=False, profile=opts.profile)
+    ropts = runner.run_options(opts, timed=False)
     scenarios = runner.prepare(resolve(opts.scenarios), ropts)
     target = runner.target(ropts.device)
     prof = None

@@ -29,7 +29,7 @@ from .decode import DecodeLoop, DeviceTimer, Progress, _seed, label_fields
 from .devices import Target, resolve_target
 from .lineage import start as start_lineage
 from .plan import Plan, plan_run
-from .scenario import Scenario
+from .scenario import Scenario, ScenarioOptions
 from .timing import PROFILED_KINDS, profiled_pass, timed_pass
 
 
@@ -137,7 +137,6 @@ class RunOptions:
     paths: Optional[List[str]] = None
     steps: Optional[int] = None
     warmup: Optional[int] = None
-    counted: bool = True
     timed: bool = True
     #: the path ratios are taken against (None: each scenario's first path)
     baseline: Optional[str] = None
@@ -155,23 +154,20 @@ class RunOptions:
     threads: Optional[int] = None
 
 
-def run_options(device: str = "auto", paths: Optional[List[str]] = None,
-                steps: Optional[int] = None, warmup: Optional[int] = None, *,
-                paths_flag: str = "--paths", subject_specs: Sequence[str] = (),
-                counted: bool = True, timed: bool = True, ratio_base: Optional[str] = None,
+def run_options(o: ScenarioOptions, *, timed: bool = True, ratio_base: Optional[str] = None,
                 repeat: Optional[int] = None, budget: Optional[float] = None,
-                profile: Optional[str] = None, lineage: bool = False,
-                threads: Optional[int] = None) -> RunOptions:
-    """The :class:`RunOptions` of the scenario options as typed (``paths``: ``--paths``
-    chunks, comma-separated; ``subject_specs``: ``--subject``), each checked: a bad value is
-    one :class:`UsageError` before anything runs."""
+                lineage: bool = False, threads: Optional[int] = None) -> RunOptions:
+    """The :class:`RunOptions` of the scenario options as typed (``o.paths``: ``--paths``
+    chunks, comma-separated; ``o.subjects``: ``--subject``) and of the timed pass, each
+    checked: a bad value is one :class:`UsageError` before anything runs."""
+    steps, warmup, profile = o.steps, o.warmup, o.profile
     if steps is not None and steps < 1:
         raise UsageError(f"--steps: must be >= 1, got {steps}")
     if warmup is not None and warmup < 0:
         raise UsageError(f"--warmup: must be >= 0, got {warmup}")
     if steps is not None and warmup is not None and warmup >= steps:
         raise UsageError(f"--warmup: must be < --steps ({steps}), got {warmup}")
-    chosen = _parse_paths(paths, paths_flag, subject_specs)
+    chosen = _parse_paths(o.paths, o.paths_flag, o.subjects)
     if repeat is not None and repeat < 1:
         raise UsageError(f"--repeat: must be >= 1, got {repeat}")
     if budget is not None and not budget > 0:
@@ -183,9 +179,9 @@ def run_options(device: str = "auto", paths: Optional[List[str]] = None,
             load_profile(profile)  # one clear line (exit 2) before anything runs
         except ProfileError as exc:
             raise UsageError(str(exc)) from None
-    return RunOptions(device=device, paths=chosen, steps=steps, warmup=warmup,
-                      counted=counted, timed=timed, baseline=ratio_base, repeat=repeat,
-                      budget_s=budget, profile=profile, lineage=lineage, threads=threads)
+    return RunOptions(device=o.device, paths=chosen, steps=steps, warmup=warmup, timed=timed,
+                      baseline=ratio_base, repeat=repeat, budget_s=budget, profile=profile,
+                      lineage=lineage, threads=threads)
 
 
 def _parse_paths(raw: Optional[List[str]], flag: str,
@@ -281,8 +277,7 @@ def plan_for(scenarios: List[Scenario], opts: RunOptions, target: Optional[Targe
     target = target or resolve_target(opts.device, exhaustive=opts.exhaustive)
     with torch_threads(threads_for(opts, target)):
         return plan_run(scenarios, lambda sc: paths_for(sc, opts), target,
-                        counted=opts.counted, timed=opts.timed, repeat=opts.repeat,
-                        budget_s=opts.budget_s)
+                        timed=opts.timed, repeat=opts.repeat, budget_s=opts.budget_s)
 
 
 def run(scenarios: List[Scenario], opts: RunOptions, result_path: str,
@@ -328,10 +323,9 @@ def _run(scenarios: List[Scenario], opts: RunOptions, target: Target, result_pat
     try:
         for sc in scenarios:
             for path in paths_for(sc, opts):
-                if opts.counted:
-                    with lines if lines is not None else contextlib.nullcontext():
-                        run_pass(sc, path, target, True, writer, progress, collect=False,
-                                 profile=prof, lineage=opts.lineage)
+                with lines if lines is not None else contextlib.nullcontext():
+                    run_pass(sc, path, target, True, writer, progress, collect=False,
+                             profile=prof, lineage=opts.lineage)
             planned = plan.get(sc.name)
             if opts.timed and planned is not None and planned.rounds:
                 # paths interleaved step by step, repeated (syncguard.driving.timing)

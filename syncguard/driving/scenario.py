@@ -622,3 +622,20 @@ def _unique(out: List[Scenario]) -> List[Scenario]:
                                 f"{names_seen[s.name]}")
         names_seen[s.name] = s.file
     return out
+
+
+@dataclasses.dataclass
+class ScenarioOptions:
+    """The scenario options ``run`` and ``check`` take, as typed (checked by
+    :func:`syncguard.driving.runner.run_options`): the scenarios, the device, ``--paths``
+    chunks and the spelling used, ``--subject``, ``--steps``, ``--warmup`` and the device
+    ``--profile`` of the modeled timeline."""
+
+    scenarios: List[str] = dataclasses.field(default_factory=list)
+    device: str = "auto"
+    paths: Optional[List[str]] = None
+    paths_flag: str = "--paths"
+    subjects: List[str] = dataclasses.field(default_factory=list)
+    steps: Optional[int] = None
+    warmup: Optional[int] = None
+    profile: Optional[str] = None

@@ -18,6 +18,7 @@ import os
 import time
 from typing import TYPE_CHECKING, Any, Callable, Dict, List, Mapping, Optional
 
+from .._paths import profiler_file
 from ..devicenames import HARDWARE
 from ..process import signals as _signals
 from ..process.atomic import write_text
@@ -186,12 +187,6 @@ def timed_pass(sc: Scenario, paths: List[str], target: Target,
 PROFILED_STEPS = 3
 #: Target kinds that get a profiler trace (the simulated device gets the modeled timeline).
 PROFILED_KINDS = (*HARDWARE, "cpu")
-
-
-def profiler_file(out_dir: str, scenario: str, path: str) -> str:
-    """Where :func:`profiled_pass` writes a path's trace: ``profiler/<scenario>.<path>.json``
-    next to the result."""
-    return os.path.join(out_dir, "profiler", f"{scenario}.{path}.json")
 
 
 def profiled_pass(sc: Scenario, paths: List[str], target: Target, out_dir: str) -> List[str]:

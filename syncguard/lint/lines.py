@@ -17,6 +17,9 @@ import threading
 from types import CodeType, FrameType
 from typing import Any, Callable, Dict, List, Optional, Set
 
+from ..errors import UsageError
+from . import candidates
+
 #: sys.monitoring tool ids to try (the coverage/profiler ids are left to those tools)
 _TOOL_IDS = (4, 3, 5)
 
@@ -169,3 +172,14 @@ class LineRecorder:
                 "mechanism": self.mechanism,
                 "candidates": {f: sorted(v) for f, v in self.candidates.items()},
                 "executed": self.executed}
+
+
+def recorder_for(paths: List[str]) -> Optional[LineRecorder]:
+    """The recorder of the lint's candidate lines under ``paths`` (``run --record-lines``);
+    None without paths."""
+    if not paths:
+        return None
+    for p in paths:
+        if not os.path.exists(p):
+            raise UsageError(f"--record-lines {p}: no such file or folder")
+    return LineRecorder(candidates(paths))

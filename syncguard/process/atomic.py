@@ -19,9 +19,11 @@ import errno
 import os
 import secrets
 import stat
-from typing import IO, Any, Iterator, Optional
+from typing import IO, Any, Iterator, Optional, Sequence
 
-from ..errors import SyncguardError
+from .._paths import LATEST, keep_runs, point_latest, prune_reports
+from ..console import wrote
+from ..errors import SyncguardError, UsageError
 from .fds import high
 
 _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
@@ -163,6 +165,19 @@ def write_text(path: str, text: str, *, newline: Optional[str] = None) -> str:
     return path
 
 
+def write_file(path: str, text: str, flag: str = "", newline: Optional[str] = None,
+               parents: bool = False) -> None:
+    """Write ``text`` to ``path`` atomically (with its missing ``parents``), then the ``Wrote``
+    line; an ``OSError`` is one :class:`UsageError` naming the option (``flag``)."""
+    try:
+        if parents:
+            os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+        write_text(path, text, newline=newline)
+    except OSError as exc:
+        raise UsageError(f"{flag}{path}: cannot write: {exc.strerror}") from None
+    wrote(path)
+
+
 def claim(path: str, force: bool) -> int:
     """Open the streamed file ``path`` (a run's ``result.jsonl``) for this run alone and return
     its descriptor, which holds an exclusive lock for as long as it (or a ``dup`` of it) is
@@ -213,3 +228,59 @@ def stream_of(fd: int, encoding: str = "utf-8") -> IO[str]:
     claim's lock, which lasts until ``fd`` itself is closed."""
     f: IO[Any] = os.fdopen(high(os.dup(fd)), "w", encoding=encoding)
     return f
+
+
+def output_path(path: Optional[str], force: bool = True, flag: str = "-o") -> None:
+    """Refuse (:class:`UsageError`) an output path that cannot be written (a folder, socket,
+    FIFO without a reader...) or, without ``force``, a regular file already there; call
+    before any work. A device or FIFO is written as a stream, so it needs no ``force``."""
+    if path is None or path == "-":
+        return
+    try:
+        kind = check_output(path)
+    except OutputError as exc:
+        raise UsageError(f"{flag}: {exc}") from None
+    if kind == "file" and not force:
+        raise UsageError(f"{flag} {path}: exists; pass --force to overwrite it")
+
+
+def prepare_out(out: str, files: Sequence[str], force: bool) -> str:
+    """Make the report folder ``out``; refuse (UsageError) when it is a file, or when one of
+    ``files`` is already there and ``force`` is not set."""
+    if os.path.exists(out) and not os.path.isdir(out):
+        raise UsageError(f"--out: {out} exists and is not a folder")
+    # lexists: a symbolic link (even a dangling one) is a clash too; --force replaces the link
+    clash = [f for f in files if os.path.lexists(os.path.join(out, f))]
+    for f in clash:  # a folder, device or FIFO named like a report: refused even with --force
+        try:
+            kind = output_kind(os.path.join(out, f))
+        except OutputError as exc:
+            raise UsageError(f"--out: {exc}") from None
+        if kind != "file":
+            raise UsageError(f"--out: {os.path.join(out, f)}: is a device or FIFO, not a "
+                             f"regular file")
+    if clash and not force:
+        raise UsageError(f"{os.path.join(out, clash[0])} exists; pass --force to overwrite "
+                         f"or choose another --out")
+    try:
+        os.makedirs(out, exist_ok=True)
+        probe = os.path.join(out, f".syncguard-probe-{os.getpid()}")
+        os.close(os.open(probe, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
+        os.unlink(probe)
+    except OSError as exc:  # /proc/x, a read-only mount: said now, not after the run
+        raise UsageError(f"--out: {out}: cannot write there: {exc.strerror}") from None
+    return out
+
+
+def report_folder(out: Optional[str], default: str, files: Sequence[str], force: bool,
+                  latest: str = LATEST) -> str:
+    """The report folder: ``out`` (:func:`prepare_out`), else ``default`` with ``latest``
+    beside it pointing at it and, with ``SYNCGUARD_KEEP_RUNS=N``, the newest N kept
+    (:mod:`syncguard._paths`)."""
+    if out is not None:
+        return prepare_out(out, files, force)
+    keep = keep_runs()  # a bad value fails before any folder is made
+    out = prepare_out(default, files, force)
+    point_latest(out, latest)
+    prune_reports(out, keep)
+    return out

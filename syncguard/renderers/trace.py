@@ -29,8 +29,8 @@ import json
 import os
 from typing import IO, TYPE_CHECKING, Any, Dict, Iterator, List, Tuple
 
+from .._paths import profiler_file
 from ..core.sites import shown_site
-from ..driving.timing import profiler_file
 from ..process.untrusted import UntrustedError, load_json
 from ..results.format import GUARDED_PASSES
 

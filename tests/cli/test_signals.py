@@ -242,7 +242,7 @@ class _Plan:
 
 
 def test_plain_progress_prints_a_line_per_scenario_and_at_most_every_interval() -> None:
-    from syncguard.cli.run import PlainProgress
+    from syncguard.driving.run import PlainProgress
 
     now = [0.0]
     buf = io.StringIO()
