@@ -11,8 +11,7 @@ from ..console import stdout_console
 from ..errors import EXIT_OK, UsageError
 from ..process.atomic import output_path, write_file
 from ..renderers import RENDERERS, compare_renderer_for_path, renderer_for_path
-from ..results.analysis import compare, compare_paths
-from ..results.run import load
+from ..results.loader import load
 
 
 @dataclasses.dataclass
@@ -31,7 +30,7 @@ def show(opts: ShowOptions) -> int:
     picks; the exit code of ``show``."""
     if opts.output:
         output_path(opts.output, opts.force)  # before any work: a folder, socket... refused
-    res = load(opts.result).result
+    res = load(opts.result)
     if opts.output:
         try:
             render = renderer_for_path(opts.output)
@@ -59,6 +58,9 @@ class CompareOptions:
 def compare_runs(opts: CompareOptions) -> int:
     """Compare two runs, or two paths of one run, in the terminal and to ``opts.output``; the
     exit code of ``compare``."""
+    # pandas (the comparison's tables): `show` and `compare --help` never load it
+    from ..results.analysis import compare, compare_paths
+
     writer, output = None, opts.output
     if output is not None:
         try:
@@ -66,12 +68,12 @@ def compare_runs(opts: CompareOptions) -> int:
         except ValueError as exc:
             raise UsageError(f"-o {exc}") from None
         output_path(output, opts.force)  # a folder, socket... refused before any work
-    a = load(opts.a).result
+    a = load(opts.a)
     console = stdout_console(opts.width)  # a closed pipe (`| head`) exits quietly
     if opts.b is not None:
         if opts.paths:
             raise UsageError("--paths: compare either two runs or two paths of one run")
-        df = compare(a, load(opts.b).result)
+        df = compare(a, load(opts.b))
         title = f"{opts.a} (A) vs {opts.b} (B)"
         labels = (opts.a, opts.b)
     else:
