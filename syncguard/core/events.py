@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import operator
-from typing import Any, Dict, Iterable, List, Optional, Tuple
+from typing import Any, Dict, Iterable, Optional, Tuple
 
 from .._words import steps_phrase
 from ..errors import EXIT_INTERNAL, EXIT_OVER, SyncguardError
@@ -239,7 +239,3 @@ def site_line(filename: str, lineno: int, function: str, api: str, op: Optional[
     text += f" x{count}"
     where = steps_phrase(steps)
     return f"{text}, {where}" if where else text
-
-
-def stack_to_list(stack: Tuple[Frame, ...]) -> List[str]:
-    return [str(f) for f in stack]

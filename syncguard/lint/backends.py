@@ -17,8 +17,6 @@ from ..devicenames import HARDWARE
 
 #: a finding that syncs on every backend
 BOTH = "both"
-#: the values ``--backend`` takes: ``any`` fails on a sync on any backend
-CHOICES = ("any", *HARDWARE)
 
 
 @functools.cache
@@ -65,5 +63,5 @@ def label(backend: str) -> str:
     return "" if backend == BOTH else f"{backend} only"
 
 
-__all__: Tuple[str, ...] = ("BOTH", "CHOICES", "backends_any", "backends_of",
+__all__: Tuple[str, ...] = ("BOTH", "backends_any", "backends_of",
                             "fails_on", "label")

@@ -13,7 +13,6 @@ import re
 from typing import Dict, Optional, Set
 
 SERVING, TEST, BENCHMARK, SCRIPT = "serving", "test", "benchmark", "script"
-CONTEXTS = (SERVING, TEST, BENCHMARK, SCRIPT)
 
 _TEST_DIRS = frozenset({"test", "tests", "testing", "unittest", "unittests", "unit_tests"})
 _BENCH_DIRS = frozenset({"benchmark", "benchmarks", "bench", "benches", "perf"})

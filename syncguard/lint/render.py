@@ -16,8 +16,6 @@ from .backends import BOTH, label
 from .checker import CERTAIN, Finding
 from .context import SERVING
 
-FORMATS = ("text", "github", "sarif", "json")
-
 
 def _run_note(f: Finding) -> str:
     r = f.run

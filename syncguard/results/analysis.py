@@ -308,15 +308,6 @@ def _timed_by_key(result: RunResult, scenario: str, path: str) -> Dict[Tuple[int
             if r.latency_ms is not None and not is_missing(r.latency_ms)}
 
 
-def paired_latency(result: RunResult, scenario: str, path_a: str, path_b: str
-                   ) -> Tuple[List[float], List[float]]:
-    """Timed, non-warm-up latencies (ms) of two paths of one run paired by (round, step)."""
-    a = _timed_by_key(result, scenario, path_a)
-    b = _timed_by_key(result, scenario, path_b)
-    keys = sorted(set(a) & set(b))
-    return [a[k] for k in keys], [b[k] for k in keys]
-
-
 def round_latency(result: RunResult, scenario: str, path_a: str, path_b: str
                   ) -> Tuple[List[List[float]], List[List[float]]]:
     """Per round, the timed non-warm-up latencies (ms) of two paths of one run over the steps
