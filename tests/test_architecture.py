@@ -50,6 +50,27 @@ def _owner(name: str) -> str:
 _SPEC = re.compile(r"(\.+)([A-Za-z_][\w.]*):[A-Za-z_]\w*")
 
 
+def _targets(mod: str, node: ast.stmt) -> Set[str]:
+    """The package's modules one import statement of ``mod`` names: ``from . import sub``
+    counts as ``sub`` only; a name that is not a module counts as the module it is taken from."""
+    is_pkg = MODULES[mod].name == "__init__.py"
+    if isinstance(node, ast.Import):
+        return {_owner(a.name) for a in node.names if a.name.startswith(PKG)} & set(MODULES)
+    assert isinstance(node, ast.ImportFrom)
+    if node.level:
+        base = mod.split(".") if is_pkg else mod.split(".")[:-1]
+        base = base[:len(base) - (node.level - 1)]
+        target = ".".join(base + ([node.module] if node.module else []))
+    else:
+        target = node.module or ""
+    if not target.startswith(PKG):
+        return set()
+    subs = {f"{target}.{a.name}" for a in node.names if f"{target}.{a.name}" in MODULES}
+    if len(subs) < len(node.names):
+        subs.add(_owner(target))
+    return subs & set(MODULES)
+
+
 def _imports(mod: str, type_checking: bool = False) -> Set[str]:
     """The package's modules ``mod`` imports (with ``type_checking``, its ``if
     TYPE_CHECKING:`` imports too). ``from . import sub`` counts as ``sub`` only
@@ -69,21 +90,8 @@ def _imports(mod: str, type_checking: bool = False) -> Set[str]:
             base = mod.split(".") if is_pkg else mod.split(".")[:-1]
             base = base[:len(base) - (len(spec.group(1)) - 1)]
             out.add(_owner(".".join(base + [spec.group(2)])))
-        elif isinstance(node, ast.Import):
-            out.update(_owner(a.name) for a in node.names if a.name.startswith(PKG))
-        elif isinstance(node, ast.ImportFrom):
-            if node.level:
-                base = mod.split(".") if is_pkg else mod.split(".")[:-1]
-                base = base[:len(base) - (node.level - 1)]
-                target = ".".join(base + ([node.module] if node.module else []))
-            else:
-                target = node.module or ""
-            if not target.startswith(PKG):
-                continue
-            subs = [f"{target}.{a.name}" for a in node.names if f"{target}.{a.name}" in MODULES]
-            out.update(subs)
-            if len(subs) < len(node.names):
-                out.add(_owner(target))
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            out |= _targets(mod, node)
     out.discard(mod)
     return {m for m in out if m in MODULES}
 
@@ -455,24 +463,6 @@ def _lazy_nodes(path: Path) -> List[ast.stmt]:
             out += [n for n in ast.walk(node) if isinstance(n, (ast.Import, ast.ImportFrom))
                     and id(n) not in skip and id(n) not in {id(x) for x in out}]
     return out
-
-
-def _targets(mod: str, node: ast.stmt) -> Set[str]:
-    """The package's modules one import statement of ``mod`` names."""
-    is_pkg = MODULES[mod].name == "__init__.py"
-    if isinstance(node, ast.Import):
-        return {_owner(a.name) for a in node.names if a.name.startswith(PKG)} & set(MODULES)
-    assert isinstance(node, ast.ImportFrom)
-    if node.level:
-        base = mod.split(".") if is_pkg else mod.split(".")[:-1]
-        base = base[:len(base) - (node.level - 1)]
-        target = ".".join(base + ([node.module] if node.module else []))
-    else:
-        target = node.module or ""
-    if not target.startswith(PKG):
-        return set()
-    subs = {f"{target}.{a.name}" for a in node.names if f"{target}.{a.name}" in MODULES}
-    return (subs or {_owner(target)}) & set(MODULES)
 
 
 def _needless_lazy_imports() -> List[str]:
