@@ -30,6 +30,7 @@ from ..errors import UsageError
 from ..execute.engine import EVENTS_PER_SITE, ExecOptions, execute, rank_from_env, result_name
 from ..execute.hooks import StepSpecError, parse_step
 from ..execute.program import ProgramError, parse_command
+from ..lint.lines import check_paths
 from ..process.atomic import output_path, prepare_out, report_folder
 from ..renderers import gate_file_name as file_of
 from ..renderers import run_files
@@ -168,9 +169,7 @@ def main(args: argparse.Namespace) -> int:
     if args.output not in (None, "-"):
         args.output = os.path.abspath(args.output)
         output_path(args.output)  # before the program runs: a folder, socket... refused
-    for p in args.record_lines:
-        if not os.path.exists(p):
-            raise UsageError(f"--record-lines {p}: no such file or folder")
+    check_paths(args.record_lines)
     try:
         rank = rank_from_env()
     except ValueError as exc:

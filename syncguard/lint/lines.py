@@ -15,7 +15,7 @@ import os
 import sys
 import threading
 from types import CodeType, FrameType
-from typing import Any, Callable, Dict, List, Optional, Set
+from typing import Any, Callable, Dict, List, Optional, Sequence, Set
 
 from ..errors import UsageError
 from . import candidates
@@ -174,12 +174,18 @@ class LineRecorder:
                 "executed": self.executed}
 
 
+def check_paths(paths: Sequence[str]) -> None:
+    """``--record-lines`` of ``run`` and ``exec``: each path exists (one usage error, before
+    anything runs)."""
+    for p in paths:
+        if not os.path.exists(p):
+            raise UsageError(f"--record-lines {p}: no such file or folder")
+
+
 def recorder_for(paths: List[str]) -> Optional[LineRecorder]:
     """The recorder of the lint's candidate lines under ``paths`` (``run --record-lines``);
     None without paths."""
     if not paths:
         return None
-    for p in paths:
-        if not os.path.exists(p):
-            raise UsageError(f"--record-lines {p}: no such file or folder")
+    check_paths(paths)
     return LineRecorder(candidates(paths))
