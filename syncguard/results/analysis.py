@@ -26,7 +26,7 @@ from .._words import step_ranges
 from ..core.lineage_words import draw_tree, site_verdict, verdict_text
 from ..core.sites import caller_of, function_name, group_key, grows_with_steps
 from . import stats
-from .format import OUTSIDE_PATH
+from .format import GUARDED_PASSES, OUTSIDE_PATH, TIMED_PASS
 from .machine import machine_differs
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -198,7 +198,7 @@ def _mean(values: Sequence[float]) -> float:
 
 #: pass name -> the record passes that serve as it: an ``exec`` record (the program ran
 #: once, under the guard) is both the counted and the timed pass
-_PASSES = {"counted": ("counted", "exec"), "timed": ("timed", "exec")}
+_PASSES = {"counted": GUARDED_PASSES, "timed": (TIMED_PASS, "exec")}
 
 
 def _records(result: RunResult, scenario: str, path: str, pass_: str,
