@@ -76,27 +76,34 @@ def result_verdicts(res: RunResult, gate: Budget, allow_sites: Sequence[Tuple[st
     verdicts: List[Verdict] = []
     mine: Callable[[Any], bool] = (lambda sc: True) if scenarios is None else (
         lambda sc: sc in scenarios)
+    # one pass over the events (each read's event is made as it is asked for), grouped by
+    # (scenario, path) of the guarded passes and by scenario outside every step
+    guarded: Dict[Tuple[Any, Any], List[Dict[str, Any]]] = {}
+    outside: Dict[Any, List[Dict[str, Any]]] = {}
+    for e in res.iter_events():
+        sc, path = e.get("scenario"), e.get("path")
+        if e.get("pass") in GUARDED_PASSES:
+            guarded.setdefault((sc, path), []).append(e)
+        if path == OUTSIDE_PATH and e.get("step") is None:
+            outside.setdefault(sc, []).append(e)
+    counted: Dict[Any, Dict[str, int]] = {}  # scenario -> path -> its counted steps
+    for s in res.steps:
+        if not s.warmup and s.pass_ in GUARDED_PASSES:
+            paths = counted.setdefault(s.scenario, {})
+            paths[s.path] = paths.get(s.path, 0) + 1
     keys = list(dict.fromkeys((s.scenario, s.path) for s in res.steps
                               if s.pass_ in GUARDED_PASSES and mine(s.scenario)))
     for sc, path in keys:
-        evs = allowed([SyncEvent.from_dict({k: v for k, v in e.items() if k not in (
-            "scenario", "path", "pass", "rank", "ref")})
-            for e in res.iter_events() if e.get("scenario") == sc and e.get("path") == path
-            and e.get("pass") in GUARDED_PASSES], allow_sites)
+        evs = allowed([SyncEvent.from_dict(e) for e in guarded.get((sc, path), ())],
+                      allow_sites)
         verdicts += gate.verdicts(evs, sc, path)
     for sc in dict.fromkeys(s.scenario for s in res.steps if mine(s.scenario)):
-        raw = [e for e in res.iter_events() if e.get("scenario") == sc
-               and e.get("path") == OUTSIDE_PATH and e.get("step") is None]
-        evs = allowed([SyncEvent.from_dict({k: v for k, v in e.items() if k not in (
-            "scenario", "path", "pass", "rank", "after_step", "ref")}) for e in raw],
-            allow_sites)
+        raw = outside.get(sc, [])
+        evs = allowed([SyncEvent.from_dict(e) for e in raw], allow_sites)
         after = Tally()  # each counted at the step begun last before it
-        for e, a in zip(evs, (r.get("after_step") for r in raw)):
+        for ev, a in zip(evs, (r.get("after_step") for r in raw)):
             if isinstance(a, int) and not isinstance(a, bool):
-                after.add(dataclasses.replace(e, step=a))
-        counted: Dict[str, int] = {}
-        for s in res.steps:
-            if s.scenario == sc and not s.warmup and s.pass_ in GUARDED_PASSES:
-                counted[s.path] = counted.get(s.path, 0) + 1
-        verdicts += gate.outside_verdicts(evs, sc, after, max(counted.values(), default=0))
+                after.add(dataclasses.replace(ev, step=a))
+        verdicts += gate.outside_verdicts(evs, sc, after,
+                                          max(counted.get(sc, {}).values(), default=0))
     return verdicts
